@@ -1,0 +1,64 @@
+# Shale build, test and tooling. See README.md.
+GO      ?= go
+TOOLS   := $(CURDIR)/.tools
+BIN     := $(CURDIR)/bin
+PKGS    ?= ./...
+# Flags for `make run`; override with `make run ARGS='--web.listen-address=:9300'`.
+ARGS    ?=
+FUZZTIME ?= 20s
+BENCH   ?= .
+BENCHTIME ?= 1s
+COUNT   ?= 1
+
+export PATH := $(TOOLS):$(PATH)
+
+.PHONY: all build run test test-short bench bench-e2e lint fuzz tools clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN)/tsdb ./cmd/tsdb
+
+run: build
+	$(BIN)/tsdb --storage.path=./data $(ARGS)
+
+# Every test, race detector on. Tests that need an external program (versitygw,
+# Debian's prometheus) skip with the install step named, unless
+# SHALE_REQUIRE_E2E=1, where they fail.
+test:
+	$(GO) test -race -timeout 20m $(PKGS)
+
+test-short:
+	$(GO) test -short $(PKGS)
+
+bench:
+	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -count $(COUNT) -benchmem $(PKGS)
+
+lint: $(TOOLS)/staticcheck
+	$(GO) vet $(PKGS)
+	$(TOOLS)/staticcheck $(PKGS)
+
+# Runs every fuzz target for FUZZTIME each.
+fuzz:
+	@set -e; for pkg in $$($(GO) list $(PKGS)); do \
+		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+			echo "fuzz $$pkg $$f"; \
+			$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+		done; \
+	done
+
+# Project-local tools: versitygw (the S3-compatible server the tests start),
+# staticcheck (lint) and benchstat (comparing benchmark runs).
+tools: $(TOOLS)/versitygw $(TOOLS)/staticcheck $(TOOLS)/benchstat
+
+$(TOOLS)/versitygw:
+	GOBIN=$(TOOLS) $(GO) install github.com/versity/versitygw/cmd/versitygw@v1.8.0
+
+$(TOOLS)/staticcheck:
+	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+$(TOOLS)/benchstat:
+	GOBIN=$(TOOLS) $(GO) install golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,169 @@
+// Package depcheck holds the test that keeps Shale's package dependencies
+// pointing one way, as docs/design.md lays them out.
+package depcheck
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/shaledb/shale"
+
+// allowed maps a Shale package (relative to the module) to the Shale
+// packages it may import. A package not listed may import none. Entries
+// ending in "/..." cover the subtree.
+var allowed = map[string][]string{
+	"cmd/...":                       {"..."},
+	"promql":                        {"storage", "internal/..."},
+	"remotewrite":                   {},
+	"storage":                       {"storage/lsm", "storage/objstore", "index", "gorilla", "cache"},
+	"storage/lsm":                   {"storage/lsm/sst", "storage/objstore", "cache"},
+	"storage/lsm/sst":               {"cache"},
+	"storage/objstore":              {},
+	"storage/objstore/objstoretest": {"storage/objstore", "internal/e2e"},
+	"index":                         {},
+	"gorilla":                       {},
+	"cache":                         {},
+	"internal/e2e":                  {},
+	"internal/depcheck":             {},
+}
+
+// upstreamOnly lists upstream packages only one Shale package may import.
+var upstreamOnly = map[string]string{
+	"github.com/prometheus/prometheus/promql":     "promql",
+	"github.com/prometheus/prometheus/web/api/v1": "promql",
+}
+
+type pkg struct {
+	ImportPath string
+	Imports    []string
+}
+
+func listPackages(t *testing.T) []pkg {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-json=ImportPath,Imports", module+"/...")
+	cmd.Dir = filepath.Join("..", "..")
+	out, err := cmd.Output()
+	if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			t.Fatalf("go list: %v\n%s", err, ee.Stderr)
+		}
+		t.Fatalf("go list: %v", err)
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("decode go list output: %v", err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	if len(pkgs) == 0 {
+		t.Fatal("go list found no packages")
+	}
+	return pkgs
+}
+
+func matches(pattern, rel string) bool {
+	if pattern == "..." {
+		return true
+	}
+	if base, ok := strings.CutSuffix(pattern, "/..."); ok {
+		return rel == base || strings.HasPrefix(rel, base+"/")
+	}
+	return pattern == rel
+}
+
+func rulesFor(rel string) ([]string, bool) {
+	if r, ok := allowed[rel]; ok {
+		return r, true
+	}
+	for pattern, r := range allowed {
+		if strings.HasSuffix(pattern, "/...") && matches(pattern, rel) {
+			return r, true
+		}
+	}
+	return nil, false
+}
+
+// violations returns one message per import that breaks the rules.
+func violations(pkgs []pkg) []string {
+	var out []string
+	for _, p := range pkgs {
+		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
+		rules, known := rulesFor(rel)
+		if !known {
+			out = append(out, fmt.Sprintf("package %s has no rule in depcheck's allowed table; add one that follows the design", rel))
+			continue
+		}
+		for _, imp := range p.Imports {
+			if owner, ok := upstreamOnly[imp]; ok && rel != owner && !strings.HasPrefix(rel, "cmd/") {
+				out = append(out, fmt.Sprintf("%s imports %s, which only %s may import", rel, imp, owner))
+			}
+			if !strings.HasPrefix(imp, module+"/") {
+				continue
+			}
+			target := strings.TrimPrefix(imp, module+"/")
+			if rel != "" && strings.HasPrefix(rel, target+"/") {
+				out = append(out, fmt.Sprintf("%s imports its parent %s", rel, target))
+				continue
+			}
+			ok := false
+			for _, a := range rules {
+				if matches(a, target) {
+					ok = true
+					break
+				}
+			}
+			if !ok {
+				out = append(out, fmt.Sprintf("%s imports %s against the dependency direction (allowed: %v)", rel, target, rules))
+			}
+		}
+	}
+	return out
+}
+
+func TestImportDirection(t *testing.T) {
+	for _, v := range violations(listPackages(t)) {
+		t.Error(v)
+	}
+}
+
+func TestViolationsDetected(t *testing.T) {
+	bad := []pkg{
+		{ImportPath: module + "/gorilla", Imports: []string{module + "/storage/lsm"}},
+		{ImportPath: module + "/storage/lsm", Imports: []string{module + "/storage"}},
+		{ImportPath: module + "/storage", Imports: []string{"github.com/prometheus/prometheus/promql"}},
+		{ImportPath: module + "/newpkg"},
+		{ImportPath: module + "/storage", Imports: []string{module + "/index", "fmt"}},
+	}
+	got := violations(bad)
+	if len(got) != 4 {
+		t.Fatalf("want 4 violations (gorilla->lsm, lsm->parent, storage->upstream promql, unknown package), got %d: %q", len(got), got)
+	}
+}
+
+func TestMatches(t *testing.T) {
+	for _, c := range []struct {
+		pattern, rel string
+		want         bool
+	}{
+		{"storage", "storage", true},
+		{"storage", "storage/lsm", false},
+		{"cmd/...", "cmd/tsdb", true},
+		{"cmd/...", "cmdx", false},
+		{"...", "anything/at/all", true},
+	} {
+		if got := matches(c.pattern, c.rel); got != c.want {
+			t.Errorf("matches(%q, %q) = %v, want %v", c.pattern, c.rel, got, c.want)
+		}
+	}
+}

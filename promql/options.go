@@ -1,0 +1,108 @@
+package promql
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/grafana/regexp"
+)
+
+// Options are the serialisable settings of the query engine and the HTTP API.
+// Start from DefaultOptions and check with Validate.
+type Options struct {
+	// QueryTimeout bounds the evaluation of one query (Prometheus --query.timeout).
+	QueryTimeout time.Duration `yaml:"query_timeout"`
+	// MaxSamples is the most samples one query may hold in memory at once
+	// (Prometheus --query.max-samples).
+	MaxSamples int `yaml:"max_samples"`
+	// MaxConcurrentQueries is how many queries evaluate at once; further
+	// queries wait for a slot or for their context to end
+	// (Prometheus --query.max-concurrency).
+	MaxConcurrentQueries int `yaml:"max_concurrent_queries"`
+	// LookbackDelta is how far back an instant selector looks for a sample
+	// (Prometheus --query.lookback-delta).
+	LookbackDelta time.Duration `yaml:"lookback_delta"`
+
+	// EnableExperimentalFunctions enables the experimental PromQL functions
+	// (Prometheus --enable-feature=promql-experimental-functions).
+	EnableExperimentalFunctions bool `yaml:"enable_experimental_functions"`
+	// EnableBinopFillModifiers enables the fill() modifiers of binary
+	// operators (Prometheus --enable-feature=promql-binop-fill-modifiers).
+	EnableBinopFillModifiers bool `yaml:"enable_binop_fill_modifiers"`
+	// EnableUnquotedUTF8Names lets unquoted metric and label names hold
+	// Unicode letters and dots.
+	EnableUnquotedUTF8Names bool `yaml:"enable_unquoted_utf8_names"`
+	// EnableDelayedNameRemoval removes __name__ at the end of evaluation rather
+	// than at each function (Prometheus --enable-feature=promql-delayed-name-removal).
+	EnableDelayedNameRemoval bool `yaml:"enable_delayed_name_removal"`
+	// EnablePerStepStats lets a request ask for per-step statistics with stats=all.
+	EnablePerStepStats bool `yaml:"enable_per_step_stats"`
+	// UseStartTimestamps makes rate-like functions use the start timestamps
+	// stored with samples when the storage keeps them.
+	UseStartTimestamps bool `yaml:"use_start_timestamps"`
+
+	// EnableAdmin enables the admin endpoints under /api/v1/admin/tsdb
+	// (Prometheus --web.enable-admin-api). Off in reader mode.
+	EnableAdmin bool `yaml:"enable_admin"`
+	// CORSOrigin is the regular expression of origins allowed by CORS, fully
+	// anchored (Prometheus --web.cors.origin).
+	CORSOrigin string `yaml:"cors_origin"`
+
+	// RemoteReadSampleLimit, RemoteReadConcurrencyLimit and
+	// RemoteReadMaxBytesInFrame limit POST /api/v1/read as the Prometheus
+	// flags --storage.remote.read-* do. A sample limit of 0 means no limit.
+	RemoteReadSampleLimit      int `yaml:"remote_read_sample_limit"`
+	RemoteReadConcurrencyLimit int `yaml:"remote_read_concurrency_limit"`
+	RemoteReadMaxBytesInFrame  int `yaml:"remote_read_max_bytes_in_frame"`
+}
+
+// DefaultOptions returns the settings Prometheus uses by default.
+func DefaultOptions() Options {
+	return Options{
+		QueryTimeout:               2 * time.Minute,
+		MaxSamples:                 50_000_000,
+		MaxConcurrentQueries:       20,
+		LookbackDelta:              5 * time.Minute,
+		CORSOrigin:                 ".*",
+		RemoteReadSampleLimit:      50_000_000,
+		RemoteReadConcurrencyLimit: 10,
+		RemoteReadMaxBytesInFrame:  1024 * 1024,
+	}
+}
+
+// Validate reports the first setting that cannot work.
+func (o Options) Validate() error {
+	var errs []error
+	if o.QueryTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("query_timeout must be positive, got %s", o.QueryTimeout))
+	}
+	if o.MaxSamples <= 0 {
+		errs = append(errs, fmt.Errorf("max_samples must be positive, got %d", o.MaxSamples))
+	}
+	if o.MaxConcurrentQueries <= 0 {
+		errs = append(errs, fmt.Errorf("max_concurrent_queries must be positive, got %d", o.MaxConcurrentQueries))
+	}
+	if o.LookbackDelta <= 0 {
+		errs = append(errs, fmt.Errorf("lookback_delta must be positive, got %s", o.LookbackDelta))
+	}
+	if _, err := compileCORS(o.CORSOrigin); err != nil {
+		errs = append(errs, fmt.Errorf("cors_origin: %w", err))
+	}
+	if o.RemoteReadSampleLimit < 0 {
+		errs = append(errs, fmt.Errorf("remote_read_sample_limit must not be negative, got %d", o.RemoteReadSampleLimit))
+	}
+	if o.RemoteReadConcurrencyLimit <= 0 {
+		errs = append(errs, fmt.Errorf("remote_read_concurrency_limit must be positive, got %d", o.RemoteReadConcurrencyLimit))
+	}
+	if o.RemoteReadMaxBytesInFrame <= 0 {
+		errs = append(errs, fmt.Errorf("remote_read_max_bytes_in_frame must be positive, got %d", o.RemoteReadMaxBytesInFrame))
+	}
+	return errors.Join(errs...)
+}
+
+// compileCORS anchors the pattern fully. The default ".*" becomes "^(?:.*)$",
+// which the CORS helper answers with "Access-Control-Allow-Origin: *".
+func compileCORS(pattern string) (*regexp.Regexp, error) {
+	return regexp.Compile("^(?:" + pattern + ")$")
+}
