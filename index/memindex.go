@@ -1,0 +1,420 @@
+package index
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/prometheus/prometheus/model/labels"
+)
+
+// MemIndex is the index of one open (head) partition: the series
+// dictionary, the forward index and the postings, in memory. It is safe for
+// concurrent use by many appenders and queries.
+//
+// Label names and values are interned in one symbol table; a series is kept
+// as the varint symbol ids of its labels in a paged byte arena, so a series
+// costs a few dozen bytes plus its share of the postings.
+//
+// Refs are dense from 0 in creation order. Bitmaps and slices that MemIndex
+// returns are copies or immutable snapshots: the caller may keep them while
+// series are added.
+type MemIndex struct {
+	mu sync.RWMutex
+
+	symbols map[string]uint32 // interned string -> id
+	symtab  []string          // id -> string
+
+	// The series dictionary: labels hash -> first ref with that hash, and the
+	// rarely needed further refs when distinct label sets share a hash.
+	byHash     map[uint64]uint32
+	collisions map[uint64][]uint32
+
+	// Forward index: ref -> position in the arena of the series' encoding
+	// (uvarint label count, then uvarint name id and value id per label).
+	offsets []uint32
+	pages   [][]byte
+
+	postings map[string]*namePostings // keyed by interned label name
+}
+
+type namePostings struct {
+	all    *roaring.Bitmap            // every series that carries the label
+	values map[string]*roaring.Bitmap // interned value -> series
+
+	// Sorted values, brought up to date by readers from pending (values
+	// added since), under sortMu while holding MemIndex.mu for reading.
+	// Writers append to pending under MemIndex.mu held for writing.
+	sortMu  sync.Mutex
+	sorted  []string
+	pending []string
+}
+
+const (
+	pageBits = 20
+	pageSize = 1 << pageBits
+	maxPages = 1 << (32 - pageBits)
+)
+
+// NewMemIndex returns an empty index.
+func NewMemIndex() *MemIndex {
+	return &MemIndex{
+		symbols:  make(map[string]uint32),
+		byHash:   make(map[uint64]uint32),
+		postings: make(map[string]*namePostings),
+	}
+}
+
+// NumSeries returns the number of series in the index; refs are 0 to
+// NumSeries()-1.
+func (ix *MemIndex) NumSeries() int {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return len(ix.offsets)
+}
+
+// GetOrCreate returns the ref of the series lset, adding it if it is new
+// (created=true). Labels with an empty value are dropped first, as
+// Prometheus does: a label with an empty value is an absent label. lset must
+// be sorted by name without duplicate names (labels.Labels always is).
+func (ix *MemIndex) GetOrCreate(lset labels.Labels) (ref uint32, created bool) {
+	if hasEmptyValue(lset) {
+		lset = lset.WithoutEmpty()
+	}
+	h := lset.Hash()
+	ix.mu.RLock()
+	ref, ok := ix.lookupLocked(h, lset)
+	ix.mu.RUnlock()
+	if ok {
+		return ref, false
+	}
+
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if ref, ok := ix.lookupLocked(h, lset); ok {
+		return ref, false
+	}
+	return ix.createLocked(h, lset), true
+}
+
+func hasEmptyValue(lset labels.Labels) bool {
+	empty := false
+	lset.Range(func(l labels.Label) {
+		if l.Value == "" {
+			empty = true
+		}
+	})
+	return empty
+}
+
+func (ix *MemIndex) lookupLocked(h uint64, lset labels.Labels) (uint32, bool) {
+	ref, ok := ix.byHash[h]
+	if !ok {
+		return 0, false
+	}
+	if ix.equalLocked(ref, lset) {
+		return ref, true
+	}
+	for _, ref := range ix.collisions[h] {
+		if ix.equalLocked(ref, lset) {
+			return ref, true
+		}
+	}
+	return 0, false
+}
+
+// equalLocked compares the stored series ref with lset without building it.
+func (ix *MemIndex) equalLocked(ref uint32, lset labels.Labels) bool {
+	b := ix.seriesBytesLocked(ref)
+	n, k := binary.Uvarint(b)
+	b = b[k:]
+	if int(n) != lset.Len() {
+		return false
+	}
+	equal := true
+	lset.Range(func(l labels.Label) {
+		if !equal {
+			return
+		}
+		nameID, k := binary.Uvarint(b)
+		b = b[k:]
+		valueID, k := binary.Uvarint(b)
+		b = b[k:]
+		equal = ix.symtab[nameID] == l.Name && ix.symtab[valueID] == l.Value
+	})
+	return equal
+}
+
+func (ix *MemIndex) seriesBytesLocked(ref uint32) []byte {
+	off := ix.offsets[ref]
+	return ix.pages[off>>pageBits][off&(pageSize-1):]
+}
+
+func (ix *MemIndex) internLocked(s string) (uint32, string) {
+	if id, ok := ix.symbols[s]; ok {
+		return id, ix.symtab[id]
+	}
+	// Clone: s usually points into the caller's whole label set.
+	s = strings.Clone(s)
+	id := uint32(len(ix.symtab))
+	ix.symtab = append(ix.symtab, s)
+	ix.symbols[s] = id
+	return id, s
+}
+
+func (ix *MemIndex) createLocked(h uint64, lset labels.Labels) uint32 {
+	ref := uint32(len(ix.offsets))
+	if uint64(ref) == 1<<32-1 {
+		panic("index: partition holds 2^32-1 series")
+	}
+	var buf [binary.MaxVarintLen32 * 64]byte
+	enc := binary.AppendUvarint(buf[:0], uint64(lset.Len()))
+	lset.Range(func(l labels.Label) {
+		nameID, name := ix.internLocked(l.Name)
+		valueID, value := ix.internLocked(l.Value)
+		enc = binary.AppendUvarint(enc, uint64(nameID))
+		enc = binary.AppendUvarint(enc, uint64(valueID))
+
+		np := ix.postings[name]
+		if np == nil {
+			np = &namePostings{all: roaring.New(), values: make(map[string]*roaring.Bitmap)}
+			ix.postings[name] = np
+		}
+		bm := np.values[value]
+		if bm == nil {
+			bm = roaring.New()
+			np.values[value] = bm
+			np.pending = append(np.pending, value)
+		}
+		bm.Add(ref)
+		np.all.Add(ref)
+	})
+	ix.offsets = append(ix.offsets, ix.appendSeriesLocked(enc))
+
+	if _, taken := ix.byHash[h]; taken {
+		if ix.collisions == nil {
+			ix.collisions = make(map[uint64][]uint32)
+		}
+		ix.collisions[h] = append(ix.collisions[h], ref)
+	} else {
+		ix.byHash[h] = ref
+	}
+	return ref
+}
+
+// appendSeriesLocked stores enc in the arena and returns its position. A
+// page is never reallocated, so positions stay valid; an encoding larger than
+// a page gets a page of its own.
+func (ix *MemIndex) appendSeriesLocked(enc []byte) uint32 {
+	last := len(ix.pages) - 1
+	if last < 0 || len(ix.pages[last])+len(enc) > cap(ix.pages[last]) {
+		if len(ix.pages) == maxPages {
+			panic("index: series arena full")
+		}
+		ix.pages = append(ix.pages, make([]byte, 0, max(pageSize, len(enc))))
+		last++
+	}
+	off := uint32(last)<<pageBits | uint32(len(ix.pages[last]))
+	ix.pages[last] = append(ix.pages[last], enc...)
+	return off
+}
+
+// Labels returns the labels of series ref, or empty labels if there is no
+// such series.
+func (ix *MemIndex) Labels(ref uint32) labels.Labels {
+	builder := labels.NewScratchBuilder(16)
+	lset, err := ix.Series(context.Background(), ref, &builder)
+	if err != nil {
+		return labels.EmptyLabels()
+	}
+	return lset
+}
+
+// Series implements SeriesReader.
+func (ix *MemIndex) Series(_ context.Context, ref uint32, builder *labels.ScratchBuilder) (labels.Labels, error) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	if int(ref) >= len(ix.offsets) {
+		return labels.EmptyLabels(), fmt.Errorf("series %d of %d: %w", ref, len(ix.offsets), ErrSeriesNotFound)
+	}
+	builder.Reset()
+	ix.addLabelsLocked(ref, builder)
+	return builder.Labels(), nil
+}
+
+func (ix *MemIndex) addLabelsLocked(ref uint32, builder *labels.ScratchBuilder) {
+	b := ix.seriesBytesLocked(ref)
+	n, k := binary.Uvarint(b)
+	b = b[k:]
+	for range n {
+		nameID, k := binary.Uvarint(b)
+		b = b[k:]
+		valueID, k := binary.Uvarint(b)
+		b = b[k:]
+		builder.Add(ix.symtab[nameID], ix.symtab[valueID])
+	}
+}
+
+// LabelNames implements Reader.
+func (ix *MemIndex) LabelNames(context.Context) ([]string, error) {
+	ix.mu.RLock()
+	names := make([]string, 0, len(ix.postings))
+	for name := range ix.postings {
+		names = append(names, name)
+	}
+	ix.mu.RUnlock()
+	slices.Sort(names)
+	return names, nil
+}
+
+// LabelValues implements Reader. The returned slice is shared: do not
+// modify it.
+func (ix *MemIndex) LabelValues(_ context.Context, name string) ([]string, error) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	np := ix.postings[name]
+	if np == nil {
+		return nil, nil
+	}
+	return np.sortedValuesLocked(), nil
+}
+
+// sortedValuesLocked merges the pending values into the sorted ones. The
+// result is never modified afterwards: a merge builds a new slice.
+func (np *namePostings) sortedValuesLocked() []string {
+	np.sortMu.Lock()
+	defer np.sortMu.Unlock()
+	if len(np.pending) == 0 {
+		return np.sorted
+	}
+	add := slices.Clone(np.pending)
+	slices.Sort(add)
+	merged := make([]string, 0, len(np.sorted)+len(add))
+	i, j := 0, 0
+	for i < len(np.sorted) && j < len(add) {
+		if np.sorted[i] < add[j] {
+			merged = append(merged, np.sorted[i])
+			i++
+		} else {
+			merged = append(merged, add[j])
+			j++
+		}
+	}
+	merged = append(merged, np.sorted[i:]...)
+	merged = append(merged, add[j:]...)
+	np.sorted = merged
+	// Writers append to pending only under the write lock, which cannot be
+	// held now; truncating keeps its array for reuse.
+	np.pending = np.pending[:0]
+	return merged
+}
+
+// Postings implements Reader. The bitmap is a copy.
+func (ix *MemIndex) Postings(_ context.Context, name, value string) (*roaring.Bitmap, error) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	if np := ix.postings[name]; np != nil {
+		if bm := np.values[value]; bm != nil {
+			return bm.Clone(), nil
+		}
+	}
+	return roaring.New(), nil
+}
+
+// PostingsForValues implements MultiPostingsReader.
+func (ix *MemIndex) PostingsForValues(ctx context.Context, name string, values []string) (*roaring.Bitmap, error) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	np := ix.postings[name]
+	if np == nil {
+		return roaring.New(), nil
+	}
+	bms := make([]*roaring.Bitmap, 0, len(values))
+	for i, v := range values {
+		if i%checkContextEvery == 0 && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if bm := np.values[v]; bm != nil {
+			bms = append(bms, bm)
+		}
+	}
+	return roaring.FastOr(bms...), nil
+}
+
+// LabelPostings implements LabelPostingsReader. The bitmap is a copy.
+func (ix *MemIndex) LabelPostings(_ context.Context, name string) (*roaring.Bitmap, error) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	if np := ix.postings[name]; np != nil {
+		return np.all.Clone(), nil
+	}
+	return roaring.New(), nil
+}
+
+// AllPostings implements Reader.
+func (ix *MemIndex) AllPostings(context.Context) (*roaring.Bitmap, error) {
+	bm := roaring.New()
+	if n := ix.NumSeries(); n > 0 {
+		bm.AddRange(0, uint64(n))
+	}
+	return bm, nil
+}
+
+// ForEachPostings calls fn for every label pair, in order of name then
+// value, with the refs >= fromRef that carry it; pairs with no such ref are
+// skipped. fromRef lets a flush write only the series added since the last
+// one. fn owns the bitmap. No lock is held while fn runs, so appenders carry
+// on; series added meanwhile may or may not be included. An error from fn
+// stops the iteration and is returned.
+func (ix *MemIndex) ForEachPostings(fromRef uint32, fn func(name, value string, bm *roaring.Bitmap) error) error {
+	names, _ := ix.LabelNames(context.Background())
+	for _, name := range names {
+		values, _ := ix.LabelValues(context.Background(), name)
+		for _, value := range values {
+			ix.mu.RLock()
+			bm := ix.postings[name].values[value]
+			if bm.Maximum() < fromRef {
+				ix.mu.RUnlock()
+				continue
+			}
+			bm = bm.Clone()
+			ix.mu.RUnlock()
+			if fromRef > 0 {
+				bm.RemoveRange(0, uint64(fromRef))
+			}
+			if err := fn(name, value, bm); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// ForEachSeries calls fn with every series whose ref is in [fromRef,
+// NumSeries()) at the time of the call, in ref order. The labels stay valid
+// after fn returns. No lock is held while fn runs. An error from fn stops the
+// iteration and is returned.
+func (ix *MemIndex) ForEachSeries(fromRef uint32, fn func(ref uint32, lset labels.Labels) error) error {
+	n := uint32(ix.NumSeries())
+	builder := labels.NewScratchBuilder(16)
+	for ref := fromRef; ref < n; ref++ {
+		ix.mu.RLock()
+		builder.Reset()
+		ix.addLabelsLocked(ref, &builder)
+		ix.mu.RUnlock()
+		if err := fn(ref, builder.Labels()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var (
+	_ SeriesReader        = (*MemIndex)(nil)
+	_ MultiPostingsReader = (*MemIndex)(nil)
+	_ LabelPostingsReader = (*MemIndex)(nil)
+)

@@ -1,0 +1,130 @@
+// Package index is Shale's inverted series index for one time partition:
+// series references, the forward index (ref -> labels), postings
+// (label name=value -> roaring bitmap of refs), matcher evaluation with
+// Prometheus semantics, the byte encodings the storage engine persists, and
+// cardinality statistics.
+//
+// Series references are uint32, dense from 0 within a partition. The package
+// knows nothing of keys, objects or time: the storage engine owns the key
+// layout and reaches a persisted partition through a Reader it implements.
+// MemIndex is the in-memory index of an open (head) partition.
+package index
+
+import (
+	"context"
+	"errors"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/prometheus/prometheus/model/labels"
+)
+
+// ErrCorrupt marks bytes that do not decode: a truncated or garbled label
+// set or postings list. Callers test for it with errors.Is.
+var ErrCorrupt = errors.New("index: corrupt data")
+
+// ErrSeriesNotFound means a series reference is not in the index.
+var ErrSeriesNotFound = errors.New("index: series not found")
+
+// Reader is what matcher evaluation needs from one partition's index. It is
+// implemented by MemIndex and by the storage engine's reader of persisted
+// partitions.
+//
+// All methods are safe for concurrent use. Returned slices and bitmaps are
+// owned by the Reader: callers must not modify them (clone first). A Reader
+// may return a shared object, so modifying one can corrupt the index.
+type Reader interface {
+	// LabelNames returns every label name in the partition, sorted, without
+	// duplicates. Names whose every value is empty do not exist.
+	LabelNames(ctx context.Context) ([]string, error)
+
+	// LabelValues returns the distinct non-empty values of the label name,
+	// sorted. An unknown name gives an empty slice and no error.
+	LabelValues(ctx context.Context, name string) ([]string, error)
+
+	// Postings returns the refs of the series that carry name=value. An
+	// unknown pair gives an empty bitmap, never nil, and no error.
+	Postings(ctx context.Context, name, value string) (*roaring.Bitmap, error)
+
+	// AllPostings returns the refs of every series in the partition.
+	AllPostings(ctx context.Context) (*roaring.Bitmap, error)
+}
+
+// SeriesReader is a Reader with a forward index. Select uses it to filter a
+// small candidate set instead of reading many postings lists, and
+// LabelNamesFor and LabelValuesFor use it to read the labels of selected
+// series. Every Reader in Shale implements it; it is apart so that tests and
+// reduced readers can do without.
+type SeriesReader interface {
+	Reader
+	// Series returns the labels of the series ref, built with builder (which
+	// the caller may reuse between calls; the returned Labels stay valid
+	// after it is reused). An unknown ref gives an error wrapping
+	// ErrSeriesNotFound.
+	Series(ctx context.Context, ref uint32, builder *labels.ScratchBuilder) (labels.Labels, error)
+}
+
+// MultiPostingsReader is implemented by readers that can fetch the postings
+// of many values of one label name at once cheaper than one at a time (one
+// batched read from the LSM, one lock acquisition in MemIndex).
+type MultiPostingsReader interface {
+	// PostingsForValues returns the union of the postings of name=v for
+	// every v in values (in any order, unknown values skipped). The result is
+	// owned by the caller, who may modify it.
+	PostingsForValues(ctx context.Context, name string, values []string) (*roaring.Bitmap, error)
+}
+
+// LabelPostingsReader is implemented by readers that keep, per label name,
+// the postings of every series carrying the label with any non-empty value.
+// It turns `name!=""`, `name=~".+"` and `name=""` into one read.
+type LabelPostingsReader interface {
+	// LabelPostings returns the refs of the series that carry label name
+	// with a non-empty value; an empty bitmap if none. Owned by the Reader.
+	LabelPostings(ctx context.Context, name string) (*roaring.Bitmap, error)
+}
+
+// postingsForValues returns the union of the postings of name=v over values,
+// owned by the caller.
+func postingsForValues(ctx context.Context, r Reader, name string, values []string) (*roaring.Bitmap, error) {
+	if mr, ok := r.(MultiPostingsReader); ok {
+		return mr.PostingsForValues(ctx, name, values)
+	}
+	if len(values) == 1 {
+		bm, err := r.Postings(ctx, name, values[0])
+		if err != nil {
+			return nil, err
+		}
+		return bm.Clone(), nil
+	}
+	bms := make([]*roaring.Bitmap, 0, len(values))
+	for i, v := range values {
+		if i%checkContextEvery == 0 && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		bm, err := r.Postings(ctx, name, v)
+		if err != nil {
+			return nil, err
+		}
+		if !bm.IsEmpty() {
+			bms = append(bms, bm)
+		}
+	}
+	return roaring.FastOr(bms...), nil
+}
+
+// labelPostings returns the refs of the series that carry label name, owned
+// by the Reader (do not modify). values, if not nil, are the label's values
+// already read by the caller.
+func labelPostings(ctx context.Context, r Reader, name string, values []string) (*roaring.Bitmap, error) {
+	if lr, ok := r.(LabelPostingsReader); ok {
+		return lr.LabelPostings(ctx, name)
+	}
+	if values == nil {
+		var err error
+		if values, err = r.LabelValues(ctx, name); err != nil {
+			return nil, err
+		}
+	}
+	return postingsForValues(ctx, r, name, values)
+}
+
+const checkContextEvery = 128
