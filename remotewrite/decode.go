@@ -1,0 +1,814 @@
+package remotewrite
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
+)
+
+// errTooManySeries is returned by the decoder when a request holds more
+// TimeSeries than Options.MaxSeriesPerRequest.
+var errTooManySeries = errors.New("too many series")
+
+// rng is a half-open range [lo, hi) into one of the decoder's flat arrays.
+type rng struct{ lo, hi uint32 }
+
+func (r rng) len() int { return int(r.hi - r.lo) }
+
+type sample struct {
+	v     float64
+	t, st int64
+}
+
+// seriesRec is one decoded TimeSeries. Its labels index decoder.labels (1.0)
+// or decoder.refs (2.0, name/value reference pairs).
+type seriesRec struct {
+	labels, samples, histograms, exemplars rng
+	// 2.0 only.
+	metaType         uint64
+	helpRef, unitRef uint32
+	hasMeta          bool
+	createdTS        int64 // TimeSeries field 6 of 2.0-rc.3 senders.
+}
+
+type exemplarRec struct {
+	labels rng // into exLabels (1.0) or exRefs (2.0)
+	v      float64
+	ts     int64
+}
+
+type histRec struct {
+	countInt, zeroCountInt     uint64
+	countFloat, zeroCountFloat float64
+	isFloat                    bool // count is count_float
+	sum, zeroThreshold         float64
+	schema                     int32
+	resetHint                  uint64
+	t, st                      int64
+	posSpans, negSpans         rng
+	posDeltas, negDeltas       rng
+	posCounts, negCounts       rng
+	custom                     rng
+}
+
+type metaRec struct {
+	typ                uint64
+	family, help, unit string
+}
+
+// decoder decodes remote-write 1.0 and 2.0 messages into flat arrays that are
+// reused across requests. Strings alias the decoded body. It is not safe for
+// concurrent use.
+type decoder struct {
+	maxSeries int
+
+	series    []seriesRec
+	samples   []sample
+	hists     []histRec
+	exemplars []exemplarRec
+
+	// 1.0
+	labels   []labels.Label
+	exLabels []labels.Label
+	meta     []metaRec
+
+	// 2.0
+	symbols []string
+	refs    []uint32
+	exRefs  []uint32
+
+	posSpans, negSpans   []histogram.Span
+	posDeltas, negDeltas []int64
+	posCounts, negCounts []float64
+	custom               []float64
+}
+
+func (d *decoder) reset() {
+	d.series = d.series[:0]
+	d.samples = d.samples[:0]
+	d.hists = d.hists[:0]
+	d.exemplars = d.exemplars[:0]
+	clear(d.labels) // drop references to the previous body
+	d.labels = d.labels[:0]
+	clear(d.exLabels)
+	d.exLabels = d.exLabels[:0]
+	clear(d.meta)
+	d.meta = d.meta[:0]
+	clear(d.symbols)
+	d.symbols = d.symbols[:0]
+	d.refs = d.refs[:0]
+	d.exRefs = d.exRefs[:0]
+	d.posSpans = d.posSpans[:0]
+	d.negSpans = d.negSpans[:0]
+	d.posDeltas = d.posDeltas[:0]
+	d.negDeltas = d.negDeltas[:0]
+	d.posCounts = d.posCounts[:0]
+	d.negCounts = d.negCounts[:0]
+	d.custom = d.custom[:0]
+}
+
+// trim drops arrays that grew unusually large so that a pooled decoder does
+// not pin the memory of one huge request.
+func (d *decoder) trim(maxElems int) {
+	if cap(d.samples) > maxElems {
+		d.samples = nil
+	}
+	if cap(d.labels) > maxElems {
+		d.labels = nil
+	}
+	if cap(d.refs) > maxElems {
+		d.refs = nil
+	}
+	if cap(d.series) > maxElems {
+		d.series = nil
+	}
+	if cap(d.symbols) > maxElems {
+		d.symbols = nil
+	}
+}
+
+func pos32(n int) uint32 { return uint32(n) }
+
+// decodeV1 decodes a prometheus.WriteRequest.
+func (d *decoder) decodeV1(b []byte) error {
+	d.reset()
+	for i := 0; i < len(b); {
+		field, wt, next, err := tag(b, i)
+		if err != nil {
+			return err
+		}
+		i = next
+		switch field {
+		case 1: // timeseries
+			if wt != wireBytes {
+				return wrongType("WriteRequest", field, wt)
+			}
+			var msg []byte
+			if msg, i, err = lenDelim(b, i); err != nil {
+				return err
+			}
+			if len(d.series) >= d.maxSeries {
+				return errTooManySeries
+			}
+			if err := d.seriesV1(msg); err != nil {
+				return fmt.Errorf("timeseries %d: %w", len(d.series), err)
+			}
+		case 3: // metadata
+			if wt != wireBytes {
+				return wrongType("WriteRequest", field, wt)
+			}
+			var msg []byte
+			if msg, i, err = lenDelim(b, i); err != nil {
+				return err
+			}
+			if err := d.metadataV1(msg); err != nil {
+				return fmt.Errorf("metadata %d: %w", len(d.meta), err)
+			}
+		default:
+			if i, err = skip(b, i, wt); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (d *decoder) seriesV1(b []byte) error {
+	s := seriesRec{
+		labels:     rng{pos32(len(d.labels)), 0},
+		samples:    rng{pos32(len(d.samples)), 0},
+		histograms: rng{pos32(len(d.hists)), 0},
+		exemplars:  rng{pos32(len(d.exemplars)), 0},
+	}
+	for i := 0; i < len(b); {
+		field, wt, next, err := tag(b, i)
+		if err != nil {
+			return err
+		}
+		i = next
+		if field >= 1 && field <= 4 {
+			if wt != wireBytes {
+				return wrongType("TimeSeries", field, wt)
+			}
+			var msg []byte
+			if msg, i, err = lenDelim(b, i); err != nil {
+				return err
+			}
+			switch field {
+			case 1:
+				var l labels.Label
+				if l, err = labelPair(msg); err != nil {
+					return fmt.Errorf("label %d: %w", len(d.labels)-int(s.labels.lo), err)
+				}
+				d.labels = append(d.labels, l)
+			case 2:
+				var smp sample
+				if smp, err = sampleMsg(msg, false); err != nil {
+					return err
+				}
+				d.samples = append(d.samples, smp)
+			case 3:
+				if err = d.exemplarV1(msg); err != nil {
+					return err
+				}
+			case 4:
+				if err = d.histogram(msg, false); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if i, err = skip(b, i, wt); err != nil {
+			return err
+		}
+	}
+	s.labels.hi = pos32(len(d.labels))
+	s.samples.hi = pos32(len(d.samples))
+	s.histograms.hi = pos32(len(d.hists))
+	s.exemplars.hi = pos32(len(d.exemplars))
+	d.series = append(d.series, s)
+	return nil
+}
+
+func labelPair(b []byte) (labels.Label, error) {
+	var l labels.Label
+	for i := 0; i < len(b); {
+		field, wt, next, err := tag(b, i)
+		if err != nil {
+			return l, err
+		}
+		i = next
+		if field == 1 || field == 2 {
+			if wt != wireBytes {
+				return l, wrongType("Label", field, wt)
+			}
+			var s []byte
+			if s, i, err = lenDelim(b, i); err != nil {
+				return l, err
+			}
+			if field == 1 {
+				l.Name = yoloString(s)
+			} else {
+				l.Value = yoloString(s)
+			}
+			continue
+		}
+		if i, err = skip(b, i, wt); err != nil {
+			return l, err
+		}
+	}
+	return l, nil
+}
+
+// sampleMsg decodes a Sample; withST also reads start_timestamp (2.0).
+func sampleMsg(b []byte, withST bool) (sample, error) {
+	var s sample
+	// Fast path for the canonical encoding: value then timestamp.
+	for i := 0; i < len(b); {
+		field, wt, next, err := tag(b, i)
+		if err != nil {
+			return s, err
+		}
+		i = next
+		switch {
+		case field == 1:
+			if wt != wireFixed64 {
+				return s, wrongType("Sample", field, wt)
+			}
+			if s.v, i, err = double(b, i); err != nil {
+				return s, err
+			}
+		case field == 2 || (field == 3 && withST):
+			if wt != wireVarint {
+				return s, wrongType("Sample", field, wt)
+			}
+			var v uint64
+			if v, i, err = uvarint(b, i); err != nil {
+				return s, err
+			}
+			if field == 2 {
+				s.t = int64(v)
+			} else {
+				s.st = int64(v)
+			}
+		default:
+			if i, err = skip(b, i, wt); err != nil {
+				return s, err
+			}
+		}
+	}
+	return s, nil
+}
+
+func (d *decoder) exemplarV1(b []byte) error {
+	e := exemplarRec{labels: rng{pos32(len(d.exLabels)), 0}}
+	for i := 0; i < len(b); {
+		field, wt, next, err := tag(b, i)
+		if err != nil {
+			return err
+		}
+		i = next
+		switch field {
+		case 1:
+			if wt != wireBytes {
+				return wrongType("Exemplar", field, wt)
+			}
+			var msg []byte
+			if msg, i, err = lenDelim(b, i); err != nil {
+				return err
+			}
+			var l labels.Label
+			if l, err = labelPair(msg); err != nil {
+				return fmt.Errorf("exemplar label: %w", err)
+			}
+			d.exLabels = append(d.exLabels, l)
+		case 2:
+			if wt != wireFixed64 {
+				return wrongType("Exemplar", field, wt)
+			}
+			if e.v, i, err = double(b, i); err != nil {
+				return err
+			}
+		case 3:
+			if wt != wireVarint {
+				return wrongType("Exemplar", field, wt)
+			}
+			var v uint64
+			if v, i, err = uvarint(b, i); err != nil {
+				return err
+			}
+			e.ts = int64(v)
+		default:
+			if i, err = skip(b, i, wt); err != nil {
+				return err
+			}
+		}
+	}
+	e.labels.hi = pos32(len(d.exLabels))
+	d.exemplars = append(d.exemplars, e)
+	return nil
+}
+
+func (d *decoder) metadataV1(b []byte) error {
+	var m metaRec
+	for i := 0; i < len(b); {
+		field, wt, next, err := tag(b, i)
+		if err != nil {
+			return err
+		}
+		i = next
+		switch field {
+		case 1:
+			if wt != wireVarint {
+				return wrongType("MetricMetadata", field, wt)
+			}
+			if m.typ, i, err = uvarint(b, i); err != nil {
+				return err
+			}
+		case 2, 4, 5:
+			if wt != wireBytes {
+				return wrongType("MetricMetadata", field, wt)
+			}
+			var s []byte
+			if s, i, err = lenDelim(b, i); err != nil {
+				return err
+			}
+			switch field {
+			case 2:
+				m.family = yoloString(s)
+			case 4:
+				m.help = yoloString(s)
+			case 5:
+				m.unit = yoloString(s)
+			}
+		default:
+			if i, err = skip(b, i, wt); err != nil {
+				return err
+			}
+		}
+	}
+	d.meta = append(d.meta, m)
+	return nil
+}
+
+// histogram decodes a Histogram message, the same in 1.0 and 2.0 except for
+// start_timestamp (field 17, 2.0 only).
+func (d *decoder) histogram(b []byte, withST bool) error {
+	h := histRec{
+		posSpans:  rng{pos32(len(d.posSpans)), 0},
+		negSpans:  rng{pos32(len(d.negSpans)), 0},
+		posDeltas: rng{pos32(len(d.posDeltas)), 0},
+		negDeltas: rng{pos32(len(d.negDeltas)), 0},
+		posCounts: rng{pos32(len(d.posCounts)), 0},
+		negCounts: rng{pos32(len(d.negCounts)), 0},
+		custom:    rng{pos32(len(d.custom)), 0},
+	}
+	for i := 0; i < len(b); {
+		field, wt, next, err := tag(b, i)
+		if err != nil {
+			return err
+		}
+		i = next
+		switch field {
+		case 1, 4, 6, 14, 15, 17: // varints
+			if field == 17 && !withST {
+				if i, err = skip(b, i, wt); err != nil {
+					return err
+				}
+				continue
+			}
+			if wt != wireVarint {
+				return wrongType("Histogram", field, wt)
+			}
+			var v uint64
+			if v, i, err = uvarint(b, i); err != nil {
+				return err
+			}
+			switch field {
+			case 1:
+				h.countInt, h.isFloat = v, false
+			case 4:
+				h.schema = zigzag32(v)
+			case 6:
+				h.zeroCountInt = v
+			case 14:
+				h.resetHint = v
+			case 15:
+				h.t = int64(v)
+			case 17:
+				h.st = int64(v)
+			}
+		case 2, 3, 5, 7: // doubles
+			if wt != wireFixed64 {
+				return wrongType("Histogram", field, wt)
+			}
+			var v float64
+			if v, i, err = double(b, i); err != nil {
+				return err
+			}
+			switch field {
+			case 2:
+				h.countFloat, h.isFloat = v, true
+			case 3:
+				h.sum = v
+			case 5:
+				h.zeroThreshold = v
+			case 7:
+				h.zeroCountFloat = v
+			}
+		case 8, 11: // spans
+			if wt != wireBytes {
+				return wrongType("Histogram", field, wt)
+			}
+			var msg []byte
+			if msg, i, err = lenDelim(b, i); err != nil {
+				return err
+			}
+			var sp histogram.Span
+			if sp, err = bucketSpan(msg); err != nil {
+				return err
+			}
+			if field == 8 {
+				d.negSpans = append(d.negSpans, sp)
+			} else {
+				d.posSpans = append(d.posSpans, sp)
+			}
+		case 9, 12: // sint64 deltas, packed or not
+			dst := &d.negDeltas
+			if field == 12 {
+				dst = &d.posDeltas
+			}
+			if i, err = appendSint64s(dst, b, i, wt); err != nil {
+				return err
+			}
+		case 10, 13, 16: // doubles, packed or not
+			dst := &d.negCounts
+			switch field {
+			case 13:
+				dst = &d.posCounts
+			case 16:
+				dst = &d.custom
+			}
+			if i, err = appendDoubles(dst, b, i, wt); err != nil {
+				return err
+			}
+		default:
+			if i, err = skip(b, i, wt); err != nil {
+				return err
+			}
+		}
+	}
+	h.posSpans.hi = pos32(len(d.posSpans))
+	h.negSpans.hi = pos32(len(d.negSpans))
+	h.posDeltas.hi = pos32(len(d.posDeltas))
+	h.negDeltas.hi = pos32(len(d.negDeltas))
+	h.posCounts.hi = pos32(len(d.posCounts))
+	h.negCounts.hi = pos32(len(d.negCounts))
+	h.custom.hi = pos32(len(d.custom))
+	d.hists = append(d.hists, h)
+	return nil
+}
+
+func bucketSpan(b []byte) (histogram.Span, error) {
+	var s histogram.Span
+	for i := 0; i < len(b); {
+		field, wt, next, err := tag(b, i)
+		if err != nil {
+			return s, err
+		}
+		i = next
+		if field == 1 || field == 2 {
+			if wt != wireVarint {
+				return s, wrongType("BucketSpan", field, wt)
+			}
+			var v uint64
+			if v, i, err = uvarint(b, i); err != nil {
+				return s, err
+			}
+			if field == 1 {
+				s.Offset = zigzag32(v)
+			} else {
+				s.Length = uint32(v)
+			}
+			continue
+		}
+		if i, err = skip(b, i, wt); err != nil {
+			return s, err
+		}
+	}
+	return s, nil
+}
+
+func appendSint64s(dst *[]int64, b []byte, i, wt int) (int, error) {
+	switch wt {
+	case wireVarint:
+		v, i, err := uvarint(b, i)
+		if err != nil {
+			return i, err
+		}
+		*dst = append(*dst, zigzag64(v))
+		return i, nil
+	case wireBytes:
+		p, next, err := lenDelim(b, i)
+		if err != nil {
+			return i, err
+		}
+		for j := 0; j < len(p); {
+			var v uint64
+			if v, j, err = uvarint(p, j); err != nil {
+				return i, err
+			}
+			*dst = append(*dst, zigzag64(v))
+		}
+		return next, nil
+	default:
+		return i, fmt.Errorf("%w: bucket deltas have wire type %d", ErrMalformed, wt)
+	}
+}
+
+func appendDoubles(dst *[]float64, b []byte, i, wt int) (int, error) {
+	switch wt {
+	case wireFixed64:
+		v, i, err := double(b, i)
+		if err != nil {
+			return i, err
+		}
+		*dst = append(*dst, v)
+		return i, nil
+	case wireBytes:
+		p, next, err := lenDelim(b, i)
+		if err != nil {
+			return i, err
+		}
+		if len(p)%8 != 0 {
+			return i, fmt.Errorf("%w: packed doubles of %d bytes", ErrMalformed, len(p))
+		}
+		for j := 0; j < len(p); j += 8 {
+			v, _, _ := double(p, j)
+			*dst = append(*dst, v)
+		}
+		return next, nil
+	default:
+		return i, fmt.Errorf("%w: doubles have wire type %d", ErrMalformed, wt)
+	}
+}
+
+func appendUint32s(dst *[]uint32, b []byte, i, wt int) (int, error) {
+	switch wt {
+	case wireVarint:
+		v, i, err := uvarint(b, i)
+		if err != nil {
+			return i, err
+		}
+		*dst = append(*dst, clampRef(v))
+		return i, nil
+	case wireBytes:
+		p, next, err := lenDelim(b, i)
+		if err != nil {
+			return i, err
+		}
+		for j := 0; j < len(p); {
+			if p[j] < 0x80 { // one-byte refs dominate small symbol tables
+				*dst = append(*dst, uint32(p[j]))
+				j++
+				continue
+			}
+			var v uint64
+			if v, j, err = uvarint(p, j); err != nil {
+				return i, err
+			}
+			*dst = append(*dst, clampRef(v))
+		}
+		return next, nil
+	default:
+		return i, fmt.Errorf("%w: references have wire type %d", ErrMalformed, wt)
+	}
+}
+
+// decodeV2 decodes an io.prometheus.write.v2.Request. Symbol references are
+// kept as numbers and resolved, with a range check, when the series is
+// appended, so symbols may come before or after the series that use them.
+func (d *decoder) decodeV2(b []byte) error {
+	d.reset()
+	for i := 0; i < len(b); {
+		field, wt, next, err := tag(b, i)
+		if err != nil {
+			return err
+		}
+		i = next
+		switch field {
+		case 4: // symbols
+			if wt != wireBytes {
+				return wrongType("Request", field, wt)
+			}
+			var s []byte
+			if s, i, err = lenDelim(b, i); err != nil {
+				return err
+			}
+			d.symbols = append(d.symbols, yoloString(s))
+		case 5: // timeseries
+			if wt != wireBytes {
+				return wrongType("Request", field, wt)
+			}
+			var msg []byte
+			if msg, i, err = lenDelim(b, i); err != nil {
+				return err
+			}
+			if len(d.series) >= d.maxSeries {
+				return errTooManySeries
+			}
+			if err := d.seriesV2(msg); err != nil {
+				return fmt.Errorf("timeseries %d: %w", len(d.series), err)
+			}
+		default:
+			if i, err = skip(b, i, wt); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (d *decoder) seriesV2(b []byte) error {
+	s := seriesRec{
+		labels:     rng{pos32(len(d.refs)), 0},
+		samples:    rng{pos32(len(d.samples)), 0},
+		histograms: rng{pos32(len(d.hists)), 0},
+		exemplars:  rng{pos32(len(d.exemplars)), 0},
+	}
+	for i := 0; i < len(b); {
+		field, wt, next, err := tag(b, i)
+		if err != nil {
+			return err
+		}
+		i = next
+		switch field {
+		case 1:
+			if i, err = appendUint32s(&d.refs, b, i, wt); err != nil {
+				return err
+			}
+		case 2, 3, 4, 5:
+			if wt != wireBytes {
+				return wrongType("TimeSeries", field, wt)
+			}
+			var msg []byte
+			if msg, i, err = lenDelim(b, i); err != nil {
+				return err
+			}
+			switch field {
+			case 2:
+				var smp sample
+				if smp, err = sampleMsg(msg, true); err != nil {
+					return err
+				}
+				d.samples = append(d.samples, smp)
+			case 3:
+				if err = d.histogram(msg, true); err != nil {
+					return err
+				}
+			case 4:
+				if err = d.exemplarV2(msg); err != nil {
+					return err
+				}
+			case 5:
+				if err = metadataV2(msg, &s); err != nil {
+					return err
+				}
+			}
+		case 6:
+			if wt != wireVarint {
+				return wrongType("TimeSeries", field, wt)
+			}
+			var v uint64
+			if v, i, err = uvarint(b, i); err != nil {
+				return err
+			}
+			s.createdTS = int64(v)
+		default:
+			if i, err = skip(b, i, wt); err != nil {
+				return err
+			}
+		}
+	}
+	s.labels.hi = pos32(len(d.refs))
+	s.samples.hi = pos32(len(d.samples))
+	s.histograms.hi = pos32(len(d.hists))
+	s.exemplars.hi = pos32(len(d.exemplars))
+	d.series = append(d.series, s)
+	return nil
+}
+
+func (d *decoder) exemplarV2(b []byte) error {
+	e := exemplarRec{labels: rng{pos32(len(d.exRefs)), 0}}
+	for i := 0; i < len(b); {
+		field, wt, next, err := tag(b, i)
+		if err != nil {
+			return err
+		}
+		i = next
+		switch field {
+		case 1:
+			if i, err = appendUint32s(&d.exRefs, b, i, wt); err != nil {
+				return err
+			}
+		case 2:
+			if wt != wireFixed64 {
+				return wrongType("Exemplar", field, wt)
+			}
+			if e.v, i, err = double(b, i); err != nil {
+				return err
+			}
+		case 3:
+			if wt != wireVarint {
+				return wrongType("Exemplar", field, wt)
+			}
+			var v uint64
+			if v, i, err = uvarint(b, i); err != nil {
+				return err
+			}
+			e.ts = int64(v)
+		default:
+			if i, err = skip(b, i, wt); err != nil {
+				return err
+			}
+		}
+	}
+	e.labels.hi = pos32(len(d.exRefs))
+	d.exemplars = append(d.exemplars, e)
+	return nil
+}
+
+func metadataV2(b []byte, s *seriesRec) error {
+	s.hasMeta = true
+	for i := 0; i < len(b); {
+		field, wt, next, err := tag(b, i)
+		if err != nil {
+			return err
+		}
+		i = next
+		if field == 1 || field == 3 || field == 4 {
+			if wt != wireVarint {
+				return wrongType("Metadata", field, wt)
+			}
+			var v uint64
+			if v, i, err = uvarint(b, i); err != nil {
+				return err
+			}
+			switch field {
+			case 1:
+				s.metaType = v
+			case 3:
+				s.helpRef = clampRef(v)
+			case 4:
+				s.unitRef = clampRef(v)
+			}
+			continue
+		}
+		if i, err = skip(b, i, wt); err != nil {
+			return err
+		}
+	}
+	return nil
+}

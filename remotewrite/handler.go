@@ -1,0 +1,309 @@
+package remotewrite
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/klauspost/compress/s2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
+)
+
+// Response headers of remote write 2.0.
+const (
+	HeaderSamplesWritten    = "X-Prometheus-Remote-Write-Samples-Written"
+	HeaderHistogramsWritten = "X-Prometheus-Remote-Write-Histograms-Written"
+	HeaderExemplarsWritten  = "X-Prometheus-Remote-Write-Exemplars-Written"
+)
+
+// Content types and message names of the two protocol versions.
+const (
+	ContentTypeV1 = "application/x-protobuf;proto=prometheus.WriteRequest"
+	ContentTypeV2 = "application/x-protobuf;proto=io.prometheus.write.v2.Request"
+
+	messageV1 = "prometheus.WriteRequest"
+	messageV2 = "io.prometheus.write.v2.Request"
+)
+
+// Deps are the components a Handler uses.
+type Deps struct {
+	// Logger receives request failures; nil means slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the shale_remotewrite_* metrics; nil registers
+	// nothing.
+	Registerer prometheus.Registerer
+	// Now is the clock for the accepted time window; nil means time.Now.
+	Now func() time.Time
+}
+
+// Handler serves POST /api/v1/write. It is safe for concurrent use.
+type Handler struct {
+	app    Appendable
+	opts   Options
+	logger *slog.Logger
+	now    func() time.Time
+	m      *metrics
+	sem    chan struct{}
+	states sync.Pool
+}
+
+// NewHandler returns a Handler that appends to app.
+func NewHandler(app Appendable, opts Options, deps Deps) (*Handler, error) {
+	if app == nil {
+		return nil, errors.New("remotewrite: nil Appendable")
+	}
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(deps.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("remotewrite: register metrics: %w", err)
+	}
+	h := &Handler{app: app, opts: opts, logger: deps.Logger, now: deps.Now, m: m}
+	if h.logger == nil {
+		h.logger = slog.Default()
+	}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	if opts.MaxInflightRequests > 0 {
+		h.sem = make(chan struct{}, opts.MaxInflightRequests)
+	}
+	h.states.New = func() any { return new(reqState) }
+	return h, nil
+}
+
+// reqState holds everything one request needs; it is pooled so that the
+// decode and append path reuses its buffers.
+type reqState struct {
+	body, raw  []byte
+	dec        decoder
+	sb, exsb   labels.ScratchBuilder
+	ls, exls   labels.Labels
+	lbls, exlb []labels.Label // 2.0 labels resolved from symbols
+	h          histogram.Histogram
+	fh         histogram.FloatHistogram
+
+	problems  []string
+	nProblems int
+}
+
+const (
+	maxPooledBody  = 8 << 20
+	maxPooledRaw   = 32 << 20
+	maxPooledElems = 1 << 20
+)
+
+func (h *Handler) putState(st *reqState) {
+	if cap(st.body) > maxPooledBody {
+		st.body = nil
+	}
+	if cap(st.raw) > maxPooledRaw {
+		st.raw = nil
+	}
+	st.dec.reset()
+	st.dec.trim(maxPooledElems)
+	clear(st.lbls)
+	clear(st.exlb)
+	st.problems = st.problems[:0]
+	st.nProblems = 0
+	st.h = histogram.Histogram{}
+	st.fh = histogram.FloatHistogram{}
+	h.states.Put(st)
+}
+
+// result is the outcome of one request.
+type result struct {
+	code                           int
+	msg                            string
+	samples, histograms, exemplars int // written
+	retryAfter                     bool
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	h.m.inflight.Inc()
+	defer h.m.inflight.Dec()
+
+	version, res := h.serve(r)
+	if version == 2 {
+		hd := w.Header()
+		hd.Set(HeaderSamplesWritten, strconv.Itoa(res.samples))
+		hd.Set(HeaderHistogramsWritten, strconv.Itoa(res.histograms))
+		hd.Set(HeaderExemplarsWritten, strconv.Itoa(res.exemplars))
+	}
+	switch {
+	case res.code == http.StatusOK:
+		w.WriteHeader(http.StatusOK)
+	default:
+		if res.code == http.StatusMethodNotAllowed {
+			w.Header().Set("Allow", http.MethodPost)
+		}
+		if res.retryAfter {
+			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(h.opts.RetryAfter/time.Second))))
+		}
+		http.Error(w, res.msg, res.code)
+	}
+	vl := versionLabel(version)
+	h.m.requests.WithLabelValues(vl, codeLabel(res.code)).Inc()
+	h.m.duration.WithLabelValues(vl).Observe(time.Since(start).Seconds())
+}
+
+func fail(code int, format string, args ...any) result {
+	return result{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+// serve handles one request and reports the protocol version (0 when it is
+// not known) and the outcome.
+func (h *Handler) serve(r *http.Request) (version int, res result) {
+	defer func() {
+		if p := recover(); p != nil {
+			h.logger.Error("remote write: panic while handling request", "panic", p, "stack", string(debug.Stack()))
+			res = fail(http.StatusInternalServerError, "internal error")
+		}
+	}()
+	if r.Method != http.MethodPost {
+		return 0, fail(http.StatusMethodNotAllowed, "method %s not allowed, use POST", r.Method)
+	}
+	ct := r.Header.Get("Content-Type")
+	version = parseContentType(ct)
+	if version == 0 {
+		return 0, fail(http.StatusUnsupportedMediaType,
+			"unsupported Content-Type %q: want application/x-protobuf with proto=%s (remote write 1.0) or proto=%s (2.0)", ct, messageV1, messageV2)
+	}
+	if enc := r.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "snappy") {
+		return version, fail(http.StatusUnsupportedMediaType, "unsupported Content-Encoding %q: only snappy is supported", enc)
+	}
+	if h.sem != nil {
+		select {
+		case h.sem <- struct{}{}:
+			defer func() { <-h.sem }()
+		default:
+			res = fail(http.StatusTooManyRequests, "overloaded: more than max_inflight_requests=%d requests in flight", h.opts.MaxInflightRequests)
+			res.retryAfter = true
+			return version, res
+		}
+	}
+
+	st := h.states.Get().(*reqState)
+	defer h.putState(st)
+
+	var err error
+	st.body, err = readBody(st.body[:0], r.Body, r.ContentLength, h.opts.MaxCompressedBytes)
+	if err != nil {
+		if errors.Is(err, errBodyTooLarge) {
+			return version, fail(http.StatusRequestEntityTooLarge, "request body exceeds max_compressed_bytes=%d", h.opts.MaxCompressedBytes)
+		}
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return version, fail(http.StatusRequestEntityTooLarge, "request body: %v", err)
+		}
+		return version, fail(http.StatusBadRequest, "read request body: %v", err)
+	}
+	n, err := s2.DecodedLen(st.body)
+	if err != nil {
+		return version, fail(http.StatusBadRequest, "snappy: %v", err)
+	}
+	if int64(n) > h.opts.MaxDecompressedBytes {
+		return version, fail(http.StatusRequestEntityTooLarge, "decoded body of %d bytes exceeds max_decompressed_bytes=%d", n, h.opts.MaxDecompressedBytes)
+	}
+	if cap(st.raw) < n {
+		st.raw = make([]byte, n)
+	}
+	st.raw, err = s2.Decode(st.raw[:cap(st.raw)], st.body)
+	if err != nil {
+		return version, fail(http.StatusBadRequest, "snappy: %v", err)
+	}
+
+	st.dec.maxSeries = h.opts.MaxSeriesPerRequest
+	msgName := messageV1
+	if version == 2 {
+		msgName = messageV2
+		err = st.dec.decodeV2(st.raw)
+	} else {
+		err = st.dec.decodeV1(st.raw)
+	}
+	if err != nil {
+		if errors.Is(err, errTooManySeries) {
+			return version, fail(http.StatusRequestEntityTooLarge, "request has more than max_series_per_request=%d series", h.opts.MaxSeriesPerRequest)
+		}
+		return version, fail(http.StatusBadRequest, "decode %s: %v", msgName, err)
+	}
+	res = h.ingest(r, st, version)
+	switch {
+	case res.code >= 500:
+		h.logger.Error("remote write: request failed", "version", versionLabel(version), "code", res.code, "err", res.msg)
+	case res.code >= 400:
+		h.logger.Warn("remote write: request partially rejected", "version", versionLabel(version), "code", res.code, "err", res.msg)
+	}
+	return version, res
+}
+
+// parseContentType returns the protocol version selected by a Content-Type
+// header, or 0 when it is not supported.
+func parseContentType(ct string) int {
+	switch ct {
+	case "", "application/x-protobuf", ContentTypeV1:
+		return 1
+	case ContentTypeV2:
+		return 2
+	}
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil || mt != "application/x-protobuf" {
+		return 0
+	}
+	switch params["proto"] {
+	case "", messageV1:
+		return 1
+	case messageV2:
+		return 2
+	}
+	return 0
+}
+
+var errBodyTooLarge = errors.New("body too large")
+
+// readBody reads r into dst (reusing its capacity), failing with
+// errBodyTooLarge once more than limit bytes arrive.
+func readBody(dst []byte, r io.Reader, contentLength, limit int64) ([]byte, error) {
+	if contentLength > limit {
+		return dst, errBodyTooLarge
+	}
+	if contentLength > 0 {
+		if int64(cap(dst)) < contentLength {
+			dst = make([]byte, 0, contentLength)
+		}
+		dst = dst[:contentLength]
+		_, err := io.ReadFull(r, dst)
+		return dst, err
+	}
+	if cap(dst) == 0 {
+		dst = make([]byte, 0, 64<<10)
+	}
+	for {
+		if len(dst) == cap(dst) {
+			dst = append(dst, 0)[:len(dst)]
+		}
+		n, err := r.Read(dst[len(dst):cap(dst)])
+		dst = dst[:len(dst)+n]
+		if int64(len(dst)) > limit {
+			return dst, errBodyTooLarge
+		}
+		if err == io.EOF {
+			return dst, nil
+		}
+		if err != nil {
+			return dst, err
+		}
+	}
+}

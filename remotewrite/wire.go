@@ -1,0 +1,134 @@
+package remotewrite
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"unsafe"
+)
+
+// Protocol buffers wire types (https://protobuf.dev/programming-guides/encoding/).
+const (
+	wireVarint  = 0
+	wireFixed64 = 1
+	wireBytes   = 2
+	wireFixed32 = 5
+)
+
+// ErrMalformed marks a request body that is not a valid protobuf message of
+// the announced type. Decode errors wrap it.
+var ErrMalformed = errors.New("malformed request")
+
+var (
+	errTruncated = fmt.Errorf("%w: truncated message", ErrMalformed)
+	errVarint    = fmt.Errorf("%w: invalid varint", ErrMalformed)
+)
+
+// uvarint reads a varint at b[i:] and returns it and the next offset.
+func uvarint(b []byte, i int) (uint64, int, error) {
+	if i < len(b) && b[i] < 0x80 {
+		return uint64(b[i]), i + 1, nil
+	}
+	if i >= len(b) {
+		return 0, i, errTruncated
+	}
+	v, n := binary.Uvarint(b[i:])
+	if n <= 0 {
+		return 0, i, errVarint
+	}
+	return v, i + n, nil
+}
+
+// tag reads a field key.
+func tag(b []byte, i int) (field uint64, wt int, next int, err error) {
+	v, next, err := uvarint(b, i)
+	if err != nil {
+		return 0, 0, i, err
+	}
+	field = v >> 3
+	if field == 0 || field > 1<<29-1 {
+		return 0, 0, i, fmt.Errorf("%w: invalid field number %d", ErrMalformed, field)
+	}
+	return field, int(v & 7), next, nil
+}
+
+// lenDelim reads a length-delimited field body.
+func lenDelim(b []byte, i int) ([]byte, int, error) {
+	l, i, err := uvarint(b, i)
+	if err != nil {
+		return nil, i, err
+	}
+	if l > uint64(len(b)-i) {
+		return nil, i, errTruncated
+	}
+	end := i + int(l)
+	return b[i:end:end], end, nil
+}
+
+func fixed64(b []byte, i int) (uint64, int, error) {
+	if len(b)-i < 8 {
+		return 0, i, errTruncated
+	}
+	return binary.LittleEndian.Uint64(b[i:]), i + 8, nil
+}
+
+func double(b []byte, i int) (float64, int, error) {
+	v, i, err := fixed64(b, i)
+	return math.Float64frombits(v), i, err
+}
+
+// skip passes over a field of an unknown number.
+func skip(b []byte, i int, wt int) (int, error) {
+	switch wt {
+	case wireVarint:
+		_, i, err := uvarint(b, i)
+		return i, err
+	case wireFixed64:
+		if len(b)-i < 8 {
+			return i, errTruncated
+		}
+		return i + 8, nil
+	case wireBytes:
+		_, i, err := lenDelim(b, i)
+		return i, err
+	case wireFixed32:
+		if len(b)-i < 4 {
+			return i, errTruncated
+		}
+		return i + 4, nil
+	default:
+		return i, fmt.Errorf("%w: unsupported wire type %d", ErrMalformed, wt)
+	}
+}
+
+func wrongType(msg string, field uint64, wt int) error {
+	return fmt.Errorf("%w: %s field %d has wire type %d", ErrMalformed, msg, field, wt)
+}
+
+// yoloString returns a string that shares b's memory. The caller guarantees
+// that b is not modified while the string is in use.
+func yoloString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+func zigzag32(v uint64) int32 {
+	u := uint32(v)
+	return int32(u>>1) ^ -int32(u&1)
+}
+
+func zigzag64(v uint64) int64 {
+	return int64(v>>1) ^ -int64(v&1)
+}
+
+// clampRef turns a decoded uint32 reference into one that is out of range
+// for any symbol table when the varint does not fit in 32 bits.
+func clampRef(v uint64) uint32 {
+	if v > math.MaxUint32 {
+		return math.MaxUint32
+	}
+	return uint32(v)
+}
