@@ -1,0 +1,224 @@
+package sst
+
+import (
+	"bytes"
+	"encoding/binary"
+	"hash/crc32"
+)
+
+// Footer: the last footerLen bytes of a table. See docs/format/sst.md.
+//
+//	 0 filter offset u64 | 8 filter length u64 | 16 index offset u64 |
+//	24 index length u64  | 32 entries u64 | 40 min seq u64 | 48 max seq u64 |
+//	56 crc32c u32 | 60 format version u32 | 64 magic [8]
+//
+// All integers little-endian. The CRC32C covers bytes [0,56) and [60,72).
+const (
+	footerLen     = 72
+	formatVersion = 1
+	magic         = "SHALESST"
+)
+
+type handle struct {
+	off, len int64 // on-disk extent, trailer included
+}
+
+func (h handle) end() int64 { return h.off + h.len }
+
+type footer struct {
+	filter, index  handle
+	numEntries     uint64
+	minSeq, maxSeq uint64
+}
+
+func (f *footer) append(dst []byte) []byte {
+	start := len(dst)
+	le := binary.LittleEndian
+	dst = le.AppendUint64(dst, uint64(f.filter.off))
+	dst = le.AppendUint64(dst, uint64(f.filter.len))
+	dst = le.AppendUint64(dst, uint64(f.index.off))
+	dst = le.AppendUint64(dst, uint64(f.index.len))
+	dst = le.AppendUint64(dst, f.numEntries)
+	dst = le.AppendUint64(dst, f.minSeq)
+	dst = le.AppendUint64(dst, f.maxSeq)
+	dst = le.AppendUint32(dst, 0)
+	dst = le.AppendUint32(dst, formatVersion)
+	dst = append(dst, magic...)
+	le.PutUint32(dst[start+56:], footerCRC(dst[start:]))
+	return dst
+}
+
+func footerCRC(b []byte) uint32 {
+	c := crc32.Checksum(b[:56], castagnoli)
+	return crc32.Update(c, castagnoli, b[60:footerLen])
+}
+
+// decodeFooter parses and checks the footer of a table of the given size.
+func decodeFooter(b []byte, size int64) (footer, error) {
+	var f footer
+	if len(b) != footerLen {
+		return f, corruptf("footer of %d bytes", len(b))
+	}
+	if string(b[64:]) != magic {
+		return f, corruptf("bad magic %q", b[64:])
+	}
+	le := binary.LittleEndian
+	if v := le.Uint32(b[60:]); v != formatVersion {
+		return f, corruptf("unknown format version %d", v)
+	}
+	if want, got := le.Uint32(b[56:]), footerCRC(b); want != got {
+		return f, corruptf("footer checksum mismatch: stored %08x, computed %08x", want, got)
+	}
+	u := func(off int) int64 { return int64(le.Uint64(b[off:])) }
+	f.filter = handle{u(0), u(8)}
+	f.index = handle{u(16), u(24)}
+	f.numEntries = le.Uint64(b[32:])
+	f.minSeq = le.Uint64(b[40:])
+	f.maxSeq = le.Uint64(b[48:])
+	// Data blocks, filter, index and footer tile the table in this order.
+	metaEnd := size - footerLen
+	switch {
+	case f.filter.off < 0 || f.filter.len < 0 || f.index.off < 0 || f.index.len < blockTrailerLen:
+		return f, corruptf("footer handles out of range")
+	case f.filter.len != 0 && f.filter.len < blockTrailerLen:
+		return f, corruptf("filter block of %d bytes", f.filter.len)
+	case f.filter.off > metaEnd || f.filter.len > metaEnd-f.filter.off || f.filter.end() != f.index.off:
+		return f, corruptf("filter handle [%d,+%d) does not precede index at %d", f.filter.off, f.filter.len, f.index.off)
+	case f.index.len > metaEnd-f.index.off || f.index.end() != metaEnd:
+		return f, corruptf("index handle [%d,+%d) does not end at footer %d", f.index.off, f.index.len, metaEnd)
+	case f.minSeq > f.maxSeq:
+		return f, corruptf("min seq %d > max seq %d", f.minSeq, f.maxSeq)
+	}
+	return f, nil
+}
+
+// Index block content:
+//
+//	smallest key len uvarint | smallest key | largest key len uvarint | largest key |
+//	block count uvarint | per block: shared uvarint | unshared uvarint | suffix |
+//	offset uvarint | length uvarint
+//
+// Block i's separator key S satisfies last key of block i <= S < first key
+// of block i+1 (S equals both when one key's entries continue into block
+// i+1); the last block's separator is the table's largest key.
+
+type indexBuilder struct {
+	buf     []byte
+	prevSep []byte
+	n       int
+}
+
+func (ib *indexBuilder) add(sep []byte, h handle) {
+	shared := commonPrefix(ib.prevSep, sep)
+	ib.buf = binary.AppendUvarint(ib.buf, uint64(shared))
+	ib.buf = binary.AppendUvarint(ib.buf, uint64(len(sep)-shared))
+	ib.buf = append(ib.buf, sep[shared:]...)
+	ib.buf = binary.AppendUvarint(ib.buf, uint64(h.off))
+	ib.buf = binary.AppendUvarint(ib.buf, uint64(h.len))
+	ib.prevSep = append(ib.prevSep[:0], sep...)
+	ib.n++
+}
+
+func (ib *indexBuilder) content(smallest, largest []byte) []byte {
+	out := make([]byte, 0, len(ib.buf)+len(smallest)+len(largest)+3*binary.MaxVarintLen64)
+	out = binary.AppendUvarint(out, uint64(len(smallest)))
+	out = append(out, smallest...)
+	out = binary.AppendUvarint(out, uint64(len(largest)))
+	out = append(out, largest...)
+	out = binary.AppendUvarint(out, uint64(ib.n))
+	return append(out, ib.buf...)
+}
+
+// index is a decoded index block.
+type index struct {
+	smallest, largest []byte
+	seps              [][]byte
+	handles           []handle
+}
+
+// decodeIndex parses an index block's content; data blocks must tile
+// [0, dataEnd).
+func decodeIndex(p []byte, dataEnd int64) (index, error) {
+	var ix index
+	bytesField := func(o int) ([]byte, int) {
+		n, o := uvarint(p, o)
+		if o < 0 || n > uint64(len(p)-o) {
+			return nil, -1
+		}
+		return p[o : o+int(n)], o + int(n)
+	}
+	small, o := bytesField(0)
+	if o < 0 {
+		return ix, corruptf("index: bad smallest key")
+	}
+	large, o := bytesField(o)
+	if o < 0 {
+		return ix, corruptf("index: bad largest key")
+	}
+	n, o := uvarint(p, o)
+	if o < 0 || n > uint64(len(p)-o)/4 { // an entry takes at least 4 bytes
+		return ix, corruptf("index: bad block count")
+	}
+	// One allocation holds the smallest, largest and separator keys.
+	keys := make([]byte, 0, len(small)+len(large)+2*(len(p)-o))
+	keys = append(keys, small...)
+	keys = append(keys, large...)
+	ix.smallest = keys[:len(small):len(small)]
+	ix.largest = keys[len(small):len(keys):len(keys)]
+	ix.seps = make([][]byte, n)
+	ix.handles = make([]handle, n)
+	var prev []byte
+	var next int64
+	for i := range int(n) {
+		var shared, unshared, off, length uint64
+		if shared, o = uvarint(p, o); o < 0 {
+			return ix, corruptf("index: malformed entry %d", i)
+		}
+		if unshared, o = uvarint(p, o); o < 0 || shared > uint64(len(prev)) || unshared > uint64(len(p)-o) {
+			return ix, corruptf("index: malformed entry %d", i)
+		}
+		start := len(keys)
+		keys = append(keys, prev[:shared]...)
+		keys = append(keys, p[o:o+int(unshared)]...)
+		o += int(unshared)
+		sep := keys[start:len(keys):len(keys)]
+		if i > 0 && bytes.Compare(prev, sep) > 0 {
+			return ix, corruptf("index: separator %d out of order", i)
+		}
+		if off, o = uvarint(p, o); o < 0 {
+			return ix, corruptf("index: malformed entry %d", i)
+		}
+		if length, o = uvarint(p, o); o < 0 {
+			return ix, corruptf("index: malformed entry %d", i)
+		}
+		if off != uint64(next) || length < blockTrailerLen || length > uint64(dataEnd-next) {
+			return ix, corruptf("index: block %d at [%d,+%d) does not follow %d within %d", i, off, length, next, dataEnd)
+		}
+		ix.seps[i] = sep
+		ix.handles[i] = handle{int64(off), int64(length)}
+		next += int64(length)
+		prev = sep
+	}
+	if o != len(p) {
+		return ix, corruptf("index: %d trailing bytes", len(p)-o)
+	}
+	if next != dataEnd {
+		return ix, corruptf("index: blocks end at %d, data ends at %d", next, dataEnd)
+	}
+	if n > 0 && (bytes.Compare(ix.smallest, ix.seps[0]) > 0 || !bytes.Equal(ix.largest, ix.seps[n-1])) {
+		return ix, corruptf("index: key bounds disagree with separators")
+	}
+	return ix, nil
+}
+
+// separator returns a short key s with a <= s < b, or a when a == b or no
+// shorter one exists. The result may alias a; dst is reused for it.
+func separator(dst, a, b []byte) []byte {
+	p := commonPrefix(a, b)
+	if p < len(a) && p < len(b) && a[p] < 0xff && a[p]+1 < b[p] {
+		dst = append(dst[:0], a[:p+1]...)
+		dst[p]++
+		return dst
+	}
+	return append(dst[:0], a...)
+}

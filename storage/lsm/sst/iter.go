@@ -1,0 +1,204 @@
+package sst
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Read-ahead: on a cache miss an Iter reads a run of adjacent data blocks in
+// one ranged read, so a cold scan against a high-latency object store makes
+// few round trips. A bounded iterator reads up to boundedReadahead of the
+// blocks its range needs at once; an unbounded one starts with one block and
+// doubles from minReadahead on each further miss, up to maxReadahead.
+const (
+	minReadahead     = 64 << 10
+	boundedReadahead = 256 << 10
+	maxReadahead     = 2 << 20
+)
+
+// errClosed is returned by an Iter used after Close.
+var errClosed = errors.New("sst: iterator closed")
+
+// Iter walks a table's entries in table order within [lower, upper). It is
+// not safe for concurrent use; open one per goroutine.
+type Iter struct {
+	t            *Table
+	ctx          context.Context
+	lower, upper []byte
+	lastBlock    int // last block that can hold keys < upper
+
+	bi     int // loaded block, -1 if none
+	blk    blockIter
+	valid  bool
+	err    error
+	closed bool
+
+	run      []byte // raw bytes of blocks [runFirst, runEnd)
+	runFirst int
+	runEnd   int
+	nextRun  int64 // byte budget of the next run read
+}
+
+// NewIter returns an iterator over keys in [lower, upper); a nil bound is
+// unbounded. The iterator is unpositioned: call First or SeekGE. Data blocks
+// go through the table's cache with cache.ClassData. lower and upper must not
+// be modified while the iterator is in use.
+func (t *Table) NewIter(ctx context.Context, lower, upper []byte) *Iter {
+	it := &Iter{t: t, ctx: ctx, lower: lower, upper: upper, bi: -1, lastBlock: len(t.ix.handles) - 1}
+	if upper != nil {
+		it.lastBlock = min(t.findBlock(upper), it.lastBlock)
+		it.nextRun = boundedReadahead
+	}
+	return it
+}
+
+// First positions at the first entry in range and reports whether there is
+// one.
+func (it *Iter) First() bool {
+	if it.lower != nil {
+		return it.SeekGE(it.lower)
+	}
+	return it.seekFrom(0, nil)
+}
+
+// SeekGE positions at the first entry in range whose key is >= key and
+// reports whether there is one.
+func (it *Iter) SeekGE(key []byte) bool {
+	if it.lower != nil && bytes.Compare(key, it.lower) < 0 {
+		key = it.lower
+	}
+	return it.seekFrom(it.t.findBlock(key), key)
+}
+
+// Next moves to the next entry and reports whether there is one.
+func (it *Iter) Next() bool {
+	if !it.valid {
+		return false
+	}
+	if it.blk.next() {
+		return it.checkUpper()
+	}
+	if it.blk.err != nil {
+		return it.fail(it.blk.err)
+	}
+	return it.seekFrom(it.bi+1, nil)
+}
+
+// seekFrom positions at the first entry >= key (nil: the first entry) at or
+// after block i.
+func (it *Iter) seekFrom(i int, key []byte) bool {
+	it.valid = false
+	if it.err != nil {
+		return false
+	}
+	for ; i <= it.lastBlock; i++ {
+		if !it.load(i) {
+			return false
+		}
+		var ok bool
+		if key == nil {
+			ok = it.blk.first()
+		} else {
+			ok = it.blk.seekGE(key)
+		}
+		if ok {
+			return it.checkUpper()
+		}
+		if it.blk.err != nil {
+			return it.fail(it.blk.err)
+		}
+		key = nil
+	}
+	return false
+}
+
+func (it *Iter) checkUpper() bool {
+	it.valid = it.upper == nil || bytes.Compare(it.blk.key, it.upper) < 0
+	return it.valid
+}
+
+func (it *Iter) fail(err error) bool {
+	it.valid = false
+	it.err = fmt.Errorf("sst %s: data block %d: %w", it.t.id, it.bi, err)
+	return false
+}
+
+func (it *Iter) load(i int) bool {
+	if i == it.bi {
+		return true
+	}
+	content, err := it.t.dataBlock(it.ctx, i, it.fetch)
+	it.bi = i
+	if err != nil {
+		return it.fail(err)
+	}
+	if err := it.blk.init(content); err != nil {
+		return it.fail(err)
+	}
+	return true
+}
+
+// fetch reads block i on a cache miss, from the current run or a new one.
+func (it *Iter) fetch(ctx context.Context, i int) ([]byte, error) {
+	hs := it.t.ix.handles
+	if i < it.runFirst || i >= it.runEnd {
+		it.run = nil
+		last := i
+		for last+1 <= it.lastBlock && hs[last+1].end()-hs[i].off <= it.nextRun {
+			last++
+		}
+		it.nextRun = min(max(2*it.nextRun, minReadahead), maxReadahead)
+		off, n := hs[i].off, hs[last].end()-hs[i].off
+		raw, err := it.t.r.ReadAt(ctx, off, n)
+		if err != nil {
+			return nil, fmt.Errorf("read [%d,+%d): %w", off, n, err)
+		}
+		if int64(len(raw)) != n {
+			return nil, fmt.Errorf("read [%d,+%d): got %d bytes", off, n, len(raw))
+		}
+		it.run, it.runFirst, it.runEnd = raw, i, last+1
+	}
+	start := hs[it.runFirst].off
+	raw := it.run[hs[i].off-start : hs[i].end()-start]
+	content, err := decodeBlock(raw)
+	if err != nil {
+		return nil, err
+	}
+	if it.t.c != nil {
+		content = ownBlock(content, it.run)
+	}
+	return content, nil
+}
+
+// Valid reports whether the iterator is at an entry.
+func (it *Iter) Valid() bool { return it.valid }
+
+// Entry returns the current entry. Its Key is valid until the next
+// positioning call; its Value aliases immutable block memory shared with the
+// cache (see Table.Get) and must not be modified.
+func (it *Iter) Entry() Entry {
+	return Entry{Key: it.blk.key, Seq: it.blk.seq, Kind: it.blk.kind, ExpireAt: it.blk.expire, Value: it.blk.val}
+}
+
+// Err returns the error that stopped the iterator, if any. An iterator that
+// ran off its range has no error.
+func (it *Iter) Err() error { return it.err }
+
+// Close releases the iterator's buffers and returns Err. The iterator cannot
+// be used afterwards.
+func (it *Iter) Close() error {
+	if it.closed {
+		return nil
+	}
+	err := it.err
+	it.closed = true
+	it.run = nil
+	it.valid = false
+	it.blk = blockIter{}
+	if it.err == nil {
+		it.err = errClosed
+	}
+	return err
+}

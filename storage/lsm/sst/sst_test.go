@@ -1,0 +1,510 @@
+package sst
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/shaledb/shale/cache"
+)
+
+func TestRoundTrip(t *testing.T) {
+	specs := map[string]genSpec{
+		"small":          {keys: 300, maxVersions: 1, maxValue: 40},
+		"empty-values":   {keys: 200, maxVersions: 2, maxValue: 10, emptyShare: 0.7},
+		"large-values":   {keys: 50, maxVersions: 2, maxValue: 100, largeEvery: 7, largeSize: 9000},
+		"long-prefix":    {keys: 400, prefixLen: 200, maxVersions: 1, maxValue: 20},
+		"many-versions":  {keys: 20, maxVersions: 120, maxValue: 30},
+		"with-expiry":    {keys: 200, maxVersions: 3, maxValue: 30, expireEvery: 3},
+		"single":         {keys: 1, maxVersions: 1, maxValue: 5},
+		"one-key-spills": {keys: 1, maxVersions: 400, maxValue: 50},
+	}
+	optsList := map[string]WriterOptions{
+		"default":        DefaultWriterOptions(),
+		"none-tiny":      {BlockSize: 64, BloomBitsPerKey: 10, Compression: CompressionNone, RestartInterval: 1},
+		"zstd-1k":        {BlockSize: 1024, BloomBitsPerKey: 10, Compression: CompressionZstd, RestartInterval: 4},
+		"s2-nofilter":    {BlockSize: 512, Compression: CompressionS2},
+		"none-bigblocks": {BlockSize: 64 << 10, BloomBitsPerKey: 3, RestartInterval: 128},
+	}
+	for sname, spec := range specs {
+		for oname, opts := range optsList {
+			t.Run("entries="+sname+"/opts="+oname, func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(uint64(len(sname)), uint64(len(oname))))
+				entries := genEntries(rng, spec)
+				data, info := buildTable(t, entries, opts)
+				checkInfo(t, info, entries)
+				for _, c := range []cache.Cache{nil, newMapCache()} {
+					tb := openTable(t, data, c)
+					got := tb.Info()
+					if got.Size != info.Size || got.NumDataBlocks != info.NumDataBlocks || got.DataSize != info.DataSize ||
+						got.IndexSize != info.IndexSize || got.FilterSize != info.FilterSize {
+						t.Fatalf("opened info %+v, writer info %+v", got, info)
+					}
+					checkInfo(t, got, entries)
+					checkTable(t, tb, entries, rng)
+				}
+			})
+		}
+	}
+}
+
+func checkInfo(t *testing.T, info Info, entries []Entry) {
+	t.Helper()
+	if info.NumEntries != uint64(len(entries)) {
+		t.Fatalf("info has %d entries, want %d", info.NumEntries, len(entries))
+	}
+	if !bytes.Equal(info.SmallestKey, entries[0].Key) || !bytes.Equal(info.LargestKey, entries[len(entries)-1].Key) {
+		t.Fatalf("info keys [%q, %q], want [%q, %q]", info.SmallestKey, info.LargestKey, entries[0].Key, entries[len(entries)-1].Key)
+	}
+	minSeq, maxSeq := entries[0].Seq, entries[0].Seq
+	for _, e := range entries {
+		minSeq, maxSeq = min(minSeq, e.Seq), max(maxSeq, e.Seq)
+	}
+	if info.MinSeq != minSeq || info.MaxSeq != maxSeq {
+		t.Fatalf("info seqs [%d, %d], want [%d, %d]", info.MinSeq, info.MaxSeq, minSeq, maxSeq)
+	}
+}
+
+// checkTable compares a table with the entries it was built from: a full
+// scan, Get of every key and of absent keys, and random bounded seeks.
+func checkTable(t *testing.T, tb *Table, entries []Entry, rng *rand.Rand) {
+	t.Helper()
+	ctx := context.Background()
+	it := tb.NewIter(ctx, nil, nil)
+	checkEntries(t, "full scan", collect(t, it, it.First()), entries)
+	if err := it.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	var dst []Entry
+	for i := 0; i < len(entries); {
+		j := i
+		for j < len(entries) && bytes.Equal(entries[j].Key, entries[i].Key) {
+			j++
+		}
+		var err error
+		if dst, err = tb.Get(ctx, entries[i].Key, dst[:0]); err != nil {
+			t.Fatalf("get %q: %v", entries[i].Key, err)
+		}
+		checkEntries(t, fmt.Sprintf("get %q", entries[i].Key), dst, entries[i:j])
+		absent := append(bytes.Clone(entries[i].Key), 0)
+		if j < len(entries) && bytes.Equal(absent, entries[j].Key) {
+			absent = append(absent, 0)
+		}
+		if dst, err = tb.Get(ctx, absent, dst[:0]); err != nil || len(dst) != 0 {
+			t.Fatalf("get absent %q: %d entries, %v", absent, len(dst), err)
+		}
+		i = j
+	}
+	for _, k := range [][]byte{nil, {}, {0}, bytes.Repeat([]byte{0xff}, 300)} {
+		if got, err := tb.Get(ctx, k, nil); err != nil || len(got) != 0 {
+			t.Fatalf("get %q: %d entries, %v", k, len(got), err)
+		}
+	}
+
+	randKey := func() []byte {
+		if rng.IntN(5) == 0 {
+			return nil
+		}
+		k := bytes.Clone(entries[rng.IntN(len(entries))].Key)
+		switch rng.IntN(3) {
+		case 0:
+			k = append(k, byte(rng.IntN(256)))
+		case 1:
+			k = k[:rng.IntN(len(k)+1)]
+		}
+		return k
+	}
+	for range 30 {
+		lower, upper := randKey(), randKey()
+		it := tb.NewIter(ctx, lower, upper)
+		lo, hi := 0, len(entries)
+		if lower != nil {
+			lo = lowerBound(entries, lower)
+		}
+		if upper != nil {
+			hi = lowerBound(entries, upper)
+		}
+		want := entries[lo:max(lo, hi)]
+		checkEntries(t, fmt.Sprintf("first in [%q, %q)", lower, upper), collect(t, it, it.First()), want)
+		for range 5 {
+			k := randKey()
+			if k == nil {
+				k = []byte{}
+			}
+			from := max(lowerBound(entries, k), lo)
+			want := entries[from:max(from, hi)]
+			got := collect(t, it, it.SeekGE(k))
+			checkEntries(t, fmt.Sprintf("seek %q in [%q, %q)", k, lower, upper), got, want)
+		}
+		if it.Next() || it.Valid() {
+			t.Fatal("exhausted iterator moved on")
+		}
+		if err := it.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestEmptyTable(t *testing.T) {
+	data, info := buildTable(t, nil, DefaultWriterOptions())
+	if info.NumEntries != 0 || info.NumDataBlocks != 0 || info.SmallestKey != nil || info.LargestKey != nil {
+		t.Fatalf("info %+v", info)
+	}
+	tb := openTable(t, data, nil)
+	it := tb.NewIter(context.Background(), nil, nil)
+	if it.First() || it.SeekGE([]byte("a")) || it.Err() != nil {
+		t.Fatalf("empty table iterates: %v", it.Err())
+	}
+	if got, err := tb.Get(context.Background(), []byte("a"), nil); err != nil || got != nil {
+		t.Fatalf("get: %v %v", got, err)
+	}
+	if tb.MayContain([]byte("a")) {
+		t.Fatal("empty table may contain a key")
+	}
+}
+
+// TestKeySpanningBlocks checks one key whose entries fill several blocks, with
+// neighbours on both sides.
+func TestKeySpanningBlocks(t *testing.T) {
+	var entries []Entry
+	entries = append(entries, Entry{Key: []byte("a"), Seq: 1, Kind: KindPut, Value: []byte("x")})
+	for s := 500; s > 0; s-- {
+		entries = append(entries, Entry{Key: []byte("key"), Seq: uint64(s), Kind: KindMerge, Value: fmt.Appendf(nil, "operand-%d", s)})
+	}
+	entries = append(entries, Entry{Key: []byte("z"), Seq: 1, Kind: KindDelete})
+	opts := WriterOptions{BlockSize: 256, BloomBitsPerKey: 10, Compression: CompressionS2}
+	data, info := buildTable(t, entries, opts)
+	if info.NumDataBlocks < 10 {
+		t.Fatalf("%d blocks; want the key to span many", info.NumDataBlocks)
+	}
+	tb := openTable(t, data, newMapCache())
+	got, err := tb.Get(context.Background(), []byte("key"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkEntries(t, "get", got, entries[1:501])
+	it := tb.NewIter(context.Background(), nil, nil)
+	defer it.Close()
+	checkEntries(t, "seek", collect(t, it, it.SeekGE([]byte("key"))), entries[1:])
+	checkEntries(t, "seek past", collect(t, it, it.SeekGE([]byte("key\x00"))), entries[501:])
+	it2 := tb.NewIter(context.Background(), []byte("b"), []byte("key\x00"))
+	defer it2.Close()
+	checkEntries(t, "bounded", collect(t, it2, it2.First()), entries[1:501])
+}
+
+func TestWriterRejects(t *testing.T) {
+	e := func(k string, seq uint64, kind Kind) Entry { return Entry{Key: []byte(k), Seq: seq, Kind: kind} }
+	tests := []struct {
+		name  string
+		opts  WriterOptions
+		first Entry
+		next  Entry
+	}{
+		{"key-order", DefaultWriterOptions(), e("b", 1, KindPut), e("a", 1, KindPut)},
+		{"seq-equal", DefaultWriterOptions(), e("a", 5, KindPut), e("a", 5, KindPut)},
+		{"seq-rising", DefaultWriterOptions(), e("a", 5, KindPut), e("a", 6, KindMerge)},
+		{"bad-kind", DefaultWriterOptions(), e("a", 5, KindPut), e("b", 5, 0)},
+		{"bad-kind-high", DefaultWriterOptions(), e("a", 5, KindPut), e("b", 5, 4)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w := NewWriter(&bytes.Buffer{}, tc.opts)
+			if err := w.Add(tc.first); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Add(tc.next); err == nil {
+				t.Fatal("accepted")
+			}
+			// The writer stays usable for entries in order.
+			if err := w.Add(e("c", 1, KindPut)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.Finish(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.Finish(); err == nil {
+				t.Fatal("second finish accepted")
+			}
+			if err := w.Add(e("d", 1, KindPut)); err == nil {
+				t.Fatal("add after finish accepted")
+			}
+		})
+	}
+	for _, o := range []WriterOptions{{BlockSize: -1}, {Compression: 9}, {BloomBitsPerKey: -2}, {RestartInterval: 5000}} {
+		w := NewWriter(&bytes.Buffer{}, o)
+		if err := w.Add(e("a", 1, KindPut)); err == nil {
+			t.Fatalf("options %+v accepted", o)
+		}
+	}
+}
+
+type failingWriter struct{ after int }
+
+func (w *failingWriter) Write(p []byte) (int, error) {
+	if w.after <= 0 {
+		return 0, errors.New("disk full")
+	}
+	w.after--
+	return len(p), nil
+}
+
+func TestWriterPropagatesWriteErrors(t *testing.T) {
+	for after := range 4 {
+		w := NewWriter(&failingWriter{after: after}, WriterOptions{BlockSize: 16, BloomBitsPerKey: 10})
+		var err error
+		for i := 0; i < 5 && err == nil; i++ {
+			err = w.Add(Entry{Key: fmt.Appendf(nil, "k%03d", i), Seq: 1, Kind: KindPut, Value: []byte("0123456789abcdef")})
+		}
+		if err == nil {
+			_, err = w.Finish()
+		}
+		if err == nil || errors.Is(err, ErrCorrupt) {
+			t.Fatalf("after %d writes: err %v", after, err)
+		}
+	}
+}
+
+func TestEstimatedSize(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	entries := genEntries(rng, genSpec{keys: 3000, maxVersions: 2, maxValue: 60})
+	var buf bytes.Buffer
+	w := NewWriter(&buf, DefaultWriterOptions())
+	var half, prev int64
+	for i, e := range entries {
+		if err := w.Add(e); err != nil {
+			t.Fatal(err)
+		}
+		if i == len(entries)/2 {
+			half = w.EstimatedSize()
+		}
+	}
+	prev = w.EstimatedSize()
+	if r := float64(half) / float64(prev); r < 0.4 || r > 0.6 {
+		t.Fatalf("estimate %d halfway, %d at the end", half, prev)
+	}
+	info, err := w.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ratio := float64(prev) / float64(info.Size); ratio < 0.9 || ratio > 1.1 {
+		t.Fatalf("estimate %d for a table of %d bytes", prev, info.Size)
+	}
+}
+
+func TestBloomFalsePositiveRate(t *testing.T) {
+	for _, bits := range []int{5, 10, 16} {
+		t.Run(fmt.Sprintf("bits=%d", bits), func(t *testing.T) {
+			const n = 20000
+			entries := make([]Entry, n)
+			for i := range entries {
+				entries[i] = Entry{Key: fmt.Appendf(nil, "series/%08d", 2*i), Seq: 1, Kind: KindPut}
+			}
+			data, _ := buildTable(t, entries, WriterOptions{BloomBitsPerKey: bits})
+			tb := openTable(t, data, nil)
+			for _, e := range entries {
+				if !tb.MayContain(e.Key) {
+					t.Fatalf("false negative for %q", e.Key)
+				}
+			}
+			fp := 0
+			for i := range n {
+				if tb.MayContain(fmt.Appendf(nil, "series/%08d", 2*i+1)) {
+					fp++
+				}
+			}
+			rate := float64(fp) / n
+			// Theory for a standard bloom filter with optimal k: 0.6185^bits.
+			limits := map[int]float64{5: 0.12, 10: 0.015, 16: 0.002}
+			t.Logf("bits/key=%d false positive rate %.4f", bits, rate)
+			if rate > limits[bits] {
+				t.Fatalf("false positive rate %.4f above %.4f", rate, limits[bits])
+			}
+		})
+	}
+}
+
+func TestCacheServesRepeatReads(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	entries := genEntries(rng, genSpec{keys: 2000, maxVersions: 1, maxValue: 50})
+	data, info := buildTable(t, entries, DefaultWriterOptions())
+	r := &countingReadable{data: data}
+	c := newMapCache()
+	ctx := context.Background()
+
+	tb, err := Open(ctx, r, "tbl", c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reads, _ := r.stats(); reads > 2 {
+		t.Fatalf("cold open made %d reads", reads)
+	}
+	if n := c.count(cache.ClassMeta); n != 3 {
+		t.Fatalf("%d meta blocks cached, want footer, index and filter", n)
+	}
+	r.reset()
+	if _, err := Open(ctx, r, "tbl", c); err != nil {
+		t.Fatal(err)
+	}
+	if reads, _ := r.stats(); reads != 0 {
+		t.Fatalf("warm open made %d reads", reads)
+	}
+
+	key := entries[len(entries)/2].Key
+	if got, err := tb.Get(ctx, key, nil); err != nil || len(got) != 1 {
+		t.Fatalf("get: %v %v", got, err)
+	}
+	if reads, _ := r.stats(); reads != 1 {
+		t.Fatalf("first get made %d reads", reads)
+	}
+	if got, err := tb.Get(ctx, key, nil); err != nil || len(got) != 1 {
+		t.Fatalf("get: %v %v", got, err)
+	}
+	if reads, _ := r.stats(); reads != 1 {
+		t.Fatalf("second get of the same block read again (%d reads)", reads)
+	}
+	if n := c.count(cache.ClassData); n != 1 {
+		t.Fatalf("%d data blocks cached", n)
+	}
+
+	r.reset()
+	it := tb.NewIter(ctx, nil, nil)
+	checkEntries(t, "scan", collect(t, it, it.First()), entries)
+	it.Close()
+	coldReads, coldBytes := r.stats()
+	if n := c.count(cache.ClassData); n != info.NumDataBlocks {
+		t.Fatalf("%d of %d data blocks cached after a scan", n, info.NumDataBlocks)
+	}
+	if coldBytes > info.DataSize {
+		t.Fatalf("scan read %d bytes of %d data bytes", coldBytes, info.DataSize)
+	}
+	t.Logf("cold scan of %d blocks: %d reads, %d bytes", info.NumDataBlocks, coldReads, coldBytes)
+	r.reset()
+	it = tb.NewIter(ctx, nil, nil)
+	checkEntries(t, "warm scan", collect(t, it, it.First()), entries)
+	it.Close()
+	if reads, _ := r.stats(); reads != 0 {
+		t.Fatalf("warm scan made %d reads", reads)
+	}
+}
+
+// TestColdScanRoundTrips checks read-ahead: a bounded cold scan reads a run
+// of blocks per round trip instead of one block at a time.
+func TestColdScanRoundTrips(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	entries := genEntries(rng, genSpec{keys: 20000, maxVersions: 1, maxValue: 100})
+	data, info := buildTable(t, entries, WriterOptions{BlockSize: 4096, Compression: CompressionNone})
+	if info.DataSize < 512<<10 {
+		t.Fatalf("table too small for the test: %d", info.DataSize)
+	}
+	for _, tc := range []struct {
+		name      string
+		upper     []byte
+		maxReads  int64
+		withCache bool
+	}{
+		{"bounded-cache", entries[len(entries)-1].Key, info.DataSize/boundedReadahead + 2, true},
+		{"bounded-nocache", entries[len(entries)-1].Key, info.DataSize/boundedReadahead + 2, false},
+		{"unbounded-cache", nil, 12, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &countingReadable{data: data}
+			var c cache.Cache
+			if tc.withCache {
+				c = newMapCache()
+			}
+			tb, err := Open(context.Background(), r, "tbl", c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.reset()
+			it := tb.NewIter(context.Background(), nil, tc.upper)
+			got := collect(t, it, it.First())
+			it.Close()
+			want := entries
+			if tc.upper != nil {
+				want = entries[:lowerBound(entries, tc.upper)]
+			}
+			checkEntries(t, "scan", got, want)
+			reads, n := r.stats()
+			t.Logf("%d blocks, %d bytes: %d reads, %d bytes", info.NumDataBlocks, info.DataSize, reads, n)
+			if int64(reads) > tc.maxReads || n > info.DataSize {
+				t.Fatalf("%d reads of %d bytes; want at most %d reads", reads, n, tc.maxReads)
+			}
+		})
+	}
+}
+
+func TestPrefetch(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	entries := genEntries(rng, genSpec{keys: 5000, maxVersions: 1, maxValue: 60})
+	data, _ := buildTable(t, entries, DefaultWriterOptions())
+	r := &countingReadable{data: data}
+	c := newMapCache()
+	ctx := context.Background()
+	tb, err := Open(ctx, r, "tbl", c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lower, upper := entries[1000].Key, entries[3000].Key
+	r.reset()
+	if err := tb.Prefetch(ctx, lower, upper); err != nil {
+		t.Fatal(err)
+	}
+	if reads, _ := r.stats(); reads != 1 {
+		t.Fatalf("prefetch made %d reads", reads)
+	}
+	r.reset()
+	it := tb.NewIter(ctx, lower, upper)
+	checkEntries(t, "scan", collect(t, it, it.First()), entries[1000:3000])
+	it.Close()
+	for i := 1000; i < 3000; i += 50 {
+		if _, err := tb.Get(ctx, entries[i].Key, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if reads, _ := r.stats(); reads != 0 {
+		t.Fatalf("reads after prefetch: %d", reads)
+	}
+	if err := tb.Prefetch(ctx, lower, upper); err != nil {
+		t.Fatal(err)
+	}
+	if reads, _ := r.stats(); reads != 0 {
+		t.Fatalf("second prefetch made %d reads", reads)
+	}
+}
+
+func TestReadErrorsAreNotCorruption(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	entries := genEntries(rng, genSpec{keys: 500, maxVersions: 1, maxValue: 60})
+	data, _ := buildTable(t, entries, DefaultWriterOptions())
+	boom := errors.New("connection reset")
+	r := &countingReadable{data: data, err: boom}
+	if _, err := Open(context.Background(), r, "tbl", nil); !errors.Is(err, boom) || errors.Is(err, ErrCorrupt) {
+		t.Fatalf("open: %v", err)
+	}
+	r.err = nil
+	tb, err := Open(context.Background(), r, "tbl", newMapCache())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.err = boom
+	if _, err := tb.Get(context.Background(), entries[0].Key, nil); !errors.Is(err, boom) || errors.Is(err, ErrCorrupt) {
+		t.Fatalf("get: %v", err)
+	}
+	it := tb.NewIter(context.Background(), nil, nil)
+	if it.First() || !errors.Is(it.Err(), boom) {
+		t.Fatalf("iter: %v", it.Err())
+	}
+	if err := it.Close(); !errors.Is(err, boom) {
+		t.Fatalf("close: %v", err)
+	}
+	// The error was not cached: the table reads again once the store recovers.
+	r.err = nil
+	if got, err := tb.Get(context.Background(), entries[0].Key, nil); err != nil || len(got) != 1 {
+		t.Fatalf("get after recovery: %v %v", got, err)
+	}
+}

@@ -1,0 +1,250 @@
+package sst
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+
+	"github.com/shaledb/shale/cache"
+)
+
+// tailReadSize is how much of a table's end Open reads first: small and
+// medium tables give up footer, index and filter in that one ranged read;
+// larger ones need one more read for both blocks together.
+const tailReadSize = 64 << 10
+
+// Table is an open table: its footer, index and bloom filter decoded in
+// memory, its data blocks read on demand through the cache. A Table is
+// immutable and safe for concurrent use; it holds no resources beyond
+// memory, so it needs no closing.
+type Table struct {
+	r         Readable
+	id        string
+	c         cache.Cache
+	info      Info
+	ix        index
+	filter    bloomFilter
+	hasFilter bool
+}
+
+// Open reads the footer, index and bloom filter (meta blocks) of a table,
+// through c with cache.ClassMeta (c may be nil). id is a stable unique name
+// for the table (its object name) used to build cache keys "id#offset".
+// Open makes at most two reads of r on a cold cache and none on a warm one.
+// Corrupt meta blocks give an error wrapping ErrCorrupt.
+func Open(ctx context.Context, r Readable, id string, c cache.Cache) (*Table, error) {
+	size := r.Size()
+	if size < footerLen {
+		return nil, fmt.Errorf("sst %s: %w", id, corruptf("table of %d bytes is shorter than its footer", size))
+	}
+	t := &Table{r: r, id: id, c: c}
+	m := metaReader{r: r, size: size}
+	footerOff := size - footerLen
+	fb, err := t.meta(ctx, footerOff, func(ctx context.Context) ([]byte, error) {
+		b, err := m.read(ctx, footerOff, footerOff, footerLen)
+		if err != nil {
+			return nil, err
+		}
+		return bytes.Clone(b), nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sst %s: footer: %w", id, err)
+	}
+	f, err := decodeFooter(fb, size)
+	if err != nil {
+		return nil, fmt.Errorf("sst %s: %w", id, err)
+	}
+	metaStart := f.filter.off
+	loadBlock := func(h handle) func(context.Context) ([]byte, error) {
+		return func(ctx context.Context) ([]byte, error) {
+			raw, err := m.read(ctx, metaStart, h.off, h.len)
+			if err != nil {
+				return nil, err
+			}
+			content, err := decodeBlock(raw)
+			if err != nil {
+				return nil, err
+			}
+			return ownBlock(content, raw), nil
+		}
+	}
+	ixContent, err := t.meta(ctx, f.index.off, loadBlock(f.index))
+	if err != nil {
+		return nil, fmt.Errorf("sst %s: index block: %w", id, err)
+	}
+	if t.ix, err = decodeIndex(ixContent, f.filter.off); err != nil {
+		return nil, fmt.Errorf("sst %s: %w", id, err)
+	}
+	if f.filter.len > 0 {
+		fc, err := t.meta(ctx, f.filter.off, loadBlock(f.filter))
+		if err != nil {
+			return nil, fmt.Errorf("sst %s: filter block: %w", id, err)
+		}
+		if t.filter, err = decodeFilter(fc); err != nil {
+			return nil, fmt.Errorf("sst %s: %w", id, err)
+		}
+		t.hasFilter = true
+	}
+	nb := len(t.ix.handles)
+	if (nb == 0) != (f.numEntries == 0) || uint64(nb) > f.numEntries {
+		return nil, fmt.Errorf("sst %s: %w", id, corruptf("%d data blocks for %d entries", nb, f.numEntries))
+	}
+	t.info = Info{
+		Size:          size,
+		NumEntries:    f.numEntries,
+		MinSeq:        f.minSeq,
+		MaxSeq:        f.maxSeq,
+		NumDataBlocks: nb,
+		DataSize:      f.filter.off,
+		IndexSize:     f.index.len,
+		FilterSize:    f.filter.len,
+	}
+	if nb > 0 {
+		t.info.SmallestKey = t.ix.smallest
+		t.info.LargestKey = t.ix.largest
+	}
+	return t, nil
+}
+
+// ownBlock returns content in memory of its own: decoded content that
+// aliases a larger read buffer is copied so a cache does not pin the buffer.
+func ownBlock(content, raw []byte) []byte {
+	if len(content) > 0 && len(raw) > 0 && &content[0] == &raw[0] && cap(raw) > len(content)+blockTrailerLen {
+		return bytes.Clone(content)
+	}
+	return content
+}
+
+// metaReader serves Open's reads from one buffered tail of the table,
+// extending it backwards in a single read when a block starts before it.
+type metaReader struct {
+	r       Readable
+	size    int64
+	tail    []byte
+	tailOff int64
+}
+
+// read returns [off, off+length); on a miss it reads from min(from, off).
+func (m *metaReader) read(ctx context.Context, from, off, length int64) ([]byte, error) {
+	if m.tail == nil || off < m.tailOff {
+		end := m.size
+		if m.tail != nil {
+			end = m.tailOff
+		}
+		start := min(from, off, max(m.size-tailReadSize, 0))
+		if m.tail != nil {
+			start = min(from, off)
+		}
+		b, err := m.r.ReadAt(ctx, start, end-start)
+		if err != nil {
+			return nil, fmt.Errorf("read [%d,+%d): %w", start, end-start, err)
+		}
+		if int64(len(b)) != end-start {
+			return nil, fmt.Errorf("read [%d,+%d): got %d bytes", start, end-start, len(b))
+		}
+		m.tail, m.tailOff = append(b, m.tail...), start
+	}
+	return m.tail[off-m.tailOff : off-m.tailOff+length], nil
+}
+
+func (t *Table) cacheKey(off int64) string {
+	buf := make([]byte, 0, len(t.id)+21)
+	buf = append(buf, t.id...)
+	buf = append(buf, '#')
+	return string(strconv.AppendInt(buf, off, 10))
+}
+
+func (t *Table) meta(ctx context.Context, off int64, load func(context.Context) ([]byte, error)) ([]byte, error) {
+	if t.c == nil {
+		return load(ctx)
+	}
+	return t.c.GetOrLoad(ctx, t.cacheKey(off), cache.ClassMeta, load)
+}
+
+// Info describes the table as its footer and index record it.
+func (t *Table) Info() Info { return t.info }
+
+// ID is the name the table was opened with.
+func (t *Table) ID() string { return t.id }
+
+// MayContain reports whether the table may hold key, by its bloom filter; it
+// is true when the table has no filter and false outside the key range.
+func (t *Table) MayContain(key []byte) bool {
+	if len(t.ix.handles) == 0 || bytes.Compare(key, t.ix.smallest) < 0 || bytes.Compare(key, t.ix.largest) > 0 {
+		return false
+	}
+	return !t.hasFilter || t.filter.mayContain(bloomHash(key))
+}
+
+// findBlock returns the first block whose separator is >= key: the only
+// block where key's first entry can be. len(handles) means none.
+func (t *Table) findBlock(key []byte) int {
+	return sort.Search(len(t.ix.seps), func(i int) bool { return bytes.Compare(t.ix.seps[i], key) >= 0 })
+}
+
+// dataBlock returns block i's decoded content through the cache, calling
+// fetch on a miss.
+func (t *Table) dataBlock(ctx context.Context, i int, fetch func(context.Context, int) ([]byte, error)) ([]byte, error) {
+	if t.c == nil {
+		return fetch(ctx, i)
+	}
+	return t.c.GetOrLoad(ctx, t.cacheKey(t.ix.handles[i].off), cache.ClassData, func(ctx context.Context) ([]byte, error) {
+		return fetch(ctx, i)
+	})
+}
+
+// readBlock reads and decodes block i alone.
+func (t *Table) readBlock(ctx context.Context, i int) ([]byte, error) {
+	h := t.ix.handles[i]
+	raw, err := t.r.ReadAt(ctx, h.off, h.len)
+	if err != nil {
+		return nil, fmt.Errorf("read [%d,+%d): %w", h.off, h.len, err)
+	}
+	if int64(len(raw)) != h.len {
+		return nil, fmt.Errorf("read [%d,+%d): got %d bytes", h.off, h.len, len(raw))
+	}
+	return decodeBlock(raw)
+}
+
+// Get appends all entries of key to dst, newest first, and returns dst. It
+// reads at most the blocks holding key (usually one), and none when the
+// bloom filter rules the key out.
+//
+// Each returned Entry's Key is the key argument itself. Values alias block
+// memory that is shared with the cache and immutable: callers must not
+// modify them. By cache.Cache's contract blocks are never recycled, so values
+// stay valid for as long as they are held; a caller keeping small values
+// long should copy them rather than pin whole blocks.
+func (t *Table) Get(ctx context.Context, key []byte, dst []Entry) ([]Entry, error) {
+	if !t.MayContain(key) {
+		return dst, nil
+	}
+	var bi blockIter
+	var keyBuf [64]byte
+	bi.key = keyBuf[:0]
+	for i := t.findBlock(key); i < len(t.ix.handles); i++ {
+		content, err := t.dataBlock(ctx, i, t.readBlock)
+		if err != nil {
+			return dst, fmt.Errorf("sst %s: get: data block %d: %w", t.id, i, err)
+		}
+		if err := bi.init(content); err != nil {
+			return dst, fmt.Errorf("sst %s: get: data block %d: %w", t.id, i, err)
+		}
+		ok := bi.seekGE(key)
+		for ok && bytes.Equal(bi.key, key) {
+			dst = append(dst, Entry{Key: key, Seq: bi.seq, Kind: bi.kind, ExpireAt: bi.expire, Value: bi.val})
+			ok = bi.next()
+		}
+		if bi.err != nil {
+			return dst, fmt.Errorf("sst %s: get: data block %d: %w", t.id, i, bi.err)
+		}
+		if ok || !bytes.Equal(bi.key, key) {
+			// A greater key follows, or the block ended before key: the
+			// next block starts after the separator, past key.
+			return dst, nil
+		}
+	}
+	return dst, nil
+}
