@@ -35,7 +35,7 @@ bench:
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -count $(COUNT) -benchmem $(PKGS)
 
 lint: $(TOOLS)/staticcheck
-	$(GO) vet $(PKGS)
+	$(GO) vet -stdmethods=false $(PKGS)
 	$(TOOLS)/staticcheck $(PKGS)
 
 # Runs every fuzz target for FUZZTIME each.

@@ -1,0 +1,323 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/prometheus/prometheus/model/exemplar"
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/metadata"
+	promstorage "github.com/prometheus/prometheus/storage"
+)
+
+// ErrInvalidSeries marks labels the storage refuses: no labels at all, or a
+// repeated label name.
+var ErrInvalidSeries = errors.New("invalid series labels")
+
+// ErrInvalidHistogram marks a native histogram that fails validation.
+var ErrInvalidHistogram = errors.New("invalid native histogram")
+
+type pendingSample struct {
+	part *headPart
+	s    *memSeries
+	smp  sample
+}
+
+// appender collects samples until Commit, which logs them (WAL on), applies
+// them to the head and, with the WAL on, waits until they are durable.
+type appender struct {
+	db      *DB
+	ctx     context.Context
+	pending []pendingSample
+	ex      []pendingExemplar
+	meta    []pendingMetadata
+	opts    promstorage.AppendV2Options
+	// last is the series of the previous Append, a cheap cache for senders
+	// that send a series' samples one after another.
+	last *memSeries
+	done bool
+}
+
+type pendingExemplar struct {
+	lset labels.Labels
+	e    exemplar.Exemplar
+}
+
+type pendingMetadata struct {
+	family string
+	m      metadata.Metadata
+}
+
+// AppenderV2 returns an appender. It is not safe for concurrent use; many
+// appenders may be used concurrently.
+func (db *DB) AppenderV2(ctx context.Context) promstorage.AppenderV2 {
+	return &appender{db: db, ctx: ctx}
+}
+
+// Appender returns an appender with Prometheus' version 1 interface.
+func (db *DB) Appender(ctx context.Context) promstorage.Appender {
+	return &appenderV1{a: &appender{db: db, ctx: ctx}}
+}
+
+func validateLabels(lset labels.Labels) error {
+	if lset.IsEmpty() {
+		return fmt.Errorf("%w: empty label set", ErrInvalidSeries)
+	}
+	if name, dup := lset.HasDuplicateLabelNames(); dup {
+		return fmt.Errorf("%w: label name %q repeats in %s", ErrInvalidSeries, name, lset)
+	}
+	return nil
+}
+
+// Append adds a float or histogram sample to the transaction. st, the start
+// timestamp, is not stored.
+func (a *appender) Append(ref promstorage.SeriesRef, lset labels.Labels, st, t int64, v float64, h *histogram.Histogram, fh *histogram.FloatHistogram, opts promstorage.AppendV2Options) (promstorage.SeriesRef, error) {
+	if a.done {
+		return 0, errors.New("append after commit or rollback")
+	}
+	if a.db.readOnly {
+		return 0, ErrReadOnly
+	}
+	if a.db.isClosed() {
+		return 0, ErrClosed
+	}
+	if h != nil {
+		if err := h.Validate(); err != nil {
+			return 0, fmt.Errorf("%w: %w", ErrInvalidHistogram, err)
+		}
+	}
+	if fh != nil {
+		if err := fh.Validate(); err != nil {
+			return 0, fmt.Errorf("%w: %w", ErrInvalidHistogram, err)
+		}
+	}
+	db := a.db
+	maxT := db.head.maxT.Load()
+	if minT := db.minValidTime(maxT); t < minT {
+		db.metrics.rejected.WithLabelValues("too_old").Inc()
+		return 0, fmt.Errorf("%w: sample at %d is older than %d, the oldest time accepted (newest sample %d)", promstorage.ErrOutOfBounds, t, minT, maxT)
+	}
+	if lset.Has("") || hasEmptyValues(lset) {
+		lset = lset.WithoutEmpty()
+	}
+	if err := validateLabels(lset); err != nil {
+		db.metrics.rejected.WithLabelValues("invalid_labels").Inc()
+		return 0, err
+	}
+	p, err := db.headPartFor(a.ctx, t)
+	if err != nil {
+		return 0, err
+	}
+	if p == nil {
+		db.metrics.rejected.WithLabelValues("too_old").Inc()
+		return 0, fmt.Errorf("%w: sample at %d falls in a partition already written out", promstorage.ErrOutOfBounds, t)
+	}
+	s := a.last
+	if s == nil || s.part != p || !labels.Equal(s.lset, lset) {
+		if s, err = p.getOrCreate(lset, db.persistSeries(p.start)); err != nil {
+			return 0, err
+		}
+		a.last = s
+	}
+	smp := sample{t: t, v: v, h: h, fh: fh}
+	if err := a.check(s, smp, maxT, opts.RejectOutOfOrder || a.opts.RejectOutOfOrder); err != nil {
+		return 0, err
+	}
+	if h != nil {
+		smp.h = h.Copy()
+	}
+	if fh != nil {
+		smp.fh = fh.Copy()
+	}
+	a.pending = append(a.pending, pendingSample{part: p, s: s, smp: smp})
+	for _, e := range opts.Exemplars {
+		a.ex = append(a.ex, pendingExemplar{lset: s.lset, e: e})
+	}
+	if opts.Metadata.Type != "" || opts.Metadata.Help != "" || opts.Metadata.Unit != "" {
+		family := opts.MetricFamilyName
+		if family == "" {
+			family = lset.Get(labels.MetricName)
+		}
+		a.meta = append(a.meta, pendingMetadata{family: family, m: opts.Metadata})
+	}
+	return promstorage.SeriesRef(s.ref) + 1, nil
+}
+
+func hasEmptyValues(lset labels.Labels) bool {
+	empty := false
+	lset.Range(func(l labels.Label) {
+		if l.Value == "" {
+			empty = true
+		}
+	})
+	return empty
+}
+
+// check rejects a sample the series cannot take: out of order beyond the
+// window, or a second, different value for the newest timestamp when
+// out-of-order samples are off.
+func (a *appender) check(s *memSeries, smp sample, maxT int64, rejectOOO bool) error {
+	db := a.db
+	s.mu.Lock()
+	seriesMaxT := s.maxT
+	dup := s.isDuplicateLocked(smp)
+	s.mu.Unlock()
+	if smp.t > seriesMaxT || dup {
+		return nil
+	}
+	window := db.opts.OutOfOrderWindow.Milliseconds()
+	if rejectOOO || window == 0 {
+		if smp.t == seriesMaxT {
+			db.metrics.rejected.WithLabelValues("duplicate").Inc()
+			return fmt.Errorf("%w: series %s at %d", promstorage.ErrDuplicateSampleForTimestamp, s.lset, smp.t)
+		}
+		db.metrics.rejected.WithLabelValues("out_of_order").Inc()
+		return fmt.Errorf("%w: series %s at %d, newest is %d", promstorage.ErrOutOfOrderSample, s.lset, smp.t, seriesMaxT)
+	}
+	if maxT != math.MinInt64 && smp.t < maxT-window {
+		db.metrics.rejected.WithLabelValues("too_old").Inc()
+		return fmt.Errorf("%w: sample at %d is outside the out-of-order window of %s (newest sample %d)", promstorage.ErrTooOldSample, smp.t, db.opts.OutOfOrderWindow, maxT)
+	}
+	return nil
+}
+
+// Commit makes the transaction's samples visible and, with the WAL on,
+// durable before it returns.
+func (a *appender) Commit() error {
+	if a.done {
+		return errors.New("commit after commit or rollback")
+	}
+	a.done = true
+	db := a.db
+	for _, m := range a.meta {
+		db.meta.set(m.family, m.m)
+	}
+	for _, e := range a.ex {
+		db.ex.add(e.lset, e.e)
+	}
+	if len(a.pending) == 0 {
+		return nil
+	}
+	var logBuf []byte
+	if db.opts.WAL {
+		entries := make([]logEntry, len(a.pending))
+		for i, ps := range a.pending {
+			entries[i] = logEntry{part: ps.part.start, ref: ps.s.ref, t: ps.smp.t, v: ps.smp.v, h: ps.smp.h, fh: ps.smp.fh}
+		}
+		var err error
+		if logBuf, err = appendLogRecord(nil, entries); err != nil {
+			return err
+		}
+	}
+
+	// The record is durable before the samples reach the head, and no flush
+	// cut falls between the two: a cut waits for the read lock to be released.
+	h := db.head
+	h.mu.RLock()
+	if db.opts.WAL {
+		var b kvBatch
+		b.Put(headLogKey(h.logSeq.Add(1)), logBuf)
+		if err := db.kv.Write(a.ctx, &b, true); err != nil {
+			h.mu.RUnlock()
+			return fmt.Errorf("log appended samples: %w", err)
+		}
+	}
+	var (
+		dropped int
+		newest  = int64(math.MinInt64)
+		firstErr error
+	)
+	for _, ps := range a.pending {
+		if ps.part.closed {
+			dropped++
+			continue
+		}
+		s := ps.s
+		s.mu.Lock()
+		if ps.smp.t <= s.maxT && db.opts.OutOfOrderWindow == 0 && !s.isDuplicateLocked(ps.smp) {
+			dropped++ // another appender got a newer sample in first
+			s.mu.Unlock()
+			continue
+		}
+		if s.isDuplicateLocked(ps.smp) {
+			s.mu.Unlock()
+			continue
+		}
+		err := s.appendLocked(ps.smp)
+		s.mu.Unlock()
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			dropped++
+			continue
+		}
+		newest = max(newest, ps.smp.t)
+	}
+	for {
+		cur := h.maxT.Load()
+		if newest <= cur || h.maxT.CompareAndSwap(cur, newest) {
+			break
+		}
+	}
+	h.mu.RUnlock()
+	db.metrics.appended.Add(float64(len(a.pending) - dropped))
+	if dropped > 0 {
+		db.metrics.rejected.WithLabelValues("commit_conflict").Add(float64(dropped))
+		if firstErr != nil {
+			return fmt.Errorf("%d of %d samples not stored: %w", dropped, len(a.pending), firstErr)
+		}
+		return fmt.Errorf("%w: %d of %d samples were out of order or too old by the time they were committed", promstorage.ErrOutOfOrderSample, dropped, len(a.pending))
+	}
+	return nil
+}
+
+// Rollback drops the transaction's samples. Series it created remain (empty).
+func (a *appender) Rollback() error {
+	a.done = true
+	a.pending, a.ex, a.meta = nil, nil, nil
+	return nil
+}
+
+// appenderV1 adapts appender to Prometheus' version 1 Appender interface.
+type appenderV1 struct {
+	a *appender
+}
+
+func (v *appenderV1) Append(ref promstorage.SeriesRef, l labels.Labels, t int64, val float64) (promstorage.SeriesRef, error) {
+	return v.a.Append(ref, l, 0, t, val, nil, nil, promstorage.AppendV2Options{})
+}
+
+func (v *appenderV1) AppendHistogram(ref promstorage.SeriesRef, l labels.Labels, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) (promstorage.SeriesRef, error) {
+	return v.a.Append(ref, l, 0, t, 0, h, fh, promstorage.AppendV2Options{})
+}
+
+func (v *appenderV1) AppendHistogramSTZeroSample(promstorage.SeriesRef, labels.Labels, int64, int64, *histogram.Histogram, *histogram.FloatHistogram) (promstorage.SeriesRef, error) {
+	return 0, nil
+}
+
+func (v *appenderV1) AppendSTZeroSample(promstorage.SeriesRef, labels.Labels, int64, int64) (promstorage.SeriesRef, error) {
+	return 0, nil
+}
+
+func (v *appenderV1) AppendExemplar(ref promstorage.SeriesRef, l labels.Labels, e exemplar.Exemplar) (promstorage.SeriesRef, error) {
+	v.a.ex = append(v.a.ex, pendingExemplar{lset: l.Copy(), e: e})
+	return ref, nil
+}
+
+func (v *appenderV1) UpdateMetadata(ref promstorage.SeriesRef, l labels.Labels, m metadata.Metadata) (promstorage.SeriesRef, error) {
+	v.a.meta = append(v.a.meta, pendingMetadata{family: l.Get(labels.MetricName), m: m})
+	return ref, nil
+}
+
+func (v *appenderV1) SetOptions(opts *promstorage.AppendOptions) {
+	if opts != nil {
+		v.a.opts.RejectOutOfOrder = opts.DiscardOutOfOrder
+	}
+}
+
+func (v *appenderV1) Commit() error   { return v.a.Commit() }
+func (v *appenderV1) Rollback() error { return v.a.Rollback() }

@@ -1,0 +1,296 @@
+// Package storage is Shale's time-series engine: time partitions, the head
+// (open partitions in memory), flushes of sample blocks and index to the LSM,
+// the querier that merges head and persisted data, and retention.
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/prometheus/model/labels"
+	promstorage "github.com/prometheus/prometheus/storage"
+
+	"github.com/shaledb/shale/gorilla"
+	"github.com/shaledb/shale/index"
+)
+
+// ErrClosed is returned by operations on a closed DB.
+var ErrClosed = errors.New("storage: closed")
+
+// Components are what DB is built from besides its settings.
+type Components struct {
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+	// Now returns the wall clock; retention and flush cadence use it.
+	Now func() time.Time
+}
+
+// DB is the time-series engine. It is safe for concurrent use.
+type DB struct {
+	opts    Options
+	kv      kv
+	logger  *slog.Logger
+	metrics *metrics
+	now     func() time.Time
+	partMs  int64
+
+	head *head
+	meta *metadataStore
+	ex   *exemplarStore
+
+	// flushMu serialises head flushes.
+	flushMu sync.Mutex
+
+	follow followed
+
+	closeOnce sync.Once
+	closed    chan struct{}
+	bgDone    chan struct{}
+	readOnly  bool
+}
+
+// open builds a DB on a key-value store and recovers its head.
+func open(ctx context.Context, store kv, opts Options, comps Components, readOnly bool) (*DB, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if comps.Logger == nil {
+		comps.Logger = slog.New(slog.DiscardHandler)
+	}
+	if comps.Now == nil {
+		comps.Now = time.Now
+	}
+	db := &DB{
+		opts:     opts,
+		kv:       store,
+		logger:   comps.Logger,
+		metrics:  newMetrics(comps.Registerer),
+		now:      comps.Now,
+		partMs:   opts.PartitionDuration.Milliseconds(),
+		head:     &head{parts: map[int64]*headPart{}},
+		meta:     newMetadataStore(),
+		ex:       newExemplarStore(100_000),
+		closed:   make(chan struct{}),
+		bgDone:   make(chan struct{}),
+		readOnly: readOnly,
+	}
+	db.head.maxT.Store(math.MinInt64)
+	if !readOnly {
+		if err := db.recover(ctx); err != nil {
+			return nil, fmt.Errorf("recover head: %w", err)
+		}
+	}
+	db.metrics.register(db)
+	return db, nil
+}
+
+func (db *DB) partitionOf(t int64) int64 {
+	p := t / db.partMs * db.partMs
+	if t < 0 && t%db.partMs != 0 {
+		p -= db.partMs
+	}
+	return p
+}
+
+// minValidTime is the oldest sample time the head accepts, given its newest
+// sample time maxT: half a partition behind for in-order samples, or the
+// out-of-order window if that is longer.
+func (db *DB) minValidTime(maxT int64) int64 {
+	if maxT == math.MinInt64 {
+		return math.MinInt64
+	}
+	w := max(db.partMs/2, db.opts.OutOfOrderWindow.Milliseconds())
+	if maxT < math.MinInt64+w {
+		return math.MinInt64
+	}
+	return maxT - w
+}
+
+// recover rebuilds the head from the LSM: open partitions from the registry,
+// their series from the forward index, and samples not yet in sample blocks
+// from the head log.
+func (db *DB) recover(ctx context.Context) error {
+	start := time.Now()
+	maxT := int64(math.MinInt64)
+	var open []int64
+	err := db.kv.Scan(ctx, []byte{keyRegistry}, []byte{keyRegistry + 1}, func(k, v []byte) error {
+		m, err := decodePartitionMeta(v)
+		if err != nil {
+			return fmt.Errorf("registry key %x: %w", k, err)
+		}
+		maxT = max(maxT, m.maxT)
+		if !m.closed {
+			open = append(open, getPart(k[1:]))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	series := 0
+	for _, part := range open {
+		p := newHeadPart(part, part+db.partMs)
+		builder := labels.NewScratchBuilder(16)
+		lo, hi := partSub(part, subForward, 0), prefixEnd(partSub(part, subForward, 0))
+		err := db.kv.Scan(ctx, lo, hi, func(k, v []byte) error {
+			ref, err := parseRef(k)
+			if err != nil {
+				return err
+			}
+			if int(ref) != len(p.series) {
+				return fmt.Errorf("partition %d: forward index has ref %d where %d was expected", part, ref, len(p.series))
+			}
+			lset, err := index.DecodeLabels(v, &builder)
+			if err != nil {
+				return fmt.Errorf("partition %d series %d: %w", part, ref, err)
+			}
+			_, err = p.createLocked(lset.Hash(), lset, nil)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		series += len(p.series)
+		db.head.parts[part] = p
+	}
+	var lastSeq uint64
+	records, samples := 0, 0
+	err = db.kv.Scan(ctx, []byte{keyHeadLog}, []byte{keyHeadLog + 1}, func(k, v []byte) error {
+		if len(k) != 9 {
+			return fmt.Errorf("head log key %x: want 9 bytes", k)
+		}
+		lastSeq = max(lastSeq, uint64FromKey(k[1:]))
+		records++
+		return decodeLogRecord(v, func(e *logEntry) error {
+			p := db.head.parts[e.part]
+			if p == nil {
+				return nil // the partition was closed: its samples are in its blocks
+			}
+			s := p.seriesByRef(e.ref)
+			if s == nil {
+				return fmt.Errorf("head log names series %d of partition %d, which has %d series", e.ref, e.part, len(p.series))
+			}
+			samples++
+			maxT = max(maxT, e.t)
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return s.appendLocked(sample{t: e.t, v: e.v, h: e.h, fh: e.fh})
+		})
+	})
+	if err != nil {
+		return err
+	}
+	db.head.logSeq.Store(lastSeq)
+	db.head.maxT.Store(maxT)
+	db.logger.Info("head recovered", "partitions", len(open), "series", series,
+		"log_records", records, "log_samples", samples, "duration", time.Since(start))
+	return nil
+}
+
+func uint64FromKey(b []byte) uint64 {
+	var v uint64
+	for _, c := range b[:8] {
+		v = v<<8 | uint64(c)
+	}
+	return v
+}
+
+// headPartFor returns the open partition that holds time t, creating it if
+// needed. It returns nil if t is older than the head accepts.
+func (db *DB) headPartFor(ctx context.Context, t int64) (*headPart, error) {
+	part := db.partitionOf(t)
+	db.head.mu.RLock()
+	p := db.head.parts[part]
+	db.head.mu.RUnlock()
+	if p != nil && !p.closed {
+		return p, nil
+	}
+	db.head.mu.Lock()
+	defer db.head.mu.Unlock()
+	if p = db.head.parts[part]; p != nil {
+		if p.closed {
+			return nil, nil
+		}
+		return p, nil
+	}
+	// A partition the head dropped is closed; it does not open again.
+	if v, ok, err := db.kv.Get(ctx, registryKey(part)); err != nil {
+		return nil, err
+	} else if ok {
+		if m, err := decodePartitionMeta(v); err == nil && m.closed {
+			return nil, nil
+		}
+	}
+	var b kvBatch
+	b.Put(registryKey(part), partitionMeta{maxT: db.head.maxT.Load()}.encode())
+	if err := db.kv.Write(ctx, &b, false); err != nil {
+		return nil, fmt.Errorf("register partition %d: %w", part, err)
+	}
+	p = newHeadPart(part, part+db.partMs)
+	db.head.parts[part] = p
+	db.metrics.partitionsCreated.Inc()
+	return p, nil
+}
+
+// persistSeries returns the function that writes a new series' forward-index
+// entry.
+func (db *DB) persistSeries(part int64) func(ref uint32, lset labels.Labels) error {
+	return func(ref uint32, lset labels.Labels) error {
+		var b kvBatch
+		b.Put(forwardKey(part, ref), index.EncodeLabels(nil, lset))
+		err := db.kv.Write(context.Background(), &b, false)
+		if err == nil {
+			db.metrics.seriesCreated.Inc()
+		}
+		return err
+	}
+}
+
+// Close flushes the head to the LSM and closes the LSM.
+func (db *DB) Close() error {
+	var err error
+	db.closeOnce.Do(func() {
+		close(db.closed)
+		if !db.readOnly {
+			err = db.flushHead(context.Background(), false)
+		}
+		if cerr := db.kv.Close(); err == nil {
+			err = cerr
+		}
+		db.metrics.unregister()
+	})
+	return err
+}
+
+func (db *DB) isClosed() bool {
+	select {
+	case <-db.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// StartTime returns the oldest time the DB may hold data for.
+func (db *DB) StartTime() (int64, error) {
+	parts, err := db.partitions(context.Background(), math.MinInt64, math.MaxInt64)
+	if err != nil {
+		return 0, err
+	}
+	if len(parts) == 0 {
+		return math.MaxInt64, nil
+	}
+	return parts[0].start, nil
+}
+
+var (
+	_ promstorage.Storage           = (*DB)(nil)
+	_ promstorage.ExemplarQueryable = (*DB)(nil)
+	_                               = gorilla.ErrCorrupt
+)

@@ -1,0 +1,249 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/RoaringBitmap/roaring/v2"
+
+	"github.com/shaledb/shale/index"
+)
+
+// maxBatchBytes bounds one LSM write of a flush.
+const maxBatchBytes = 4 << 20
+
+type cutSeries struct {
+	part int64
+	s    *memSeries
+	c    *cutData
+}
+
+// Flush writes every sample the head holds to the LSM and waits until it is
+// durable. Partitions stay open.
+func (db *DB) Flush(ctx context.Context) error {
+	if db.isClosed() {
+		return ErrClosed
+	}
+	return db.flushHead(ctx, false)
+}
+
+// flushHead cuts every series of the head, writes the cut samples as sample
+// blocks (merge operands) and, with closeOld, writes out and drops the
+// partitions no sample can land in anymore.
+func (db *DB) flushHead(ctx context.Context, closeOld bool) error {
+	db.flushMu.Lock()
+	defer db.flushMu.Unlock()
+	start := time.Now()
+
+	h := db.head
+	h.mu.Lock()
+	logSeq := h.logSeq.Load()
+	maxT := h.maxT.Load()
+	var closing []*headPart
+	var cuts []cutSeries
+	for _, p := range h.sortedPartsLocked() {
+		if closeOld && p.end <= db.minValidTime(maxT) {
+			p.closed = true
+			closing = append(closing, p)
+		}
+		for _, s := range p.allSeries() {
+			s.mu.Lock()
+			if s.dirtyLocked() || s.flushing != nil {
+				cuts = append(cuts, cutSeries{part: p.start, s: s, c: s.cutLocked()})
+			}
+			s.mu.Unlock()
+		}
+	}
+	h.mu.Unlock()
+
+	samplesBytes, err := db.writeCuts(ctx, cuts, logSeq, maxT)
+	if err == nil {
+		for _, p := range closing {
+			if err = db.writePartitionIndex(ctx, p, maxT); err != nil {
+				break
+			}
+		}
+	}
+	if err == nil {
+		err = db.kv.Sync(ctx)
+	}
+	if err != nil {
+		// The cuts stay in s.flushing and are written by the next flush; the
+		// partitions stay in the head.
+		db.metrics.flushFailures.Inc()
+		h.mu.Lock()
+		for _, p := range closing {
+			p.closed = false
+		}
+		h.mu.Unlock()
+		return fmt.Errorf("flush head: %w", err)
+	}
+	for _, cs := range cuts {
+		cs.s.mu.Lock()
+		if cs.s.flushing == cs.c {
+			cs.s.flushing = nil
+		}
+		cs.s.mu.Unlock()
+	}
+	if len(closing) > 0 {
+		h.mu.Lock()
+		for _, p := range closing {
+			delete(h.parts, p.start)
+		}
+		h.mu.Unlock()
+	}
+	db.metrics.flushes.Inc()
+	db.metrics.flushedSeries.Add(float64(len(cuts)))
+	db.metrics.flushedBytes.Add(float64(samplesBytes))
+	db.metrics.flushDuration.Observe(time.Since(start).Seconds())
+	db.logger.Debug("head flushed", "series", len(cuts), "bytes", samplesBytes,
+		"closed_partitions", len(closing), "duration", time.Since(start))
+	return nil
+}
+
+// writeCuts writes the cut samples as merge operands of their series' sample
+// keys, then deletes the head log records they came from and records the
+// head's newest time in the registry of each partition written.
+func (db *DB) writeCuts(ctx context.Context, cuts []cutSeries, logSeq uint64, maxT int64) (int64, error) {
+	var (
+		b     kvBatch
+		size  int
+		total int64
+		parts = map[int64]struct{}{}
+	)
+	apply := func() error {
+		if b.Len() == 0 {
+			return nil
+		}
+		if err := db.kv.Write(ctx, &b, false); err != nil {
+			return err
+		}
+		b = kvBatch{}
+		size = 0
+		return nil
+	}
+	for _, cs := range cuts {
+		blk, err := cs.c.block()
+		if err != nil {
+			return 0, fmt.Errorf("encode series %d of partition %d: %w", cs.s.ref, cs.part, err)
+		}
+		if len(blk) == 0 {
+			continue
+		}
+		parts[cs.part] = struct{}{}
+		b.Merge(samplesKey(cs.part, cs.s.ref), blk)
+		size += len(blk) + 14
+		total += int64(len(blk))
+		if size >= maxBatchBytes {
+			if err := apply(); err != nil {
+				return 0, err
+			}
+		}
+	}
+	for part := range parts {
+		b.Put(registryKey(part), partitionMeta{maxT: maxT}.encode())
+	}
+	if db.opts.WAL && logSeq > 0 {
+		b.DeleteRange(headLogKey(0), headLogKey(logSeq+1))
+	}
+	if err := apply(); err != nil {
+		return 0, err
+	}
+	return total, nil
+}
+
+// writePartitionIndex writes the postings and label names of a partition the
+// head is about to drop, then marks it closed in the registry.
+func (db *DB) writePartitionIndex(ctx context.Context, p *headPart, maxT int64) error {
+	var b kvBatch
+	size := 0
+	names := map[string]struct{}{}
+	err := p.idx.ForEachPostings(0, func(name, value string, bm *roaring.Bitmap) error {
+		names[name] = struct{}{}
+		enc := index.EncodePostings(nil, bm)
+		b.Put(postingsKey(p.start, name, value), enc)
+		size += len(enc) + len(name) + len(value) + 11
+		if size >= maxBatchBytes {
+			if err := db.kv.Write(ctx, &b, false); err != nil {
+				return err
+			}
+			b, size = kvBatch{}, 0
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("write postings of partition %d: %w", p.start, err)
+	}
+	for name := range names {
+		b.Put(nameKey(p.start, name), nil)
+	}
+	all, err := p.idx.AllPostings(ctx)
+	if err != nil {
+		return err
+	}
+	b.Put(allSeriesKey(p.start), index.EncodePostings(nil, all))
+	b.Put(registryKey(p.start), partitionMeta{closed: true, maxT: maxT}.encode())
+	if err := db.kv.Write(ctx, &b, false); err != nil {
+		return fmt.Errorf("close partition %d: %w", p.start, err)
+	}
+	db.metrics.partitionsClosed.Inc()
+	return nil
+}
+
+// applyRetention drops closed partitions that ended more than the retention
+// period before the newest sample.
+func (db *DB) applyRetention(ctx context.Context) error {
+	if db.opts.Retention <= 0 {
+		return nil
+	}
+	maxT := db.head.maxT.Load()
+	if maxT == math.MinInt64 {
+		return nil
+	}
+	cutoff := maxT - db.opts.Retention.Milliseconds()
+	parts, err := db.partitions(ctx, math.MinInt64, cutoff)
+	if err != nil {
+		return err
+	}
+	var b kvBatch
+	for _, p := range parts {
+		if p.head != nil || p.start+db.partMs > cutoff {
+			continue
+		}
+		pre := partPrefix(p.start)
+		b.DeleteRange(pre, prefixEnd(pre))
+		b.Delete(registryKey(p.start))
+		db.logger.Info("retention drops partition", "start", time.UnixMilli(p.start).UTC(), "cutoff", time.UnixMilli(cutoff).UTC())
+		db.metrics.partitionsDropped.Inc()
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	return db.kv.Write(ctx, &b, false)
+}
+
+// Run flushes the head every HeadFlushInterval (closing partitions that can
+// take no more samples) and applies retention, until ctx ends or the DB
+// closes.
+func (db *DB) Run(ctx context.Context) {
+	t := time.NewTicker(db.opts.HeadFlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-db.closed:
+			return
+		case <-t.C:
+		}
+		if err := db.flushHead(ctx, true); err != nil {
+			db.logger.Error("head flush failed; retrying at the next interval", "err", err)
+			continue
+		}
+		if err := db.applyRetention(ctx); err != nil {
+			db.logger.Error("retention failed", "err", err)
+		}
+	}
+}

@@ -1,0 +1,184 @@
+package storage
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/shaledb/shale/index"
+)
+
+// head holds the open partitions in memory: their series, the samples
+// received since the last flush, and their index.
+type head struct {
+	// mu orders commits against flush cuts: a commit holds it for reading
+	// while it logs and applies samples, a cut holds it for writing. It
+	// also guards parts.
+	mu    sync.RWMutex
+	parts map[int64]*headPart
+
+	// maxT is the newest sample time committed to the head.
+	maxT atomic.Int64
+	// logSeq is the sequence number of the newest head log record.
+	logSeq atomic.Uint64
+}
+
+// headPart is one open partition.
+type headPart struct {
+	start, end int64
+
+	// mu guards byHash and series, and serialises series creation so that
+	// forward-index entries reach the LSM in ref order.
+	mu     sync.RWMutex
+	byHash map[uint64][]*memSeries
+	series []*memSeries // by ref
+	idx    *index.MemIndex
+
+	// closed is set, under head.mu held for writing, when the partition is
+	// being written out for good; commits no longer add to it.
+	closed bool
+}
+
+func newHeadPart(start, end int64) *headPart {
+	return &headPart{start: start, end: end, byHash: map[uint64][]*memSeries{}, idx: index.NewMemIndex()}
+}
+
+func (p *headPart) lookup(h uint64, lset labels.Labels) *memSeries {
+	for _, s := range p.byHash[h] {
+		if labels.Equal(s.lset, lset) {
+			return s
+		}
+	}
+	return nil
+}
+
+// getOrCreate returns the series lset of the partition. A new series gets the
+// next ref, and its forward-index entry is handed to persist while the
+// partition's lock is held, so entries reach the LSM in ref order and a ref
+// is never used before its entry is written.
+func (p *headPart) getOrCreate(lset labels.Labels, persist func(ref uint32, lset labels.Labels) error) (*memSeries, error) {
+	h := lset.Hash()
+	p.mu.RLock()
+	s := p.lookup(h, lset)
+	p.mu.RUnlock()
+	if s != nil {
+		return s, nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s := p.lookup(h, lset); s != nil {
+		return s, nil
+	}
+	return p.createLocked(h, lset.Copy(), persist)
+}
+
+func (p *headPart) createLocked(h uint64, lset labels.Labels, persist func(ref uint32, lset labels.Labels) error) (*memSeries, error) {
+	ref := uint32(len(p.series))
+	if len(p.series) == math.MaxUint32 {
+		return nil, fmt.Errorf("partition %d: series limit reached", p.start)
+	}
+	if persist != nil {
+		if err := persist(ref, lset); err != nil {
+			return nil, err
+		}
+	}
+	if got, created := p.idx.GetOrCreate(lset); !created || got != ref {
+		return nil, fmt.Errorf("partition %d: index gave ref %d (created %v) for new series %d %s", p.start, got, created, ref, lset)
+	}
+	s := newMemSeries(ref, lset)
+	s.part = p
+	p.series = append(p.series, s)
+	p.byHash[h] = append(p.byHash[h], s)
+	return s, nil
+}
+
+func (p *headPart) seriesByRef(ref uint32) *memSeries {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if int(ref) >= len(p.series) {
+		return nil
+	}
+	return p.series[ref]
+}
+
+func (p *headPart) allSeries() []*memSeries {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.series[:len(p.series):len(p.series)]
+}
+
+// partitionMeta is the registry entry of a partition.
+//
+//	version(1)=1 flags(1) maxT(varint)
+//
+// flags bit 0: closed (all its data, index included, is in the LSM).
+type partitionMeta struct {
+	closed bool
+	// maxT is the newest sample time of the whole head when the entry was
+	// written; recovery restores the head's notion of "now" from it.
+	maxT int64
+}
+
+func (m partitionMeta) encode() []byte {
+	b := []byte{1, 0}
+	if m.closed {
+		b[1] = 1
+	}
+	return binary.AppendVarint(b, m.maxT)
+}
+
+func decodePartitionMeta(b []byte) (partitionMeta, error) {
+	if len(b) < 3 || b[0] != 1 {
+		return partitionMeta{}, errors.New("corrupt partition registry entry")
+	}
+	v, n := binary.Varint(b[2:])
+	if n <= 0 || 2+n != len(b) {
+		return partitionMeta{}, errors.New("corrupt partition registry entry")
+	}
+	return partitionMeta{closed: b[1]&1 == 1, maxT: v}, nil
+}
+
+// sortedParts returns the head partitions in time order. The caller holds
+// h.mu.
+func (h *head) sortedPartsLocked() []*headPart {
+	ps := make([]*headPart, 0, len(h.parts))
+	for _, p := range h.parts {
+		ps = append(ps, p)
+	}
+	sort.Slice(ps, func(i, j int) bool { return ps[i].start < ps[j].start })
+	return ps
+}
+
+func (h *head) partsOverlapping(mint, maxt int64) []*headPart {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	var out []*headPart
+	for _, p := range h.sortedPartsLocked() {
+		if p.start <= maxt && p.end > mint {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// forEachSeries is used by tests and accounting.
+func (h *head) numSeries() int {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	n := 0
+	for _, p := range h.parts {
+		p.mu.RLock()
+		n += len(p.series)
+		p.mu.RUnlock()
+	}
+	return n
+}
+
+var _ = context.Background

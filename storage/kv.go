@@ -1,0 +1,49 @@
+package storage
+
+import "context"
+
+// kv is what the time-series engine needs from its key-value store. The LSM
+// (storage/lsm) satisfies it through lsmKV; keeping the surface this small
+// keeps the engine's assumptions about the LSM in one place.
+type kv interface {
+	// Write applies the batch atomically, in order after every earlier
+	// Write. With durable it returns once the batch, and so every earlier
+	// write, is durable in the object store.
+	Write(ctx context.Context, b *kvBatch, durable bool) error
+	// Sync makes every write so far durable: in the write-ahead log when the
+	// store has one, otherwise in its tables.
+	Sync(ctx context.Context) error
+	// Get returns the value of key (merge operands resolved), or ok=false.
+	// The value is the caller's.
+	Get(ctx context.Context, key []byte) (value []byte, ok bool, err error)
+	// Scan calls fn for each key in [lower, upper) in order; upper nil means
+	// unbounded. key and value are valid only during the call.
+	Scan(ctx context.Context, lower, upper []byte, fn func(key, value []byte) error) error
+	Close() error
+}
+
+type kvOp uint8
+
+const (
+	opPut kvOp = iota
+	opMerge
+	opDelete
+	opDeleteRange
+)
+
+type kvEntry struct {
+	op         kvOp
+	key, value []byte // for opDeleteRange: [key, value) is the range
+}
+
+// kvBatch is an ordered list of writes applied atomically.
+type kvBatch struct{ ops []kvEntry }
+
+func (b *kvBatch) Put(k, v []byte)   { b.ops = append(b.ops, kvEntry{opPut, k, v}) }
+func (b *kvBatch) Merge(k, v []byte) { b.ops = append(b.ops, kvEntry{opMerge, k, v}) }
+func (b *kvBatch) Delete(k []byte)   { b.ops = append(b.ops, kvEntry{opDelete, k, nil}) }
+
+// DeleteRange removes every key in [lo, hi).
+func (b *kvBatch) DeleteRange(lo, hi []byte) { b.ops = append(b.ops, kvEntry{opDeleteRange, lo, hi}) }
+func (b *kvBatch) Len() int                  { return len(b.ops) }
+func (b *kvBatch) Reset()                    { b.ops = b.ops[:0] }

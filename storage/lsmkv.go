@@ -1,0 +1,149 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/shaledb/shale/cache"
+	"github.com/shaledb/shale/storage/lsm"
+	"github.com/shaledb/shale/storage/objstore"
+)
+
+// Open opens the time-series engine for writing on bucket under prefix. It
+// fences any other writer of the same bucket and prefix, and recovers the
+// head. Call Run to start background flushes and retention.
+func Open(ctx context.Context, bucket objstore.Bucket, prefix string, opts Options, lsmOpts lsm.Options, blockCache cache.Cache, comps Components) (*DB, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	lsmOpts.WALEnabled = opts.WAL
+	store, err := lsm.Open(ctx, bucket, prefix, lsmOpts, lsm.Components{
+		Cache:      blockCache,
+		Logger:     comps.Logger,
+		Registerer: comps.Registerer,
+		Merge:      mergeValues,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open LSM: %w", err)
+	}
+	db, err := open(ctx, &lsmWriter{db: store, wal: opts.WAL}, opts, comps, false)
+	if err != nil {
+		_ = store.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// OpenReadOnly opens the time-series engine on bucket under prefix for
+// queries only, without fencing the writer. It follows the writer's
+// manifests and serves what the writer has flushed to the LSM.
+func OpenReadOnly(ctx context.Context, bucket objstore.Bucket, prefix string, opts Options, readerOpts lsm.ReaderOptions, blockCache cache.Cache, comps Components) (*DB, error) {
+	r, err := lsm.OpenReader(ctx, bucket, prefix, readerOpts, lsm.Components{
+		Cache:      blockCache,
+		Logger:     comps.Logger,
+		Registerer: comps.Registerer,
+		Merge:      mergeValues,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open LSM reader: %w", err)
+	}
+	db, err := open(ctx, &lsmReader{r: r}, opts, comps, true)
+	if err != nil {
+		_ = r.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// lsmWriter is the kv of a writer DB.
+type lsmWriter struct {
+	db  *lsm.DB
+	wal bool
+}
+
+func toLSMBatch(b *kvBatch) *lsm.Batch {
+	var lb lsm.Batch
+	for _, op := range b.ops {
+		switch op.op {
+		case opPut:
+			lb.Put(op.key, op.value)
+		case opMerge:
+			lb.Merge(op.key, op.value)
+		case opDelete:
+			lb.Delete(op.key)
+		case opDeleteRange:
+			lb.DeleteRange(op.key, op.value)
+		}
+	}
+	return &lb
+}
+
+func (w *lsmWriter) Write(ctx context.Context, b *kvBatch, durable bool) error {
+	return w.db.Write(ctx, toLSMBatch(b), lsm.WriteOptions{AwaitDurable: durable})
+}
+
+func (w *lsmWriter) Sync(ctx context.Context) error {
+	if w.wal {
+		return w.db.FlushWAL(ctx)
+	}
+	return w.db.Flush(ctx)
+}
+
+func (w *lsmWriter) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
+	return w.db.Get(ctx, key)
+}
+
+func (w *lsmWriter) Scan(ctx context.Context, lower, upper []byte, fn func(k, v []byte) error) error {
+	it, err := w.db.NewIterator(ctx, lower, upper)
+	if err != nil {
+		return err
+	}
+	return scan(it, fn)
+}
+
+func (w *lsmWriter) Close() error { return w.db.Close() }
+
+func scan(it *lsm.Iterator, fn func(k, v []byte) error) error {
+	for ok := it.First(); ok; ok = it.Next() {
+		if err := fn(it.Key(), it.Value()); err != nil {
+			_ = it.Close()
+			return err
+		}
+	}
+	err := it.Err()
+	if cerr := it.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// lsmReader is the kv of a read-only DB.
+type lsmReader struct {
+	r *lsm.Reader
+}
+
+func (r *lsmReader) Write(context.Context, *kvBatch, bool) error { return ErrReadOnly }
+func (r *lsmReader) Sync(context.Context) error                  { return nil }
+
+func (r *lsmReader) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
+	return r.r.Get(ctx, key)
+}
+
+func (r *lsmReader) Scan(ctx context.Context, lower, upper []byte, fn func(k, v []byte) error) error {
+	it, err := r.r.NewIterator(ctx, lower, upper)
+	if err != nil {
+		return err
+	}
+	return scan(it, fn)
+}
+
+func (r *lsmReader) Close() error { return r.r.Close() }
+
+// Refresh makes a read-only DB see the writer's newest manifest now rather
+// than at the next poll.
+func (db *DB) Refresh(ctx context.Context) error {
+	if r, ok := db.kv.(*lsmReader); ok {
+		return r.r.Refresh(ctx)
+	}
+	return nil
+}

@@ -1,0 +1,60 @@
+package storage
+
+import (
+	"fmt"
+	"time"
+)
+
+// Options are the time-series engine's settings. Components (the LSM, the
+// logger, the metrics registerer) are passed to Open separately.
+type Options struct {
+	// PartitionDuration is the length of a time partition. Every partition
+	// holds its own series dictionary, forward index, postings and sample
+	// blocks under one key prefix. It must divide a day evenly.
+	PartitionDuration time.Duration
+	// HeadFlushInterval is how often the head writes the samples it holds
+	// to the LSM as sample blocks. With the WAL off it bounds what a crash
+	// loses.
+	HeadFlushInterval time.Duration
+	// OutOfOrderWindow is how far behind the newest sample a sample may be
+	// and still be accepted out of order. Zero rejects out-of-order samples.
+	OutOfOrderWindow time.Duration
+	// WAL makes every committed append durable in the object store before
+	// Commit returns (through the LSM's write-ahead log).
+	WAL bool
+	// Retention drops partitions that ended longer than this ago (measured
+	// against the newest sample). Zero keeps everything.
+	Retention time.Duration
+}
+
+// DefaultOptions returns the settings a server starts with.
+func DefaultOptions() Options {
+	return Options{
+		PartitionDuration: 2 * time.Hour,
+		HeadFlushInterval: 5 * time.Minute,
+		OutOfOrderWindow:  10 * time.Minute,
+		WAL:               true,
+		Retention:         15 * 24 * time.Hour,
+	}
+}
+
+// Validate reports the first setting that cannot work.
+func (o Options) Validate() error {
+	switch {
+	case o.PartitionDuration < time.Minute:
+		return fmt.Errorf("partition duration %s: must be at least 1m", o.PartitionDuration)
+	case (24*time.Hour)%o.PartitionDuration != 0 && o.PartitionDuration%(24*time.Hour) != 0:
+		return fmt.Errorf("partition duration %s: must divide a day or be a whole number of days", o.PartitionDuration)
+	case o.PartitionDuration%time.Millisecond != 0:
+		return fmt.Errorf("partition duration %s: must be whole milliseconds", o.PartitionDuration)
+	case o.HeadFlushInterval <= 0:
+		return fmt.Errorf("head flush interval %s: must be positive", o.HeadFlushInterval)
+	case o.OutOfOrderWindow < 0:
+		return fmt.Errorf("out-of-order window %s: must not be negative", o.OutOfOrderWindow)
+	case o.Retention < 0:
+		return fmt.Errorf("retention %s: must not be negative", o.Retention)
+	case o.Retention > 0 && o.Retention < o.PartitionDuration:
+		return fmt.Errorf("retention %s: must be at least one partition (%s)", o.Retention, o.PartitionDuration)
+	}
+	return nil
+}

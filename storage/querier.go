@@ -1,0 +1,522 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
+	promstorage "github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/util/annotations"
+
+	"github.com/shaledb/shale/gorilla"
+	"github.com/shaledb/shale/index"
+)
+
+// fetchConcurrency bounds the parallel LSM reads of one query.
+const fetchConcurrency = 32
+
+// partView is a partition a query reads: from the head if it is open here,
+// otherwise from the LSM.
+type partView struct {
+	start int64
+	head  *headPart
+}
+
+// partitions returns the partitions overlapping [mint, maxt] in time order.
+// The head's are taken first, so a partition the head drops meanwhile is
+// read from the LSM, where it is complete by then.
+func (db *DB) partitions(ctx context.Context, mint, maxt int64) ([]partView, error) {
+	var out []partView
+	seen := map[int64]bool{}
+	for _, p := range db.head.partsOverlapping(mint, maxt) {
+		out = append(out, partView{start: p.start, head: p})
+		seen[p.start] = true
+	}
+	lo := registryKey(db.partitionOf(max(mint, math.MinInt64+db.partMs)))
+	if mint == math.MinInt64 {
+		lo = []byte{keyRegistry}
+	}
+	hi := []byte{keyRegistry + 1}
+	if maxt < math.MaxInt64-db.partMs {
+		hi = registryKey(db.partitionOf(maxt) + db.partMs)
+	}
+	var readerParts []int64
+	err := db.kv.Scan(ctx, lo, hi, func(k, v []byte) error {
+		part := getPart(k[1:])
+		if seen[part] || part+db.partMs <= mint || part > maxt {
+			return nil
+		}
+		m, err := decodePartitionMeta(v)
+		if err != nil {
+			return err
+		}
+		if !m.closed {
+			if !db.readOnly {
+				return nil // being created by the head right now; it holds nothing yet
+			}
+			readerParts = append(readerParts, part)
+			return nil
+		}
+		out = append(out, partView{start: part})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list partitions: %w", err)
+	}
+	for _, part := range readerParts {
+		p, err := db.followOpenPartition(ctx, part)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, partView{start: part, head: p})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].start < out[j].start })
+	return out, nil
+}
+
+// reader returns the index of a partition.
+func (db *DB) indexReader(pv partView) index.Reader {
+	if pv.head != nil {
+		return pv.head.idx
+	}
+	return &lsmIndex{kv: db.kv, part: pv.start}
+}
+
+// Querier returns a querier of samples in [mint, maxt].
+func (db *DB) Querier(mint, maxt int64) (promstorage.Querier, error) {
+	if db.isClosed() {
+		return nil, ErrClosed
+	}
+	return &querier{db: db, mint: mint, maxt: maxt}, nil
+}
+
+// ChunkQuerier returns a querier of the same data as chunks.
+func (db *DB) ChunkQuerier(mint, maxt int64) (promstorage.ChunkQuerier, error) {
+	q, err := db.Querier(mint, maxt)
+	if err != nil {
+		return nil, err
+	}
+	return &chunkQuerier{q: q}, nil
+}
+
+type querier struct {
+	db         *DB
+	mint, maxt int64
+}
+
+func (q *querier) Close() error { return nil }
+
+// qSegment is one series' data in one partition.
+type qSegment struct {
+	part   int64
+	ref    uint32
+	head   *memSeries
+	blocks [][]byte // oldest writes first
+}
+
+type qSeries struct {
+	lset labels.Labels
+	segs []*qSegment // in partition order
+}
+
+// Select returns the series matching ms with their samples in [mint, maxt],
+// sorted by labels.
+func (q *querier) Select(ctx context.Context, sortSeries bool, hints *promstorage.SelectHints, ms ...*labels.Matcher) promstorage.SeriesSet {
+	mint, maxt := q.mint, q.maxt
+	if hints != nil {
+		mint, maxt = max(mint, hints.Start), min(maxt, hints.End)
+	}
+	set, err := q.db.selectSeries(ctx, mint, maxt, hints == nil || hints.Func != "series", ms)
+	if err != nil {
+		return promstorage.ErrSeriesSet(err)
+	}
+	return &seriesSet{series: set, mint: mint, maxt: maxt}
+}
+
+func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples bool, ms []*labels.Matcher) ([]*qSeries, error) {
+	parts, err := db.partitions(ctx, mint, maxt)
+	if err != nil {
+		return nil, err
+	}
+	byKey := map[uint64][]*qSeries{}
+	var all []*qSeries
+	add := func(lset labels.Labels, seg *qSegment) {
+		h := lset.Hash()
+		for _, s := range byKey[h] {
+			if labels.Equal(s.lset, lset) {
+				s.segs = append(s.segs, seg)
+				return
+			}
+		}
+		s := &qSeries{lset: lset, segs: []*qSegment{seg}}
+		byKey[h] = append(byKey[h], s)
+		all = append(all, s)
+	}
+	var fetch []*qSegment
+	for _, pv := range parts {
+		r := db.indexReader(pv)
+		bm, err := index.Select(ctx, r, ms...)
+		if err != nil {
+			return nil, fmt.Errorf("select in partition %d: %w", pv.start, err)
+		}
+		if bm.IsEmpty() {
+			continue
+		}
+		if pv.head != nil {
+			it := bm.Iterator()
+			for it.HasNext() {
+				ref := it.Next()
+				s := pv.head.seriesByRef(ref)
+				if s == nil {
+					continue
+				}
+				seg := &qSegment{part: pv.start, ref: ref, head: s}
+				add(s.lset, seg)
+				if withSamples {
+					// The head's blocks are taken before the LSM is read,
+					// so a flush in between shows samples twice (merged
+					// away) but never loses them.
+					s.mu.Lock()
+					blks, err := s.snapshotLocked(nil)
+					s.mu.Unlock()
+					if err != nil {
+						return nil, err
+					}
+					seg.blocks = blks
+					fetch = append(fetch, seg)
+				}
+			}
+			continue
+		}
+		err = db.forEachSeriesLabels(ctx, pv.start, bm, func(ref uint32, lset labels.Labels) {
+			seg := &qSegment{part: pv.start, ref: ref}
+			add(lset, seg)
+			if withSamples {
+				fetch = append(fetch, seg)
+			}
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if withSamples {
+		if err := db.fetchBlocks(ctx, fetch); err != nil {
+			return nil, err
+		}
+	}
+	slices.SortFunc(all, func(a, b *qSeries) int { return labels.Compare(a.lset, b.lset) })
+	return all, nil
+}
+
+// forEachSeriesLabels calls fn with the labels of each series in bm of a
+// partition read from the LSM, in ref order.
+func (db *DB) forEachSeriesLabels(ctx context.Context, part int64, bm *roaring.Bitmap, fn func(ref uint32, lset labels.Labels)) error {
+	builder := labels.NewScratchBuilder(16)
+	lo, hi := forwardKey(part, bm.Minimum()), forwardKey(part, bm.Maximum())
+	hi = append(hi, 0)
+	return db.kv.Scan(ctx, lo, hi, func(k, v []byte) error {
+		ref, err := parseRef(k)
+		if err != nil {
+			return err
+		}
+		if !bm.Contains(ref) {
+			return nil
+		}
+		lset, err := index.DecodeLabels(v, &builder)
+		if err != nil {
+			return fmt.Errorf("partition %d series %d: %w", part, ref, err)
+		}
+		fn(ref, lset)
+		return nil
+	})
+}
+
+// fetchBlocks reads the persisted sample block of each segment, in
+// parallel, and puts it before the segment's in-memory blocks.
+func (db *DB) fetchBlocks(ctx context.Context, segs []*qSegment) error {
+	if len(segs) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+		next  = make(chan *qSegment)
+	)
+	workers := min(fetchConcurrency, len(segs))
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for seg := range next {
+				v, ok, err := db.kv.Get(ctx, samplesKey(seg.part, seg.ref))
+				if err != nil {
+					mu.Lock()
+					if first == nil {
+						first = fmt.Errorf("read samples of series %d in partition %d: %w", seg.ref, seg.part, err)
+						cancel()
+					}
+					mu.Unlock()
+					continue
+				}
+				if ok && len(v) > 0 {
+					seg.blocks = append([][]byte{v}, seg.blocks...)
+				}
+			}
+		}()
+	}
+	for _, seg := range segs {
+		select {
+		case next <- seg:
+		case <-ctx.Done():
+		}
+	}
+	close(next)
+	wg.Wait()
+	if first != nil {
+		return first
+	}
+	return ctx.Err()
+}
+
+// LabelValues returns the values of name in series matching ms, sorted.
+func (q *querier) LabelValues(ctx context.Context, name string, hints *promstorage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	parts, err := q.db.partitions(ctx, q.mint, q.maxt)
+	if err != nil {
+		return nil, nil, err
+	}
+	var out []string
+	for _, pv := range parts {
+		vals, err := index.LabelValuesFor(ctx, q.db.indexReader(pv), name, ms...)
+		if err != nil {
+			return nil, nil, err
+		}
+		out = mergeSorted(out, vals)
+	}
+	if hints != nil && hints.Limit > 0 && len(out) > hints.Limit {
+		out = out[:hints.Limit]
+	}
+	return out, nil, nil
+}
+
+// LabelNames returns the label names of series matching ms, sorted.
+func (q *querier) LabelNames(ctx context.Context, hints *promstorage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	parts, err := q.db.partitions(ctx, q.mint, q.maxt)
+	if err != nil {
+		return nil, nil, err
+	}
+	var out []string
+	for _, pv := range parts {
+		names, err := index.LabelNamesForMatchers(ctx, q.db.indexReader(pv), ms...)
+		if err != nil {
+			return nil, nil, err
+		}
+		out = mergeSorted(out, names)
+	}
+	if hints != nil && hints.Limit > 0 && len(out) > hints.Limit {
+		out = out[:hints.Limit]
+	}
+	return out, nil, nil
+}
+
+// mergeSorted merges two sorted lists of distinct strings.
+func mergeSorted(a, b []string) []string {
+	if len(a) == 0 {
+		return b
+	}
+	if len(b) == 0 {
+		return a
+	}
+	out := make([]string, 0, len(a)+len(b))
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		switch {
+		case a[i] < b[j]:
+			out = append(out, a[i])
+			i++
+		case a[i] > b[j]:
+			out = append(out, b[j])
+			j++
+		default:
+			out = append(out, a[i])
+			i, j = i+1, j+1
+		}
+	}
+	out = append(out, a[i:]...)
+	return append(out, b[j:]...)
+}
+
+type seriesSet struct {
+	series     []*qSeries
+	i          int
+	mint, maxt int64
+	cur        *series
+}
+
+func (s *seriesSet) Next() bool {
+	if s.i >= len(s.series) {
+		return false
+	}
+	s.cur = &series{s: s.series[s.i], mint: s.mint, maxt: s.maxt}
+	s.i++
+	return true
+}
+
+func (s *seriesSet) At() promstorage.Series              { return s.cur }
+func (s *seriesSet) Err() error                          { return nil }
+func (s *seriesSet) Warnings() annotations.Annotations   { return nil }
+
+type series struct {
+	s          *qSeries
+	mint, maxt int64
+}
+
+func (s *series) Labels() labels.Labels { return s.s.lset }
+
+func (s *series) Iterator(reuse chunkenc.Iterator) chunkenc.Iterator {
+	it, ok := reuse.(*seriesIterator)
+	if !ok {
+		it = &seriesIterator{}
+	}
+	it.reset(s)
+	return it
+}
+
+// seriesIterator iterates a series' samples in [mint, maxt] across its
+// partitions, each partition's blocks merged into one.
+type seriesIterator struct {
+	segs       []*qSegment
+	mint, maxt int64
+	seg        int
+	it         gorilla.Iterator
+	merged     []byte
+	cur        chunkenc.ValueType
+	err        error
+	started    bool
+}
+
+func (it *seriesIterator) reset(s *series) {
+	it.segs, it.mint, it.maxt = s.s.segs, s.mint, s.maxt
+	it.seg, it.cur, it.err, it.started = -1, chunkenc.ValNone, nil, false
+}
+
+// openNext positions the block iterator on the next segment with data.
+func (it *seriesIterator) openNext() bool {
+	for {
+		it.seg++
+		if it.seg >= len(it.segs) {
+			return false
+		}
+		blks := it.segs[it.seg].blocks
+		if len(blks) == 0 {
+			continue
+		}
+		blk := blks[0]
+		if len(blks) > 1 {
+			var err error
+			it.merged, err = gorilla.MergeAll(it.merged[:0], blks...)
+			if err != nil {
+				it.err = fmt.Errorf("merge blocks of partition %d series %d: %w", it.segs[it.seg].part, it.segs[it.seg].ref, err)
+				return false
+			}
+			blk = it.merged
+		}
+		if err := it.it.Reset(blk); err != nil {
+			it.err = fmt.Errorf("read block of partition %d series %d: %w", it.segs[it.seg].part, it.segs[it.seg].ref, err)
+			return false
+		}
+		return true
+	}
+}
+
+func (it *seriesIterator) Next() chunkenc.ValueType {
+	if it.err != nil {
+		return chunkenc.ValNone
+	}
+	if !it.started {
+		it.started = true
+		return it.Seek(it.mint)
+	}
+	if it.cur == chunkenc.ValNone {
+		return chunkenc.ValNone
+	}
+	for {
+		vt := it.it.Next()
+		if vt == chunkenc.ValNone {
+			if err := it.it.Err(); err != nil {
+				it.err = err
+				return it.stop()
+			}
+			if !it.openNext() {
+				return it.stop()
+			}
+			continue
+		}
+		if it.it.AtT() > it.maxt {
+			return it.stop()
+		}
+		it.cur = vt
+		return vt
+	}
+}
+
+func (it *seriesIterator) stop() chunkenc.ValueType {
+	it.cur = chunkenc.ValNone
+	it.seg = len(it.segs)
+	return chunkenc.ValNone
+}
+
+func (it *seriesIterator) Seek(t int64) chunkenc.ValueType {
+	if it.err != nil {
+		return chunkenc.ValNone
+	}
+	t = max(t, it.mint)
+	if !it.started {
+		it.started = true
+		if !it.openNext() {
+			return it.stop()
+		}
+	} else if it.cur == chunkenc.ValNone {
+		return chunkenc.ValNone
+	} else if it.it.AtT() >= t {
+		return it.cur
+	}
+	for {
+		vt := it.it.Seek(t)
+		if vt == chunkenc.ValNone {
+			if err := it.it.Err(); err != nil {
+				it.err = err
+				return it.stop()
+			}
+			if !it.openNext() {
+				return it.stop()
+			}
+			continue
+		}
+		if it.it.AtT() > it.maxt {
+			return it.stop()
+		}
+		it.cur = vt
+		return vt
+	}
+}
+
+func (it *seriesIterator) At() (int64, float64) { return it.it.At() }
+func (it *seriesIterator) AtHistogram(h *histogram.Histogram) (int64, *histogram.Histogram) {
+	return it.it.AtHistogram(h)
+}
+func (it *seriesIterator) AtFloatHistogram(fh *histogram.FloatHistogram) (int64, *histogram.FloatHistogram) {
+	return it.it.AtFloatHistogram(fh)
+}
+func (it *seriesIterator) AtT() int64  { return it.it.AtT() }
+func (it *seriesIterator) AtST() int64 { return 0 }
+func (it *seriesIterator) Err() error  { return it.err }

@@ -1,0 +1,65 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/shaledb/shale/index"
+)
+
+// ErrReadOnly is returned by writes to a DB opened for reading only.
+var ErrReadOnly = errors.New("storage: read-only replica: writes go to the writer")
+
+// followed holds, in a read-only DB, the index of each partition the writer
+// still has open: built from the forward index, which the writer extends as
+// series appear, and brought up to date on every query.
+type followed struct {
+	mu    sync.Mutex
+	parts map[int64]*headPart
+}
+
+// followOpenPartition returns the index of a partition the writer has open,
+// with every series the LSM holds so far.
+func (db *DB) followOpenPartition(ctx context.Context, part int64) (*headPart, error) {
+	db.follow.mu.Lock()
+	defer db.follow.mu.Unlock()
+	if db.follow.parts == nil {
+		db.follow.parts = map[int64]*headPart{}
+	}
+	p := db.follow.parts[part]
+	if p == nil {
+		p = newHeadPart(part, part+db.partMs)
+		db.follow.parts[part] = p
+	}
+	builder := labels.NewScratchBuilder(16)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	lo := forwardKey(part, uint32(len(p.series)))
+	hi := prefixEnd(partSub(part, subForward, 0))
+	return p, db.kv.Scan(ctx, lo, hi, func(k, v []byte) error {
+		ref, err := parseRef(k)
+		if err != nil {
+			return err
+		}
+		if int(ref) != len(p.series) {
+			return fmt.Errorf("partition %d: forward index has ref %d where %d was expected", part, ref, len(p.series))
+		}
+		lset, err := index.DecodeLabels(v, &builder)
+		if err != nil {
+			return fmt.Errorf("partition %d series %d: %w", part, ref, err)
+		}
+		_, err = p.createLocked(lset.Hash(), lset, nil)
+		return err
+	})
+}
+
+// forgetClosed drops followed partitions the writer has closed.
+func (db *DB) forgetClosed(part int64) {
+	db.follow.mu.Lock()
+	delete(db.follow.parts, part)
+	db.follow.mu.Unlock()
+}

@@ -1,0 +1,215 @@
+package storage
+
+import (
+	"errors"
+	"math"
+	"sort"
+	"sync"
+
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/value"
+
+	"github.com/shaledb/shale/gorilla"
+)
+
+// memSeries is one series of one head partition: the samples it received
+// since the head last wrote them to the LSM.
+type memSeries struct {
+	ref  uint32
+	lset labels.Labels
+	part *headPart
+
+	mu sync.Mutex
+	// app holds in-order samples since the last cut; nil when empty.
+	app *gorilla.Appender
+	// sealed are finished blocks since the last cut (a block is sealed when
+	// the sample kind changes).
+	sealed [][]byte
+	// ooo holds out-of-order and rewritten samples since the last cut, sorted
+	// by time, one per timestamp (the later write wins).
+	ooo []sample
+	// maxT is the newest in-order sample time ever appended.
+	maxT int64
+	// lastV is the value at maxT for float samples, to tell a resent
+	// duplicate from a conflicting one.
+	lastV float64
+	// flushing is what the last cut took, visible to queries until the LSM
+	// holds it.
+	flushing *cutData
+}
+
+// sample is a float or histogram sample held in memory.
+type sample struct {
+	t  int64
+	v  float64
+	h  *histogram.Histogram
+	fh *histogram.FloatHistogram
+}
+
+// cutData is a series' samples taken by a head flush. It is immutable.
+type cutData struct {
+	// prev is an earlier cut whose write failed; it is written with this one.
+	prev   *cutData
+	app    *gorilla.Appender
+	sealed [][]byte
+	ooo    []sample
+}
+
+func newMemSeries(ref uint32, lset labels.Labels) *memSeries {
+	return &memSeries{ref: ref, lset: lset, maxT: math.MinInt64}
+}
+
+var errKindChange = gorilla.ErrKindChange
+
+// appendLocked adds a sample; the caller holds s.mu and has checked that the
+// sample may be accepted.
+func (s *memSeries) appendLocked(smp sample) error {
+	if smp.t > s.maxT {
+		if err := s.appendInOrderLocked(smp); err != nil {
+			return err
+		}
+		s.maxT, s.lastV = smp.t, smp.v
+		return nil
+	}
+	s.insertOOOLocked(smp)
+	return nil
+}
+
+func (s *memSeries) appendInOrderLocked(smp sample) error {
+	if s.app == nil {
+		s.app = gorilla.NewAppender()
+	}
+	err := appendTo(s.app, smp)
+	if errors.Is(err, errKindChange) {
+		s.sealed = append(s.sealed, s.app.AppendBlock(nil))
+		s.app = gorilla.NewAppender()
+		err = appendTo(s.app, smp)
+	}
+	return err
+}
+
+func appendTo(app *gorilla.Appender, smp sample) error {
+	switch {
+	case smp.fh != nil:
+		return app.AppendFloatHistogram(smp.t, smp.fh)
+	case smp.h != nil:
+		return app.AppendHistogram(smp.t, smp.h)
+	default:
+		return app.Append(smp.t, smp.v)
+	}
+}
+
+func (s *memSeries) insertOOOLocked(smp sample) {
+	i := sort.Search(len(s.ooo), func(i int) bool { return s.ooo[i].t >= smp.t })
+	if i < len(s.ooo) && s.ooo[i].t == smp.t {
+		s.ooo[i] = smp
+		return
+	}
+	s.ooo = append(s.ooo, sample{})
+	copy(s.ooo[i+1:], s.ooo[i:])
+	s.ooo[i] = smp
+}
+
+// dirtyLocked reports whether the series holds samples not yet cut.
+func (s *memSeries) dirtyLocked() bool {
+	return (s.app != nil && s.app.Count() > 0) || len(s.sealed) > 0 || len(s.ooo) > 0
+}
+
+// cutLocked takes the samples held since the last cut and leaves the series
+// empty, ready for new appends. The result stays visible as s.flushing.
+func (s *memSeries) cutLocked() *cutData {
+	c := &cutData{prev: s.flushing, app: s.app, sealed: s.sealed, ooo: s.ooo}
+	s.app, s.sealed, s.ooo = nil, nil, nil
+	s.flushing = c
+	return c
+}
+
+// snapshotLocked returns blocks of everything the series holds in memory,
+// oldest writes first, for a query.
+func (s *memSeries) snapshotLocked(dst [][]byte) ([][]byte, error) {
+	var err error
+	if s.flushing != nil {
+		if dst, err = s.flushing.appendBlocks(dst); err != nil {
+			return nil, err
+		}
+	}
+	live := cutData{app: s.app, sealed: s.sealed, ooo: s.ooo}
+	return live.appendBlocks(dst)
+}
+
+// appendBlocks appends the cut's blocks, oldest writes first.
+func (c *cutData) appendBlocks(dst [][]byte) ([][]byte, error) {
+	if c.prev != nil {
+		var err error
+		if dst, err = c.prev.appendBlocks(dst); err != nil {
+			return nil, err
+		}
+	}
+	dst = append(dst, c.sealed...)
+	if c.app != nil && c.app.Count() > 0 {
+		dst = append(dst, c.app.AppendBlock(nil))
+	}
+	if len(c.ooo) > 0 {
+		blks, err := encodeSamples(nil, c.ooo)
+		if err != nil {
+			return nil, err
+		}
+		dst = append(dst, blks...)
+	}
+	return dst, nil
+}
+
+// block merges the cut into one block.
+func (c *cutData) block() ([]byte, error) {
+	blks, err := c.appendBlocks(nil)
+	if err != nil || len(blks) == 0 {
+		return nil, err
+	}
+	if len(blks) == 1 {
+		return blks[0], nil
+	}
+	return gorilla.MergeAll(nil, blks...)
+}
+
+// encodeSamples encodes time-sorted samples into blocks, one per run of one
+// sample kind.
+func encodeSamples(dst [][]byte, smps []sample) ([][]byte, error) {
+	app := gorilla.NewAppender()
+	for _, smp := range smps {
+		err := appendTo(app, smp)
+		if errors.Is(err, errKindChange) {
+			dst = append(dst, app.AppendBlock(nil))
+			app = gorilla.NewAppender()
+			err = appendTo(app, smp)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if app.Count() > 0 {
+		dst = append(dst, app.AppendBlock(nil))
+	}
+	return dst, nil
+}
+
+// isDuplicate reports whether smp repeats the newest in-order sample exactly.
+func (s *memSeries) isDuplicateLocked(smp sample) bool {
+	if smp.t != s.maxT || smp.h != nil || smp.fh != nil {
+		return false
+	}
+	return math.Float64bits(smp.v) == math.Float64bits(s.lastV) ||
+		(value.IsStaleNaN(smp.v) && value.IsStaleNaN(s.lastV))
+}
+
+// memSize estimates the bytes the series holds, for accounting.
+func (s *memSeries) memSizeLocked() int {
+	n := 96 + len(s.ooo)*40
+	if s.app != nil {
+		n += s.app.Size()
+	}
+	for _, b := range s.sealed {
+		n += len(b)
+	}
+	return n
+}

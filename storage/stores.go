@@ -1,0 +1,145 @@
+package storage
+
+import (
+	"context"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/prometheus/prometheus/model/exemplar"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/metadata"
+	promstorage "github.com/prometheus/prometheus/storage"
+)
+
+// metadataStore keeps the newest metadata of each metric family in memory.
+type metadataStore struct {
+	mu sync.RWMutex
+	m  map[string]metadata.Metadata
+}
+
+func newMetadataStore() *metadataStore { return &metadataStore{m: map[string]metadata.Metadata{}} }
+
+func (s *metadataStore) set(family string, m metadata.Metadata) {
+	if family == "" {
+		return
+	}
+	s.mu.RLock()
+	cur, ok := s.m[family]
+	s.mu.RUnlock()
+	if ok && cur == m {
+		return
+	}
+	s.mu.Lock()
+	s.m[family] = m
+	s.mu.Unlock()
+}
+
+// Metadata returns the metadata of each metric family, sorted by name.
+// limit <= 0 means all; metric filters by family name when not empty.
+func (db *DB) Metadata(metric string, limit int) map[string][]metadata.Metadata {
+	s := db.meta
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := map[string][]metadata.Metadata{}
+	names := make([]string, 0, len(s.m))
+	for n := range s.m {
+		if metric == "" || n == metric {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if limit > 0 && len(out) >= limit {
+			break
+		}
+		out[n] = []metadata.Metadata{s.m[n]}
+	}
+	return out
+}
+
+// exemplarStore keeps the newest exemplars in memory, in a ring of fixed
+// size shared by all series, as Prometheus does.
+type exemplarStore struct {
+	mu   sync.RWMutex
+	ring []storedExemplar
+	next int
+	full bool
+}
+
+type storedExemplar struct {
+	lset labels.Labels
+	e    exemplar.Exemplar
+}
+
+func newExemplarStore(size int) *exemplarStore {
+	return &exemplarStore{ring: make([]storedExemplar, size)}
+}
+
+func (s *exemplarStore) add(lset labels.Labels, e exemplar.Exemplar) {
+	if len(s.ring) == 0 {
+		return
+	}
+	s.mu.Lock()
+	s.ring[s.next] = storedExemplar{lset: lset, e: e}
+	s.next++
+	if s.next == len(s.ring) {
+		s.next, s.full = 0, true
+	}
+	s.mu.Unlock()
+}
+
+// ExemplarQuerier returns a querier of the exemplars kept in memory.
+func (db *DB) ExemplarQuerier(_ context.Context) (promstorage.ExemplarQuerier, error) {
+	return exemplarQuerier{db.ex}, nil
+}
+
+type exemplarQuerier struct{ s *exemplarStore }
+
+// Select returns the exemplars in [start, end] of series matching any of the
+// matcher sets, grouped by series.
+func (q exemplarQuerier) Select(start, end int64, matchers ...[]*labels.Matcher) ([]exemplar.QueryResult, error) {
+	q.s.mu.RLock()
+	defer q.s.mu.RUnlock()
+	bySeries := map[string]*exemplar.QueryResult{}
+	n := q.s.next
+	if q.s.full {
+		n = len(q.s.ring)
+	}
+	for i := 0; i < n; i++ {
+		se := q.s.ring[i]
+		if se.e.Ts < start || se.e.Ts > end || !matchesAny(se.lset, matchers) {
+			continue
+		}
+		key := se.lset.String()
+		r := bySeries[key]
+		if r == nil {
+			r = &exemplar.QueryResult{SeriesLabels: se.lset}
+			bySeries[key] = r
+		}
+		r.Exemplars = append(r.Exemplars, se.e)
+	}
+	out := make([]exemplar.QueryResult, 0, len(bySeries))
+	for _, r := range bySeries {
+		slices.SortFunc(r.Exemplars, func(a, b exemplar.Exemplar) int { return int(a.Ts - b.Ts) })
+		out = append(out, *r)
+	}
+	slices.SortFunc(out, func(a, b exemplar.QueryResult) int { return labels.Compare(a.SeriesLabels, b.SeriesLabels) })
+	return out, nil
+}
+
+func matchesAny(lset labels.Labels, sets [][]*labels.Matcher) bool {
+	for _, ms := range sets {
+		ok := true
+		for _, m := range ms {
+			if !m.Matches(lset.Get(m.Name)) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
