@@ -1,0 +1,127 @@
+package promql
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	upstream "github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/util/features"
+)
+
+// NewParser returns the PromQL parser the settings ask for. The engine and the
+// HTTP API must share one so that both accept the same language.
+func NewParser(opts Options) parser.Parser {
+	return parser.NewParser(parser.Options{
+		EnableExperimentalFunctions: opts.EnableExperimentalFunctions,
+		EnableBinopFillModifiers:    opts.EnableBinopFillModifiers,
+		EnableUnquotedUTF8Names:     opts.EnableUnquotedUTF8Names,
+	})
+}
+
+// NewEngine returns the upstream PromQL engine configured by opts. Queries
+// beyond opts.MaxConcurrentQueries wait for a slot. reg may be nil; the
+// engine's own metrics keep their upstream names (prometheus_engine_*), the
+// concurrency gate's are shale_promql_*. Close the engine when done.
+func NewEngine(opts Options, p parser.Parser, logger *slog.Logger, reg prometheus.Registerer) (*upstream.Engine, error) {
+	return newEngine(opts, p, logger, reg, nil)
+}
+
+func newEngine(opts Options, p parser.Parser, logger *slog.Logger, reg prometheus.Registerer, fr features.Collector) (*upstream.Engine, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("promql options: %w", err)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if p == nil {
+		p = NewParser(opts)
+	}
+	gate, err := newQueryGate(opts.MaxConcurrentQueries, reg)
+	if err != nil {
+		return nil, err
+	}
+	return upstream.NewEngine(upstream.EngineOpts{
+		Logger:             logger,
+		Reg:                reg,
+		MaxSamples:         opts.MaxSamples,
+		Timeout:            opts.QueryTimeout,
+		ActiveQueryTracker: gate,
+		LookbackDelta:      opts.LookbackDelta,
+		// Prometheus' default resolution for subqueries without a step is the
+		// global evaluation interval, 1m unless configured.
+		NoStepSubqueryIntervalFn: func(int64) int64 { return time.Minute.Milliseconds() },
+		EnableAtModifier:         true,
+		EnableNegativeOffset:     true,
+		EnablePerStepStats:       opts.EnablePerStepStats,
+		EnableDelayedNameRemoval: opts.EnableDelayedNameRemoval,
+		UseStartTimestamps:       opts.UseStartTimestamps,
+		Parser:                   p,
+		FeatureRegistry:          fr,
+	}), nil
+}
+
+// queryGate limits concurrent queries with a semaphore. It takes the place of
+// the upstream file-backed ActiveQueryTracker: Shale keeps no local state
+// that must survive a crash, so there is no log of queries that were running.
+type queryGate struct {
+	slots   chan struct{}
+	waiting prometheus.Gauge
+	active  prometheus.Gauge
+}
+
+var _ upstream.QueryTracker = (*queryGate)(nil)
+
+func newQueryGate(maxConcurrent int, reg prometheus.Registerer) (*queryGate, error) {
+	g := &queryGate{
+		slots: make(chan struct{}, maxConcurrent),
+		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "shale_promql_queries_waiting",
+			Help: "Queries waiting for a free evaluation slot.",
+		}),
+		active: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "shale_promql_queries_active",
+			Help: "Queries holding an evaluation slot.",
+		}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{g.waiting, g.active} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("register query gate metrics: %w", err)
+			}
+		}
+	}
+	return g, nil
+}
+
+func (g *queryGate) GetMaxConcurrent() int { return cap(g.slots) }
+
+// Insert blocks until a slot is free or ctx ends. The index it returns carries
+// no meaning: slots are interchangeable.
+func (g *queryGate) Insert(ctx context.Context, _ string) (int, error) {
+	select {
+	case g.slots <- struct{}{}:
+		g.active.Inc()
+		return 0, nil
+	default:
+	}
+	g.waiting.Inc()
+	defer g.waiting.Dec()
+	select {
+	case g.slots <- struct{}{}:
+		g.active.Inc()
+		return 0, nil
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+func (g *queryGate) Delete(int) {
+	<-g.slots
+	g.active.Dec()
+}
+
+func (g *queryGate) Close() error { return nil }
