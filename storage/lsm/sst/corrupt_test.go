@@ -1,0 +1,145 @@
+package sst
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// readAll opens a table and reads everything in it: a full scan, a Get of
+// every key given and a few seeks. It returns the first error.
+func readAll(data []byte, keys [][]byte) (err error) {
+	ctx := context.Background()
+	tb, err := Open(ctx, BytesReadable(data), "t", newMapCache())
+	if err != nil {
+		return err
+	}
+	it := tb.NewIter(ctx, nil, nil)
+	for ok := it.First(); ok; ok = it.Next() {
+		_ = it.Entry()
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if _, err := tb.Get(ctx, k, nil); err != nil {
+			return err
+		}
+		it := tb.NewIter(ctx, k, nil)
+		it.SeekGE(k)
+		if err := it.Close(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// regionOf names the part of a table that holds offset off.
+func regionOf(info Info, off int64) string {
+	switch {
+	case off < info.DataSize:
+		return "data"
+	case off < info.DataSize+info.FilterSize:
+		return "filter"
+	case off < info.Size-footerLen:
+		return "index"
+	default:
+		return "footer"
+	}
+}
+
+// TestCorruptionDetected changes every byte of small tables, one at a time,
+// and checks that reading the whole table reports ErrCorrupt, and that every
+// truncation does too.
+func TestCorruptionDetected(t *testing.T) {
+	for _, c := range []Compression{CompressionNone, CompressionS2, CompressionZstd} {
+		t.Run("compression="+c.String(), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(11, uint64(c)))
+			entries := genEntries(rng, genSpec{keys: 60, maxVersions: 3, maxValue: 30, expireEvery: 5})
+			data, info := buildTable(t, entries, WriterOptions{BlockSize: 512, BloomBitsPerKey: 10, Compression: c})
+			if info.NumDataBlocks < 3 {
+				t.Fatalf("only %d blocks", info.NumDataBlocks)
+			}
+			var keys [][]byte
+			for _, e := range entries {
+				keys = append(keys, e.Key)
+			}
+			if err := readAll(data, keys); err != nil {
+				t.Fatalf("intact table: %v", err)
+			}
+			seen := map[string]int{}
+			bad := bytes.Clone(data)
+			for off := range data {
+				for _, flip := range []byte{0x01, 0x80, 0xff} {
+					bad[off] = data[off] ^ flip
+					err := readAll(bad, keys)
+					if !errors.Is(err, ErrCorrupt) {
+						t.Fatalf("byte %d (%s) ^ %#x: got %v, want ErrCorrupt", off, regionOf(info, int64(off)), flip, err)
+					}
+				}
+				bad[off] = data[off]
+				seen[regionOf(info, int64(off))]++
+			}
+			for _, r := range []string{"data", "filter", "index", "footer"} {
+				if seen[r] == 0 {
+					t.Fatalf("no byte of region %s was changed", r)
+				}
+			}
+			for n := range len(data) {
+				if err := readAll(data[:n], keys); !errors.Is(err, ErrCorrupt) {
+					t.Fatalf("truncated to %d bytes: got %v, want ErrCorrupt", n, err)
+				}
+			}
+			// Extra bytes at the end move the footer too.
+			if err := readAll(append(bytes.Clone(data), 0), keys); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("one byte appended: got %v, want ErrCorrupt", err)
+			}
+		})
+	}
+}
+
+// TestCorruptBlockBodies feeds block decoders malformed content that carries
+// a valid checksum, as a buggy writer would produce.
+func TestCorruptBlockBodies(t *testing.T) {
+	valid := func() []byte {
+		var b blockBuilder
+		b.restartInterval = 2
+		for i := range 5 {
+			b.add(&Entry{Key: fmt.Appendf(nil, "key%d", i), Seq: 9, Kind: KindPut, Value: []byte("v")})
+		}
+		return bytes.Clone(b.finish())
+	}()
+	tests := []struct {
+		name    string
+		content []byte
+	}{
+		{"empty", nil},
+		{"no-restarts", []byte{0, 0, 0, 0}},
+		{"restart-count-huge", []byte{0xff, 0xff, 0xff, 0x7f}},
+		{"first-restart-nonzero", []byte{1, 0, 0, 0, 1, 0, 0, 0}},
+		{"truncated-entries", append(append([]byte{}, valid[:3]...), valid[len(valid)-12:]...)},
+		{"bad-kind", func() []byte { b := bytes.Clone(valid); b[3] = 0x07; return b }()},
+		{"shared-too-long", func() []byte { b := bytes.Clone(valid); b[0] = 9; return b }()},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var bi blockIter
+			err := bi.init(tc.content)
+			if err == nil {
+				for ok := bi.first(); ok; ok = bi.next() {
+				}
+				err = bi.err
+				if err == nil {
+					bi.seekGE([]byte("key3"))
+					err = bi.err
+				}
+			}
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("got %v, want ErrCorrupt", err)
+			}
+		})
+	}
+}
