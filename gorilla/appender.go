@@ -1,0 +1,261 @@
+package gorilla
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"sync"
+	"unsafe"
+
+	"github.com/prometheus/prometheus/model/histogram"
+)
+
+// Appender builds a block one sample at a time, as the head does for each
+// open series. It keeps float samples in a compact stream (delta-of-delta
+// timestamps, XOR values) and no raw samples, so its memory is about the
+// compressed size of what it holds plus ~100 bytes; AppendBlock re-encodes
+// the stream into the smallest block encoding.
+//
+// All samples of one Appender are of one kind: a sample of another kind
+// returns ErrKindChange, and the caller cuts the block and starts a new
+// Appender.
+//
+// The zero value is ready to use. An Appender is not safe for concurrent
+// use; the caller serialises Append, AppendBlock and Iterator.
+type Appender struct {
+	kind  Kind // 0 until the first sample
+	count int
+	mint  int64
+	t     int64 // last timestamp
+
+	// Float stream state.
+	delta       int64  // last timestamp delta
+	first, v    uint64 // first and last value bits
+	lead, trail uint8  // XOR window, lead 0xff when unset
+	w           bitWriter
+
+	h *histRun
+}
+
+// NewAppender returns an empty Appender.
+func NewAppender() *Appender { return &Appender{} }
+
+// The stream writes each timestamp's delta of delta with this fixed code:
+// 0 in one bit, jitter up to ±15 ms in 7 bits, up to ±32 s in 18 bits.
+var streamCode = prefixCode{nb: 4, width: [maxBuckets]uint8{0, 5, 16, 64}}
+
+var streamWriter = func() (cw codeWriter) {
+	cw.init(&streamCode)
+	return cw
+}()
+
+func (a *Appender) check(kind Kind, t int64) error {
+	if a.count == 0 {
+		return nil
+	}
+	if a.kind != kind {
+		return fmt.Errorf("%w: %s sample at %d after %s samples", ErrKindChange, kind, t, a.kind)
+	}
+	if t <= a.t {
+		return fmt.Errorf("%w: %d after %d", ErrOutOfOrder, t, a.t)
+	}
+	if a.count >= MaxBlockSamples {
+		return ErrTooManySamples
+	}
+	return nil
+}
+
+// Append adds a float sample. t must be greater than the last timestamp
+// appended, else Append returns ErrOutOfOrder.
+func (a *Appender) Append(t int64, v float64) error {
+	if err := a.check(KindFloat, t); err != nil {
+		return err
+	}
+	vb := math.Float64bits(v)
+	if a.count == 0 {
+		a.kind, a.mint, a.first, a.lead = KindFloat, t, vb, 0xff
+	} else {
+		d := t - a.t
+		streamWriter.write(&a.w, zigzag(d-a.delta))
+		a.delta = d
+		lead, trail := xorWrite(&a.w, vb^a.v, uint(a.lead), uint(a.trail))
+		a.lead, a.trail = uint8(lead), uint8(trail)
+	}
+	a.v = vb
+	a.t = t
+	a.count++
+	return nil
+}
+
+// AppendHistogram adds an integer histogram sample; see Append for t. h is
+// not retained or modified.
+func (a *Appender) AppendHistogram(t int64, h *histogram.Histogram) error {
+	return a.appendHist(KindHistogram, t, h, nil)
+}
+
+// AppendFloatHistogram adds a float histogram sample; see Append for t. fh
+// is not retained or modified.
+func (a *Appender) AppendFloatHistogram(t int64, fh *histogram.FloatHistogram) error {
+	return a.appendHist(KindFloatHistogram, t, nil, fh)
+}
+
+func (a *Appender) appendHist(kind Kind, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) error {
+	if err := a.check(kind, t); err != nil {
+		return err
+	}
+	if a.h == nil {
+		a.h = &histRun{}
+	}
+	var err error
+	if h != nil {
+		err = a.h.appendHistogram(t, h)
+	} else {
+		err = a.h.appendFloatHistogram(t, fh)
+	}
+	if err != nil {
+		return err
+	}
+	if a.count == 0 {
+		a.kind, a.mint = kind, t
+	}
+	a.t = t
+	a.count++
+	return nil
+}
+
+// Kind returns the kind of the samples appended, 0 before the first.
+func (a *Appender) Kind() Kind { return a.kind }
+
+// Count returns the number of samples appended.
+func (a *Appender) Count() int { return a.count }
+
+// MinTime returns the first timestamp appended; it is meaningless while
+// Count is 0.
+func (a *Appender) MinTime() int64 { return a.mint }
+
+// MaxTime returns the last timestamp appended; it is meaningless while
+// Count is 0.
+func (a *Appender) MaxTime() int64 { return a.t }
+
+// Size returns the bytes of memory the Appender holds.
+func (a *Appender) Size() int {
+	n := int(unsafe.Sizeof(*a)) + cap(a.w.buf)
+	if a.h != nil {
+		n += a.h.size()
+	}
+	return n
+}
+
+type scratchSamples struct {
+	dec floatDecoder
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratchSamples) }}
+
+// AppendBlock appends a block of all samples appended so far to dst and
+// returns it; with no samples it returns dst unchanged. The Appender stays
+// usable.
+func (a *Appender) AppendBlock(dst []byte) []byte {
+	switch a.kind {
+	case KindFloat:
+		s := scratchPool.Get().(*scratchSamples)
+		if err := a.decodeStream(&s.dec); err != nil {
+			// The stream is our own memory; failing to read it back is a bug.
+			panic(err)
+		}
+		e := encoderPool.Get().(*floatEncoder)
+		dst = e.encode(dst, s.dec.ts, s.dec.vs)
+		encoderPool.Put(e)
+		scratchPool.Put(s)
+	case KindHistogram, KindFloatHistogram:
+		var ps [8]part
+		dst = appendParts(dst, a.kind, a.count, a.mint, a.t, a.h.appendParts(ps[:0]))
+	}
+	return dst
+}
+
+// Iterator returns an iterator over the samples appended so far, reusing it
+// when not nil. The iterator holds its own copy of the samples: once
+// Iterator returns, the caller may append again while iterating.
+func (a *Appender) Iterator(it *Iterator) *Iterator {
+	if it == nil {
+		it = &Iterator{}
+	}
+	it.clear()
+	switch a.kind {
+	case KindFloat:
+		if err := a.decodeStream(&it.dec); err != nil {
+			it.fail(err)
+			return it
+		}
+		it.ts, it.vs = it.dec.ts, it.dec.vs
+	case KindHistogram, KindFloatHistogram:
+		var ps [8]part
+		it.hbuf = it.hbuf[:0]
+		for _, p := range a.h.appendParts(ps[:0]) {
+			it.hbuf = append(it.hbuf, p.data...)
+		}
+		off := 0
+		for _, p := range a.h.appendParts(ps[:0]) {
+			it.parts = append(it.parts, part{kind: p.kind, data: it.hbuf[off : off+len(p.data)]})
+			off += len(p.data)
+		}
+	default:
+		it.done = true
+	}
+	return it
+}
+
+// decodeStream decodes the float stream into d.ts and d.vs.
+func (a *Appender) decodeStream(d *floatDecoder) error {
+	n := a.count
+	d.ts = grow(d.ts, n)
+	d.vs = grow(d.vs, n)
+	d.buf = a.w.appendTo(d.buf[:0])
+	end := uint(a.w.bits())
+	var zero [readPad]byte
+	d.buf = append(d.buf, zero[:]...)
+	r := bitReader{data: d.buf, end: end}
+
+	var plen, width [maxBuckets]uint
+	for i := range int(streamCode.nb) {
+		plen[i] = streamCode.prefixLen(i)
+		width[i] = uint(streamCode.width[i])
+	}
+	last := int(streamCode.nb) - 1
+	t, delta, v := a.mint, int64(0), a.first
+	d.ts[0], d.vs[0] = t, math.Float64frombits(v)
+	lead, sig := uint(0), uint(0)
+	for i := 1; i < n; i++ {
+		b := min(bits.LeadingZeros64(^r.peek()), last)
+		r.pos += plen[b]
+		delta += unzigzag(r.read(width[b]))
+		t += delta
+		d.ts[i] = t
+
+		pk := r.peek()
+		switch {
+		case pk>>63 == 0:
+			r.pos++
+		case pk>>62 == 0b10:
+			r.pos += 2
+			v ^= r.read(sig) << (64 - lead - sig)
+		default:
+			lead = uint(pk>>57) & 31
+			sig = uint(pk>>51) & 63
+			if sig == 0 {
+				sig = 64
+			}
+			r.pos += 13
+			v ^= r.read(sig) << (64 - lead - sig)
+		}
+		d.vs[i] = math.Float64frombits(v)
+		if r.overrun() {
+			return corruptf("appender stream overrun at sample %d", i)
+		}
+	}
+	if t != a.t {
+		return corruptf("appender stream ends at %d, want %d", t, a.t)
+	}
+	return nil
+}

@@ -1,0 +1,503 @@
+package gorilla
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/bits"
+	"sync"
+)
+
+// Value encodings of a float block.
+const (
+	valConst   byte = 0 // one value for every sample
+	valXOR     byte = 1 // Gorilla XOR against the previous value
+	valDecimal byte = 2 // integers m with value m / 10^e, plus exceptions
+)
+
+const (
+	maxExp     = 18      // largest decimal exponent tried
+	maxExactIn = 1 << 53 // integers up to this magnitude are exact in float64
+)
+
+var pow10f = func() (p [maxExp + 1]float64) {
+	p[0] = 1
+	for i := 1; i <= maxExp; i++ {
+		p[i] = p[i-1] * 10 // exact: 10^i < 2^53 * 2^i needs no rounding up to 10^22
+	}
+	return p
+}()
+
+var pow10i = func() (p [maxExp + 1]int64) {
+	p[0] = 1
+	for i := 1; i <= maxExp; i++ {
+		p[i] = p[i-1] * 10
+	}
+	return p
+}()
+
+// decimalValue returns the float64 that m / 10^e decodes to.
+func decimalValue(m int64, e uint) float64 {
+	if e == 0 {
+		return float64(m)
+	}
+	return float64(m) / pow10f[e]
+}
+
+// decimalOf finds the smallest e such that v decodes exactly from some
+// integer m / 10^e with |m| <= 2^53. Division of two exact float64 values is
+// correctly rounded, so a value written as a short decimal is found with the
+// e of its decimal digits.
+func decimalOf(v float64) (m int64, e uint, ok bool) {
+	vb := math.Float64bits(v)
+	for e = 0; e <= maxExp; e++ {
+		x := v * pow10f[e]
+		if !(math.Abs(x) <= maxExactIn) { // also false for NaN
+			return 0, 0, false
+		}
+		m = int64(math.Round(x))
+		if math.Float64bits(decimalValue(m, e)) == vb {
+			return m, e, true
+		}
+	}
+	return 0, 0, false
+}
+
+// floatEncoder holds the scratch space of one Encode call.
+type floatEncoder struct {
+	ms   []int64
+	exps []uint8
+	exc  []int32
+	w    bitWriter
+}
+
+var encoderPool = sync.Pool{New: func() any { return new(floatEncoder) }}
+
+const noDecimal = 0xff
+
+// Encode appends a float block of the samples (ts[i], vs[i]) to dst. The
+// timestamps must be strictly increasing and there must be at least one
+// sample.
+func Encode(dst []byte, ts []int64, vs []float64) ([]byte, error) {
+	if len(ts) != len(vs) {
+		return dst, fmt.Errorf("gorilla: %d timestamps but %d values", len(ts), len(vs))
+	}
+	if len(ts) == 0 {
+		return dst, fmt.Errorf("gorilla: no samples to encode")
+	}
+	if len(ts) > MaxBlockSamples {
+		return dst, fmt.Errorf("%w: %d", ErrTooManySamples, len(ts))
+	}
+	for i := 1; i < len(ts); i++ {
+		if ts[i] <= ts[i-1] {
+			return dst, fmt.Errorf("%w: timestamp %d at index %d follows %d", ErrOutOfOrder, ts[i], i, ts[i-1])
+		}
+	}
+	e := encoderPool.Get().(*floatEncoder)
+	dst = e.encode(dst, ts, vs)
+	encoderPool.Put(e)
+	return dst, nil
+}
+
+func (e *floatEncoder) encode(dst []byte, ts []int64, vs []float64) []byte {
+	n := len(ts)
+	dst = appendHeader(dst, KindFloat, n, ts[0], ts[n-1])
+	var tp intPlan
+	if n > 1 {
+		tp = planInts(ts)
+		dst = tp.appendTo(dst)
+	}
+
+	// Choose the value encoding by its size in bits.
+	vmode := valConst
+	v0 := math.Float64bits(vs[0])
+	for _, v := range vs[1:] {
+		if math.Float64bits(v) != v0 {
+			vmode = valXOR
+			break
+		}
+	}
+	var vp intPlan
+	var exp uint
+	if vmode != valConst {
+		xorCost := 64 + xorBits(vs)
+		var decCost uint64
+		exp, decCost = e.planDecimal(vs, &vp)
+		if decCost < xorCost {
+			vmode = valDecimal
+		}
+	}
+
+	dst = append(dst, vmode)
+	switch vmode {
+	case valConst, valXOR:
+		dst = binary.BigEndian.AppendUint64(dst, v0)
+	case valDecimal:
+		dst = append(dst, byte(exp))
+		dst = vp.appendTo(dst)
+		dst = binary.AppendVarint(dst, e.ms[0])
+		dst = binary.AppendUvarint(dst, uint64(len(e.exc)))
+		prev := -1
+		for _, i := range e.exc {
+			dst = binary.AppendUvarint(dst, uint64(int(i)-prev-1))
+			dst = binary.BigEndian.AppendUint64(dst, math.Float64bits(vs[i]))
+			prev = int(i)
+		}
+	}
+
+	e.w = bitWriter{buf: dst}
+	if n > 1 {
+		writeInts(&e.w, ts, &tp)
+	}
+	switch vmode {
+	case valXOR:
+		writeXOR(&e.w, vs)
+	case valDecimal:
+		writeInts(&e.w, e.ms, &vp)
+	}
+	dst = e.w.finish()
+	e.w = bitWriter{}
+	return dst
+}
+
+// planDecimal finds the common decimal exponent of vs, fills e.ms with the
+// scaled integers of the values that fit and e.exc with the indices of those
+// that do not, plans the integers into p and returns the exponent and the
+// cost in bits of the whole value section. The cost is MaxUint64 when
+// decimals do not pay.
+func (e *floatEncoder) planDecimal(vs []float64, p *intPlan) (uint, uint64) {
+	n := len(vs)
+	e.ms = grow(e.ms, n)
+	e.exps = grow(e.exps, n)
+	e.exc = e.exc[:0]
+	var exp uint
+	bad := 0
+	for i, v := range vs {
+		m, x, ok := decimalOf(v)
+		if !ok {
+			e.exps[i] = noDecimal
+			bad++
+			// Mostly not decimal: XOR will win, stop searching.
+			if bad > 8 && bad*4 > i+1 {
+				return 0, math.MaxUint64
+			}
+			continue
+		}
+		e.ms[i], e.exps[i] = m, uint8(x)
+		exp = max(exp, x)
+	}
+	// Scale to the common exponent and compact; whatever does not survive
+	// the round trip becomes an exception.
+	k := 0
+	for i, v := range vs {
+		x := e.exps[i]
+		if x != noDecimal {
+			m := e.ms[i]
+			s := pow10i[exp-uint(x)]
+			if m > maxExactIn/s || m < -maxExactIn/s {
+				x = noDecimal
+			} else if m *= s; math.Float64bits(decimalValue(m, exp)) != math.Float64bits(v) {
+				x = noDecimal
+			} else {
+				e.ms[k] = m
+				k++
+			}
+		}
+		if x == noDecimal {
+			e.exc = append(e.exc, int32(i))
+		}
+	}
+	e.ms = e.ms[:k]
+	if k == 0 {
+		return 0, math.MaxUint64
+	}
+	*p = planInts(e.ms)
+	var tmp [binary.MaxVarintLen64]byte
+	cost := uint64(1+p.headerLen()+binary.PutVarint(tmp[:], e.ms[0])+binary.PutUvarint(tmp[:], uint64(len(e.exc)))) * 8
+	prev := -1
+	for _, i := range e.exc {
+		cost += uint64(binary.PutUvarint(tmp[:], uint64(int(i)-prev-1))+8) * 8
+		prev = int(i)
+	}
+	return exp, cost + p.bits
+}
+
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// xorBits is the number of bits writeXOR writes for vs[1:].
+func xorBits(vs []float64) uint64 {
+	var total uint64
+	lead, trail := uint(0xff), uint(0)
+	prev := math.Float64bits(vs[0])
+	for _, v := range vs[1:] {
+		cur := math.Float64bits(v)
+		x := cur ^ prev
+		prev = cur
+		if x == 0 {
+			total++
+			continue
+		}
+		lz, tz := min(uint(bits.LeadingZeros64(x)), 31), uint(bits.TrailingZeros64(x))
+		if lead != 0xff && lz >= lead && tz >= trail {
+			total += 2 + 64 - uint64(lead) - uint64(trail)
+			continue
+		}
+		lead, trail = lz, tz
+		total += 2 + 5 + 6 + 64 - uint64(lz) - uint64(tz)
+	}
+	return total
+}
+
+// writeXOR writes vs[1:] XORed with their predecessors, as in Gorilla: a
+// zero bit for an unchanged value; 10 and the meaningful bits when they fit
+// the previous window of leading and trailing zeros; otherwise 11, 5 bits of
+// leading zeros, 6 bits of meaningful bit count (0 means 64) and the bits.
+func writeXOR(w *bitWriter, vs []float64) {
+	lead, trail := uint(0xff), uint(0)
+	prev := math.Float64bits(vs[0])
+	for _, v := range vs[1:] {
+		cur := math.Float64bits(v)
+		lead, trail = xorWrite(w, cur^prev, lead, trail)
+		prev = cur
+	}
+}
+
+func xorWrite(w *bitWriter, x uint64, lead, trail uint) (uint, uint) {
+	if x == 0 {
+		w.write(0, 1)
+		return lead, trail
+	}
+	lz, tz := min(uint(bits.LeadingZeros64(x)), 31), uint(bits.TrailingZeros64(x))
+	if lead != 0xff && lz >= lead && tz >= trail {
+		w.write(0b10, 2)
+		w.write(x>>trail, 64-lead-trail)
+		return lead, trail
+	}
+	sig := 64 - lz - tz
+	w.write(0b11, 2)
+	w.write(uint64(lz), 5)
+	w.write(uint64(sig&63), 6)
+	w.write(x>>tz, sig)
+	return lz, tz
+}
+
+// floatDecoder decodes float blocks into timestamp and value slices it owns.
+type floatDecoder struct {
+	ts  []int64
+	vs  []float64
+	ms  []int64
+	buf []byte
+}
+
+// decode decodes a float block whose header h has been parsed from b[:n].
+func (d *floatDecoder) decode(h *header, b []byte) error {
+	cnt := h.count
+	d.ts = grow(d.ts, cnt)
+	d.vs = grow(d.vs, cnt)
+	d.ts[0] = h.mint
+	var tp intPlan
+	if cnt > 1 {
+		m, err := tp.parse(b)
+		if err != nil {
+			return fmt.Errorf("timestamps: %w", err)
+		}
+		b = b[m:]
+	}
+	if len(b) == 0 {
+		return corruptf("missing value encoding")
+	}
+	vmode := b[0]
+	b = b[1:]
+	var (
+		v0   uint64
+		exp  uint
+		vp   intPlan
+		nexc int
+		excs []byte
+	)
+	switch vmode {
+	case valConst, valXOR:
+		if len(b) < 8 {
+			return corruptf("truncated first value")
+		}
+		v0 = binary.BigEndian.Uint64(b)
+		b = b[8:]
+	case valDecimal:
+		if len(b) == 0 || b[0] > maxExp {
+			return corruptf("bad decimal exponent")
+		}
+		exp = uint(b[0])
+		m, err := vp.parse(b[1:])
+		if err != nil {
+			return fmt.Errorf("values: %w", err)
+		}
+		b = b[1+m:]
+		d.ms = grow(d.ms, cnt)
+		d.ms[0], m = binary.Varint(b)
+		if m <= 0 {
+			return corruptf("bad first value")
+		}
+		b = b[m:]
+		u, m := binary.Uvarint(b)
+		if m <= 0 || u >= uint64(cnt) {
+			return corruptf("bad exception count")
+		}
+		nexc = int(u)
+		b = b[m:]
+		// Exceptions are checked while decoding; find where they end.
+		excs = b
+		for range nexc {
+			_, m := binary.Uvarint(b)
+			if m <= 0 || len(b) < m+8 {
+				return corruptf("truncated exceptions")
+			}
+			b = b[m+8:]
+		}
+		excs = excs[:len(excs)-len(b)]
+	default:
+		return corruptf("unknown value encoding %d", vmode)
+	}
+
+	d.buf = padded(d.buf, b)
+	r := bitReader{data: d.buf, end: uint(len(b)) * 8}
+	if cnt > 1 {
+		if err := readInts(&r, d.ts, &tp); err != nil {
+			return fmt.Errorf("timestamps: %w", err)
+		}
+		for i := 1; i < cnt; i++ {
+			if d.ts[i] <= d.ts[i-1] {
+				return corruptf("timestamps not increasing at sample %d", i)
+			}
+		}
+		if d.ts[cnt-1] != h.maxt {
+			return corruptf("last timestamp %d, header says %d", d.ts[cnt-1], h.maxt)
+		}
+	}
+	switch vmode {
+	case valConst:
+		v := math.Float64frombits(v0)
+		for i := range d.vs {
+			d.vs[i] = v
+		}
+	case valXOR:
+		if err := readXOR(&r, d.vs, v0); err != nil {
+			return fmt.Errorf("values: %w", err)
+		}
+	case valDecimal:
+		ms := d.ms[:cnt-nexc]
+		if err := readInts(&r, ms, &vp); err != nil {
+			return fmt.Errorf("values: %w", err)
+		}
+		if err := d.expand(ms, exp, excs); err != nil {
+			return err
+		}
+	}
+	if (r.pos+7)/8 != r.end/8 {
+		return corruptf("%d bits left over after the samples", r.end-r.pos)
+	}
+	return nil
+}
+
+// expand converts the integers ms to values in d.vs, inserting the
+// exceptions.
+func (d *floatDecoder) expand(ms []int64, exp uint, excs []byte) error {
+	vs := d.vs
+	if len(excs) == 0 {
+		if exp == 0 {
+			for i, m := range ms {
+				vs[i] = float64(m)
+			}
+			return nil
+		}
+		p := pow10f[exp]
+		for i, m := range ms {
+			vs[i] = float64(m) / p
+		}
+		return nil
+	}
+	j, next := 0, -1
+	nextExc := func() (int, error) {
+		if len(excs) == 0 {
+			return len(vs), nil
+		}
+		gap, m := binary.Uvarint(excs)
+		i := uint64(next + 1)
+		if gap >= uint64(len(vs)) || i+gap >= uint64(len(vs)) {
+			return 0, corruptf("exception index out of range")
+		}
+		i += gap
+		vs[i] = math.Float64frombits(binary.BigEndian.Uint64(excs[m:]))
+		excs = excs[m+8:]
+		return int(i), nil
+	}
+	var err error
+	if next, err = nextExc(); err != nil {
+		return err
+	}
+	for i := range vs {
+		if i == next {
+			if next, err = nextExc(); err != nil {
+				return err
+			}
+			continue
+		}
+		if j >= len(ms) {
+			return corruptf("too few values")
+		}
+		vs[i] = decimalValue(ms[j], exp)
+		j++
+	}
+	if j != len(ms) {
+		return corruptf("too many values")
+	}
+	return nil
+}
+
+// readXOR fills out[1:] from XOR bits, given the first value's bits.
+func readXOR(r *bitReader, out []float64, v uint64) error {
+	out[0] = math.Float64frombits(v)
+	lead, sig := uint(0), uint(0)
+	data, pos, end := r.data, r.pos, r.end
+	for i := 1; i < len(out); i++ {
+		pk := binary.BigEndian.Uint64(data[pos>>3:]) << (pos & 7)
+		switch {
+		case pk>>63 == 0:
+			pos++
+		case pk>>62 == 0b10:
+			if sig == 0 {
+				r.pos = pos
+				return corruptf("value reuses a window before one was set")
+			}
+			pos += 2
+			r.pos = pos
+			v ^= r.read(sig) << (64 - lead - sig)
+			pos = r.pos
+		default:
+			lead = uint(pk>>57) & 31
+			sig = uint(pk>>51) & 63
+			if sig == 0 {
+				sig = 64
+			}
+			if lead+sig > 64 {
+				r.pos = pos
+				return corruptf("value window %d+%d exceeds 64 bits", lead, sig)
+			}
+			pos += 13
+			r.pos = pos
+			v ^= r.read(sig) << (64 - lead - sig)
+			pos = r.pos
+		}
+		out[i] = math.Float64frombits(v)
+		if pos > end {
+			r.pos = pos
+			return corruptf("values overrun the block")
+		}
+	}
+	r.pos = pos
+	return nil
+}

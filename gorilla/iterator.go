@@ -1,0 +1,296 @@
+package gorilla
+
+import (
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+)
+
+// Iterator walks the samples of a block in time order. It implements
+// chunkenc.Iterator, so it can be handed to the PromQL engine as is; AtST
+// always returns 0.
+//
+// Reset decodes float samples up front and reports corruption at once;
+// histogram samples are decoded as the iterator advances, and corruption found
+// then ends the iteration with Err set. An Iterator does not alias the block
+// it was reset to: the caller may reuse the block's memory after Reset
+// returns, except for histogram blocks, whose bytes must stay unchanged
+// until the iterator is reset again.
+//
+// The zero value is an exhausted iterator. An Iterator is not safe for
+// concurrent use.
+type Iterator struct {
+	// The float run being walked: the whole block for a float block, one
+	// part of a multi-part block. i is the current index in it, -1 before the
+	// first sample.
+	ts []int64
+	vs []float64
+	i  int
+
+	cur  chunkenc.ValueType // type of the current sample, ValNone before the first
+	done bool
+	err  error
+
+	dec floatDecoder
+
+	// Multi-part (histogram and mixed) blocks.
+	parts  []part
+	pi     int // index of the next part to open
+	hit    chunkenc.Iterator
+	inHist bool
+	lastT  int64
+	hchunk chunkenc.HistogramChunk
+	fchunk chunkenc.FloatHistogramChunk
+	hbuf   []byte // owned copy of histogram bytes, see Appender.Iterator
+}
+
+var _ chunkenc.Iterator = (*Iterator)(nil)
+
+// NewIterator returns an iterator over block.
+func NewIterator(block []byte) (*Iterator, error) {
+	it := &Iterator{}
+	if err := it.Reset(block); err != nil {
+		return nil, err
+	}
+	return it, nil
+}
+
+// Reset makes the iterator walk block from its first sample, reusing the
+// iterator's memory. On error the iterator is exhausted and Err returns the
+// error too.
+func (it *Iterator) Reset(block []byte) error {
+	it.clear()
+	var h header
+	n, err := h.parse(block)
+	if err == nil {
+		switch h.kind {
+		case KindFloat:
+			err = it.dec.decode(&h, block[n:])
+			if err == nil {
+				it.ts, it.vs = it.dec.ts, it.dec.vs
+			}
+		default:
+			it.parts, err = parseParts(it.parts[:0], &h, block[n:])
+		}
+	}
+	if err != nil {
+		it.fail(fmt.Errorf("decode %s block: %w", h.kind, err))
+		return it.err
+	}
+	return nil
+}
+
+func (it *Iterator) clear() {
+	it.ts, it.vs = it.ts[:0], it.vs[:0]
+	it.i = -1
+	it.cur = chunkenc.ValNone
+	it.done = false
+	it.err = nil
+	it.parts = it.parts[:0]
+	it.pi = 0
+	it.inHist = false
+	it.lastT = math.MinInt64
+}
+
+func (it *Iterator) fail(err error) {
+	it.err = err
+	it.done = true
+	it.ts, it.vs = it.ts[:0], it.vs[:0]
+	it.i = -1
+	it.cur = chunkenc.ValNone
+	it.parts = it.parts[:0]
+	it.inHist = false
+}
+
+// Next advances to the next sample and returns its type, or ValNone at the
+// end or on error.
+func (it *Iterator) Next() chunkenc.ValueType {
+	if it.i+1 < len(it.ts) {
+		it.i++
+		return chunkenc.ValFloat
+	}
+	return it.nextSlow()
+}
+
+func (it *Iterator) nextSlow() chunkenc.ValueType {
+	if it.done {
+		return chunkenc.ValNone
+	}
+	for {
+		if it.inHist {
+			if vt := it.histNext(); vt != chunkenc.ValNone {
+				it.cur = vt
+				return vt
+			}
+			if it.err != nil {
+				return chunkenc.ValNone
+			}
+		}
+		if it.pi >= len(it.parts) {
+			// Stay on the last sample, so that Seek can still find it.
+			it.done = true
+			return chunkenc.ValNone
+		}
+		it.inHist = false
+		if err := it.openPart(); err != nil {
+			it.fail(err)
+			return chunkenc.ValNone
+		}
+		if len(it.ts) > 0 {
+			it.i = 0
+			it.cur = chunkenc.ValFloat
+			return chunkenc.ValFloat
+		}
+	}
+}
+
+// openPart makes the next part current.
+func (it *Iterator) openPart() error {
+	if len(it.ts) > 0 {
+		it.lastT = it.ts[len(it.ts)-1]
+	}
+	p := it.parts[it.pi]
+	it.pi++
+	it.ts, it.vs, it.i = it.ts[:0], it.vs[:0], -1
+	switch p.kind {
+	case partFloat:
+		var h header
+		n, err := h.parse(p.data)
+		if err == nil && h.kind != KindFloat {
+			err = corruptf("float part holds a %s block", h.kind)
+		}
+		if err == nil {
+			err = it.dec.decode(&h, p.data[n:])
+		}
+		if err != nil {
+			return fmt.Errorf("part %d: %w", it.pi-1, err)
+		}
+		if h.mint <= it.lastT {
+			return corruptf("part %d starts at %d, not after %d", it.pi-1, h.mint, it.lastT)
+		}
+		it.ts, it.vs = it.dec.ts, it.dec.vs
+	case partHistogram:
+		it.hchunk.Reset(p.data)
+		it.hit = it.hchunk.Iterator(it.hit)
+		it.inHist = true
+	case partFloatHistogram:
+		it.fchunk.Reset(p.data)
+		it.hit = it.fchunk.Iterator(it.hit)
+		it.inHist = true
+	}
+	return nil
+}
+
+// histNext advances the chunkenc iterator of a histogram part, turning a
+// panic on bytes that passed the checksum but are still malformed into an
+// error.
+func (it *Iterator) histNext() (vt chunkenc.ValueType) {
+	defer func() {
+		if r := recover(); r != nil {
+			it.fail(corruptf("histogram part %d: %v", it.pi-1, r))
+			vt = chunkenc.ValNone
+		}
+	}()
+	vt = it.hit.Next()
+	if vt == chunkenc.ValNone {
+		if err := it.hit.Err(); err != nil {
+			it.fail(fmt.Errorf("%w: histogram part %d: %w", ErrCorrupt, it.pi-1, err))
+		}
+		return chunkenc.ValNone
+	}
+	t := it.hit.AtT()
+	if t <= it.lastT {
+		it.fail(corruptf("histogram part %d: timestamp %d not after %d", it.pi-1, t, it.lastT))
+		return chunkenc.ValNone
+	}
+	it.lastT = t
+	return vt
+}
+
+// Seek advances to the first sample at or after t and returns its type. If
+// the current sample is already at or after t it stays put, even when Next
+// has run past the end, as chunkenc's iterators do. It returns ValNone when no
+// such sample is left.
+func (it *Iterator) Seek(t int64) chunkenc.ValueType {
+	if it.err != nil {
+		return chunkenc.ValNone
+	}
+	if it.cur != chunkenc.ValNone || it.i >= 0 {
+		if it.AtT() >= t {
+			return it.curType()
+		}
+	}
+	for {
+		if it.i+1 < len(it.ts) {
+			rest := it.ts[it.i+1:]
+			if rest[len(rest)-1] >= t {
+				it.i += 1 + sort.Search(len(rest), func(j int) bool { return rest[j] >= t })
+				it.cur = chunkenc.ValFloat
+				return chunkenc.ValFloat
+			}
+			it.i = len(it.ts) - 1
+			it.cur = chunkenc.ValFloat
+		}
+		vt := it.nextSlow()
+		if vt == chunkenc.ValNone {
+			return vt
+		}
+		if it.AtT() >= t {
+			return vt
+		}
+	}
+}
+
+func (it *Iterator) curType() chunkenc.ValueType {
+	if it.i >= 0 && it.i < len(it.ts) {
+		return chunkenc.ValFloat
+	}
+	return it.cur
+}
+
+// At returns the current float sample.
+func (it *Iterator) At() (int64, float64) {
+	if it.i < 0 || it.i >= len(it.ts) {
+		return math.MinInt64, 0
+	}
+	return it.ts[it.i], it.vs[it.i]
+}
+
+// AtHistogram returns the current integer histogram sample, reusing h when
+// it is not nil. For other sample types it returns a nil histogram.
+func (it *Iterator) AtHistogram(h *histogram.Histogram) (int64, *histogram.Histogram) {
+	if !it.inHist || it.cur != chunkenc.ValHistogram {
+		return it.AtT(), nil
+	}
+	return it.hit.AtHistogram(h)
+}
+
+// AtFloatHistogram returns the current histogram sample as a float
+// histogram, reusing fh when it is not nil. For float samples it returns a
+// nil histogram.
+func (it *Iterator) AtFloatHistogram(fh *histogram.FloatHistogram) (int64, *histogram.FloatHistogram) {
+	if !it.inHist || it.cur == chunkenc.ValFloat || it.cur == chunkenc.ValNone {
+		return it.AtT(), nil
+	}
+	return it.hit.AtFloatHistogram(fh)
+}
+
+// AtT returns the current sample's timestamp.
+func (it *Iterator) AtT() int64 {
+	if it.i >= 0 && it.i < len(it.ts) {
+		return it.ts[it.i]
+	}
+	if it.inHist {
+		return it.hit.AtT()
+	}
+	return it.lastT
+}
+
+// AtST returns 0: blocks do not store start timestamps.
+func (*Iterator) AtST() int64 { return 0 }
+
+// Err returns the error that ended the iteration, if any.
+func (it *Iterator) Err() error { return it.err }

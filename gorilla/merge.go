@@ -1,0 +1,188 @@
+package gorilla
+
+import (
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+)
+
+// Merge appends to dst a block with the union of the samples of older and
+// newer in time order; where both hold a sample at the same timestamp, the
+// one of newer is kept. An empty slice stands for a block without samples;
+// if both are empty, dst is returned unchanged.
+//
+// Blocks of different kinds merge into a KindMixed block.
+func Merge(dst, older, newer []byte) ([]byte, error) {
+	return MergeAll(dst, older, newer)
+}
+
+// MergeAll is Merge over any number of blocks: on equal timestamps the
+// sample of the later argument is kept.
+func MergeAll(dst []byte, blocks ...[]byte) ([]byte, error) {
+	m := mergerPool.Get().(*merger)
+	defer mergerPool.Put(m)
+	return m.merge(dst, blocks)
+}
+
+type merger struct {
+	its []*Iterator
+	cur []chunkenc.ValueType
+	b   builder
+}
+
+var mergerPool = sync.Pool{New: func() any { return new(merger) }}
+
+func (m *merger) merge(dst []byte, blocks [][]byte) ([]byte, error) {
+	for len(m.its) < len(blocks) {
+		m.its = append(m.its, &Iterator{})
+	}
+	m.cur = m.cur[:0]
+	for i, blk := range blocks {
+		vt := chunkenc.ValNone
+		if len(blk) > 0 {
+			if err := m.its[i].Reset(blk); err != nil {
+				return dst, fmt.Errorf("merge block %d: %w", i, err)
+			}
+			vt = m.its[i].Next()
+		}
+		m.cur = append(m.cur, vt)
+	}
+	m.b.reset()
+	defer m.b.reset()
+	its := m.its[:len(blocks)]
+	for {
+		win, t := -1, int64(math.MaxInt64)
+		for i, vt := range m.cur {
+			if vt == chunkenc.ValNone {
+				continue
+			}
+			if at := its[i].AtT(); win < 0 || at <= t {
+				win, t = i, at
+			}
+		}
+		if win < 0 {
+			break
+		}
+		if err := m.b.add(its[win], m.cur[win]); err != nil {
+			return dst, fmt.Errorf("merge: %w", err)
+		}
+		for i, vt := range m.cur {
+			if vt != chunkenc.ValNone && its[i].AtT() == t {
+				if m.cur[i] = its[i].Next(); m.cur[i] == chunkenc.ValNone {
+					if err := its[i].Err(); err != nil {
+						return dst, fmt.Errorf("merge block %d: %w", i, err)
+					}
+				}
+			}
+		}
+	}
+	return m.b.appendBlock(dst)
+}
+
+// builder collects samples of any kinds in time order into a block.
+type builder struct {
+	count      int
+	mint, maxt int64
+	kind       byte // part kind of the open run, 0 for none
+	ts         []int64
+	vs         []float64
+	h          histRun
+	parts      []part
+	hs         histogram.Histogram
+	fhs        histogram.FloatHistogram
+}
+
+func (b *builder) reset() {
+	b.count, b.kind = 0, 0
+	b.ts, b.vs = b.ts[:0], b.vs[:0]
+	b.h = histRun{}
+	clear(b.parts)
+	b.parts = b.parts[:0]
+}
+
+// add appends the current sample of it, of type vt.
+func (b *builder) add(it *Iterator, vt chunkenc.ValueType) error {
+	t := it.AtT()
+	if b.count >= MaxBlockSamples {
+		return ErrTooManySamples
+	}
+	if k := partKindOf(vt); k != b.kind {
+		if err := b.seal(); err != nil {
+			return err
+		}
+		b.kind = k
+	}
+	var err error
+	switch vt {
+	case chunkenc.ValFloat:
+		_, v := it.At()
+		b.ts = append(b.ts, t)
+		b.vs = append(b.vs, v)
+	case chunkenc.ValHistogram:
+		_, h := it.AtHistogram(&b.hs)
+		err = b.h.appendHistogram(t, h)
+	case chunkenc.ValFloatHistogram:
+		_, fh := it.AtFloatHistogram(&b.fhs)
+		err = b.h.appendFloatHistogram(t, fh)
+	}
+	if err != nil {
+		return err
+	}
+	if b.count == 0 {
+		b.mint = t
+	}
+	b.maxt = t
+	b.count++
+	return nil
+}
+
+// seal closes the open run into parts.
+func (b *builder) seal() error {
+	switch b.kind {
+	case partFloat:
+		data, err := Encode(nil, b.ts, b.vs)
+		if err != nil {
+			return err
+		}
+		b.parts = append(b.parts, part{kind: partFloat, data: data})
+		b.ts, b.vs = b.ts[:0], b.vs[:0]
+	case partHistogram, partFloatHistogram:
+		b.h.seal()
+		b.parts = append(b.parts, b.h.sealed...)
+		b.h = histRun{}
+	}
+	b.kind = 0
+	return nil
+}
+
+func (b *builder) appendBlock(dst []byte) ([]byte, error) {
+	if b.count == 0 {
+		return dst, nil
+	}
+	if len(b.parts) == 0 && b.kind == partFloat {
+		return Encode(dst, b.ts, b.vs)
+	}
+	if err := b.seal(); err != nil {
+		return dst, err
+	}
+	kind := KindMixed
+	switch {
+	case allParts(b.parts, partHistogram):
+		kind = KindHistogram
+	case allParts(b.parts, partFloatHistogram):
+		kind = KindFloatHistogram
+	}
+	return appendParts(dst, kind, b.count, b.mint, b.maxt, b.parts), nil
+}
+
+func allParts(ps []part, k byte) bool {
+	for _, p := range ps {
+		if p.kind != k {
+			return false
+		}
+	}
+	return true
+}
