@@ -40,6 +40,8 @@ type MemIndex struct {
 	pages   [][]byte
 
 	postings map[string]*namePostings // keyed by interned label name
+
+	hash func(labels.Labels) uint64 // labels.Labels.Hash; replaced by tests to force collisions
 }
 
 type namePostings struct {
@@ -66,6 +68,7 @@ func NewMemIndex() *MemIndex {
 		symbols:  make(map[string]uint32),
 		byHash:   make(map[uint64]uint32),
 		postings: make(map[string]*namePostings),
+		hash:     labels.Labels.Hash,
 	}
 }
 
@@ -85,7 +88,7 @@ func (ix *MemIndex) GetOrCreate(lset labels.Labels) (ref uint32, created bool) {
 	if hasEmptyValue(lset) {
 		lset = lset.WithoutEmpty()
 	}
-	h := lset.Hash()
+	h := ix.hash(lset)
 	ix.mu.RLock()
 	ref, ok := ix.lookupLocked(h, lset)
 	ix.mu.RUnlock()

@@ -1,0 +1,368 @@
+package index
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/prometheus/prometheus/model/labels"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func TestMemIndexGetOrCreate(t *testing.T) {
+	ix := NewMemIndex()
+	a := labels.FromStrings("__name__", "up", "job", "node")
+	b := labels.FromStrings("__name__", "up", "job", "prom")
+	for i, tc := range []struct {
+		lset    labels.Labels
+		ref     uint32
+		created bool
+	}{
+		{a, 0, true},
+		{b, 1, true},
+		{a, 0, false},
+		{labels.FromStrings("__name__", "up", "job", "node", "empty", ""), 0, false}, // empty value = absent
+		{labels.EmptyLabels(), 2, true},
+		{labels.EmptyLabels(), 2, false},
+		{labels.FromStrings("job", "node"), 3, true},
+	} {
+		ref, created := ix.GetOrCreate(tc.lset)
+		if ref != tc.ref || created != tc.created {
+			t.Fatalf("case %d %s: got ref %d created %v, want %d %v", i, tc.lset, ref, created, tc.ref, tc.created)
+		}
+	}
+	if n := ix.NumSeries(); n != 4 {
+		t.Fatalf("NumSeries = %d, want 4", n)
+	}
+	if got := ix.Labels(1); !labels.Equal(got, b) {
+		t.Fatalf("Labels(1) = %s, want %s", got, b)
+	}
+	if got := ix.Labels(99); !got.IsEmpty() {
+		t.Fatalf("Labels(99) = %s, want empty", got)
+	}
+	builder := labels.NewScratchBuilder(0)
+	if _, err := ix.Series(context.Background(), 4, &builder); !errors.Is(err, ErrSeriesNotFound) {
+		t.Fatalf("Series(4) error = %v, want ErrSeriesNotFound", err)
+	}
+	names, _ := ix.LabelNames(context.Background())
+	if want := []string{"__name__", "job"}; !slices.Equal(names, want) {
+		t.Fatalf("LabelNames = %v, want %v", names, want)
+	}
+}
+
+func TestMemIndexHashCollisions(t *testing.T) {
+	ix := NewMemIndex()
+	ix.hash = func(lset labels.Labels) uint64 { return uint64(lset.Len() % 2) } // everything collides
+	rng := rand.New(rand.NewPCG(7, 7))
+	want := map[string]uint32{}
+	var sets []labels.Labels
+	for range 300 {
+		lset := randomSeries(rng)
+		sets = append(sets, lset)
+		ref, created := ix.GetOrCreate(lset)
+		if prev, seen := want[lset.String()]; seen {
+			if created || ref != prev {
+				t.Fatalf("%s: got ref %d created %v, want existing %d", lset, ref, created, prev)
+			}
+		} else {
+			if !created || ref != uint32(len(want)) {
+				t.Fatalf("%s: got ref %d created %v, want new %d", lset, ref, created, len(want))
+			}
+			want[lset.String()] = ref
+		}
+	}
+	for _, lset := range sets {
+		ref, created := ix.GetOrCreate(lset)
+		if created || ref != want[lset.String()] || !labels.Equal(ix.Labels(ref), lset) {
+			t.Fatalf("%s: ref %d created %v labels %s", lset, ref, created, ix.Labels(ref))
+		}
+	}
+}
+
+// TestMemIndexConcurrent runs appenders and queries together; under -race
+// it checks the locking, and afterwards that every label set got exactly
+// one dense ref and the index agrees with a brute-force scan.
+func TestMemIndexConcurrent(t *testing.T) {
+	ix := NewMemIndex()
+	ctx := context.Background()
+	const writers, perWriter = 4, 300
+	refs := make([]map[string]uint32, writers)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(1, uint64(w%2))) // pairs of writers add the same series
+			refs[w] = map[string]uint32{}
+			for range perWriter {
+				lset := randomSeries(rng)
+				ref, _ := ix.GetOrCreate(lset)
+				if prev, ok := refs[w][lset.String()]; ok && prev != ref {
+					t.Errorf("%s got refs %d and %d", lset, prev, ref)
+				}
+				refs[w][lset.String()] = ref
+			}
+		})
+	}
+	stop := make(chan struct{})
+	var readers sync.WaitGroup
+	for r := range 2 {
+		readers.Go(func() {
+			rng := rand.New(rand.NewPCG(2, uint64(r)))
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ms := []*labels.Matcher{randomMatcher(t, rng), randomMatcher(t, rng)}
+				if _, err := Select(ctx, ix, ms...); err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := LabelValuesFor(ctx, ix, "job", ms...); err != nil {
+					t.Error(err)
+					return
+				}
+				_ = ix.ForEachPostings(0, func(string, string, *roaring.Bitmap) error { return nil })
+				_ = ix.Stats(3)
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	readers.Wait()
+
+	seen := map[uint32]string{}
+	for _, m := range refs {
+		for s, ref := range m {
+			if prev, ok := seen[ref]; ok && prev != s {
+				t.Fatalf("ref %d given to %s and %s", ref, prev, s)
+			}
+			seen[ref] = s
+		}
+	}
+	if len(seen) != ix.NumSeries() {
+		t.Fatalf("%d distinct series, NumSeries %d", len(seen), ix.NumSeries())
+	}
+	for ref, s := range seen {
+		if ix.Labels(ref).String() != s {
+			t.Fatalf("ref %d: labels %s, want %s", ref, ix.Labels(ref), s)
+		}
+	}
+	rng := rand.New(rand.NewPCG(3, 3))
+	for range 50 {
+		ms := []*labels.Matcher{randomMatcher(t, rng), randomMatcher(t, rng)}
+		got, err := Select(ctx, ix, ms...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := bruteForce(ix, ms); !got.Equals(want) {
+			t.Fatalf("%v: got %v want %v", ms, got.ToArray(), want.ToArray())
+		}
+	}
+}
+
+func TestMemIndexExport(t *testing.T) {
+	ix := buildModelIndex(t, 11, 200)
+	from := uint32(120)
+	type pair struct{ name, value string }
+	var order []pair
+	got := map[pair][]uint32{}
+	err := ix.ForEachPostings(from, func(name, value string, bm *roaring.Bitmap) error {
+		order = append(order, pair{name, value})
+		got[pair{name, value}] = bm.ToArray()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.IsSortedFunc(order, func(a, b pair) int {
+		if a.name != b.name {
+			return compareStrings(a.name, b.name)
+		}
+		return compareStrings(a.value, b.value)
+	}) {
+		t.Fatalf("postings not in name, value order: %v", order)
+	}
+	want := map[pair][]uint32{}
+	var nseries int
+	err = ix.ForEachSeries(from, func(ref uint32, lset labels.Labels) error {
+		if ref != from+uint32(nseries) {
+			return fmt.Errorf("ref %d out of order", ref)
+		}
+		nseries++
+		if !labels.Equal(lset, ix.Labels(ref)) {
+			return fmt.Errorf("ref %d labels %s, want %s", ref, lset, ix.Labels(ref))
+		}
+		lset.Range(func(l labels.Label) { want[pair{l.Name, l.Value}] = append(want[pair{l.Name, l.Value}], ref) })
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nseries != ix.NumSeries()-int(from) {
+		t.Fatalf("ForEachSeries gave %d series, want %d", nseries, ix.NumSeries()-int(from))
+	}
+	if len(got) != len(want) {
+		t.Fatalf("ForEachPostings gave %d pairs, want %d", len(got), len(want))
+	}
+	for p, refs := range want {
+		if !slices.Equal(got[p], refs) {
+			t.Fatalf("%s=%q: got %v want %v", p.name, p.value, got[p], refs)
+		}
+	}
+	stop := errors.New("stop")
+	if err := ix.ForEachPostings(0, func(string, string, *roaring.Bitmap) error { return stop }); err != stop {
+		t.Fatalf("ForEachPostings error = %v, want the callback's", err)
+	}
+	if err := ix.ForEachSeries(0, func(uint32, labels.Labels) error { return stop }); err != stop {
+		t.Fatalf("ForEachSeries error = %v, want the callback's", err)
+	}
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// TestLabelValuesSortedIncrementally checks that LabelValues stays LabelValues sorted while values keep arriving.
+func TestLabelValuesSortedIncrementally(t *testing.T) {
+	ix := NewMemIndex()
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(5, 5))
+	want := map[string]bool{}
+	for i := range 500 {
+		v := fmt.Sprintf("v%d", rng.IntN(400))
+		ix.GetOrCreate(labels.FromStrings("a", v, "i", fmt.Sprint(i)))
+		want[v] = true
+		if i%37 == 0 {
+			got, _ := ix.LabelValues(ctx, "a")
+			if !slices.IsSorted(got) || len(got) != len(want) || len(slices.Compact(slices.Clone(got))) != len(got) {
+				t.Fatalf("after %d series: values %v (want %d sorted distinct)", i, got, len(want))
+			}
+			for _, v := range got {
+				if !want[v] {
+					t.Fatalf("unexpected value %q", v)
+				}
+			}
+		}
+	}
+	if got, _ := ix.LabelValues(ctx, "none"); len(got) != 0 {
+		t.Fatalf("values of unknown label: %v", got)
+	}
+}
+
+func TestLabelQueriesModel(t *testing.T) {
+	ctx := context.Background()
+	ix := buildModelIndex(t, 3, 800)
+	readers := modelReaders(t, ix)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range 200 {
+		ms := make([]*labels.Matcher, rng.IntN(3))
+		for j := range ms {
+			ms[j] = randomMatcher(t, rng)
+		}
+		name := modelNames[rng.IntN(len(modelNames))]
+		sel := bruteForce(ix, ms)
+		if len(ms) == 0 {
+			all, _ := ix.AllPostings(ctx)
+			sel = all
+		}
+		wantNames, wantValues := map[string]bool{}, map[string]bool{}
+		for _, ref := range sel.ToArray() {
+			ix.Labels(ref).Range(func(l labels.Label) {
+				wantNames[l.Name] = true
+				if l.Name == name {
+					wantValues[l.Value] = true
+				}
+			})
+		}
+		for rname, r := range readers {
+			gotNames, err := LabelNamesForMatchers(ctx, r, ms...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !sameSet(gotNames, wantNames) || !slices.IsSorted(gotNames) {
+				t.Fatalf("case %d reader=%s LabelNames %v: got %v want %v", i, rname, ms, gotNames, wantNames)
+			}
+			gotValues, err := LabelValuesFor(ctx, r, name, ms...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !sameSet(gotValues, wantValues) || !slices.IsSorted(gotValues) {
+				t.Fatalf("case %d reader=%s LabelValues(%s) %v: got %v want %v", i, rname, name, ms, gotValues, wantValues)
+			}
+		}
+	}
+}
+
+func sameSet(got []string, want map[string]bool) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for _, s := range got {
+		if !want[s] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestStats(t *testing.T) {
+	ix := NewMemIndex()
+	for _, s := range []labels.Labels{
+		labels.FromStrings("__name__", "up", "job", "node", "instance", "a"),
+		labels.FromStrings("__name__", "up", "job", "node", "instance", "b"),
+		labels.FromStrings("__name__", "up", "job", "prom", "instance", "c"),
+		labels.FromStrings("__name__", "http", "job", "prom"),
+	} {
+		ix.GetOrCreate(s)
+	}
+	size := func(name string, vals map[string]uint64) uint64 {
+		var n uint64
+		for v, c := range vals {
+			n += labels.SizeOfLabels(name, v, c)
+		}
+		return n
+	}
+	want := Stats{
+		NumSeries:                  4,
+		NumLabelPairs:              7,
+		SeriesCountByMetricName:    []Stat{{"up", 3}, {"http", 1}},
+		LabelValueCountByLabelName: []Stat{{"instance", 3}, {"__name__", 2}},
+		MemoryInBytesByLabelName: []Stat{
+			{"__name__", size("__name__", map[string]uint64{"up": 3, "http": 1})},
+			{"job", size("job", map[string]uint64{"node": 2, "prom": 2})},
+		},
+		SeriesCountByLabelValuePair: []Stat{{"__name__=up", 3}, {"job=node", 2}},
+	}
+	got := ix.Stats(2)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("MemIndex.Stats:\n got %+v\nwant %+v", got, want)
+	}
+	for rname, r := range modelReaders(t, ix) {
+		got, err := ComputeStats(context.Background(), r, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("ComputeStats(%s):\n got %+v\nwant %+v", rname, got, want)
+		}
+	}
+	if got := ix.Stats(0); len(got.SeriesCountByLabelValuePair) != 0 || got.NumSeries != 4 {
+		t.Fatalf("Stats(0) = %+v", got)
+	}
+}
