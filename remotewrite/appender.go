@@ -69,10 +69,11 @@ type Appender interface {
 	AppendExemplar(ref SeriesRef, lset labels.Labels, e exemplar.Exemplar) (SeriesRef, error)
 
 	// UpdateMetadata records the metadata of a series. For remote write 2.0
-	// it is called once per series that carries metadata, before its
-	// samples. Remote write 1.0 carries metadata per metric family: lset is
-	// then just {__name__="<family>"} and ref is 0. Metadata errors never
-	// fail the request.
+	// it is called for every series, before its samples, with ref 0 and with
+	// empty metadata when the series carries none; the metadata describes the
+	// samples appended next. Remote write 1.0 carries metadata per metric
+	// family, after all series: lset is then just {__name__="<family>"}.
+	// Metadata errors never fail the request.
 	UpdateMetadata(ref SeriesRef, lset labels.Labels, m metadata.Metadata) (SeriesRef, error)
 
 	// Commit makes everything appended durable (or applied, without a WAL)

@@ -602,7 +602,7 @@ func appendUint32s(dst *[]uint32, b []byte, i, wt int) (int, error) {
 		if err != nil {
 			return i, err
 		}
-		*dst = append(*dst, clampRef(v))
+		*dst = append(*dst, ref32(v))
 		return i, nil
 	case wireBytes:
 		p, next, err := lenDelim(b, i)
@@ -619,7 +619,7 @@ func appendUint32s(dst *[]uint32, b []byte, i, wt int) (int, error) {
 			if v, j, err = uvarint(p, j); err != nil {
 				return i, err
 			}
-			*dst = append(*dst, clampRef(v))
+			*dst = append(*dst, ref32(v))
 		}
 		return next, nil
 	default:
@@ -800,9 +800,9 @@ func metadataV2(b []byte, s *seriesRec) error {
 			case 1:
 				s.metaType = v
 			case 3:
-				s.helpRef = clampRef(v)
+				s.helpRef = ref32(v)
 			case 4:
-				s.unitRef = clampRef(v)
+				s.unitRef = ref32(v)
 			}
 			continue
 		}

@@ -113,6 +113,13 @@ func (h *Handler) ingest(r *http.Request, st *reqState, version int) result {
 		}
 		ls := st.ls
 		var ref SeriesRef
+		if version == 2 {
+			if newRef, err := app.UpdateMetadata(0, ls, meta); err != nil {
+				h.logger.Debug("remote write: metadata not stored", "series", ls.String(), "err", err)
+			} else {
+				ref = newRef
+			}
+		}
 
 		for i := s.samples.lo; i < s.samples.hi; i++ {
 			smp := &d.samples[i]
@@ -177,14 +184,6 @@ func (h *Handler) ingest(r *http.Request, st *reqState, version int) result {
 			}
 			ref = newRef
 			res.histograms++
-		}
-
-		if !meta.IsEmpty() {
-			if newRef, err := app.UpdateMetadata(ref, ls, meta); err != nil {
-				h.logger.Debug("remote write: metadata not stored", "series", ls.String(), "err", err)
-			} else {
-				ref = newRef
-			}
 		}
 
 		if s.exemplars.len() > 0 {

@@ -124,11 +124,6 @@ func zigzag64(v uint64) int64 {
 	return int64(v>>1) ^ -int64(v&1)
 }
 
-// clampRef turns a decoded uint32 reference into one that is out of range
-// for any symbol table when the varint does not fit in 32 bits.
-func clampRef(v uint64) uint32 {
-	if v > math.MaxUint32 {
-		return math.MaxUint32
-	}
-	return uint32(v)
-}
+// ref32 truncates a decoded varint to uint32, as protobuf does for uint32
+// fields.
+func ref32(v uint64) uint32 { return uint32(v) }
