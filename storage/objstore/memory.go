@@ -91,6 +91,9 @@ func (b *MemoryBucket) Put(ctx context.Context, name string, r io.Reader, size i
 	if size >= 0 && int64(len(data)) != size {
 		return Attributes{}, fmt.Errorf("put %s: body has %d bytes, want %d", name, len(data), size)
 	}
+	if err := ctx.Err(); err != nil {
+		return Attributes{}, fmt.Errorf("put %s: %w", name, err)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	cur, exists := b.objects[name]

@@ -1,0 +1,529 @@
+package objstore
+
+import (
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// FilesystemBucket stores objects as files under a root directory: object
+// "a/b/c" is the file <root>/a/b/c. It is the default backend of an embedded
+// Shale.
+//
+// One process owns the directory: conditional writes are atomic against other
+// goroutines of this process (link(2) for IfAbsent, a bucket lock for
+// IfMatch), not against another process writing the same folder.
+//
+// Every write goes to a temporary file in the object's directory, is fsynced,
+// then renamed (or linked, for IfAbsent) over the final name, and the
+// directory is fsynced, so a crash leaves either the old object or the new one.
+// Temporary names start with TempFilePrefix; object names whose path elements
+// start with it are refused, and listings skip such files.
+//
+// The ETag is the quoted hex MD5 of the content, as S3 computes it for an
+// object written in one piece, so it needs no stored metadata. Put computes it
+// while writing; Attributes reads the file to compute it. Listings leave it
+// empty, since hashing every listed file would make a listing read the bucket.
+//
+// A file and a directory cannot share a name, so unlike on S3 the objects
+// "a/b" and "a/b/c" cannot both exist; such a Put fails with an error that is
+// neither ErrPreconditionFailed nor ErrTransient.
+type FilesystemBucket struct {
+	root string
+	// mu orders IfMatch puts (exclusive: compare then rename) against every
+	// other change of a name (shared: a single rename, link or unlink).
+	mu sync.RWMutex
+}
+
+// TempFilePrefix starts the name of every temporary file the filesystem
+// backend writes. Object names may not have path elements starting with it.
+const TempFilePrefix = ".shale-tmp-"
+
+const filesystemPageSize = 1000
+
+// NewFilesystemBucket opens (creating it if needed) the directory dir as a
+// bucket.
+func NewFilesystemBucket(dir string) (*FilesystemBucket, error) {
+	if dir == "" {
+		return nil, errors.New("filesystem bucket: empty directory")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("filesystem bucket %s: %w", dir, err)
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return nil, fmt.Errorf("filesystem bucket %s: %w", abs, classifyFSError(err))
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return nil, fmt.Errorf("filesystem bucket %s: %w", abs, classifyFSError(err))
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("filesystem bucket %s: not a directory", abs)
+	}
+	return &FilesystemBucket{root: abs}, nil
+}
+
+// Dir returns the bucket's root directory.
+func (b *FilesystemBucket) Dir() string { return b.root }
+
+func (b *FilesystemBucket) path(name string) string {
+	return filepath.Join(b.root, filepath.FromSlash(name))
+}
+
+// checkName validates an object name for this backend.
+func checkFSName(name string) error {
+	if err := validateName(name); err != nil {
+		return err
+	}
+	for part := range strings.SplitSeq(name, "/") {
+		if strings.HasPrefix(part, TempFilePrefix) {
+			return fmt.Errorf("object name %q has a path element starting with the reserved %q", name, TempFilePrefix)
+		}
+	}
+	if strings.ContainsRune(name, 0) {
+		return fmt.Errorf("object name %q contains a NUL byte", name)
+	}
+	return nil
+}
+
+// classifyFSError maps "does not exist" errors to ErrNotFound and leaves all
+// others as they are: local I/O failures (disk full, read-only, EIO) are not
+// fixed by retrying.
+func classifyFSError(err error) error {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
+	return err
+}
+
+// open opens the object's file for reading; a directory is not an object.
+func (b *FilesystemBucket) open(name string) (*os.File, os.FileInfo, error) {
+	if err := checkFSName(name); err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
+	f, err := os.Open(b.path(name))
+	if err != nil {
+		return nil, nil, classifyFSError(err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, fmt.Errorf("%w: %s is not a regular file", ErrNotFound, name)
+	}
+	return f, st, nil
+}
+
+func (b *FilesystemBucket) Get(ctx context.Context, name string) (io.ReadCloser, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("get %s: %w", name, err)
+	}
+	f, _, err := b.open(name)
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", name, err)
+	}
+	return f, nil
+}
+
+type sectionReadCloser struct {
+	*io.SectionReader
+	f *os.File
+}
+
+func (s sectionReadCloser) Close() error { return s.f.Close() }
+
+func (b *FilesystemBucket) GetRange(ctx context.Context, name string, off, length int64) (io.ReadCloser, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("get %s: %w", name, err)
+	}
+	f, st, err := b.open(name)
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", name, err)
+	}
+	start, end, err := clampRange(name, st.Size(), off, length)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return sectionReadCloser{io.NewSectionReader(f, start, end-start), f}, nil
+}
+
+func (b *FilesystemBucket) Attributes(ctx context.Context, name string) (Attributes, error) {
+	if err := ctx.Err(); err != nil {
+		return Attributes{}, fmt.Errorf("attributes %s: %w", name, err)
+	}
+	f, st, err := b.open(name)
+	if err != nil {
+		return Attributes{}, fmt.Errorf("attributes %s: %w", name, err)
+	}
+	defer f.Close()
+	h := md5.New()
+	if _, err := io.Copy(h, ctxReader{ctx, f}); err != nil {
+		return Attributes{}, fmt.Errorf("attributes %s: hash content: %w", name, err)
+	}
+	return Attributes{Name: name, Size: st.Size(), LastModified: st.ModTime(), ETag: quoteETag(h.Sum(nil))}, nil
+}
+
+func quoteETag(sum []byte) string { return `"` + hex.EncodeToString(sum) + `"` }
+
+// fileETag hashes the file at path; ErrNotFound if it does not exist.
+func fileETag(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", classifyFSError(err)
+	}
+	defer f.Close()
+	h := md5.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return quoteETag(h.Sum(nil)), nil
+}
+
+// ctxReader stops a long copy once ctx is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+func (b *FilesystemBucket) Put(ctx context.Context, name string, r io.Reader, size int64, opts PutOptions) (Attributes, error) {
+	if err := ctx.Err(); err != nil {
+		return Attributes{}, fmt.Errorf("put %s: %w", name, err)
+	}
+	if err := checkFSName(name); err != nil {
+		return Attributes{}, fmt.Errorf("put: %w", err)
+	}
+	if opts.IfAbsent && opts.IfMatch != "" {
+		return Attributes{}, fmt.Errorf("put %s: IfAbsent and IfMatch both set", name)
+	}
+	final := b.path(name)
+	dir := filepath.Dir(final)
+
+	tmp, err := b.createTemp(dir)
+	if err != nil {
+		return Attributes{}, fmt.Errorf("put %s: %w", name, err)
+	}
+	tmpName := tmp.Name()
+	committed := false
+	defer func() {
+		if !committed {
+			tmp.Close()
+			os.Remove(tmpName)
+		}
+	}()
+
+	h := md5.New()
+	n, err := io.Copy(io.MultiWriter(tmp, h), ctxReader{ctx, r})
+	if err != nil {
+		return Attributes{}, fmt.Errorf("put %s: write: %w", name, err)
+	}
+	if size >= 0 && n != size {
+		return Attributes{}, fmt.Errorf("put %s: body has %d bytes, want %d", name, n, size)
+	}
+	if err := tmp.Sync(); err != nil {
+		return Attributes{}, fmt.Errorf("put %s: fsync: %w", name, err)
+	}
+	st, err := tmp.Stat()
+	if err != nil {
+		return Attributes{}, fmt.Errorf("put %s: %w", name, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return Attributes{}, fmt.Errorf("put %s: close: %w", name, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return Attributes{}, fmt.Errorf("put %s: %w", name, err)
+	}
+	etag := quoteETag(h.Sum(nil))
+
+	switch {
+	case opts.IfAbsent:
+		b.mu.RLock()
+		err = os.Link(tmpName, final)
+		b.mu.RUnlock()
+		if err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				if fi, serr := os.Lstat(final); serr == nil && !fi.Mode().IsRegular() {
+					return Attributes{}, fmt.Errorf("put %s: name is taken by a directory", name)
+				}
+				return Attributes{}, fmt.Errorf("put %s if absent: %w", name, ErrPreconditionFailed)
+			}
+			return Attributes{}, fmt.Errorf("put %s: link: %w", name, err)
+		}
+		// The object is in place; the temporary name is only an extra link.
+		committed = true
+		if err := os.Remove(tmpName); err != nil {
+			return Attributes{}, fmt.Errorf("put %s: remove temporary link: %w", name, err)
+		}
+	case opts.IfMatch != "":
+		b.mu.Lock()
+		cur, err := fileETag(final)
+		if err == nil && cur == opts.IfMatch {
+			err = os.Rename(tmpName, final)
+			committed = err == nil
+		} else if err == nil || errors.Is(err, ErrNotFound) {
+			err = fmt.Errorf("if match %s: %w", opts.IfMatch, ErrPreconditionFailed)
+		}
+		b.mu.Unlock()
+		if err != nil {
+			return Attributes{}, fmt.Errorf("put %s: %w", name, err)
+		}
+	default:
+		b.mu.RLock()
+		err = os.Rename(tmpName, final)
+		b.mu.RUnlock()
+		if err != nil {
+			return Attributes{}, fmt.Errorf("put %s: rename: %w", name, err)
+		}
+		committed = true
+	}
+	if err := syncDir(dir); err != nil {
+		return Attributes{}, fmt.Errorf("put %s: fsync directory: %w", name, err)
+	}
+	return Attributes{Name: name, Size: n, LastModified: st.ModTime(), ETag: etag}, nil
+}
+
+// createTemp creates a temporary file in dir, creating dir (and fsyncing the
+// parents of every directory it creates) first. A concurrent Delete may remove
+// a directory it just created, so that case is retried.
+func (b *FilesystemBucket) createTemp(dir string) (*os.File, error) {
+	var lastErr error
+	for range 8 {
+		if err := b.mkdirAll(dir); err != nil {
+			if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, fs.ErrExist) {
+				return nil, fmt.Errorf("a path element is taken by an object: %w", err)
+			}
+			return nil, err
+		}
+		f, err := os.CreateTemp(dir, TempFilePrefix+"*")
+		if err == nil {
+			return f, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		lastErr = err
+	}
+	return nil, lastErr
+}
+
+// mkdirAll creates dir and its missing parents inside the root and fsyncs the
+// directory holding each one it creates, so a new object's path survives a
+// crash.
+func (b *FilesystemBucket) mkdirAll(dir string) error {
+	if st, err := os.Stat(dir); err == nil {
+		if !st.IsDir() {
+			return fmt.Errorf("%s: %w", dir, syscall.ENOTDIR)
+		}
+		return nil
+	}
+	rel, err := filepath.Rel(b.root, dir)
+	if err != nil {
+		return err
+	}
+	cur := b.root
+	for part := range strings.SplitSeq(rel, string(filepath.Separator)) {
+		parent := cur
+		cur = filepath.Join(cur, part)
+		err := os.Mkdir(cur, 0o755)
+		switch {
+		case err == nil:
+			if err := syncDir(parent); err != nil {
+				return err
+			}
+		case errors.Is(err, fs.ErrExist):
+			st, serr := os.Stat(cur)
+			if serr != nil {
+				return serr
+			}
+			if !st.IsDir() {
+				return fmt.Errorf("%s: %w", cur, syscall.ENOTDIR)
+			}
+		default:
+			return err
+		}
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (b *FilesystemBucket) Delete(ctx context.Context, name string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("delete %s: %w", name, err)
+	}
+	if err := checkFSName(name); err != nil {
+		return nil // no such object can exist
+	}
+	p := b.path(name)
+	if st, err := os.Lstat(p); err != nil || st.IsDir() {
+		return nil
+	}
+	b.mu.RLock()
+	err := os.Remove(p)
+	b.mu.RUnlock()
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			return nil
+		}
+		return fmt.Errorf("delete %s: %w", name, err)
+	}
+	dir := filepath.Dir(p)
+	if err := syncDir(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("delete %s: fsync directory: %w", name, err)
+	}
+	// Best effort: drop directories left empty, up to the root.
+	for dir != b.root && strings.HasPrefix(dir, b.root) {
+		if os.Remove(dir) != nil {
+			break
+		}
+		dir = filepath.Dir(dir)
+	}
+	return nil
+}
+
+// List walks the tree in S3 byte order without reading more of it than the
+// page needs. Within one directory, a file's names sort by its name and a
+// subdirectory's by its name plus '/', and the names under different entries
+// never interleave (none but d's own start with "d/"), so visiting entries in
+// that order yields names in byte order.
+func (b *FilesystemBucket) List(ctx context.Context, prefix, startAfter string, limit int) (ListPage, error) {
+	if err := ctx.Err(); err != nil {
+		return ListPage{}, fmt.Errorf("list %s: %w", prefix, err)
+	}
+	if limit <= 0 || limit > filesystemPageSize {
+		limit = filesystemPageSize
+	}
+	l := fsLister{ctx: ctx, prefix: prefix, startAfter: startAfter, limit: limit}
+	// Start at the deepest directory that the prefix fixes.
+	startDir := ""
+	if i := strings.LastIndexByte(prefix, '/'); i >= 0 {
+		startDir = prefix[:i]
+	}
+	if startDir != "" && checkFSName(startDir) != nil {
+		return ListPage{}, nil
+	}
+	err := l.walk(b.path(startDir), startDir)
+	if err != nil && !errors.Is(err, errPageFull) {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			return ListPage{}, nil
+		}
+		return ListPage{}, fmt.Errorf("list %s: %w", prefix, err)
+	}
+	page := ListPage{Objects: l.out}
+	if len(page.Objects) > limit {
+		page.Objects, page.More = page.Objects[:limit], true
+	}
+	return page, nil
+}
+
+var errPageFull = errors.New("page full")
+
+type fsLister struct {
+	ctx        context.Context
+	prefix     string
+	startAfter string
+	limit      int
+	out        []Attributes
+}
+
+type fsEntry struct {
+	key   string // object name, plus '/' for a directory
+	entry fs.DirEntry
+}
+
+// walk lists directory dir, whose object-name prefix is rel ("" for the root).
+func (l *fsLister) walk(dir, rel string) error {
+	if err := l.ctx.Err(); err != nil {
+		return err
+	}
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		if rel != "" && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)) {
+			return nil // removed while we walked
+		}
+		return err
+	}
+	base := rel
+	if base != "" {
+		base += "/"
+	}
+	entries := make([]fsEntry, 0, len(des))
+	for _, de := range des {
+		n := de.Name()
+		if strings.HasPrefix(n, TempFilePrefix) {
+			continue
+		}
+		key := base + n
+		if de.IsDir() {
+			key += "/"
+		} else if !de.Type().IsRegular() {
+			continue
+		}
+		entries = append(entries, fsEntry{key, de})
+	}
+	slices.SortFunc(entries, func(a, b fsEntry) int { return strings.Compare(a.key, b.key) })
+	for _, e := range entries {
+		if e.entry.IsDir() {
+			// Names under this directory are in [key, key with '/' -> '0').
+			if !strings.HasPrefix(e.key, l.prefix) && !strings.HasPrefix(l.prefix, e.key) {
+				continue
+			}
+			if l.startAfter >= e.key[:len(e.key)-1]+"0" {
+				continue
+			}
+			if err := l.walk(filepath.Join(dir, e.entry.Name()), e.key[:len(e.key)-1]); err != nil {
+				return err
+			}
+			continue
+		}
+		if e.key <= l.startAfter || !strings.HasPrefix(e.key, l.prefix) {
+			continue
+		}
+		info, err := e.entry.Info()
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // deleted while we walked
+			}
+			return err
+		}
+		l.out = append(l.out, Attributes{Name: e.key, Size: info.Size(), LastModified: info.ModTime()})
+		if len(l.out) > l.limit {
+			return errPageFull
+		}
+	}
+	return nil
+}
+
+// Close does nothing; the files stay.
+func (b *FilesystemBucket) Close() error { return nil }

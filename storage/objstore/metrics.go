@@ -1,0 +1,212 @@
+package objstore
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// bucketMetrics are the collectors shared by every MetricsBucket of one
+// registry; each bucket curries them with its name.
+type bucketMetrics struct {
+	ops       *prometheus.CounterVec
+	failures  *prometheus.CounterVec
+	bytesRead *prometheus.CounterVec
+	written   *prometheus.CounterVec
+	duration  *prometheus.HistogramVec
+}
+
+func newBucketMetrics(reg prometheus.Registerer) *bucketMetrics {
+	m := &bucketMetrics{
+		ops: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shale_objstore_operations_total",
+			Help: "Object store operations started.",
+		}, []string{"bucket", "operation"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shale_objstore_operation_failures_total",
+			Help: "Object store operations that failed, by reason (not_found, precondition_failed, invalid_range, transient, canceled, other).",
+		}, []string{"bucket", "operation", "reason"}),
+		bytesRead: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shale_objstore_bytes_read_total",
+			Help: "Bytes read from object bodies.",
+		}, []string{"bucket"}),
+		written: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shale_objstore_bytes_written_total",
+			Help: "Bytes of objects written successfully.",
+		}, []string{"bucket"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:                            "shale_objstore_operation_duration_seconds",
+			Help:                            "Time until an object store operation answered (for reads: until the body starts).",
+			Buckets:                         []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
+			NativeHistogramBucketFactor:     1.1,
+			NativeHistogramMaxBucketNumber:  100,
+			NativeHistogramMinResetDuration: time.Hour,
+		}, []string{"bucket", "operation"}),
+	}
+	if reg == nil {
+		return m
+	}
+	m.ops = register(reg, m.ops)
+	m.failures = register(reg, m.failures)
+	m.bytesRead = register(reg, m.bytesRead)
+	m.written = register(reg, m.written)
+	m.duration = register(reg, m.duration)
+	return m
+}
+
+// register registers c, or returns the equal collector already registered
+// (by another MetricsBucket on the same registry).
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+		panic("objstore: register metrics: " + err.Error())
+	}
+	return c
+}
+
+// MetricsBucket counts and times the operations of an inner bucket. Its
+// metrics carry the label bucket=<name>, so several buckets can share one
+// registry.
+type MetricsBucket struct {
+	inner     Bucket
+	ops       map[Op]prometheus.Counter
+	durations map[Op]prometheus.Observer
+	failures  *prometheus.CounterVec // curried with bucket
+	bytesRead prometheus.Counter
+	written   prometheus.Counter
+}
+
+// NewMetricsBucket wraps b and registers its metrics with reg (nil: not registered).
+func NewMetricsBucket(b Bucket, reg prometheus.Registerer, name string) *MetricsBucket {
+	m := newBucketMetrics(reg)
+	labels := prometheus.Labels{"bucket": name}
+	mb := &MetricsBucket{
+		inner:     b,
+		ops:       map[Op]prometheus.Counter{},
+		durations: map[Op]prometheus.Observer{},
+		failures:  m.failures.MustCurryWith(labels),
+		bytesRead: m.bytesRead.With(labels),
+		written:   m.written.With(labels),
+	}
+	for _, op := range Ops {
+		mb.ops[op] = m.ops.WithLabelValues(name, string(op))
+		mb.durations[op] = m.duration.WithLabelValues(name, string(op))
+		// Expose zeros for the common reasons so rate() works from the start.
+		for _, reason := range []string{"transient", "other"} {
+			mb.failures.WithLabelValues(string(op), reason)
+		}
+	}
+	return mb
+}
+
+// FailureReason names the class of err for metrics and logs: not_found,
+// precondition_failed, invalid_range, transient, canceled or other.
+func FailureReason(err error) string {
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return "not_found"
+	case errors.Is(err, ErrPreconditionFailed):
+		return "precondition_failed"
+	case errors.Is(err, ErrInvalidRange):
+		return "invalid_range"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return "canceled"
+	case errors.Is(err, ErrTransient):
+		return "transient"
+	default:
+		return "other"
+	}
+}
+
+func (b *MetricsBucket) start(op Op) time.Time {
+	b.ops[op].Inc()
+	return time.Now()
+}
+
+func (b *MetricsBucket) done(op Op, start time.Time, err error) {
+	b.durations[op].Observe(time.Since(start).Seconds())
+	if err != nil {
+		b.failures.WithLabelValues(string(op), FailureReason(err)).Inc()
+	}
+}
+
+// countingReader counts the bytes read from an object body and the failure
+// of a read that breaks off.
+type countingReader struct {
+	io.ReadCloser
+	b  *MetricsBucket
+	op Op
+}
+
+func (r *countingReader) Read(p []byte) (int, error) {
+	n, err := r.ReadCloser.Read(p)
+	r.b.bytesRead.Add(float64(n))
+	if err != nil && err != io.EOF {
+		r.b.failures.WithLabelValues(string(r.op), FailureReason(err)).Inc()
+	}
+	return n, err
+}
+
+func (b *MetricsBucket) Get(ctx context.Context, name string) (io.ReadCloser, error) {
+	start := b.start(OpGet)
+	rc, err := b.inner.Get(ctx, name)
+	b.done(OpGet, start, err)
+	if err != nil {
+		return nil, err
+	}
+	return &countingReader{rc, b, OpGet}, nil
+}
+
+func (b *MetricsBucket) GetRange(ctx context.Context, name string, off, length int64) (io.ReadCloser, error) {
+	start := b.start(OpGetRange)
+	rc, err := b.inner.GetRange(ctx, name, off, length)
+	b.done(OpGetRange, start, err)
+	if err != nil {
+		return nil, err
+	}
+	return &countingReader{rc, b, OpGetRange}, nil
+}
+
+func (b *MetricsBucket) Attributes(ctx context.Context, name string) (Attributes, error) {
+	start := b.start(OpAttributes)
+	a, err := b.inner.Attributes(ctx, name)
+	b.done(OpAttributes, start, err)
+	return a, err
+}
+
+// Put passes r through untouched, so an inner RetryingBucket still sees an
+// io.Seeker; the bytes written are counted from the result.
+func (b *MetricsBucket) Put(ctx context.Context, name string, r io.Reader, size int64, opts PutOptions) (Attributes, error) {
+	start := b.start(OpPut)
+	a, err := b.inner.Put(ctx, name, r, size, opts)
+	b.done(OpPut, start, err)
+	if err == nil {
+		b.written.Add(float64(a.Size))
+	}
+	return a, err
+}
+
+func (b *MetricsBucket) Delete(ctx context.Context, name string) error {
+	start := b.start(OpDelete)
+	err := b.inner.Delete(ctx, name)
+	b.done(OpDelete, start, err)
+	return err
+}
+
+func (b *MetricsBucket) List(ctx context.Context, prefix, startAfter string, limit int) (ListPage, error) {
+	start := b.start(OpList)
+	p, err := b.inner.List(ctx, prefix, startAfter, limit)
+	b.done(OpList, start, err)
+	return p, err
+}
+
+// Close closes the inner bucket.
+func (b *MetricsBucket) Close() error { return b.inner.Close() }

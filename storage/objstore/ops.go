@@ -1,0 +1,18 @@
+package objstore
+
+// Op names a Bucket method; decorators use it in metrics labels, fault rules
+// and request counts.
+type Op string
+
+// The Bucket operations.
+const (
+	OpGet        Op = "get"
+	OpGetRange   Op = "get_range"
+	OpAttributes Op = "attributes"
+	OpPut        Op = "put"
+	OpDelete     Op = "delete"
+	OpList       Op = "list"
+)
+
+// Ops lists every operation.
+var Ops = []Op{OpGet, OpGetRange, OpAttributes, OpPut, OpDelete, OpList}
