@@ -158,13 +158,14 @@ func TestMemIndexConcurrent(t *testing.T) {
 		}
 	}
 	rng := rand.New(rand.NewPCG(3, 3))
+	series := allSeries(ix)
 	for range 50 {
 		ms := []*labels.Matcher{randomMatcher(t, rng), randomMatcher(t, rng)}
 		got, err := Select(ctx, ix, ms...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := bruteForce(ix, ms); !got.Equals(want) {
+		if want := bruteForce(series, ms); !got.Equals(want) {
 			t.Fatalf("%v: got %v want %v", ms, got.ToArray(), want.ToArray())
 		}
 	}
@@ -269,6 +270,7 @@ func TestLabelQueriesModel(t *testing.T) {
 	ctx := context.Background()
 	ix := buildModelIndex(t, 3, 800)
 	readers := modelReaders(t, ix)
+	series := allSeries(ix)
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := range 200 {
 		ms := make([]*labels.Matcher, rng.IntN(3))
@@ -276,14 +278,14 @@ func TestLabelQueriesModel(t *testing.T) {
 			ms[j] = randomMatcher(t, rng)
 		}
 		name := modelNames[rng.IntN(len(modelNames))]
-		sel := bruteForce(ix, ms)
+		sel := bruteForce(series, ms)
 		if len(ms) == 0 {
 			all, _ := ix.AllPostings(ctx)
 			sel = all
 		}
 		wantNames, wantValues := map[string]bool{}, map[string]bool{}
 		for _, ref := range sel.ToArray() {
-			ix.Labels(ref).Range(func(l labels.Label) {
+			series[ref].Range(func(l labels.Label) {
 				wantNames[l.Name] = true
 				if l.Name == name {
 					wantValues[l.Value] = true

@@ -2,6 +2,7 @@ package index
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -134,13 +135,21 @@ func randomMatcher(t testing.TB, rng *rand.Rand) *labels.Matcher {
 	return m
 }
 
-func bruteForce(ix *MemIndex, ms []*labels.Matcher) *roaring.Bitmap {
+func allSeries(ix *MemIndex) []labels.Labels {
+	out := make([]labels.Labels, ix.NumSeries())
+	for ref := range out {
+		out[ref] = ix.Labels(uint32(ref))
+	}
+	return out
+}
+
+// bruteForce applies ms to every series in turn.
+func bruteForce(series []labels.Labels, ms []*labels.Matcher) *roaring.Bitmap {
 	out := roaring.New()
 	if len(ms) == 0 {
 		return out
 	}
-	for ref := range uint32(ix.NumSeries()) {
-		lset := ix.Labels(ref)
+	for ref, lset := range series {
 		ok := true
 		for _, m := range ms {
 			if !m.Matches(lset.Get(m.Name)) {
@@ -149,7 +158,7 @@ func bruteForce(ix *MemIndex, ms []*labels.Matcher) *roaring.Bitmap {
 			}
 		}
 		if ok {
-			out.Add(ref)
+			out.Add(uint32(ref))
 		}
 	}
 	return out
@@ -179,6 +188,7 @@ func TestSelectModel(t *testing.T) {
 	for _, size := range []int{0, 1, 40, 1500} {
 		ix := buildModelIndex(t, uint64(size), size)
 		readers := modelReaders(t, ix)
+		series := allSeries(ix)
 		rng := rand.New(rand.NewPCG(uint64(size), 2))
 		for i := range 400 {
 			ms := make([]*labels.Matcher, rng.IntN(4)+1)
@@ -188,7 +198,7 @@ func TestSelectModel(t *testing.T) {
 			for j := range ms {
 				ms[j] = randomMatcher(t, rng)
 			}
-			want := bruteForce(ix, ms)
+			want := bruteForce(series, ms)
 			for rname, r := range readers {
 				got, err := Select(ctx, r, slices.Clone(ms)...)
 				if err != nil {
@@ -206,11 +216,11 @@ func TestSelectCases(t *testing.T) {
 	ctx := context.Background()
 	ix := NewMemIndex()
 	series := []labels.Labels{
-		labels.FromStrings("__name__", "up", "job", "node", "instance", "a"),          // 0
-		labels.FromStrings("__name__", "up", "job", "node", "instance", "b"),          // 1
-		labels.FromStrings("__name__", "up", "job", "prom", "instance", "c"),          // 2
-		labels.FromStrings("__name__", "http", "job", "prom", "path", "/api/v1/x"),    // 3
-		labels.FromStrings("__name__", "http", "job", "prom", "path", "/metrics"),     // 4
+		labels.FromStrings("__name__", "up", "job", "node", "instance", "a"),         // 0
+		labels.FromStrings("__name__", "up", "job", "node", "instance", "b"),         // 1
+		labels.FromStrings("__name__", "up", "job", "prom", "instance", "c"),         // 2
+		labels.FromStrings("__name__", "http", "job", "prom", "path", "/api/v1/x"),   // 3
+		labels.FromStrings("__name__", "http", "job", "prom", "path", "/metrics"),    // 4
 		labels.FromStrings("__name__", "http", "path", "/api/v2/y", "instance", "A"), // 5
 	}
 	for i, s := range series {
@@ -255,4 +265,90 @@ func TestSelectCases(t *testing.T) {
 	f([]uint32{0, 5}, re("instance", "(?i)a"))
 	f([]uint32{3, 4, 5}, re("instance", "|A"), eq("__name__", "http"))
 	f([]uint32{5}, nre("job", "node|prom"), eq("nope", ""))
+}
+
+// failingReader fails its n-th call (counting from 0) with errInjected.
+type failingReader struct {
+	SeriesReader
+	n, calls int
+}
+
+var errInjected = errors.New("injected")
+
+func (f *failingReader) fail() error {
+	f.calls++
+	if f.calls-1 == f.n {
+		return errInjected
+	}
+	return nil
+}
+
+func (f *failingReader) LabelNames(ctx context.Context) ([]string, error) {
+	if err := f.fail(); err != nil {
+		return nil, err
+	}
+	return f.SeriesReader.LabelNames(ctx)
+}
+func (f *failingReader) LabelValues(ctx context.Context, name string) ([]string, error) {
+	if err := f.fail(); err != nil {
+		return nil, err
+	}
+	return f.SeriesReader.LabelValues(ctx, name)
+}
+func (f *failingReader) Postings(ctx context.Context, name, value string) (*roaring.Bitmap, error) {
+	if err := f.fail(); err != nil {
+		return nil, err
+	}
+	return f.SeriesReader.Postings(ctx, name, value)
+}
+func (f *failingReader) AllPostings(ctx context.Context) (*roaring.Bitmap, error) {
+	if err := f.fail(); err != nil {
+		return nil, err
+	}
+	return f.SeriesReader.AllPostings(ctx)
+}
+func (f *failingReader) Series(ctx context.Context, ref uint32, b *labels.ScratchBuilder) (labels.Labels, error) {
+	if err := f.fail(); err != nil {
+		return labels.EmptyLabels(), err
+	}
+	return f.SeriesReader.Series(ctx, ref, b)
+}
+
+// TestReaderErrors fails each read of many queries in turn: every failure
+// must come back as an error that wraps the reader's, never a wrong answer.
+func TestReaderErrors(t *testing.T) {
+	ctx := context.Background()
+	ix := buildModelIndex(t, 9, 300)
+	enc := newEncodedReader(t, ix)
+	rng := rand.New(rand.NewPCG(9, 9))
+	for n := 0; ; n++ {
+		f := &failingReader{SeriesReader: newEncodedReader(t, buildModelIndex(t, 9, 30)), n: n}
+		_, err := ComputeStats(ctx, f, 3)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errInjected) {
+			t.Fatalf("ComputeStats error %v does not wrap the reader's", err)
+		}
+	}
+	for range 25 {
+		ms := []*labels.Matcher{randomMatcher(t, rng), randomMatcher(t, rng)}
+		name := modelNames[rng.IntN(len(modelNames))]
+		for n := 0; ; n++ {
+			f := &failingReader{SeriesReader: enc, n: n}
+			_, err1 := Select(ctx, f, ms...)
+			_, err2 := LabelValuesFor(ctx, f, name, ms...)
+			_, err3 := LabelNamesForMatchers(ctx, f, ms...)
+			failed := false
+			for _, err := range []error{err1, err2, err3} {
+				if err != nil && !errors.Is(err, errInjected) {
+					t.Fatalf("%v: error %v does not wrap the reader's", ms, err)
+				}
+				failed = failed || err != nil
+			}
+			if !failed {
+				break // n is past the last read
+			}
+		}
+	}
 }
