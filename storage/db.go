@@ -136,23 +136,9 @@ func (db *DB) recover(ctx context.Context) error {
 	series := 0
 	for _, part := range open {
 		p := newHeadPart(part, part+db.partMs)
-		builder := labels.NewScratchBuilder(16)
-		lo, hi := partSub(part, subForward, 0), prefixEnd(partSub(part, subForward, 0))
-		err := db.kv.Scan(ctx, lo, hi, func(k, v []byte) error {
-			ref, err := parseRef(k)
-			if err != nil {
-				return err
-			}
-			if int(ref) != len(p.series) {
-				return fmt.Errorf("partition %d: forward index has ref %d where %d was expected", part, ref, len(p.series))
-			}
-			lset, err := index.DecodeLabels(v, &builder)
-			if err != nil {
-				return fmt.Errorf("partition %d series %d: %w", part, ref, err)
-			}
-			_, err = p.createLocked(lset.Hash(), lset, nil)
-			return err
-		})
+		p.mu.Lock()
+		err := db.loadForwardLocked(ctx, p)
+		p.mu.Unlock()
 		if err != nil {
 			return err
 		}
@@ -219,20 +205,25 @@ func (db *DB) headPartFor(ctx context.Context, t int64) (*headPart, error) {
 		}
 		return p, nil
 	}
-	// A partition the head dropped is closed; it does not open again.
-	if v, ok, err := db.kv.Get(ctx, registryKey(part)); err != nil {
+	// A partition written out before opens again with its series, so late
+	// samples within the accepted window still land.
+	p = newHeadPart(part, part+db.partMs)
+	if _, ok, err := db.kv.Get(ctx, registryKey(part)); err != nil {
 		return nil, err
 	} else if ok {
-		if m, err := decodePartitionMeta(v); err == nil && m.closed {
-			return nil, nil
+		p.mu.Lock()
+		err := db.loadForwardLocked(ctx, p)
+		p.mu.Unlock()
+		if err != nil {
+			return nil, fmt.Errorf("reopen partition %d: %w", part, err)
 		}
+		db.logger.Info("partition reopened for late samples", "start", part, "series", len(p.series))
 	}
 	var b kvBatch
 	b.Put(registryKey(part), partitionMeta{maxT: db.head.maxT.Load()}.encode())
 	if err := db.kv.Write(ctx, &b, false); err != nil {
 		return nil, fmt.Errorf("register partition %d: %w", part, err)
 	}
-	p = newHeadPart(part, part+db.partMs)
 	db.head.parts[part] = p
 	db.metrics.partitionsCreated.Inc()
 	return p, nil
@@ -258,7 +249,7 @@ func (db *DB) Close() error {
 	db.closeOnce.Do(func() {
 		close(db.closed)
 		if !db.readOnly {
-			err = db.flushHead(context.Background(), false)
+			err = db.flushHead(context.Background(), closeNone)
 		}
 		if cerr := db.kv.Close(); err == nil {
 			err = cerr

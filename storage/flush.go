@@ -26,13 +26,23 @@ func (db *DB) Flush(ctx context.Context) error {
 	if db.isClosed() {
 		return ErrClosed
 	}
-	return db.flushHead(ctx, false)
+	return db.flushHead(ctx, closeNone)
 }
 
+// closeMode says which partitions a head flush writes out and drops.
+type closeMode int
+
+const (
+	closeNone closeMode = iota
+	// closeOld closes the partitions no sample can land in anymore.
+	closeOld
+	// closeAll closes every partition (tests use it to read from the LSM).
+	closeAll
+)
+
 // flushHead cuts every series of the head, writes the cut samples as sample
-// blocks (merge operands) and, with closeOld, writes out and drops the
-// partitions no sample can land in anymore.
-func (db *DB) flushHead(ctx context.Context, closeOld bool) error {
+// blocks (merge operands) and closes partitions as mode says.
+func (db *DB) flushHead(ctx context.Context, mode closeMode) error {
 	db.flushMu.Lock()
 	defer db.flushMu.Unlock()
 	start := time.Now()
@@ -44,7 +54,7 @@ func (db *DB) flushHead(ctx context.Context, closeOld bool) error {
 	var closing []*headPart
 	var cuts []cutSeries
 	for _, p := range h.sortedPartsLocked() {
-		if closeOld && p.end <= db.minValidTime(maxT) {
+		if mode == closeAll || (mode == closeOld && p.end <= db.minValidTime(maxT)) {
 			p.closed = true
 			closing = append(closing, p)
 		}
@@ -238,7 +248,7 @@ func (db *DB) Run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if err := db.flushHead(ctx, true); err != nil {
+		if err := db.flushHead(ctx, closeOld); err != nil {
 			db.logger.Error("head flush failed; retrying at the next interval", "err", err)
 			continue
 		}

@@ -443,7 +443,6 @@ func (it *seriesIterator) Next() chunkenc.ValueType {
 		return chunkenc.ValNone
 	}
 	if !it.started {
-		it.started = true
 		return it.Seek(it.mint)
 	}
 	if it.cur == chunkenc.ValNone {

@@ -35,22 +35,28 @@ func (db *DB) followOpenPartition(ctx context.Context, part int64) (*headPart, e
 		p = newHeadPart(part, part+db.partMs)
 		db.follow.parts[part] = p
 	}
-	builder := labels.NewScratchBuilder(16)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	lo := forwardKey(part, uint32(len(p.series)))
-	hi := prefixEnd(partSub(part, subForward, 0))
-	return p, db.kv.Scan(ctx, lo, hi, func(k, v []byte) error {
+	return p, db.loadForwardLocked(ctx, p)
+}
+
+// loadForwardLocked adds to p the series of the LSM's forward index that it
+// does not have yet. The caller holds p.mu.
+func (db *DB) loadForwardLocked(ctx context.Context, p *headPart) error {
+	builder := labels.NewScratchBuilder(16)
+	lo := forwardKey(p.start, uint32(len(p.series)))
+	hi := prefixEnd(partSub(p.start, subForward, 0))
+	return db.kv.Scan(ctx, lo, hi, func(k, v []byte) error {
 		ref, err := parseRef(k)
 		if err != nil {
 			return err
 		}
 		if int(ref) != len(p.series) {
-			return fmt.Errorf("partition %d: forward index has ref %d where %d was expected", part, ref, len(p.series))
+			return fmt.Errorf("partition %d: forward index has ref %d where %d was expected", p.start, ref, len(p.series))
 		}
 		lset, err := index.DecodeLabels(v, &builder)
 		if err != nil {
-			return fmt.Errorf("partition %d series %d: %w", part, ref, err)
+			return fmt.Errorf("partition %d series %d: %w", p.start, ref, err)
 		}
 		_, err = p.createLocked(lset.Hash(), lset, nil)
 		return err

@@ -31,9 +31,10 @@ type memSeries struct {
 	ooo []sample
 	// maxT is the newest in-order sample time ever appended.
 	maxT int64
-	// lastV is the value at maxT for float samples, to tell a resent
-	// duplicate from a conflicting one.
-	lastV float64
+	// lastV is the newest value written at maxT when it is a float
+	// (lastFloat), to tell a resent duplicate from a conflicting one.
+	lastV     float64
+	lastFloat bool
 	// flushing is what the last cut took, visible to queries until the LSM
 	// holds it.
 	flushing *cutData
@@ -69,8 +70,11 @@ func (s *memSeries) appendLocked(smp sample) error {
 		if err := s.appendInOrderLocked(smp); err != nil {
 			return err
 		}
-		s.maxT, s.lastV = smp.t, smp.v
+		s.maxT, s.lastV, s.lastFloat = smp.t, smp.v, smp.h == nil && smp.fh == nil
 		return nil
+	}
+	if smp.t == s.maxT {
+		s.lastV, s.lastFloat = smp.v, smp.h == nil && smp.fh == nil
 	}
 	s.insertOOOLocked(smp)
 	return nil
@@ -195,7 +199,7 @@ func encodeSamples(dst [][]byte, smps []sample) ([][]byte, error) {
 
 // isDuplicate reports whether smp repeats the newest in-order sample exactly.
 func (s *memSeries) isDuplicateLocked(smp sample) bool {
-	if smp.t != s.maxT || smp.h != nil || smp.fh != nil {
+	if smp.t != s.maxT || !s.lastFloat || smp.h != nil || smp.fh != nil {
 		return false
 	}
 	return math.Float64bits(smp.v) == math.Float64bits(s.lastV) ||

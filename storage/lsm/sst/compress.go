@@ -29,7 +29,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 var (
 	zstdEncoder = sync.OnceValue(func() *zstd.Encoder {
 		enc, err := zstd.NewWriter(nil,
-			zstd.WithEncoderLevel(zstd.SpeedDefault),
+			zstd.WithEncoderLevel(zstd.SpeedFastest),
 			zstd.WithEncoderCRC(false), // the block trailer has a CRC
 			zstd.WithZeroFrames(true),
 			zstd.WithLowerEncoderMem(true),

@@ -129,7 +129,7 @@ func (it *Iter) load(i int) bool {
 	if i == it.bi {
 		return true
 	}
-	content, err := it.t.dataBlock(it.ctx, i, it.fetch)
+	content, err := it.t.dataBlock(it.ctx, i, it)
 	it.bi = i
 	if err != nil {
 		return it.fail(err)

@@ -70,7 +70,7 @@ const (
 	// CompressionS2 is klauspost/compress's S2 block format (a faster,
 	// denser extension of Snappy).
 	CompressionS2 Compression = 1
-	// CompressionZstd is Zstandard (level "default", about zstd -3).
+	// CompressionZstd is Zstandard at its fastest level (about zstd -1).
 	CompressionZstd Compression = 2
 )
 

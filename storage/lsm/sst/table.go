@@ -184,15 +184,27 @@ func (t *Table) findBlock(key []byte) int {
 	return sort.Search(len(t.ix.seps), func(i int) bool { return bytes.Compare(t.ix.seps[i], key) >= 0 })
 }
 
-// dataBlock returns block i's decoded content through the cache, calling
-// fetch on a miss.
-func (t *Table) dataBlock(ctx context.Context, i int, fetch func(context.Context, int) ([]byte, error)) ([]byte, error) {
+// dataBlock returns block i's decoded content through the cache. On a miss
+// it reads the block alone, or through it's read-ahead when it is not nil. A
+// hit costs one lookup and no closure.
+func (t *Table) dataBlock(ctx context.Context, i int, it *Iter) ([]byte, error) {
 	if t.c == nil {
-		return fetch(ctx, i)
+		return t.fetch(ctx, i, it)
 	}
-	return t.c.GetOrLoad(ctx, t.cacheKey(t.ix.handles[i].off), cache.ClassData, func(ctx context.Context) ([]byte, error) {
-		return fetch(ctx, i)
+	key := t.cacheKey(t.ix.handles[i].off)
+	if b, ok := t.c.Get(key); ok {
+		return b, nil
+	}
+	return t.c.GetOrLoad(ctx, key, cache.ClassData, func(ctx context.Context) ([]byte, error) {
+		return t.fetch(ctx, i, it)
 	})
+}
+
+func (t *Table) fetch(ctx context.Context, i int, it *Iter) ([]byte, error) {
+	if it != nil {
+		return it.fetch(ctx, i)
+	}
+	return t.readBlock(ctx, i)
 }
 
 // readBlock reads and decodes block i alone.
@@ -225,7 +237,7 @@ func (t *Table) Get(ctx context.Context, key []byte, dst []Entry) ([]Entry, erro
 	var keyBuf [64]byte
 	bi.key = keyBuf[:0]
 	for i := t.findBlock(key); i < len(t.ix.handles); i++ {
-		content, err := t.dataBlock(ctx, i, t.readBlock)
+		content, err := t.dataBlock(ctx, i, nil)
 		if err != nil {
 			return dst, fmt.Errorf("sst %s: get: data block %d: %w", t.id, i, err)
 		}

@@ -11,6 +11,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -38,6 +39,7 @@ func AcceptanceTest(t *testing.T, newBucket func(t *testing.T) objstore.Bucket) 
 	t.Run("IfAbsent", func(t *testing.T) { testIfAbsent(t, newBucket(t)) })
 	t.Run("IfMatch", func(t *testing.T) { testIfMatch(t, newBucket(t)) })
 	t.Run("ConcurrentIfAbsent", func(t *testing.T) { testConcurrentIfAbsent(t, newBucket(t)) })
+	t.Run("ConcurrentIfMatch", func(t *testing.T) { testConcurrentIfMatch(t, newBucket(t)) })
 	t.Run("BadPut", func(t *testing.T) { testBadPut(t, newBucket(t)) })
 	t.Run("ContextCanceled", func(t *testing.T) { testContextCanceled(t, newBucket(t)) })
 }
@@ -533,6 +535,55 @@ func testConcurrentIfAbsent(t *testing.T, b objstore.Bucket) {
 	}
 	if got, want := string(MustGet(t, b, "race/fence")), fmt.Sprintf("writer %02d", wins[0]); got != want {
 		t.Fatalf("content = %q, but the winner wrote %q", got, want)
+	}
+}
+
+// testConcurrentIfMatch increments a counter object from several goroutines
+// by compare-and-swap; a lost update shows as a final count too low.
+func testConcurrentIfMatch(t *testing.T, b objstore.Bucket) {
+	ctx := testContext(t)
+	const workers, increments = 8, 5
+	MustPut(t, b, "counter", []byte("0"))
+	errs := make(chan error, workers)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for done := 0; done < increments; {
+				a, err := b.Attributes(ctx, "counter")
+				if err != nil {
+					errs <- err
+					return
+				}
+				data, err := objstore.ReadAll(ctx, b, "counter")
+				if err != nil {
+					errs <- err
+					return
+				}
+				n, err := strconv.Atoi(string(data))
+				if err != nil {
+					errs <- fmt.Errorf("counter holds %q", data)
+					return
+				}
+				// Should the object change between the two reads, the
+				// stale ETag makes the put below fail.
+				_, err = objstore.PutBytes(ctx, b, "counter", []byte(strconv.Itoa(n+1)), objstore.PutOptions{IfMatch: a.ETag})
+				switch {
+				case err == nil:
+					done++
+				case !errors.Is(err, objstore.ErrPreconditionFailed):
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if got, want := string(MustGet(t, b, "counter")), strconv.Itoa(workers*increments); got != want {
+		t.Fatalf("counter = %s, want %s: an update was lost", got, want)
 	}
 }
 

@@ -1,0 +1,196 @@
+package storage
+
+import (
+	"errors"
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/value"
+	promstorage "github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+
+	"github.com/shaledb/shale/storage/lsm"
+	"github.com/shaledb/shale/storage/objstore"
+)
+
+// testLSMOptions keeps background work off so tests decide when things happen.
+func testLSMOptions() lsm.Options {
+	o := lsm.DefaultOptions()
+	o.WALFlushInterval = 5 * time.Millisecond
+	o.CompactionInterval = 0
+	o.GCInterval = 0
+	o.MemtableMaxAge = 0
+	return o
+}
+
+func openTestDB(t testing.TB, b objstore.Bucket, opts Options) *DB {
+	t.Helper()
+	db, err := Open(context.Background(), b, "tsdb", opts, testLSMOptions(), nil, Components{})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	return db
+}
+
+type tsample struct {
+	t int64
+	v float64
+}
+
+func appendFloats(t testing.TB, db *DB, lset labels.Labels, samples ...tsample) {
+	t.Helper()
+	app := db.Appender(context.Background())
+	for _, s := range samples {
+		if _, err := app.Append(0, lset, s.t, s.v); err != nil {
+			t.Fatalf("append %s %d: %v", lset, s.t, err)
+		}
+	}
+	if err := app.Commit(); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+}
+
+func queryFloats(t testing.TB, db *DB, mint, maxt int64, ms ...*labels.Matcher) map[string][]tsample {
+	t.Helper()
+	q, err := db.Querier(mint, maxt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	ss := q.Select(context.Background(), true, nil, ms...)
+	out := map[string][]tsample{}
+	var it chunkenc.Iterator
+	for ss.Next() {
+		s := ss.At()
+		it = s.Iterator(it)
+		key := s.Labels().String()
+		out[key] = []tsample{}
+		for it.Next() == chunkenc.ValFloat {
+			ts, v := it.At()
+			out[key] = append(out[key], tsample{ts, v})
+		}
+		if err := it.Err(); err != nil {
+			t.Fatalf("iterate %s: %v", key, err)
+		}
+	}
+	if err := ss.Err(); err != nil {
+		t.Fatalf("select: %v", err)
+	}
+	return out
+}
+
+func sameSamples(a, b []tsample) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].t != b[i].t || math.Float64bits(a[i].v) != math.Float64bits(b[i].v) {
+			return false
+		}
+	}
+	return true
+}
+
+func TestAppendQueryFlushReopen(t *testing.T) {
+	for _, wal := range []bool{true, false} {
+		t.Run(map[bool]string{true: "wal=on", false: "wal=off"}[wal], func(t *testing.T) {
+			b := objstore.NewMemoryBucket()
+			opts := DefaultOptions()
+			opts.WAL = wal
+			db := openTestDB(t, b, opts)
+			a := labels.FromStrings("__name__", "up", "job", "a")
+			c := labels.FromStrings("__name__", "up", "job", "c")
+			stale := math.Float64frombits(value.StaleNaN)
+			var want []tsample
+			for i := int64(0); i < 100; i++ {
+				want = append(want, tsample{i * 15000, float64(i)})
+			}
+			want[50].v = stale
+			want[51].v = math.Inf(-1)
+			appendFloats(t, db, a, want[:60]...)
+			appendFloats(t, db, c, tsample{0, 1})
+			if err := db.Flush(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			appendFloats(t, db, a, want[60:]...)
+
+			m := labels.MustNewMatcher(labels.MatchEqual, "job", "a")
+			got := queryFloats(t, db, math.MinInt64, math.MaxInt64, m)
+			if !sameSamples(got[a.String()], want) || len(got) != 1 {
+				t.Fatalf("before reopen: got %v", got)
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			db = openTestDB(t, b, opts)
+			defer db.Close()
+			got = queryFloats(t, db, math.MinInt64, math.MaxInt64, m)
+			if !sameSamples(got[a.String()], want) {
+				t.Fatalf("after reopen: got %v", got)
+			}
+			// Range bounds are inclusive.
+			got = queryFloats(t, db, 15000, 45000, m)
+			if !sameSamples(got[a.String()], want[1:4]) {
+				t.Fatalf("range: got %v want %v", got[a.String()], want[1:4])
+			}
+			all := queryFloats(t, db, math.MinInt64, math.MaxInt64, labels.MustNewMatcher(labels.MatchEqual, "__name__", "up"))
+			if len(all) != 2 {
+				t.Fatalf("want 2 series, got %v", all)
+			}
+		})
+	}
+}
+
+func TestOutOfOrderAndDuplicates(t *testing.T) {
+	b := objstore.NewMemoryBucket()
+	opts := DefaultOptions()
+	opts.OutOfOrderWindow = time.Hour
+	db := openTestDB(t, b, opts)
+	defer db.Close()
+	s := labels.FromStrings("__name__", "x")
+	appendFloats(t, db, s, tsample{10_000, 1}, tsample{20_000, 2}, tsample{30_000, 3})
+	appendFloats(t, db, s, tsample{15_000, 1.5}, tsample{20_000, 20})
+	got := queryFloats(t, db, math.MinInt64, math.MaxInt64)
+	_ = got
+	got = queryFloats(t, db, math.MinInt64, math.MaxInt64, labels.MustNewMatcher(labels.MatchEqual, "__name__", "x"))
+	want := []tsample{{10_000, 1}, {15_000, 1.5}, {20_000, 20}, {30_000, 3}}
+	if !sameSamples(got[s.String()], want) {
+		t.Fatalf("got %v want %v", got[s.String()], want)
+	}
+	if err := db.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got = queryFloats(t, db, math.MinInt64, math.MaxInt64, labels.MustNewMatcher(labels.MatchEqual, "__name__", "x"))
+	if !sameSamples(got[s.String()], want) {
+		t.Fatalf("after flush got %v want %v", got[s.String()], want)
+	}
+
+	// Too old for the window.
+	app := db.Appender(context.Background())
+	if _, err := app.Append(0, s, 30_000-2*time.Hour.Milliseconds(), 1); err == nil {
+		t.Fatal("want an error for a sample older than the window")
+	}
+	_ = app.Rollback()
+
+	// Without a window, out of order samples and conflicting duplicates fail.
+	opts.OutOfOrderWindow = 0
+	db2 := openTestDB(t, objstore.NewMemoryBucket(), opts)
+	defer db2.Close()
+	appendFloats(t, db2, s, tsample{10_000, 1})
+	app = db2.Appender(context.Background())
+	if _, err := app.Append(0, s, 5_000, 1); err == nil || !errorsIs(err, promstorage.ErrOutOfOrderSample) {
+		t.Fatalf("want out of order error, got %v", err)
+	}
+	if _, err := app.Append(0, s, 10_000, 2); err == nil || !errorsIs(err, promstorage.ErrDuplicateSampleForTimestamp) {
+		t.Fatalf("want duplicate error, got %v", err)
+	}
+	if _, err := app.Append(0, s, 10_000, 1); err != nil {
+		t.Fatalf("an identical resend is accepted: %v", err)
+	}
+	_ = app.Commit()
+}
+
+func errorsIs(err, target error) bool { return errors.Is(err, target) }

@@ -1,0 +1,95 @@
+package lsm
+
+import (
+	"bytes"
+	"fmt"
+	"time"
+)
+
+// Batch collects writes applied atomically by DB.Write: they get
+// consecutive sequence numbers, land in one WAL object and become visible
+// together. A Batch copies what it is given and may be reused after Reset.
+type Batch struct {
+	ops   []batchOp
+	buf   []byte
+	bytes int
+}
+
+type batchOp struct {
+	kind        kind
+	key, value  [2]int // offsets into buf: [start, end)
+	ttl         time.Duration
+	hasDeadline bool
+}
+
+func (b *Batch) add(k kind, key, value []byte, ttl time.Duration) {
+	op := batchOp{kind: k, ttl: ttl}
+	op.key = [2]int{len(b.buf), len(b.buf) + len(key)}
+	b.buf = append(b.buf, key...)
+	op.value = [2]int{len(b.buf), len(b.buf) + len(value)}
+	b.buf = append(b.buf, value...)
+	b.ops = append(b.ops, op)
+	b.bytes += len(key) + len(value)
+}
+
+// Put sets key to value.
+func (b *Batch) Put(key, value []byte) { b.add(kindPut, key, value, 0) }
+
+// PutTTL sets key to value until ttl from the time of the write; then the
+// key reads as deleted. ttl <= 0 means no expiry.
+func (b *Batch) PutTTL(key, value []byte, ttl time.Duration) { b.add(kindPut, key, value, ttl) }
+
+// Delete removes key.
+func (b *Batch) Delete(key []byte) { b.add(kindDelete, key, nil, 0) }
+
+// Merge records operand for key; reads combine it with the key's older value
+// through the DB's MergeOperator.
+func (b *Batch) Merge(key, operand []byte) { b.add(kindMerge, key, operand, 0) }
+
+// DeleteRange removes every key in [start, end).
+func (b *Batch) DeleteRange(start, end []byte) { b.add(kindRangeDelete, start, end, 0) }
+
+// Len returns the number of writes in the batch.
+func (b *Batch) Len() int { return len(b.ops) }
+
+// Reset empties the batch, keeping its memory.
+func (b *Batch) Reset() {
+	b.ops = b.ops[:0]
+	b.buf = b.buf[:0]
+	b.bytes = 0
+}
+
+func (b *Batch) validate(haveMerge bool) error {
+	for i := range b.ops {
+		op := &b.ops[i]
+		key := b.buf[op.key[0]:op.key[1]]
+		switch op.kind {
+		case kindMerge:
+			if !haveMerge {
+				return ErrNoMergeOperator
+			}
+		case kindRangeDelete:
+			end := b.buf[op.value[0]:op.value[1]]
+			if bytes.Compare(key, end) >= 0 {
+				return fmt.Errorf("lsm: delete range [%q, %q) is empty", key, end)
+			}
+		}
+	}
+	return nil
+}
+
+// entry returns write i with the given sequence number; key and value alias
+// the batch.
+func (b *Batch) entry(i int, seq uint64, now time.Time) entry {
+	op := &b.ops[i]
+	e := entry{
+		kind:  op.kind,
+		seq:   seq,
+		key:   b.buf[op.key[0]:op.key[1]:op.key[1]],
+		value: b.buf[op.value[0]:op.value[1]:op.value[1]],
+	}
+	if op.ttl > 0 {
+		e.expireAt = now.Add(op.ttl).UnixMilli()
+	}
+	return e
+}

@@ -1,0 +1,319 @@
+package lsm
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+)
+
+// ErrCorrupt marks an object (manifest or WAL) whose bytes cannot be
+// decoded: bad magic, bad checksum, truncated or malformed.
+var ErrCorrupt = errors.New("lsm: corrupt object")
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+const (
+	walMagic      = "SHW1"
+	manifestMagic = "SHM1"
+	manifestFmtV1 = 1
+)
+
+func corruptf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrCorrupt}, args...)...)
+}
+
+// appendWALRecord appends one WAL record (see docs/format/lsm.md).
+func appendWALRecord(dst []byte, e *entry) []byte {
+	dst = append(dst, byte(e.kind))
+	dst = binary.AppendUvarint(dst, e.seq)
+	dst = binary.AppendVarint(dst, e.expireAt)
+	dst = binary.AppendUvarint(dst, uint64(len(e.key)))
+	dst = append(dst, e.key...)
+	dst = binary.AppendUvarint(dst, uint64(len(e.value)))
+	dst = append(dst, e.value...)
+	return dst
+}
+
+// appendWALHeader starts a WAL object.
+func appendWALHeader(dst []byte) []byte { return append(dst, walMagic...) }
+
+// finishWAL appends the checksum of everything in obj and returns it.
+func finishWAL(obj []byte) []byte {
+	return binary.LittleEndian.AppendUint32(obj, crc32.Checksum(obj, crcTable))
+}
+
+// decodeWAL checks a whole WAL object and appends its records to dst. The
+// entries alias data.
+func decodeWAL(data []byte, dst []entry) ([]entry, error) {
+	if len(data) < len(walMagic)+4 {
+		return dst, corruptf("wal object too short (%d bytes)", len(data))
+	}
+	if string(data[:len(walMagic)]) != walMagic {
+		return dst, corruptf("wal object has bad magic %q", data[:len(walMagic)])
+	}
+	body := data[:len(data)-4]
+	if got, want := crc32.Checksum(body, crcTable), binary.LittleEndian.Uint32(data[len(data)-4:]); got != want {
+		return dst, corruptf("wal checksum mismatch: computed %08x, stored %08x", got, want)
+	}
+	d := decoder{b: body[len(walMagic):]}
+	for len(d.b) > 0 {
+		var e entry
+		e.kind = kind(d.byte())
+		e.seq = d.uvarint()
+		e.expireAt = d.varint()
+		e.key = d.bytes()
+		e.value = d.bytes()
+		if d.err != nil {
+			return dst, fmt.Errorf("wal record %d: %w", len(dst), d.err)
+		}
+		if e.kind < kindPut || e.kind > kindRangeDelete {
+			return dst, corruptf("wal record %d has unknown kind %d", len(dst), e.kind)
+		}
+		dst = append(dst, e)
+	}
+	return dst, nil
+}
+
+// decoder reads varint-framed fields, remembering the first error.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail(what string) {
+	if d.err == nil {
+		d.err = corruptf("truncated or malformed %s", what)
+	}
+	d.b = nil
+}
+
+func (d *decoder) byte() byte {
+	if len(d.b) < 1 {
+		d.fail("byte")
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+func (d *decoder) uvarint() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail("uvarint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail("varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) bytes() []byte {
+	n := d.uvarint()
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(len(d.b)) {
+		d.fail("length-prefixed bytes")
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
+}
+
+// count reads an element count and rejects counts that cannot fit in the
+// remaining bytes (each element takes at least minSize bytes).
+func (d *decoder) count(minSize int) int {
+	n := d.uvarint()
+	if d.err != nil {
+		return 0
+	}
+	if n > uint64(len(d.b)/minSize) {
+		d.fail("count")
+		return 0
+	}
+	return int(n)
+}
+
+// tableMeta is what the manifest records of one SST: enough to pick tables
+// for a read or a compaction without opening them.
+type tableMeta struct {
+	ID          string // object name suffix: sst/<ID>.sst
+	Size        int64
+	NumEntries  uint64
+	SmallestKey []byte
+	LargestKey  []byte
+	MinSeq      uint64
+	MaxSeq      uint64
+}
+
+// sortedRun is a list of tables with disjoint key ranges, sorted by key.
+type sortedRun struct {
+	ID     uint64
+	Tables []tableMeta
+}
+
+func (r *sortedRun) size() int64 {
+	var s int64
+	for i := range r.Tables {
+		s += r.Tables[i].Size
+	}
+	return s
+}
+
+// manifest is one decoded manifest version.
+type manifest struct {
+	WriterEpoch uint64
+	// LastSeq is the largest sequence number stored in any table or tombstone
+	// of this manifest.
+	LastSeq uint64
+	// ReplayAfter is the last WAL id whose contents are all in tables: a
+	// writer or reader replays only WAL objects with larger ids.
+	ReplayAfter uint64
+	NextRunID   uint64
+	L0          []tableMeta // newest first
+	Runs        []sortedRun // newest first
+	Tombs       []rangeTomb // in seq order
+}
+
+func (m *manifest) clone() *manifest {
+	c := *m
+	c.L0 = append([]tableMeta(nil), m.L0...)
+	c.Runs = append([]sortedRun(nil), m.Runs...)
+	c.Tombs = append([]rangeTomb(nil), m.Tombs...)
+	return &c
+}
+
+func appendTableMeta(dst []byte, t *tableMeta) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(t.ID)))
+	dst = append(dst, t.ID...)
+	dst = binary.AppendUvarint(dst, uint64(t.Size))
+	dst = binary.AppendUvarint(dst, t.NumEntries)
+	dst = binary.AppendUvarint(dst, uint64(len(t.SmallestKey)))
+	dst = append(dst, t.SmallestKey...)
+	dst = binary.AppendUvarint(dst, uint64(len(t.LargestKey)))
+	dst = append(dst, t.LargestKey...)
+	dst = binary.AppendUvarint(dst, t.MinSeq)
+	dst = binary.AppendUvarint(dst, t.MaxSeq)
+	return dst
+}
+
+func (d *decoder) tableMeta() tableMeta {
+	var t tableMeta
+	t.ID = string(d.bytes())
+	t.Size = int64(d.uvarint())
+	t.NumEntries = d.uvarint()
+	t.SmallestKey = d.bytes()
+	t.LargestKey = d.bytes()
+	t.MinSeq = d.uvarint()
+	t.MaxSeq = d.uvarint()
+	if d.err == nil && (t.ID == "" || t.Size < 0 || !validTableID(t.ID)) {
+		d.fail("table id or size")
+	}
+	return t
+}
+
+// appendManifest encodes m (see docs/format/lsm.md).
+func appendManifest(dst []byte, m *manifest) []byte {
+	start := len(dst)
+	dst = append(dst, manifestMagic...)
+	dst = binary.AppendUvarint(dst, manifestFmtV1)
+	dst = binary.AppendUvarint(dst, m.WriterEpoch)
+	dst = binary.AppendUvarint(dst, m.LastSeq)
+	dst = binary.AppendUvarint(dst, m.ReplayAfter)
+	dst = binary.AppendUvarint(dst, m.NextRunID)
+	dst = binary.AppendUvarint(dst, uint64(len(m.L0)))
+	for i := range m.L0 {
+		dst = appendTableMeta(dst, &m.L0[i])
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(m.Runs)))
+	for i := range m.Runs {
+		r := &m.Runs[i]
+		dst = binary.AppendUvarint(dst, r.ID)
+		dst = binary.AppendUvarint(dst, uint64(len(r.Tables)))
+		for j := range r.Tables {
+			dst = appendTableMeta(dst, &r.Tables[j])
+		}
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(m.Tombs)))
+	for i := range m.Tombs {
+		t := &m.Tombs[i]
+		dst = binary.AppendUvarint(dst, t.seq)
+		dst = binary.AppendUvarint(dst, uint64(len(t.start)))
+		dst = append(dst, t.start...)
+		dst = binary.AppendUvarint(dst, uint64(len(t.end)))
+		dst = append(dst, t.end...)
+	}
+	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], crcTable))
+}
+
+// decodeManifest decodes and checks one manifest object. The result aliases
+// data.
+func decodeManifest(data []byte) (*manifest, error) {
+	if len(data) < len(manifestMagic)+4 {
+		return nil, corruptf("manifest too short (%d bytes)", len(data))
+	}
+	if string(data[:len(manifestMagic)]) != manifestMagic {
+		return nil, corruptf("manifest has bad magic %q", data[:len(manifestMagic)])
+	}
+	body := data[:len(data)-4]
+	if got, want := crc32.Checksum(body, crcTable), binary.LittleEndian.Uint32(data[len(data)-4:]); got != want {
+		return nil, corruptf("manifest checksum mismatch: computed %08x, stored %08x", got, want)
+	}
+	d := decoder{b: body[len(manifestMagic):]}
+	if v := d.uvarint(); d.err == nil && v != manifestFmtV1 {
+		return nil, corruptf("unknown manifest format version %d", v)
+	}
+	m := &manifest{}
+	m.WriterEpoch = d.uvarint()
+	m.LastSeq = d.uvarint()
+	m.ReplayAfter = d.uvarint()
+	m.NextRunID = d.uvarint()
+	const minTable = 8
+	if n := d.count(minTable); n > 0 {
+		m.L0 = make([]tableMeta, 0, n)
+		for i := 0; i < n && d.err == nil; i++ {
+			m.L0 = append(m.L0, d.tableMeta())
+		}
+	}
+	if n := d.count(2); n > 0 {
+		m.Runs = make([]sortedRun, 0, n)
+		for i := 0; i < n && d.err == nil; i++ {
+			r := sortedRun{ID: d.uvarint()}
+			nt := d.count(minTable)
+			r.Tables = make([]tableMeta, 0, nt)
+			for j := 0; j < nt && d.err == nil; j++ {
+				r.Tables = append(r.Tables, d.tableMeta())
+			}
+			m.Runs = append(m.Runs, r)
+		}
+	}
+	if n := d.count(3); n > 0 {
+		m.Tombs = make([]rangeTomb, 0, n)
+		for i := 0; i < n && d.err == nil; i++ {
+			var t rangeTomb
+			t.seq = d.uvarint()
+			t.start = d.bytes()
+			t.end = d.bytes()
+			m.Tombs = append(m.Tombs, t)
+		}
+	}
+	if d.err != nil {
+		return nil, fmt.Errorf("decode manifest: %w", d.err)
+	}
+	if len(d.b) != 0 {
+		return nil, corruptf("manifest has %d trailing bytes", len(d.b))
+	}
+	return m, nil
+}

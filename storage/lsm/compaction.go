@@ -1,0 +1,429 @@
+package lsm
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/shaledb/shale/storage/lsm/sst"
+)
+
+// compactionPlan says what one compaction merges. Sources are always the
+// oldest L0 tables plus the newest sorted runs, so the output run is newer
+// than every run left and older than every L0 table left.
+type compactionPlan struct {
+	L0     []string // ids of the L0 tables merged
+	Runs   []uint64 // ids of the sorted runs merged, newest first
+	Bottom bool     // no data older than the sources exists: deletes may go
+}
+
+func (p *compactionPlan) String() string {
+	return fmt.Sprintf("l0=%d runs=%v bottom=%v", len(p.L0), p.Runs, p.Bottom)
+}
+
+// planCompaction is the size-tiered policy: it decides, the executor does.
+// It returns nil when nothing needs doing.
+func planCompaction(m *manifest, o *Options) *compactionPlan {
+	var p compactionPlan
+	var size float64
+	switch {
+	case len(m.L0) >= o.L0CompactionTrigger:
+		for i := range m.L0 {
+			p.L0 = append(p.L0, m.L0[i].ID)
+			size += float64(m.L0[i].Size)
+		}
+		for i := range m.Runs {
+			rs := float64(m.Runs[i].size())
+			if rs > size*o.SizeRatio {
+				break
+			}
+			p.Runs = append(p.Runs, m.Runs[i].ID)
+			size += rs
+		}
+	case len(m.Runs) > o.MaxSortedRuns:
+		n := len(m.Runs) - o.MaxSortedRuns + 1
+		for i := 0; i < n; i++ {
+			p.Runs = append(p.Runs, m.Runs[i].ID)
+		}
+	case len(m.Tombs) > 0:
+		// Rewrite every run a range tombstone still reaches into (and all
+		// that is newer), so the deleted entries and the tombstone can go.
+		last := -1
+		for i := range m.Runs {
+			for j := range m.Tombs {
+				if runHitByTomb(&m.Runs[i], &m.Tombs[j]) {
+					last = i
+				}
+			}
+		}
+		if last < 0 {
+			return nil
+		}
+		for k := range m.L0 {
+			p.L0 = append(p.L0, m.L0[k].ID)
+		}
+		for i := 0; i <= last; i++ {
+			p.Runs = append(p.Runs, m.Runs[i].ID)
+		}
+	default:
+		return nil
+	}
+	p.Bottom = len(p.Runs) == len(m.Runs)
+	return &p
+}
+
+// tombReachesOther reports whether rt may delete entries of a table not in
+// skip.
+func tombReachesOther(m *manifest, rt *rangeTomb, skip map[string]bool) bool {
+	hit := func(t *tableMeta) bool {
+		return !skip[t.ID] && t.MinSeq < rt.seq && bytes.Compare(t.LargestKey, rt.start) >= 0 && bytes.Compare(t.SmallestKey, rt.end) < 0
+	}
+	for i := range m.L0 {
+		if hit(&m.L0[i]) {
+			return true
+		}
+	}
+	for _, r := range m.Runs {
+		for i := range r.Tables {
+			if hit(&r.Tables[i]) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func runHitByTomb(r *sortedRun, rt *rangeTomb) bool {
+	for i := range r.Tables {
+		t := &r.Tables[i]
+		if t.MinSeq < rt.seq && bytes.Compare(t.LargestKey, rt.start) >= 0 && bytes.Compare(t.SmallestKey, rt.end) < 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Compact runs compactions until the policy finds nothing to do.
+func (db *DB) Compact(ctx context.Context) error {
+	for {
+		done, err := db.compactOnce(ctx)
+		if err != nil || done {
+			return err
+		}
+	}
+}
+
+// compactOnce plans and runs one compaction; done means there was none.
+func (db *DB) compactOnce(ctx context.Context) (done bool, err error) {
+	db.compactMu.Lock()
+	defer db.compactMu.Unlock()
+	db.mu.Lock()
+	if db.err != nil {
+		err := db.err
+		db.mu.Unlock()
+		return true, err
+	}
+	man := db.man
+	db.mu.Unlock()
+	plan := planCompaction(man, &db.opts)
+	if plan == nil {
+		return true, nil
+	}
+	if err := db.runCompaction(ctx, man, plan); err != nil {
+		return true, err
+	}
+	return false, nil
+}
+
+func (db *DB) compactLoop() {
+	t := time.NewTicker(db.opts.CompactionInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-db.ctx.Done():
+			return
+		case <-t.C:
+		case <-db.compKick:
+		}
+		if err := db.Compact(db.ctx); err != nil {
+			if db.ctx.Err() != nil {
+				return
+			}
+			if err == ErrFenced {
+				db.fail(err)
+				return
+			}
+			db.logger.Error("lsm: compaction failed; will retry", "err", err)
+		}
+	}
+}
+
+// runCompaction is the executor: it merges the plan's sources, writes the
+// output run split into tables of TargetTableBytes and commits it.
+func (db *DB) runCompaction(ctx context.Context, man *manifest, plan *compactionPlan) error {
+	start := time.Now()
+	src := &view{man: &manifest{}}
+	inL0 := map[string]bool{}
+	for _, id := range plan.L0 {
+		inL0[id] = true
+	}
+	for i := range man.L0 {
+		if inL0[man.L0[i].ID] {
+			src.man.L0 = append(src.man.L0, man.L0[i])
+		}
+	}
+	inRuns := map[uint64]bool{}
+	for _, id := range plan.Runs {
+		inRuns[id] = true
+	}
+	for i := range man.Runs {
+		if inRuns[man.Runs[i].ID] {
+			src.man.Runs = append(src.man.Runs, man.Runs[i])
+		}
+	}
+	it := newInternalIter(ctx, db.s, src, ^uint64(0), nil, nil, false)
+	defer it.close()
+
+	var (
+		out     []tableMeta
+		written int64
+		w       *sst.Writer
+		buf     bytes.Buffer
+		curID   string
+	)
+	defer func() {
+		for _, t := range out {
+			db.protect(t.ID, false)
+		}
+		if curID != "" {
+			db.protect(curID, false)
+		}
+	}()
+	finishTable := func() error {
+		info, err := w.Finish()
+		if err != nil {
+			return fmt.Errorf("finish table: %w", err)
+		}
+		if err := db.s.putTable(ctx, curID, buf.Bytes()); err != nil {
+			return fmt.Errorf("write compacted table: %w", err)
+		}
+		written += info.Size
+		out = append(out, tableMetaFromInfo(curID, info))
+		curID, w = "", nil
+		return nil
+	}
+	emit := func(e *entry) error {
+		if w == nil {
+			buf.Reset()
+			curID = newTableID(db.clock.Now())
+			db.protect(curID, true)
+			w = sst.NewWriter(&buf, db.opts.Table)
+		}
+		return w.Add(sst.Entry{Key: e.key, Seq: e.seq, Kind: sst.Kind(e.kind), ExpireAt: e.expireAt, Value: e.value})
+	}
+	c := compactor{merge: db.merge, now: db.clock.Now().UnixMilli(), tombs: man.Tombs, bottom: plan.Bottom}
+	for ok := it.seekGE(nil); ok; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if w != nil && w.EstimatedSize() >= db.opts.TargetTableBytes {
+			if err := finishTable(); err != nil {
+				return err
+			}
+		}
+		ok = c.key(it, emit)
+		if c.err != nil {
+			return c.err
+		}
+	}
+	if err := it.err(); err != nil {
+		return fmt.Errorf("lsm compaction: read sources: %w", err)
+	}
+	if w != nil {
+		if err := finishTable(); err != nil {
+			return err
+		}
+	}
+	err := db.commit(func(next *manifest) {
+		l0 := next.L0[:0:0]
+		for _, t := range next.L0 {
+			if !inL0[t.ID] {
+				l0 = append(l0, t)
+			}
+		}
+		next.L0 = l0
+		runs := next.Runs[:0:0]
+		if len(out) > 0 {
+			runs = append(runs, sortedRun{ID: next.NextRunID, Tables: out})
+			next.NextRunID++
+		}
+		for _, r := range next.Runs {
+			if !inRuns[r.ID] {
+				runs = append(runs, r)
+			}
+		}
+		next.Runs = runs
+		// The output holds nothing the snapshot's tombstones delete; those
+		// that reach no other table are done.
+		applied := map[uint64]bool{}
+		for _, rt := range man.Tombs {
+			applied[rt.seq] = true
+		}
+		isOut := map[string]bool{}
+		for _, t := range out {
+			isOut[t.ID] = true
+		}
+		tombs := next.Tombs[:0:0]
+		for _, rt := range next.Tombs {
+			if !applied[rt.seq] || tombReachesOther(next, &rt, isOut) {
+				tombs = append(tombs, rt)
+			}
+		}
+		next.Tombs = tombs
+	}, nil)
+	if err != nil {
+		return err
+	}
+	db.m.compactions.Inc()
+	db.m.compactionBytes.Add(float64(written))
+	db.logger.Info("lsm: compaction done", "plan", plan.String(), "tables", len(out), "bytes", written, "took", time.Since(start))
+	return nil
+}
+
+// compactor rewrites the versions of one key at a time. With no snapshots
+// to keep, each key keeps at most a Put (or Delete) and one folded merge
+// operand above a Put that has not expired yet.
+type compactor struct {
+	merge  MergeOperator
+	now    int64
+	tombs  []rangeTomb
+	bottom bool
+	err    error
+
+	key_  []byte
+	ops   [][]byte
+	bufs  [][]byte
+	first entry
+}
+
+// key consumes every entry of the key at it and emits what survives. It
+// returns whether it is positioned at another key.
+func (c *compactor) key(it internalIter, emit func(e *entry) error) bool {
+	e := it.entry()
+	c.key_ = append(c.key_[:0], e.key...)
+	c.ops = c.ops[:0]
+	var (
+		terminal  *entry
+		term      entry
+		newestSeq uint64
+		nb        int
+		seen      bool
+		lastSeq   uint64
+	)
+	keep := func(v []byte) []byte {
+		if nb == len(c.bufs) {
+			c.bufs = append(c.bufs, nil)
+		}
+		c.bufs[nb] = append(c.bufs[nb][:0], v...)
+		nb++
+		return c.bufs[nb-1]
+	}
+	ok := true
+	for {
+		if terminal == nil && !(seen && e.seq == lastSeq) {
+			if !seen {
+				newestSeq = e.seq
+			}
+			seen, lastSeq = true, e.seq
+			switch {
+			case covered(c.tombs, c.key_, e.seq):
+				term = entry{kind: kindDelete, seq: e.seq}
+				terminal = &term
+			case e.kind == kindMerge:
+				c.ops = append(c.ops, keep(e.value))
+			case e.kind == kindPut && expired(e.expireAt, c.now):
+				term = entry{kind: kindDelete, seq: e.seq}
+				terminal = &term
+			default:
+				term = entry{kind: e.kind, seq: e.seq, expireAt: e.expireAt, value: keep(e.value)}
+				terminal = &term
+			}
+		}
+		if ok = it.next(); !ok {
+			break
+		}
+		e = it.entry()
+		if !bytes.Equal(e.key, c.key_) {
+			break
+		}
+	}
+	c.err = c.write(terminal, newestSeq, emit)
+	return ok
+}
+
+func (c *compactor) fold(existing []byte) ([]byte, error) {
+	for i, j := 0, len(c.ops)-1; i < j; i, j = i+1, j-1 {
+		c.ops[i], c.ops[j] = c.ops[j], c.ops[i]
+	}
+	if c.merge == nil {
+		return nil, ErrNoMergeOperator
+	}
+	v, err := c.merge(c.key_, existing, c.ops)
+	if err != nil {
+		return nil, fmt.Errorf("lsm compaction: merge operator on key %q: %w", c.key_, err)
+	}
+	return v, nil
+}
+
+func (c *compactor) write(terminal *entry, newestSeq uint64, emit func(e *entry) error) error {
+	key := c.key_
+	switch {
+	case len(c.ops) == 0 && terminal == nil:
+		return nil
+	case len(c.ops) == 0:
+		if terminal.kind == kindDelete && c.bottom {
+			return nil
+		}
+		terminal.key = key
+		if terminal.kind == kindDelete {
+			terminal.value = nil
+			terminal.expireAt = 0
+		}
+		return emit(terminal)
+	case terminal == nil && !c.bottom:
+		v := c.ops[0]
+		if len(c.ops) > 1 {
+			var err error
+			if v, err = c.fold(nil); err != nil {
+				return err
+			}
+		}
+		return emit(&entry{key: key, seq: newestSeq, kind: kindMerge, value: v})
+	case terminal != nil && terminal.kind == kindPut && terminal.expireAt != 0:
+		// The base expires later; its operands must outlive it, so they
+		// stay apart from it.
+		v := c.ops[0]
+		if len(c.ops) > 1 {
+			var err error
+			if v, err = c.fold(nil); err != nil {
+				return err
+			}
+		}
+		if err := emit(&entry{key: key, seq: newestSeq, kind: kindMerge, value: v}); err != nil {
+			return err
+		}
+		terminal.key = key
+		return emit(terminal)
+	default:
+		var base []byte
+		if terminal != nil && terminal.kind == kindPut {
+			base = terminal.value
+		}
+		v, err := c.fold(base)
+		if err != nil {
+			return err
+		}
+		return emit(&entry{key: key, seq: newestSeq, kind: kindPut, value: v})
+	}
+}

@@ -1,0 +1,838 @@
+// Package lsm is a log-structured merge key-value engine whose durable
+// state lives only in an object store: a memtable, an optional WAL of
+// objects written every flush interval with group commit, L0 tables flushed
+// from memtables, size-tiered compaction into sorted runs, a manifest of
+// numbered create-if-absent objects with writer-epoch fencing, garbage
+// collection after a grace period, and read-only readers that follow the
+// manifest. Object names and formats are described in docs/format/lsm.md.
+package lsm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shaledb/shale/storage/lsm/sst"
+	"github.com/shaledb/shale/storage/objstore"
+)
+
+// ErrFenced is returned by every write of a DB after a newer writer opened
+// the same prefix.
+var ErrFenced = errors.New("lsm: writer fenced by a newer writer")
+
+// ErrClosed is returned by calls on a closed DB or Reader.
+var ErrClosed = errors.New("lsm: closed")
+
+// walBuf is one WAL object being filled, then written.
+type walBuf struct {
+	id   uint64
+	data []byte
+	n    int
+	done chan struct{}
+	err  error
+}
+
+func newWALBuf() *walBuf {
+	return &walBuf{data: appendWALHeader(make([]byte, 0, 4096)), done: make(chan struct{})}
+}
+
+// DB is the single writer of one bucket prefix. Its methods are safe for
+// concurrent use.
+type DB struct {
+	opts   Options
+	comp   Components
+	s      *store
+	logger *slog.Logger
+	m      *metrics
+	merge  MergeOperator
+	clock  Clock
+	epoch  uint64
+
+	ctx    context.Context // cancelled when the DB stops for good
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	viewp      atomic.Pointer[view]
+	visibleSeq atomic.Uint64
+
+	mu        sync.Mutex
+	mem       *memtable
+	imms      []*memtable // newest first
+	lastSeq   uint64
+	walCur    *walBuf
+	walQueue  []*walBuf
+	nextWALID uint64
+	lastWALID uint64 // id of the newest sealed WAL object
+	err       error  // sticky: ErrFenced, ErrClosed or a permanent failure
+	changed   chan struct{}
+
+	walKick   chan struct{}
+	flushKick chan struct{}
+	compKick  chan struct{}
+
+	commitMu sync.Mutex // serialises manifest commits
+	manID    uint64
+	man      *manifest // latest committed; guarded by commitMu and mu for writes
+
+	inflightMu sync.Mutex
+	inflight   map[string]bool // tables being written, protected from GC
+
+	compactMu sync.Mutex // one compaction at a time
+}
+
+// Open opens the writer of prefix in bucket, fencing any previous writer:
+// it writes the next manifest version with a higher epoch and an empty WAL
+// object after the last one, then replays the WAL past the manifest's
+// replay position. Object names are prefix + "/" + ... (no leading segment
+// when prefix is empty).
+func Open(ctx context.Context, bucket objstore.Bucket, prefix string, opts Options, comp Components) (*DB, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	comp = comp.withDefaults()
+	m := newMetrics(comp.Registerer)
+	db := &DB{
+		opts:      opts,
+		comp:      comp,
+		s:         newStore(bucket, prefix, comp.Cache, m, comp.Logger, opts.RetryBackoff),
+		logger:    comp.Logger.With("lsm", prefix),
+		m:         m,
+		merge:     comp.Merge,
+		clock:     comp.Clock,
+		changed:   make(chan struct{}),
+		walKick:   make(chan struct{}, 1),
+		flushKick: make(chan struct{}, 1),
+		compKick:  make(chan struct{}, 1),
+		inflight:  map[string]bool{},
+	}
+	if err := db.bumpEpoch(ctx); err != nil {
+		return nil, err
+	}
+	fence, err := db.fenceWAL(ctx)
+	if err != nil {
+		return nil, err
+	}
+	db.mem = newMemtable(db.clock.Now())
+	db.lastSeq = db.man.LastSeq
+	if err := db.replayWAL(ctx, fence); err != nil {
+		return nil, err
+	}
+	db.nextWALID = fence + 1
+	db.lastWALID = fence
+	db.walCur = newWALBuf()
+	db.visibleSeq.Store(db.lastSeq)
+	db.publishLocked()
+	db.logger.Info("lsm: writer opened", "epoch", db.epoch, "manifest", db.manID, "wal_fence", fence,
+		"l0", len(db.man.L0), "runs", len(db.man.Runs), "replayed_imms", len(db.imms))
+
+	db.ctx, db.cancel = context.WithCancel(context.Background())
+	if opts.WALEnabled {
+		db.goLoop(db.walLoop)
+	}
+	db.goLoop(db.flushLoop)
+	if opts.CompactionInterval > 0 {
+		db.goLoop(db.compactLoop)
+	}
+	if opts.GCInterval > 0 {
+		db.goLoop(db.gcLoop)
+	}
+	if len(db.imms) > 0 {
+		kick(db.flushKick)
+	}
+	return db, nil
+}
+
+func (db *DB) goLoop(f func()) {
+	db.wg.Add(1)
+	go func() {
+		defer db.wg.Done()
+		f()
+	}()
+}
+
+func kick(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// bumpEpoch writes the next manifest version with the next writer epoch.
+func (db *DB) bumpEpoch(ctx context.Context) error {
+	var lastErr error
+	for attempt := 0; attempt < 8; attempt++ {
+		id, m, err := db.s.latestManifest(ctx)
+		if err != nil {
+			return fmt.Errorf("lsm open: %w", err)
+		}
+		next := m.clone()
+		next.WriterEpoch = m.WriterEpoch + 1
+		err = db.s.putIfAbsent(ctx, "manifest", db.s.paths.manifest(id+1), appendManifest(nil, next))
+		if err == nil {
+			db.manID, db.man, db.epoch = id+1, next, next.WriterEpoch
+			return nil
+		}
+		if !objstore.IsPreconditionFailed(err) {
+			return fmt.Errorf("lsm open: write manifest %d: %w", id+1, err)
+		}
+		lastErr = err
+		db.logger.Info("lsm: manifest changed while opening, retrying", "manifest", id+1)
+	}
+	return fmt.Errorf("lsm open: another process keeps writing manifests of this prefix: %w", lastErr)
+}
+
+// fenceWAL writes an empty WAL object after the newest one, so that a
+// previous writer's next WAL write fails, and returns its id.
+func (db *DB) fenceWAL(ctx context.Context) (uint64, error) {
+	ids, err := db.s.walIDs(ctx, db.man.ReplayAfter)
+	if err != nil {
+		return 0, fmt.Errorf("lsm open: %w", err)
+	}
+	fence := db.man.ReplayAfter + 1
+	if len(ids) > 0 && ids[len(ids)-1] >= fence {
+		fence = ids[len(ids)-1] + 1
+	}
+	empty := finishWAL(appendWALHeader(nil))
+	for attempt := 0; attempt < 1000; attempt++ {
+		err := db.s.putIfAbsent(ctx, "wal", db.s.paths.wal(fence), empty)
+		if err == nil {
+			return fence, nil
+		}
+		if !objstore.IsPreconditionFailed(err) {
+			return 0, fmt.Errorf("lsm open: write wal fence %d: %w", fence, err)
+		}
+		fence++
+	}
+	return 0, fmt.Errorf("lsm open: could not fence the wal: another writer keeps writing")
+}
+
+// replayWAL loads WAL objects (ReplayAfter, fence) into memtables.
+func (db *DB) replayWAL(ctx context.Context, fence uint64) error {
+	ids, err := db.s.walIDs(ctx, db.man.ReplayAfter)
+	if err != nil {
+		return fmt.Errorf("lsm open: %w", err)
+	}
+	for _, id := range ids {
+		if id >= fence {
+			break
+		}
+		ents, err := db.s.readWAL(ctx, id)
+		if err != nil {
+			return fmt.Errorf("lsm open: replay: %w", err)
+		}
+		for i := range ents {
+			db.mem.add(ents[i])
+			db.lastSeq = max(db.lastSeq, ents[i].seq)
+		}
+		if db.mem.size.Load() >= db.opts.MemtableBytes {
+			db.lastWALID = id
+			db.freezeLocked()
+		}
+	}
+	if !db.mem.empty() {
+		// The replayed writes are durable in the WAL already; flushing them
+		// early lets the replay position move past the fence.
+		db.lastWALID = fence
+		db.freezeLocked()
+	}
+	return nil
+}
+
+// publishLocked installs a new view for readers. Callers hold mu (or are
+// the only goroutine, during Open).
+func (db *DB) publishLocked() {
+	imms := append([]*memtable(nil), db.imms...)
+	db.viewp.Store(&view{mem: db.mem, imms: imms, man: db.man})
+	var b int64 = db.mem.size.Load()
+	for _, m := range imms {
+		b += m.size.Load()
+	}
+	db.m.memtableBytes.Set(float64(b))
+	db.m.l0Tables.Set(float64(len(db.man.L0)))
+	db.m.sortedRuns.Set(float64(len(db.man.Runs)))
+}
+
+// notifyLocked wakes writers waiting for back-pressure to ease.
+func (db *DB) notifyLocked() {
+	close(db.changed)
+	db.changed = make(chan struct{})
+}
+
+// freezeLocked turns the mutable memtable into an immutable one queued for
+// flushing. With the WAL on, the WAL object being filled is sealed too, so
+// that the frozen memtable's writes all sit in WAL ids <= its walID and no
+// newer write does.
+func (db *DB) freezeLocked() {
+	if db.mem.empty() {
+		return
+	}
+	if db.opts.WALEnabled && db.walCur != nil {
+		db.sealWALLocked()
+		kick(db.walKick)
+	}
+	db.mem.walID = db.lastWALID
+	db.imms = append([]*memtable{db.mem}, db.imms...)
+	db.mem = newMemtable(db.clock.Now())
+	if db.ctx != nil {
+		db.publishLocked()
+	}
+	kick(db.flushKick)
+}
+
+func (db *DB) sealWALLocked() {
+	if db.walCur.n == 0 {
+		return
+	}
+	db.walCur.id = db.nextWALID
+	db.nextWALID++
+	db.lastWALID = db.walCur.id
+	db.walQueue = append(db.walQueue, db.walCur)
+	db.walCur = newWALBuf()
+}
+
+func (db *DB) unflushedLocked() int64 {
+	b := db.mem.size.Load()
+	for _, m := range db.imms {
+		b += m.size.Load()
+	}
+	return b
+}
+
+func (db *DB) stalledLocked() bool {
+	if db.unflushedLocked() > db.opts.MaxUnflushedBytes {
+		return true
+	}
+	return db.opts.CompactionInterval > 0 && len(db.man.L0) >= db.opts.L0StallTables
+}
+
+// Put sets key to value with the DB's default write options.
+func (db *DB) Put(ctx context.Context, key, value []byte) error {
+	var b Batch
+	b.Put(key, value)
+	return db.Write(ctx, &b, db.DefaultWriteOptions())
+}
+
+// PutTTL sets key to value, expiring ttl after now (ttl <= 0: never).
+func (db *DB) PutTTL(ctx context.Context, key, value []byte, ttl time.Duration) error {
+	var b Batch
+	b.PutTTL(key, value, ttl)
+	return db.Write(ctx, &b, db.DefaultWriteOptions())
+}
+
+// Delete removes key.
+func (db *DB) Delete(ctx context.Context, key []byte) error {
+	var b Batch
+	b.Delete(key)
+	return db.Write(ctx, &b, db.DefaultWriteOptions())
+}
+
+// Merge adds a merge operand to key.
+func (db *DB) Merge(ctx context.Context, key, operand []byte) error {
+	var b Batch
+	b.Merge(key, operand)
+	return db.Write(ctx, &b, db.DefaultWriteOptions())
+}
+
+// DeleteRange removes every key in [start, end). It costs one tombstone;
+// tables entirely inside the range are dropped from the manifest when the
+// tombstone reaches L0, others are filtered on read and rewritten by
+// compaction.
+func (db *DB) DeleteRange(ctx context.Context, start, end []byte) error {
+	var b Batch
+	b.DeleteRange(start, end)
+	return db.Write(ctx, &b, db.DefaultWriteOptions())
+}
+
+// DefaultWriteOptions awaits durability when the WAL is on.
+func (db *DB) DefaultWriteOptions() WriteOptions {
+	return WriteOptions{AwaitDurable: db.opts.WALEnabled}
+}
+
+// Write applies b atomically. It blocks while unflushed memtables exceed
+// Options.MaxUnflushedBytes or L0 is at Options.L0StallTables. With
+// opts.AwaitDurable it returns once b is durable; on error (ctx, ErrFenced,
+// an object store failure) b may or may not become durable.
+func (db *DB) Write(ctx context.Context, b *Batch, opts WriteOptions) error {
+	if b.Len() == 0 {
+		return nil
+	}
+	if err := b.validate(db.merge != nil); err != nil {
+		return err
+	}
+	db.mu.Lock()
+	stalled := false
+	for {
+		if db.err != nil {
+			err := db.err
+			db.mu.Unlock()
+			return err
+		}
+		if !db.stalledLocked() {
+			break
+		}
+		if !stalled {
+			stalled = true
+			db.m.writeStalls.Inc()
+		}
+		ch := db.changed
+		db.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		db.mu.Lock()
+	}
+	now := db.clock.Now()
+	seq := db.lastSeq
+	mem := db.mem
+	wal := db.opts.WALEnabled
+	buf := db.walCur
+	for i := range b.ops {
+		seq++
+		e := b.entry(i, seq, now)
+		mem.add(e)
+		if wal {
+			buf.data = appendWALRecord(buf.data, &e)
+			buf.n++
+		}
+	}
+	db.lastSeq = seq
+	mem.maxSeq = max(mem.maxSeq, seq)
+	db.visibleSeq.Store(seq)
+	if mem.size.Load() >= db.opts.MemtableBytes {
+		db.freezeLocked()
+	} else if wal && len(buf.data) >= db.opts.WALMaxBytes {
+		db.sealWALLocked()
+		kick(db.walKick)
+	}
+	db.mu.Unlock()
+	if !opts.AwaitDurable {
+		return nil
+	}
+	if wal {
+		select {
+		case <-buf.done:
+			return buf.err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	select {
+	case <-mem.flushed:
+		return mem.flushErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// walLoop writes sealed WAL objects in id order every flush interval or
+// when kicked.
+func (db *DB) walLoop() {
+	t := time.NewTicker(db.opts.WALFlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-db.ctx.Done():
+			return
+		case <-t.C:
+		case <-db.walKick:
+		}
+		db.mu.Lock()
+		db.sealWALLocked()
+		queue := db.walQueue
+		db.walQueue = nil
+		db.mu.Unlock()
+		for i, buf := range queue {
+			if err := db.writeWAL(buf); err != nil {
+				for _, b := range queue[i:] {
+					b.err = err
+					close(b.done)
+				}
+				db.fail(err)
+				return
+			}
+			close(buf.done)
+		}
+	}
+}
+
+func (db *DB) writeWAL(buf *walBuf) error {
+	start := time.Now()
+	obj := finishWAL(buf.data)
+	err := db.s.putIfAbsent(db.ctx, "wal", db.s.paths.wal(buf.id), obj)
+	db.m.walFlush.Observe(time.Since(start).Seconds())
+	if err == nil {
+		return nil
+	}
+	if objstore.IsPreconditionFailed(err) {
+		db.logger.Warn("lsm: wal object taken by a newer writer; fenced", "wal", buf.id)
+		return ErrFenced
+	}
+	return fmt.Errorf("lsm: write wal %d: %w", buf.id, err)
+}
+
+// fail makes err sticky: every later write returns it and waiters are
+// released.
+func (db *DB) fail(err error) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.err == nil || db.err == ErrClosed && err == ErrFenced {
+		db.err = err
+	}
+	if db.err == ErrFenced {
+		db.logger.Warn("lsm: writer fenced; writes stop", "epoch", db.epoch)
+	} else if err != ErrClosed {
+		db.logger.Error("lsm: writer stopped", "err", err)
+	}
+	db.walCur.err = db.err
+	for _, b := range db.walQueue {
+		b.err = db.err
+		close(b.done)
+	}
+	db.walQueue = nil
+	db.notifyLocked()
+}
+
+// flushLoop writes immutable memtables to L0, oldest first.
+func (db *DB) flushLoop() {
+	var tick <-chan time.Time
+	if db.opts.MemtableMaxAge > 0 {
+		t := time.NewTicker(max(db.opts.MemtableMaxAge/4, time.Millisecond))
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-db.ctx.Done():
+			return
+		case <-db.flushKick:
+		case <-tick:
+			db.mu.Lock()
+			if !db.mem.empty() && db.clock.Now().Sub(db.mem.created) >= db.opts.MemtableMaxAge {
+				db.freezeLocked()
+			}
+			db.mu.Unlock()
+		}
+		if err := db.flushImms(); err != nil {
+			db.fail(err)
+			return
+		}
+	}
+}
+
+func (db *DB) flushImms() error {
+	for {
+		db.mu.Lock()
+		if db.err != nil && db.err != ErrClosed {
+			err := db.err
+			db.mu.Unlock()
+			return err
+		}
+		if len(db.imms) == 0 {
+			db.mu.Unlock()
+			return nil
+		}
+		m := db.imms[len(db.imms)-1]
+		db.mu.Unlock()
+		if err := db.flushMemtable(m); err != nil {
+			m.markFlushed(err)
+			return err
+		}
+		m.markFlushed(nil)
+	}
+}
+
+// flushMemtable writes m as one L0 table and commits it.
+func (db *DB) flushMemtable(m *memtable) error {
+	var meta *tableMeta
+	if m.count.Load() > 0 {
+		id := newTableID(db.clock.Now())
+		data, info, err := buildTable(db.opts.Table, func(add func(e *entry) error) error {
+			it := memIter{m: m}
+			for ok := it.seekGE(nil); ok; ok = it.next() {
+				e := it.entry()
+				if err := add(&e); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("lsm: build l0 table: %w", err)
+		}
+		db.protect(id, true)
+		defer db.protect(id, false)
+		if err := db.s.putTable(db.ctx, id, data); err != nil {
+			return fmt.Errorf("lsm: write l0 table: %w", err)
+		}
+		t := tableMetaFromInfo(id, info)
+		meta = &t
+	}
+	err := db.commit(func(next *manifest) {
+		if meta != nil {
+			next.L0 = append([]tableMeta{*meta}, next.L0...)
+		}
+		next.Tombs = append(next.Tombs, m.rangeTombs()...)
+		next.LastSeq = max(next.LastSeq, m.maxSeq)
+		next.ReplayAfter = max(next.ReplayAfter, m.walID)
+	}, func() {
+		for i := len(db.imms) - 1; i >= 0; i-- {
+			if db.imms[i] == m {
+				db.imms = append(db.imms[:i:i], db.imms[i+1:]...)
+				break
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	db.m.flushes.Inc()
+	db.logger.Debug("lsm: memtable flushed", "entries", m.count.Load(), "wal", m.walID)
+	kick(db.compKick)
+	return nil
+}
+
+func (db *DB) protect(id string, on bool) {
+	db.inflightMu.Lock()
+	defer db.inflightMu.Unlock()
+	if on {
+		db.inflight[id] = true
+	} else {
+		delete(db.inflight, id)
+	}
+}
+
+// buildTable writes the entries fed by each into one table in memory.
+func buildTable(opts sst.WriterOptions, each func(add func(e *entry) error) error) ([]byte, sst.Info, error) {
+	var buf bytes.Buffer
+	w := sst.NewWriter(&buf, opts)
+	err := each(func(e *entry) error {
+		return w.Add(sst.Entry{Key: e.key, Seq: e.seq, Kind: sst.Kind(e.kind), ExpireAt: e.expireAt, Value: e.value})
+	})
+	if err != nil {
+		return nil, sst.Info{}, err
+	}
+	info, err := w.Finish()
+	if err != nil {
+		return nil, sst.Info{}, err
+	}
+	return buf.Bytes(), info, nil
+}
+
+// commit writes the next manifest version: edit changes a copy of the
+// current one, then installed runs under mu once the new version is durable.
+func (db *DB) commit(edit func(next *manifest), installed func()) error {
+	db.commitMu.Lock()
+	defer db.commitMu.Unlock()
+	next := db.man.clone()
+	edit(next)
+	next.WriterEpoch = db.epoch
+	dropCoveredTables(next)
+	id := db.manID + 1
+	err := db.s.putIfAbsent(db.ctx, "manifest", db.s.paths.manifest(id), appendManifest(nil, next))
+	if err != nil {
+		if objstore.IsPreconditionFailed(err) {
+			m, rerr := db.s.readManifest(db.ctx, id)
+			if rerr == nil && m.WriterEpoch > db.epoch {
+				db.logger.Warn("lsm: manifest written by a newer writer; fenced", "manifest", id, "epoch", m.WriterEpoch)
+				return ErrFenced
+			}
+			return fmt.Errorf("lsm: manifest %d written by someone else (epoch check: %v): %w", id, rerr, err)
+		}
+		return fmt.Errorf("lsm: write manifest %d: %w", id, err)
+	}
+	db.mu.Lock()
+	db.manID, db.man = id, next
+	if installed != nil {
+		installed()
+	}
+	db.publishLocked()
+	db.notifyLocked()
+	db.mu.Unlock()
+	return nil
+}
+
+// dropCoveredTables removes tables whose every entry a range tombstone
+// deletes, and tombstones that no longer cover any table entry.
+func dropCoveredTables(m *manifest) {
+	if len(m.Tombs) == 0 {
+		return
+	}
+	coveredBy := func(t *tableMeta) bool {
+		for i := range m.Tombs {
+			rt := &m.Tombs[i]
+			if t.MaxSeq < rt.seq && bytes.Compare(t.SmallestKey, rt.start) >= 0 && bytes.Compare(t.LargestKey, rt.end) < 0 {
+				return true
+			}
+		}
+		return false
+	}
+	filter := func(ts []tableMeta) []tableMeta {
+		out := ts[:0:0]
+		for i := range ts {
+			if !coveredBy(&ts[i]) {
+				out = append(out, ts[i])
+			}
+		}
+		return out
+	}
+	m.L0 = filter(m.L0)
+	runs := m.Runs[:0:0]
+	for _, r := range m.Runs {
+		r.Tables = filter(r.Tables)
+		if len(r.Tables) > 0 {
+			runs = append(runs, r)
+		}
+	}
+	m.Runs = runs
+	tombs := m.Tombs[:0:0]
+	for _, rt := range m.Tombs {
+		if tombNeeded(m, &rt) {
+			tombs = append(tombs, rt)
+		}
+	}
+	m.Tombs = tombs
+}
+
+// tombNeeded reports whether some table may hold an entry rt deletes.
+func tombNeeded(m *manifest, rt *rangeTomb) bool { return tombReachesOther(m, rt, nil) }
+
+// Flush makes every write so far durable in L0 tables (and so in the
+// manifest), whatever the WAL setting.
+func (db *DB) Flush(ctx context.Context) error {
+	db.mu.Lock()
+	if db.err != nil {
+		err := db.err
+		db.mu.Unlock()
+		return err
+	}
+	db.freezeLocked()
+	var wait *memtable
+	if len(db.imms) > 0 {
+		wait = db.imms[0]
+	}
+	db.mu.Unlock()
+	if wait == nil {
+		return nil
+	}
+	select {
+	case <-wait.flushed:
+		return wait.flushErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// FlushWAL writes the pending WAL object now and waits for it. Without a
+// WAL it does nothing.
+func (db *DB) FlushWAL(ctx context.Context) error {
+	if !db.opts.WALEnabled {
+		return nil
+	}
+	db.mu.Lock()
+	if db.err != nil {
+		err := db.err
+		db.mu.Unlock()
+		return err
+	}
+	buf := db.walCur
+	if buf.n > 0 {
+		db.sealWALLocked()
+	} else if len(db.walQueue) > 0 {
+		buf = db.walQueue[len(db.walQueue)-1]
+	} else {
+		db.mu.Unlock()
+		return nil
+	}
+	db.mu.Unlock()
+	kick(db.walKick)
+	select {
+	case <-buf.done:
+		return buf.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (db *DB) snapshot() (*view, uint64) {
+	seq := db.visibleSeq.Load()
+	return db.viewp.Load(), seq
+}
+
+// Get returns the value of key and whether it exists. The value is the
+// caller's.
+func (db *DB) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
+	if err := db.readable(); err != nil {
+		return nil, false, err
+	}
+	v, snap := db.snapshot()
+	return get(ctx, db.s, v, snap, key, db.merge, db.clock.Now().UnixMilli())
+}
+
+// NewIterator returns an iterator over the keys in [lower, upper) (nil:
+// unbounded) of a snapshot taken now.
+func (db *DB) NewIterator(ctx context.Context, lower, upper []byte) (*Iterator, error) {
+	if err := db.readable(); err != nil {
+		return nil, err
+	}
+	v, snap := db.snapshot()
+	r := resolver{merge: db.merge, now: db.clock.Now().UnixMilli(), tombs: v.tombs(snap)}
+	return newIterator(ctx, newInternalIter(ctx, db.s, v, snap, lower, upper, true), lower, upper, r), nil
+}
+
+func (db *DB) readable() error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.err == ErrClosed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// Close flushes every write to L0 (retrying object store errors for up to
+// Options.CloseTimeout), stops background work and releases the DB. A
+// fenced DB closes without flushing.
+func (db *DB) Close() error {
+	db.mu.Lock()
+	if db.err == ErrClosed {
+		db.mu.Unlock()
+		return nil
+	}
+	failed := db.err
+	db.mu.Unlock()
+	var ferr error
+	if failed == nil {
+		timer := time.AfterFunc(db.opts.CloseTimeout, db.cancel)
+		ferr = db.Flush(context.Background())
+		timer.Stop()
+	} else if failed != ErrFenced {
+		ferr = failed
+	}
+	db.stop()
+	return ferr
+}
+
+// stop ends background work without flushing and marks the DB closed.
+func (db *DB) stop() {
+	db.cancel()
+	db.wg.Wait()
+	db.mu.Lock()
+	db.err = ErrClosed
+	for _, b := range db.walQueue {
+		b.err = ErrClosed
+		close(b.done)
+	}
+	db.walQueue = nil
+	for _, m := range db.imms {
+		m.markFlushed(ErrClosed)
+	}
+	db.mem.markFlushed(ErrClosed)
+	db.notifyLocked()
+	db.mu.Unlock()
+}

@@ -1,0 +1,159 @@
+package lsm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/shaledb/shale/storage/objstore"
+)
+
+func TestBasicOperations(t *testing.T) {
+	for _, wal := range []bool{true, false} {
+		t.Run(fmt.Sprintf("wal=%v", wal), func(t *testing.T) {
+			ctx := context.Background()
+			b := objstore.NewMemoryBucket()
+			clock := newFakeClock()
+			opts := testOptions()
+			opts.WALEnabled = wal
+			db := openDB(t, b, opts, Components{Clock: clock})
+			check := func(key, want string, wantOK bool) {
+				t.Helper()
+				got, ok := mustGet(t, db, key)
+				if ok != wantOK || got != want {
+					t.Fatalf("get %q = %q,%v; want %q,%v", key, got, ok, want, wantOK)
+				}
+			}
+			must := func(err error) {
+				t.Helper()
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			must(db.Put(ctx, []byte("a"), []byte("1")))
+			must(db.Put(ctx, []byte("b"), []byte("2")))
+			must(db.Merge(ctx, []byte("b"), []byte("+x")))
+			must(db.Merge(ctx, []byte("c"), []byte("m")))
+			must(db.PutTTL(ctx, []byte("t"), []byte("ttl"), time.Minute))
+			must(db.Put(ctx, []byte("d1"), []byte("x")))
+			must(db.Put(ctx, []byte("d2"), []byte("x")))
+			must(db.Delete(ctx, []byte("a")))
+			check("a", "", false)
+			check("b", "2+x", true)
+			check("c", "m", true)
+			check("t", "ttl", true)
+			must(db.Flush(ctx))
+			must(db.DeleteRange(ctx, []byte("d"), []byte("e")))
+			check("d1", "", false)
+			check("b", "2+x", true)
+			must(db.Merge(ctx, []byte("b"), []byte("+y")))
+			must(db.Flush(ctx))
+			check("b", "2+x+y", true)
+			clock.Advance(2 * time.Minute)
+			check("t", "", false)
+			must(db.Compact(ctx))
+			must(db.Close())
+
+			db = openDB(t, b, opts, Components{Clock: clock})
+			defer db.Close()
+			check("a", "", false)
+			check("b", "2+x+y", true)
+			check("c", "m", true)
+			check("d2", "", false)
+			check("t", "", false)
+			it, err := db.NewIterator(ctx, nil, nil)
+			must(err)
+			var got []string
+			for ok := it.First(); ok; ok = it.Next() {
+				got = append(got, string(it.Key())+"="+string(it.Value()))
+			}
+			must(it.Close())
+			if fmt.Sprint(got) != "[b=2+x+y c=m]" {
+				t.Fatalf("iteration = %v", got)
+			}
+		})
+	}
+}
+
+func TestWALReplayAfterCrash(t *testing.T) {
+	ctx := context.Background()
+	b := objstore.NewMemoryBucket()
+	db := openDB(t, b, testOptions(), Components{})
+	for i := 0; i < 100; i++ {
+		if err := db.Put(ctx, []byte(fmt.Sprintf("k%03d", i)), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Writes await their WAL object; FlushWAL pushes it now.
+	done := make(chan error, 1)
+	go func() { done <- db.Merge(ctx, []byte("k000"), []byte("+m")) }()
+	crash(db)
+	<-done
+
+	db = openDB(t, b, testOptions(), Components{})
+	defer db.Close()
+	for i := 1; i < 100; i++ {
+		if v, ok := mustGet(t, db, fmt.Sprintf("k%03d", i)); !ok || v != "v" {
+			t.Fatalf("k%03d = %q,%v after replay", i, v, ok)
+		}
+	}
+}
+
+func TestFencing(t *testing.T) {
+	ctx := context.Background()
+	for _, wal := range []bool{true, false} {
+		t.Run(fmt.Sprintf("wal=%v", wal), func(t *testing.T) {
+			b := objstore.NewMemoryBucket()
+			opts := testOptions()
+			opts.WALEnabled = wal
+			old := openDB(t, b, opts, Components{})
+			if err := old.Put(ctx, []byte("a"), []byte("old")); err != nil {
+				t.Fatal(err)
+			}
+			if err := old.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := old.Put(ctx, []byte("b"), []byte("old")); err != nil {
+				t.Fatal(err)
+			}
+			if !wal {
+				if err := old.Flush(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cur := openDB(t, b, opts, Components{})
+			defer cur.Close()
+			if err := cur.Put(ctx, []byte("a"), []byte("new")); err != nil {
+				t.Fatal(err)
+			}
+			// The old writer's next durable write fails: its WAL id or its
+			// manifest version is taken.
+			err := old.Put(ctx, []byte("a"), []byte("stale"))
+			if err == nil {
+				err = old.Flush(ctx)
+			}
+			if !errors.Is(err, ErrFenced) {
+				t.Fatalf("old writer after fencing: err = %v, want ErrFenced", err)
+			}
+			if err := old.Put(ctx, []byte("c"), []byte("x")); !errors.Is(err, ErrFenced) {
+				t.Fatalf("second write: err = %v, want ErrFenced", err)
+			}
+			if err := old.Close(); err != nil {
+				t.Fatalf("close fenced: %v", err)
+			}
+			if err := cur.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for key, want := range map[string]string{"a": "new", "b": "old"} {
+				if v, ok := mustGet(t, cur, key); !ok || v != want {
+					t.Fatalf("%s = %q,%v want %q", key, v, ok, want)
+				}
+			}
+			if _, ok := mustGet(t, cur, "c"); ok {
+				t.Fatal("fenced write visible to the new writer")
+			}
+		})
+	}
+}

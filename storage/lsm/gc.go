@@ -1,0 +1,118 @@
+package lsm
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+func (db *DB) gcLoop() {
+	t := time.NewTicker(db.opts.GCInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-db.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := db.CollectGarbage(db.ctx); err != nil {
+			if db.ctx.Err() != nil {
+				return
+			}
+			if err == ErrFenced {
+				db.fail(err)
+				return
+			}
+			db.logger.Warn("lsm: garbage collection failed; will retry", "err", err)
+		}
+	}
+}
+
+// CollectGarbage deletes objects that the latest manifest no longer needs
+// and that are older than Options.GCGracePeriod: tables no manifest
+// references, WAL objects at or below the replay position, and manifests
+// older than the newest Options.ManifestsToKeep. It returns how many objects
+// it deleted.
+func (db *DB) CollectGarbage(ctx context.Context) (int, error) {
+	s := db.s
+	// Decide from the manifest in the store, not the one in memory: if a
+	// newer writer took over, its tables must not be mistaken for garbage.
+	id, man, err := s.latestManifest(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("lsm gc: %w", err)
+	}
+	if man.WriterEpoch > db.epoch {
+		return 0, ErrFenced
+	}
+	cutoff := db.clock.Now().Add(-db.opts.GCGracePeriod)
+	live := map[string]bool{}
+	for _, t := range man.L0 {
+		live[t.ID] = true
+	}
+	for _, r := range man.Runs {
+		for _, t := range r.Tables {
+			live[t.ID] = true
+		}
+	}
+	db.inflightMu.Lock()
+	for id := range db.inflight {
+		live[id] = true
+	}
+	db.inflightMu.Unlock()
+
+	deleted := 0
+	del := func(name string) error {
+		if err := s.delete(ctx, name); err != nil {
+			return fmt.Errorf("lsm gc: delete %s: %w", name, err)
+		}
+		deleted++
+		db.m.gcDeleted.Inc()
+		return nil
+	}
+	objs, err := s.list(ctx, s.paths.sstDir(), "")
+	if err != nil {
+		return deleted, fmt.Errorf("lsm gc: list tables: %w", err)
+	}
+	for _, o := range objs {
+		tid, ok := s.paths.parseSST(o.Name)
+		if !ok || live[tid] || !o.LastModified.Before(cutoff) {
+			continue
+		}
+		if err := del(o.Name); err != nil {
+			return deleted, err
+		}
+	}
+	s.forgetTables(live)
+
+	objs, err = s.list(ctx, s.paths.walDir(), "")
+	if err != nil {
+		return deleted, fmt.Errorf("lsm gc: list wal: %w", err)
+	}
+	for _, o := range objs {
+		wid, ok := s.paths.parseWAL(o.Name)
+		if !ok || wid > man.ReplayAfter || !o.LastModified.Before(cutoff) {
+			continue
+		}
+		if err := del(o.Name); err != nil {
+			return deleted, err
+		}
+	}
+
+	objs, err = s.list(ctx, s.paths.manifestDir(), "")
+	if err != nil {
+		return deleted, fmt.Errorf("lsm gc: list manifests: %w", err)
+	}
+	for _, o := range objs {
+		mid, ok := s.paths.parseManifest(o.Name)
+		if !ok || mid+uint64(db.opts.ManifestsToKeep) >= id || !o.LastModified.Before(cutoff) {
+			continue
+		}
+		if err := del(o.Name); err != nil {
+			return deleted, err
+		}
+	}
+	if deleted > 0 {
+		db.logger.Info("lsm: garbage collected", "objects", deleted)
+	}
+	return deleted, nil
+}

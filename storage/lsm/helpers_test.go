@@ -1,0 +1,223 @@
+package lsm
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/shaledb/shale/cache"
+	"github.com/shaledb/shale/storage/objstore"
+)
+
+// fakeClock is a Clock moved only by the test.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.Now()} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// concatMerge appends operands to the existing value: associative, as the
+// MergeOperator contract asks.
+func concatMerge(_, existing []byte, operands [][]byte) ([]byte, error) {
+	out := append([]byte(nil), existing...)
+	for _, op := range operands {
+		out = append(out, op...)
+	}
+	return out, nil
+}
+
+// mapCache is a small unbounded cache.Cache.
+type mapCache struct {
+	mu sync.Mutex
+	m  map[string][]byte
+}
+
+func newMapCache() *mapCache { return &mapCache{m: map[string][]byte{}} }
+
+func (c *mapCache) Get(key string) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[key]
+	return v, ok
+}
+
+func (c *mapCache) Set(key string, value []byte, _ cache.Class) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.m[key] = value
+}
+
+func (c *mapCache) GetOrLoad(ctx context.Context, key string, class cache.Class, load func(context.Context) ([]byte, error)) ([]byte, error) {
+	if v, ok := c.Get(key); ok {
+		return v, nil
+	}
+	v, err := load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.Set(key, v, class)
+	return v, nil
+}
+
+var errInjected = errors.New("injected fault")
+
+// faultBucket wraps a bucket with random transient failures, puts that land
+// but report failure, and a dead switch that fails everything (a crash:
+// in-flight writes are lost).
+type faultBucket struct {
+	objstore.Bucket
+	mu       sync.Mutex
+	rnd      *rand.Rand
+	failProb float64 // per request
+	dead     atomic.Bool
+	requests atomic.Int64
+}
+
+func newFaultBucket(b objstore.Bucket, seed uint64) *faultBucket {
+	return &faultBucket{Bucket: b, rnd: rand.New(rand.NewPCG(seed, 7))}
+}
+
+func (f *faultBucket) setFailProb(p float64) {
+	f.mu.Lock()
+	f.failProb = p
+	f.mu.Unlock()
+}
+
+// roll returns: 0 pass, 1 fail before, 2 fail after applying.
+func (f *faultBucket) roll() int {
+	f.requests.Add(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failProb == 0 || f.rnd.Float64() >= f.failProb {
+		return 0
+	}
+	return 1 + f.rnd.IntN(2)
+}
+
+func (f *faultBucket) check() error {
+	if f.dead.Load() {
+		return errors.New("bucket unreachable")
+	}
+	return nil
+}
+
+func (f *faultBucket) Get(ctx context.Context, name string) (io.ReadCloser, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	if f.roll() != 0 {
+		return nil, objstore.Transient(errInjected)
+	}
+	return f.Bucket.Get(ctx, name)
+}
+
+func (f *faultBucket) GetRange(ctx context.Context, name string, off, length int64) (io.ReadCloser, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	if f.roll() != 0 {
+		return nil, objstore.Transient(errInjected)
+	}
+	return f.Bucket.GetRange(ctx, name, off, length)
+}
+
+func (f *faultBucket) Put(ctx context.Context, name string, r io.Reader, size int64, opts objstore.PutOptions) (objstore.Attributes, error) {
+	if err := f.check(); err != nil {
+		return objstore.Attributes{}, err
+	}
+	switch f.roll() {
+	case 1:
+		return objstore.Attributes{}, objstore.Transient(errInjected)
+	case 2:
+		if _, err := f.Bucket.Put(ctx, name, r, size, opts); err != nil {
+			return objstore.Attributes{}, err
+		}
+		return objstore.Attributes{}, objstore.Transient(errInjected)
+	}
+	return f.Bucket.Put(ctx, name, r, size, opts)
+}
+
+func (f *faultBucket) Delete(ctx context.Context, name string) error {
+	if err := f.check(); err != nil {
+		return err
+	}
+	switch f.roll() {
+	case 1:
+		return objstore.Transient(errInjected)
+	case 2:
+		_ = f.Bucket.Delete(ctx, name)
+		return objstore.Transient(errInjected)
+	}
+	return f.Bucket.Delete(ctx, name)
+}
+
+func (f *faultBucket) List(ctx context.Context, prefix, startAfter string, limit int) (objstore.ListPage, error) {
+	if err := f.check(); err != nil {
+		return objstore.ListPage{}, err
+	}
+	if f.roll() != 0 {
+		return objstore.ListPage{}, objstore.Transient(errInjected)
+	}
+	return f.Bucket.List(ctx, prefix, startAfter, limit)
+}
+
+// testOptions are small settings that keep background work out of the way:
+// tests drive flushes, compactions and GC themselves.
+func testOptions() Options {
+	o := DefaultOptions()
+	o.WALFlushInterval = time.Hour
+	o.MemtableBytes = 1 << 20
+	o.MaxUnflushedBytes = 8 << 20
+	o.MemtableMaxAge = 0
+	o.CompactionInterval = 0
+	o.GCInterval = 0
+	o.RetryBackoff = time.Millisecond
+	o.TargetTableBytes = 16 << 10
+	o.Table.BlockSize = 512
+	return o
+}
+
+func openDB(t testing.TB, b objstore.Bucket, opts Options, comp Components) *DB {
+	t.Helper()
+	if comp.Merge == nil {
+		comp.Merge = concatMerge
+	}
+	db, err := Open(context.Background(), b, "db", opts, comp)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	return db
+}
+
+func mustGet(t testing.TB, g interface {
+	Get(context.Context, []byte) ([]byte, bool, error)
+}, key string) (string, bool) {
+	t.Helper()
+	v, ok, err := g.Get(context.Background(), []byte(key))
+	if err != nil {
+		t.Fatalf("get %q: %v", key, err)
+	}
+	return string(v), ok
+}
+
+// crash stops db as a killed process would: no flush, background work cut
+// off mid-flight.
+func crash(db *DB) { db.stop() }

@@ -1,0 +1,216 @@
+package lsm
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shaledb/shale/cache"
+	"github.com/shaledb/shale/storage/lsm/sst"
+)
+
+// MergeOperator combines merge operands with the value they apply to.
+// existing is nil when the key has no value (never written, deleted,
+// expired); operands are oldest first. The returned slice becomes the
+// LSM's.
+//
+// The operator must be associative: the LSM may fold consecutive operands
+// into one by calling it with existing nil and later pass that result as a
+// single operand, so op(k, v, [a, b]) must equal op(k, v, [op(k, nil, [a, b])]).
+// Appending bytes and OR-ing bitmaps have this property.
+type MergeOperator func(key, existing []byte, operands [][]byte) ([]byte, error)
+
+// Clock tells the time; tests inject a fake one. Expiry (TTL) and garbage
+// collection ages read it.
+type Clock interface {
+	Now() time.Time
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// SystemClock is the wall clock.
+var SystemClock Clock = systemClock{}
+
+// Components are the live collaborators of a DB or Reader, apart from its
+// settings. Every field may be left zero.
+type Components struct {
+	// Cache holds SST meta and data blocks; nil disables caching.
+	Cache cache.Cache
+	// Logger receives flush, compaction, GC and fencing events; nil
+	// discards them.
+	Logger *slog.Logger
+	// Clock defaults to SystemClock.
+	Clock Clock
+	// Registerer receives the LSM's metrics; nil registers nothing.
+	Registerer prometheus.Registerer
+	// Merge is required for Merge writes; reads of keys that have merge
+	// operands fail without it.
+	Merge MergeOperator
+}
+
+// Options are the writer's settings. Start from DefaultOptions.
+type Options struct {
+	// WALEnabled writes every write to a WAL object in the object store
+	// before acknowledging it (when the write awaits durability). With the
+	// WAL off, writes become durable when their memtable reaches L0.
+	WALEnabled bool
+	// WALFlushInterval is how often pending writes are grouped into one WAL
+	// object.
+	WALFlushInterval time.Duration
+	// WALMaxBytes seals a WAL object early once it holds this many bytes.
+	WALMaxBytes int
+
+	// MemtableBytes is the size at which the memtable is frozen and flushed
+	// to an L0 table.
+	MemtableBytes int64
+	// MemtableMaxAge flushes a non-empty memtable this long after it was
+	// created, even if small; 0 disables age flushes.
+	MemtableMaxAge time.Duration
+	// MaxUnflushedBytes bounds memory: writers block while the memtables
+	// not yet in L0 hold more than this.
+	MaxUnflushedBytes int64
+
+	// L0CompactionTrigger starts a compaction once L0 has this many tables.
+	L0CompactionTrigger int
+	// L0StallTables blocks writers while L0 has this many tables (only when
+	// background compaction runs).
+	L0StallTables int
+	// MaxSortedRuns merges the newest runs once there are more than this.
+	MaxSortedRuns int
+	// SizeRatio: a compaction of newer data also takes in the next older
+	// run when that run is at most SizeRatio times the bytes collected so far
+	// (size-tiered).
+	SizeRatio float64
+	// TargetTableBytes splits compaction output into tables of about this size.
+	TargetTableBytes int64
+	// CompactionInterval is how often the planner looks for work besides
+	// after every L0 flush; 0 disables background compaction (Compact still
+	// works).
+	CompactionInterval time.Duration
+
+	// GCInterval is how often unreferenced objects are collected; 0 disables
+	// background collection (CollectGarbage still works).
+	GCInterval time.Duration
+	// GCGracePeriod is how old an unreferenced object must be before it is
+	// deleted; it protects readers that still use an older manifest.
+	GCGracePeriod time.Duration
+	// ManifestsToKeep is how many manifest versions before the latest are
+	// never collected.
+	ManifestsToKeep int
+
+	// CloseTimeout bounds how long Close retries flushing through object
+	// store failures before giving up.
+	CloseTimeout time.Duration
+	// RetryBackoff is the first pause between retries of a transient object
+	// store error; it doubles up to 100 times its value.
+	RetryBackoff time.Duration
+
+	// Table sets the format of the SSTs this writer builds.
+	Table sst.WriterOptions
+}
+
+// DefaultOptions returns the default writer settings.
+func DefaultOptions() Options {
+	return Options{
+		WALEnabled:          true,
+		WALFlushInterval:    100 * time.Millisecond,
+		WALMaxBytes:         8 << 20,
+		MemtableBytes:       64 << 20,
+		MemtableMaxAge:      10 * time.Minute,
+		MaxUnflushedBytes:   256 << 20,
+		L0CompactionTrigger: 4,
+		L0StallTables:       24,
+		MaxSortedRuns:       8,
+		SizeRatio:           4,
+		TargetTableBytes:    64 << 20,
+		CompactionInterval:  5 * time.Second,
+		GCInterval:          time.Minute,
+		GCGracePeriod:       10 * time.Minute,
+		ManifestsToKeep:     8,
+		CloseTimeout:        30 * time.Second,
+		RetryBackoff:        10 * time.Millisecond,
+		Table:               sst.DefaultWriterOptions(),
+	}
+}
+
+// Validate reports the first setting that cannot work.
+func (o *Options) Validate() error {
+	var errs []error
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
+	}
+	check(!o.WALEnabled || o.WALFlushInterval > 0, "WALFlushInterval must be positive with the WAL on, got %v", o.WALFlushInterval)
+	check(o.WALMaxBytes > 0, "WALMaxBytes must be positive, got %d", o.WALMaxBytes)
+	check(o.MemtableBytes > 0, "MemtableBytes must be positive, got %d", o.MemtableBytes)
+	check(o.MemtableMaxAge >= 0, "MemtableMaxAge must not be negative")
+	check(o.MaxUnflushedBytes >= o.MemtableBytes, "MaxUnflushedBytes (%d) must be at least MemtableBytes (%d)", o.MaxUnflushedBytes, o.MemtableBytes)
+	check(o.L0CompactionTrigger >= 1, "L0CompactionTrigger must be at least 1, got %d", o.L0CompactionTrigger)
+	check(o.L0StallTables > o.L0CompactionTrigger, "L0StallTables (%d) must exceed L0CompactionTrigger (%d)", o.L0StallTables, o.L0CompactionTrigger)
+	check(o.MaxSortedRuns >= 1, "MaxSortedRuns must be at least 1, got %d", o.MaxSortedRuns)
+	check(o.SizeRatio > 0, "SizeRatio must be positive, got %v", o.SizeRatio)
+	check(o.TargetTableBytes > 0, "TargetTableBytes must be positive, got %d", o.TargetTableBytes)
+	check(o.CompactionInterval >= 0, "CompactionInterval must not be negative")
+	check(o.GCInterval >= 0, "GCInterval must not be negative")
+	check(o.GCGracePeriod >= 0, "GCGracePeriod must not be negative")
+	check(o.ManifestsToKeep >= 1, "ManifestsToKeep must be at least 1, got %d", o.ManifestsToKeep)
+	check(o.CloseTimeout > 0, "CloseTimeout must be positive")
+	check(o.RetryBackoff > 0, "RetryBackoff must be positive")
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("lsm options: %w", err)
+	}
+	return nil
+}
+
+// ReaderOptions are the settings of a read-only Reader.
+type ReaderOptions struct {
+	// PollInterval is how often the reader looks for a newer manifest (and
+	// new WAL objects); 0 disables polling (Refresh still works).
+	PollInterval time.Duration
+	// ReplayWAL makes the reader also read WAL objects past the manifest's
+	// replay position, so it sees writes not yet in L0.
+	ReplayWAL bool
+	// RetryBackoff is the first pause between retries of a transient error.
+	RetryBackoff time.Duration
+}
+
+// DefaultReaderOptions returns the default reader settings.
+func DefaultReaderOptions() ReaderOptions {
+	return ReaderOptions{PollInterval: time.Second, ReplayWAL: true, RetryBackoff: 10 * time.Millisecond}
+}
+
+// Validate reports the first setting that cannot work.
+func (o *ReaderOptions) Validate() error {
+	if o.PollInterval < 0 {
+		return fmt.Errorf("lsm reader options: PollInterval must not be negative")
+	}
+	if o.RetryBackoff <= 0 {
+		return fmt.Errorf("lsm reader options: RetryBackoff must be positive")
+	}
+	return nil
+}
+
+// WriteOptions control one write.
+type WriteOptions struct {
+	// AwaitDurable returns only once the write is durable in the object
+	// store: in a WAL object with the WAL on, in an L0 table with it off
+	// (which waits for the next memtable flush: by size, age or Flush).
+	AwaitDurable bool
+}
+
+func (c *Components) withDefaults() Components {
+	d := *c
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	if d.Clock == nil {
+		d.Clock = SystemClock
+	}
+	return d
+}

@@ -1,0 +1,225 @@
+package lsm
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/shaledb/shale/storage/objstore"
+)
+
+// Reader serves reads of a prefix without fencing its writer. It follows
+// new manifests by polling (ReaderOptions.PollInterval) or Refresh, and with
+// ReplayWAL also reads the WAL objects past the manifest's replay position.
+// Its methods are safe for concurrent use.
+type Reader struct {
+	opts   ReaderOptions
+	s      *store
+	merge  MergeOperator
+	clock  Clock
+	logger *slog.Logger
+
+	refreshMu sync.Mutex // one refresh at a time
+	wals      map[uint64][]entry
+	lastWAL   uint64
+
+	mu     sync.Mutex
+	v      *view
+	snap   uint64
+	manID  uint64
+	closed bool
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// OpenReader opens a read-only view of prefix in bucket.
+func OpenReader(ctx context.Context, bucket objstore.Bucket, prefix string, opts ReaderOptions, comp Components) (*Reader, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	comp = comp.withDefaults()
+	r := &Reader{
+		opts:   opts,
+		s:      newStore(bucket, prefix, comp.Cache, newMetrics(comp.Registerer), comp.Logger, opts.RetryBackoff),
+		merge:  comp.Merge,
+		clock:  comp.Clock,
+		logger: comp.Logger.With("lsm_reader", prefix),
+		wals:   map[uint64][]entry{},
+		v:      &view{man: &manifest{}},
+	}
+	if err := r.Refresh(ctx); err != nil {
+		return nil, err
+	}
+	if opts.PollInterval > 0 {
+		pctx, cancel := context.WithCancel(context.Background())
+		r.cancel = cancel
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			t := time.NewTicker(opts.PollInterval)
+			defer t.Stop()
+			for {
+				select {
+				case <-pctx.Done():
+					return
+				case <-t.C:
+				}
+				if err := r.Refresh(pctx); err != nil && pctx.Err() == nil {
+					r.logger.Warn("lsm reader: refresh failed", "err", err)
+				}
+			}
+		}()
+	}
+	return r, nil
+}
+
+// Refresh loads the newest manifest and, with ReplayWAL, the WAL objects
+// written since the last refresh.
+func (r *Reader) Refresh(ctx context.Context) error {
+	r.refreshMu.Lock()
+	defer r.refreshMu.Unlock()
+	r.mu.Lock()
+	cur, curID := r.v, r.manID
+	r.mu.Unlock()
+
+	man, manID := cur.man, curID
+	newest, err := r.s.newestManifestID(ctx, curID)
+	if err != nil {
+		return fmt.Errorf("lsm reader refresh: %w", err)
+	}
+	if newest > curID {
+		m, err := r.s.readManifest(ctx, newest)
+		if isNotFound(err) {
+			// Collected already: an even newer one exists.
+			if newest, err = r.s.newestManifestID(ctx, newest); err == nil {
+				m, err = r.s.readManifest(ctx, newest)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("lsm reader refresh: %w", err)
+		}
+		man, manID = m, newest
+	}
+
+	mem := cur.mem
+	snap := man.LastSeq
+	if r.opts.ReplayWAL {
+		rebuild := mem == nil || man.ReplayAfter != cur.man.ReplayAfter
+		for id := range r.wals {
+			if id <= man.ReplayAfter {
+				delete(r.wals, id)
+			}
+		}
+		after := max(r.lastWAL, man.ReplayAfter)
+		ids, err := r.s.walIDs(ctx, after)
+		if err != nil {
+			return fmt.Errorf("lsm reader refresh: %w", err)
+		}
+		var fresh []uint64
+		for _, id := range ids {
+			ents, err := r.s.readWAL(ctx, id)
+			if isNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("lsm reader refresh: %w", err)
+			}
+			r.wals[id] = ents
+			fresh = append(fresh, id)
+		}
+		if len(ids) > 0 {
+			r.lastWAL = max(r.lastWAL, ids[len(ids)-1])
+		}
+		if rebuild {
+			mem = newMemtable(r.clock.Now())
+			for id := man.ReplayAfter + 1; id <= r.lastWAL; id++ {
+				for _, e := range r.wals[id] {
+					mem.add(e)
+				}
+			}
+		} else {
+			for _, id := range fresh {
+				for _, e := range r.wals[id] {
+					mem.add(e)
+				}
+			}
+		}
+		snap = max(snap, mem.maxSeq)
+	}
+	r.mu.Lock()
+	r.v = &view{mem: mem, man: man}
+	r.manID = manID
+	r.snap = max(snap, r.snap)
+	r.mu.Unlock()
+	if manID != curID {
+		live := map[string]bool{}
+		for _, t := range man.L0 {
+			live[t.ID] = true
+		}
+		for _, run := range man.Runs {
+			for _, t := range run.Tables {
+				live[t.ID] = true
+			}
+		}
+		r.s.forgetTables(live)
+	}
+	return nil
+}
+
+func (r *Reader) snapshot() (*view, uint64, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, 0, ErrClosed
+	}
+	return r.v, r.snap, nil
+}
+
+// Get returns the value of key and whether it exists. When a table has been
+// collected under it, the reader refreshes its manifest and retries.
+func (r *Reader) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
+	for attempt := 0; ; attempt++ {
+		v, snap, err := r.snapshot()
+		if err != nil {
+			return nil, false, err
+		}
+		val, ok, err := get(ctx, r.s, v, snap, key, r.merge, r.clock.Now().UnixMilli())
+		if err == nil || !isNotFound(err) || attempt == 3 {
+			return val, ok, err
+		}
+		if err := r.Refresh(ctx); err != nil {
+			return nil, false, err
+		}
+	}
+}
+
+// NewIterator returns an iterator over [lower, upper) of the reader's
+// current snapshot. Tables collected while it runs make it fail with an
+// error wrapping objstore.ErrNotFound; open a new one after Refresh.
+func (r *Reader) NewIterator(ctx context.Context, lower, upper []byte) (*Iterator, error) {
+	v, snap, err := r.snapshot()
+	if err != nil {
+		return nil, err
+	}
+	res := resolver{merge: r.merge, now: r.clock.Now().UnixMilli(), tombs: v.tombs(snap)}
+	return newIterator(ctx, newInternalIter(ctx, r.s, v, snap, lower, upper, true), lower, upper, res), nil
+}
+
+// Close stops polling.
+func (r *Reader) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	r.mu.Unlock()
+	if r.cancel != nil {
+		r.cancel()
+		r.wg.Wait()
+	}
+	return nil
+}
