@@ -302,7 +302,7 @@ func (d *floatDecoder) decode(h *header, b []byte) error {
 	d.ts[0] = h.mint
 	var tp intPlan
 	if cnt > 1 {
-		m, err := tp.parse(b)
+		m, err := tp.parse(b, cnt)
 		if err != nil {
 			return fmt.Errorf("timestamps: %w", err)
 		}
@@ -332,7 +332,7 @@ func (d *floatDecoder) decode(h *header, b []byte) error {
 			return corruptf("bad decimal exponent")
 		}
 		exp = uint(b[0])
-		m, err := vp.parse(b[1:])
+		m, err := vp.parse(b[1:], cnt)
 		if err != nil {
 			return fmt.Errorf("values: %w", err)
 		}

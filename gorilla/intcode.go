@@ -166,15 +166,65 @@ func fitCode(h *lenHist) (prefixCode, uint64) {
 func zigzag(x int64) uint64   { return uint64(x<<1) ^ uint64(x>>63) }
 func unzigzag(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) }
 
-// intPlan says how a sequence of integers is written: each step d_i =
-// x_i - x_{i-1} is predicted either by a constant base or by the previous step
-// (delta of delta, the first step predicted by base), and the zigzagged
-// residual d_i - prediction is written with code.
-type intPlan struct {
-	dod  bool
+// Step predictors of an intPlan.
+const (
+	predBase   byte = 0 // the step is base
+	predDelta  byte = 1 // the step is the previous step (delta of delta)
+	predRevert byte = 2 // the step is base, minus the previous residual when that was small (jitter that returns to the grid)
+)
+
+// predictor predicts each step d_i = x_i - x_{i-1} of an integer sequence.
+type predictor struct {
+	mode byte
 	base int64
-	code prefixCode
-	bits uint64
+	prev int64 // previous step, base at the start
+	c    int64 // correction for predRevert
+	half int64 // |base|/2: residuals at least this large are not jitter
+}
+
+func newPredictor(mode byte, base int64) predictor {
+	h := base / 2
+	if h < 0 {
+		h = -h
+	}
+	return predictor{mode: mode, base: base, prev: base, half: h}
+}
+
+func (p *predictor) predict() int64 {
+	switch p.mode {
+	case predDelta:
+		return p.prev
+	case predRevert:
+		return p.base - p.c
+	}
+	return p.base
+}
+
+// update records step d with residual r.
+func (p *predictor) update(d, r int64) {
+	p.prev = d
+	if p.mode == predRevert {
+		if r > -p.half && r < p.half {
+			p.c = r
+		} else {
+			p.c = 0
+		}
+	}
+}
+
+// intPlan says how a sequence of integers is written: each step is
+// predicted (see predictor) and the residual, step minus prediction, is
+// written either densely, every residual zigzagged with code, or sparsely,
+// as nz events of (gap of zero residuals with gapCode, zigzag(residual)-1
+// with code).
+type intPlan struct {
+	mode    byte
+	sparse  bool
+	base    int64
+	nz      int // events of a sparse plan
+	code    prefixCode
+	gapCode prefixCode
+	bits    uint64
 }
 
 // planInts chooses the cheapest intPlan for xs. Arithmetic wraps, so any
@@ -196,69 +246,151 @@ func planInts(xs []int64) intPlan {
 			votes--
 		}
 	}
-	var hc, hd lenHist
-	prev := base
-	for i := 1; i < len(xs); i++ {
-		d := xs[i] - xs[i-1]
-		hc[bits.Len64(zigzag(d-base))]++
-		hd[bits.Len64(zigzag(d-prev))]++
-		prev = d
+	best := intPlan{bits: ^uint64(0)}
+	for _, mode := range [...]byte{predBase, predDelta, predRevert} {
+		if mode == predRevert && base/2 == 0 {
+			continue // never reverts: same as predBase
+		}
+		var dense, gaps, vals lenHist
+		nz, last := 0, 0
+		p := newPredictor(mode, base)
+		for i := 1; i < len(xs); i++ {
+			d := xs[i] - xs[i-1]
+			r := d - p.predict()
+			p.update(d, r)
+			u := zigzag(r)
+			dense[bits.Len64(u)]++
+			if u != 0 {
+				gaps[bits.Len64(uint64(i-last-1))]++
+				vals[bits.Len64(u-1)]++
+				nz++
+				last = i
+			}
+		}
+		c, b := fitCode(&dense)
+		if b < best.bits {
+			best = intPlan{mode: mode, base: base, code: c, bits: b}
+		}
+		gc, gb := fitCode(&gaps)
+		vc, vb := fitCode(&vals)
+		var tmp [binary.MaxVarintLen64]byte
+		sb := gb + vb + 8*uint64(binary.PutUvarint(tmp[:], uint64(nz))+1+int(gc.nb))
+		if sb < best.bits {
+			best = intPlan{mode: mode, sparse: true, base: base, nz: nz, code: vc, gapCode: gc, bits: sb}
+		}
 	}
-	cc, bc := fitCode(&hc)
-	cd, bd := fitCode(&hd)
-	if bd < bc {
-		return intPlan{dod: true, base: base, code: cd, bits: bd}
-	}
-	return intPlan{base: base, code: cc, bits: bc}
+	return best
 }
 
 // headerLen is the number of header bytes appendTo writes.
 func (p *intPlan) headerLen() int {
-	var tmp [binary.MaxVarintLen64]byte
-	return 1 + binary.PutVarint(tmp[:], p.base) + 1 + int(p.code.nb)
+	return len(p.appendTo(make([]byte, 0, 32)))
 }
 
+// appendTo writes the plan:
+//
+//	flags byte (predictor | 4 if sparse) | base varint | code |
+//	if sparse: nz uvarint | gap code
 func (p *intPlan) appendTo(dst []byte) []byte {
-	var flags byte
-	if p.dod {
-		flags = 1
+	flags := p.mode
+	if p.sparse {
+		flags |= 4
 	}
 	dst = append(dst, flags)
 	dst = binary.AppendVarint(dst, p.base)
-	return p.code.appendTo(dst)
+	dst = p.code.appendTo(dst)
+	if p.sparse {
+		dst = binary.AppendUvarint(dst, uint64(p.nz))
+		dst = p.gapCode.appendTo(dst)
+	}
+	return dst
 }
 
-func (p *intPlan) parse(b []byte) (int, error) {
-	if len(b) == 0 || b[0] > 1 {
+// parse reads a plan for a sequence of n integers.
+func (p *intPlan) parse(b []byte, n int) (int, error) {
+	if len(b) == 0 || b[0]&^4 > predRevert {
 		return 0, corruptf("bad integer plan")
 	}
-	p.dod = b[0] == 1
-	n := 1
+	p.mode, p.sparse = b[0]&3, b[0]&4 != 0
+	k := 1
 	var m int
-	p.base, m = binary.Varint(b[n:])
+	p.base, m = binary.Varint(b[k:])
 	if m <= 0 {
 		return 0, corruptf("bad integer base")
 	}
-	n += m
-	m, err := p.code.parse(b[n:])
+	k += m
+	m, err := p.code.parse(b[k:])
 	if err != nil {
 		return 0, err
 	}
-	return n + m, nil
+	k += m
+	if p.sparse {
+		nz, m := binary.Uvarint(b[k:])
+		if m <= 0 || nz >= uint64(max(n, 1)) {
+			return 0, corruptf("bad count of nonzero residuals")
+		}
+		p.nz = int(nz)
+		k += m
+		m, err = p.gapCode.parse(b[k:])
+		if err != nil {
+			return 0, err
+		}
+		k += m
+	}
+	return k, nil
 }
 
 // writeInts writes the residuals of xs[1:] under p.
 func writeInts(w *bitWriter, xs []int64, p *intPlan) {
-	var cw codeWriter
+	var cw, gw codeWriter
 	cw.init(&p.code)
-	ref := p.base
+	if p.sparse {
+		gw.init(&p.gapCode)
+	}
+	pr := newPredictor(p.mode, p.base)
+	last := 0
 	for i := 1; i < len(xs); i++ {
 		d := xs[i] - xs[i-1]
-		cw.write(w, zigzag(d-ref))
-		if p.dod {
-			ref = d
+		r := d - pr.predict()
+		pr.update(d, r)
+		u := zigzag(r)
+		switch {
+		case !p.sparse:
+			cw.write(w, u)
+		case u != 0:
+			gw.write(w, uint64(i-last-1))
+			cw.write(w, u-1)
+			last = i
 		}
 	}
+}
+
+// codeReader reads residuals of one prefixCode.
+type codeReader struct {
+	plen, width [maxBuckets]uint
+	last        int
+}
+
+func newCodeReader(c *prefixCode) codeReader {
+	var cr codeReader
+	for i := range int(c.nb) {
+		cr.plen[i] = c.prefixLen(i)
+		cr.width[i] = uint(c.width[i])
+	}
+	cr.last = int(c.nb) - 1
+	return cr
+}
+
+func (cr *codeReader) read(r *bitReader) uint64 {
+	pk := r.peek()
+	b := min(bits.LeadingZeros64(^pk), cr.last)
+	pl, w := cr.plen[b], cr.width[b]
+	if pl+w <= 57 {
+		r.pos += pl + w
+		return pk << pl >> (64 - w)
+	}
+	r.pos += pl
+	return r.read(w)
 }
 
 // readInts fills out[1:] from residuals under p, given out[0].
@@ -266,26 +398,43 @@ func readInts(r *bitReader, out []int64, p *intPlan) error {
 	if len(out) < 2 {
 		return nil
 	}
-	x, ref := out[0], p.base
+	if p.sparse {
+		return readSparse(r, out, p)
+	}
 	if p.code.nb == 1 && p.code.width[0] == 0 {
 		// Every residual is zero: constant steps, no bits to read.
-		for i := 1; i < len(out); i++ {
-			x += ref
-			out[i] = x
-		}
+		fillSteps(out, 1, p.base)
 		return nil
 	}
-	var plen, width [maxBuckets]uint
-	for i := range int(p.code.nb) {
-		plen[i] = p.code.prefixLen(i)
-		width[i] = uint(p.code.width[i])
+	if p.mode == predBase {
+		return readBase(r, out, p)
 	}
-	last := int(p.code.nb) - 1
+	cr := newCodeReader(&p.code)
+	pr := newPredictor(p.mode, p.base)
+	x := out[0]
+	for i := 1; i < len(out); i++ {
+		res := unzigzag(cr.read(r))
+		d := pr.predict() + res
+		pr.update(d, res)
+		x += d
+		out[i] = x
+		if r.overrun() {
+			return corruptf("residuals overrun the block")
+		}
+	}
+	return nil
+}
+
+// readBase is readInts for dense residuals against a constant step, the
+// common case, with the bit reader kept in registers.
+func readBase(r *bitReader, out []int64, p *intPlan) error {
+	cr := newCodeReader(&p.code)
+	x, base := out[0], p.base
 	data, pos, end := r.data, r.pos, r.end
 	for i := 1; i < len(out); i++ {
 		pk := binary.BigEndian.Uint64(data[pos>>3:]) << (pos & 7)
-		b := min(bits.LeadingZeros64(^pk), last)
-		pl, w := plen[b], width[b]
+		b := min(bits.LeadingZeros64(^pk), cr.last)
+		pl, w := cr.plen[b], cr.width[b]
 		var u uint64
 		if pl+w <= 57 {
 			u = pk << pl >> (64 - w)
@@ -295,11 +444,7 @@ func readInts(r *bitReader, out []int64, p *intPlan) error {
 			u = r.read(w)
 			pos = r.pos
 		}
-		d := ref + unzigzag(u)
-		x += d
-		if p.dod {
-			ref = d
-		}
+		x += base + unzigzag(u)
 		out[i] = x
 		if pos > end {
 			r.pos = pos
@@ -307,5 +452,56 @@ func readInts(r *bitReader, out []int64, p *intPlan) error {
 		}
 	}
 	r.pos = pos
+	return nil
+}
+
+// fillSteps sets out[i:] by adding step to each predecessor.
+func fillSteps(out []int64, i int, step int64) {
+	x := out[i-1]
+	for ; i < len(out); i++ {
+		x += step
+		out[i] = x
+	}
+}
+
+func readSparse(r *bitReader, out []int64, p *intPlan) error {
+	cr, gr := newCodeReader(&p.code), newCodeReader(&p.gapCode)
+	pr := newPredictor(p.mode, p.base)
+	i := 1
+	for e := 0; e < p.nz; e++ {
+		gap := gr.read(r)
+		u := cr.read(r) + 1
+		if r.overrun() {
+			return corruptf("residual events overrun the block")
+		}
+		if gap >= uint64(len(out)-i) {
+			return corruptf("residual event %d past the end", e)
+		}
+		if gap > 0 {
+			// The first zero-residual step settles the predictor; the rest
+			// repeat it.
+			d := pr.predict()
+			pr.update(d, 0)
+			out[i] = out[i-1] + d
+			i++
+			end := i + int(gap) - 1
+			fillSteps(out[:end], i, pr.predict())
+			if end > i {
+				pr.update(pr.predict(), 0)
+			}
+			i = end
+		}
+		res := unzigzag(u)
+		d := pr.predict() + res
+		pr.update(d, res)
+		out[i] = out[i-1] + d
+		i++
+	}
+	if i < len(out) {
+		d := pr.predict()
+		pr.update(d, 0)
+		out[i] = out[i-1] + d
+		fillSteps(out, i+1, pr.predict())
+	}
 	return nil
 }

@@ -1,0 +1,197 @@
+package gorilla
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+)
+
+// The codec benchmarks run Shale's blocks and Prometheus' XOR chunks side by
+// side on the same samples cut into the same units (one block or chunk per
+// unit). Run with:
+//
+//	go test -run '^$' -bench 'BenchmarkCodec' -benchtime 0.5s -count 6 ./gorilla/ | tee /tmp/codec.txt
+//	.tools/benchstat -col /codec /tmp/codec.txt
+//
+// data=counter|gauge|const are synthetic: 100 series at a 15 s interval with
+// realistic scrape jitter, 120 samples per unit as Prometheus cuts chunks.
+// data=real-chunks cuts the real block's series exactly like its XOR chunks;
+// data=real-series encodes each whole series as one unit.
+
+type unit struct {
+	ts []int64
+	vs []float64
+}
+
+func syntheticUnits(kind string) []unit {
+	rng := rand.New(rand.NewPCG(7, 11))
+	var us []unit
+	for s := range 100 {
+		ts := make([]int64, 120)
+		vs := make([]float64, 120)
+		t := int64(1796014800000 + s*37)
+		v := float64(rng.IntN(1 << 20))
+		for i := range ts {
+			ts[i] = t
+			t += 15000
+			if rng.IntN(10) == 0 { // now and then a scrape lands a few ms off
+				t += rng.Int64N(7) - 3
+			}
+			switch kind {
+			case "counter":
+				v += float64(rng.IntN(5000))
+			case "gauge":
+				v = math.Round(500+100*math.Sin(float64(i)/10)+rng.NormFloat64()*20) / 100
+			case "const":
+				v = float64(s)
+			}
+			vs[i] = v
+		}
+		us = append(us, unit{ts, vs})
+	}
+	return us
+}
+
+func realUnits(b *testing.B, whole bool) []unit {
+	var us []unit
+	for _, s := range loadReal(b) {
+		if whole {
+			us = append(us, unit{s.ts, s.vs})
+			continue
+		}
+		off := 0
+		for _, n := range s.counts {
+			us = append(us, unit{s.ts[off : off+n], s.vs[off : off+n]})
+			off += n
+		}
+	}
+	return us
+}
+
+func BenchmarkCodec(b *testing.B) {
+	for _, data := range []string{"counter", "gauge", "const", "real-chunks", "real-series"} {
+		b.Run("data="+data, func(b *testing.B) {
+			var us []unit
+			switch data {
+			case "real-chunks":
+				us = realUnits(b, false)
+			case "real-series":
+				us = realUnits(b, true)
+			default:
+				us = syntheticUnits(data)
+			}
+			samples := 0
+			for _, u := range us {
+				samples += len(u.ts)
+			}
+			b.Run("codec=gorilla", func(b *testing.B) { benchGorilla(b, us, samples) })
+			b.Run("codec=xor", func(b *testing.B) { benchXOR(b, us, samples) })
+		})
+	}
+}
+
+func reportPerSample(b *testing.B, samples, bytes int) {
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(samples), "ns/sample")
+	b.ReportMetric(float64(bytes)/float64(samples), "bytes/sample")
+	b.ReportMetric(0, "ns/op")
+}
+
+func benchGorilla(b *testing.B, us []unit, samples int) {
+	blocks := make([][]byte, len(us))
+	size := 0
+	for i, u := range us {
+		var err error
+		if blocks[i], err = Encode(nil, u.ts, u.vs); err != nil {
+			b.Fatal(err)
+		}
+		size += len(blocks[i])
+	}
+	b.Run("op=encode", func(b *testing.B) {
+		b.ReportAllocs()
+		var buf []byte
+		for b.Loop() {
+			for _, u := range us {
+				buf, _ = Encode(buf[:0], u.ts, u.vs)
+			}
+		}
+		reportPerSample(b, samples, size)
+	})
+	b.Run("op=append", func(b *testing.B) {
+		b.ReportAllocs()
+		var buf []byte
+		for b.Loop() {
+			for _, u := range us {
+				var a Appender
+				for i, t := range u.ts {
+					_ = a.Append(t, u.vs[i])
+				}
+				buf = a.AppendBlock(buf[:0])
+			}
+		}
+		reportPerSample(b, samples, size)
+	})
+	b.Run("op=decode", func(b *testing.B) {
+		b.ReportAllocs()
+		var it Iterator
+		var sum float64
+		for b.Loop() {
+			for _, blk := range blocks {
+				if err := it.Reset(blk); err != nil {
+					b.Fatal(err)
+				}
+				for it.Next() == chunkenc.ValFloat {
+					_, v := it.At()
+					sum += v
+				}
+			}
+		}
+		reportPerSample(b, samples, size)
+	})
+}
+
+func benchXOR(b *testing.B, us []unit, samples int) {
+	chunks := make([]*chunkenc.XORChunk, len(us))
+	size := 0
+	for i, u := range us {
+		chunks[i] = xorEncode(u)
+		size += len(chunks[i].Bytes())
+	}
+	encode := func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, u := range us {
+				xorEncode(u)
+			}
+		}
+		reportPerSample(b, samples, size)
+	}
+	// XOR chunks are built by appending; both names measure the same thing.
+	b.Run("op=encode", encode)
+	b.Run("op=append", encode)
+	b.Run("op=decode", func(b *testing.B) {
+		b.ReportAllocs()
+		var it chunkenc.Iterator
+		var sum float64
+		for b.Loop() {
+			for _, c := range chunks {
+				it = c.Iterator(it)
+				for it.Next() == chunkenc.ValFloat {
+					_, v := it.At()
+					sum += v
+				}
+			}
+		}
+		reportPerSample(b, samples, size)
+	})
+}
+
+func xorEncode(u unit) *chunkenc.XORChunk {
+	c := chunkenc.NewXORChunk()
+	app, _ := c.Appender()
+	for i, t := range u.ts {
+		app.Append(0, t, u.vs[i])
+	}
+	return c
+}
