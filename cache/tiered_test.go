@@ -1,0 +1,163 @@
+package cache
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// TestConcurrentUse runs many goroutines over small budgets, with a disk
+// tier that evicts all the time, and checks every block returned.
+func TestConcurrentUse(t *testing.T) {
+	o := diskOptions(t)
+	o.MemoryBytes = 32 << 10
+	o.DiskBytes = 128 << 10
+	o.DiskSegmentBytes = 8 << 10
+	o.DiskWriteQueue = 8
+	c := newTestCache(t, o)
+
+	const goroutines, ops, keys = 16, 1000, 300
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(g), 1))
+			for range ops {
+				i := rng.IntN(keys)
+				key, want := testKey(i), testValue(i, 200+i%5*300)
+				class := Class(i % 2)
+				switch rng.IntN(5) {
+				case 0:
+					c.Set(key, want, class)
+				case 1:
+					if v, ok := c.Get(key); ok && !bytes.Equal(v, want) {
+						t.Errorf("Get(%q): wrong bytes", key)
+						return
+					}
+				case 2:
+					if rng.IntN(50) == 0 {
+						c.Flush()
+					}
+				default:
+					v, err := c.GetOrLoad(context.Background(), key, class, func(context.Context) ([]byte, error) {
+						if i%37 == 0 {
+							return nil, fmt.Errorf("load %d failed", i)
+						}
+						return testValue(i, 200+i%5*300), nil
+					})
+					if i%37 == 0 && err != nil {
+						continue
+					}
+					if err != nil || !bytes.Equal(v, want) {
+						t.Errorf("GetOrLoad(%q): err %v, right bytes %v", key, err, bytes.Equal(v, want))
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	c.Flush()
+	c.mem.cleanUp()
+	s := c.Stats()
+	if s.Memory.Bytes > o.MemoryBytes || s.Disk.Bytes > o.DiskBytes {
+		t.Errorf("over budget: memory %d of %d, disk %d of %d", s.Memory.Bytes, o.MemoryBytes, s.Disk.Bytes, o.DiskBytes)
+	}
+	if s.Memory.Evictions == 0 || s.Disk.Evictions == 0 || s.Disk.Hits == 0 {
+		t.Errorf("the test did not reach what it is for: %+v", s)
+	}
+	t.Logf("%+v", s)
+}
+
+func TestMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	o := diskOptions(t)
+	c, err := New(o, Components{Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	load := func(context.Context) ([]byte, error) { return []byte("block"), nil }
+	c.GetOrLoad(ctx, "m", ClassMeta, load) // memory miss, disk miss, load
+	c.GetOrLoad(ctx, "m", ClassMeta, load) // memory hit
+	c.GetOrLoad(ctx, "d", ClassData, load)
+	c.Get("d")       // memory hit
+	c.Get("nothing") // misses with class unknown
+	c.Flush()
+
+	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
+		t.Fatalf("metric lint: %v %v", problems, err)
+	}
+	want := `
+# HELP shale_cache_hits_total Lookups answered by a tier, by tier and block class.
+# TYPE shale_cache_hits_total counter
+shale_cache_hits_total{class="data",tier="disk"} 0
+shale_cache_hits_total{class="data",tier="memory"} 1
+shale_cache_hits_total{class="meta",tier="disk"} 0
+shale_cache_hits_total{class="meta",tier="memory"} 1
+shale_cache_hits_total{class="unknown",tier="disk"} 0
+shale_cache_hits_total{class="unknown",tier="memory"} 0
+# HELP shale_cache_misses_total Lookups a tier could not answer, by tier and block class (unknown for Get, which is not told the class).
+# TYPE shale_cache_misses_total counter
+shale_cache_misses_total{class="data",tier="disk"} 1
+shale_cache_misses_total{class="data",tier="memory"} 1
+shale_cache_misses_total{class="meta",tier="disk"} 1
+shale_cache_misses_total{class="meta",tier="memory"} 1
+shale_cache_misses_total{class="unknown",tier="disk"} 1
+shale_cache_misses_total{class="unknown",tier="memory"} 1
+# HELP shale_cache_disk_writes_total Blocks written to the disk tier.
+# TYPE shale_cache_disk_writes_total counter
+shale_cache_disk_writes_total 2
+# HELP shale_cache_entries Blocks held by a tier.
+# TYPE shale_cache_entries gauge
+shale_cache_entries{tier="disk"} 2
+shale_cache_entries{tier="memory"} 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
+		"shale_cache_hits_total", "shale_cache_misses_total", "shale_cache_disk_writes_total", "shale_cache_entries"); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(c.metrics, "shale_cache_load_duration_seconds"); n != 2 {
+		t.Fatalf("%d load duration series, want 2 (meta and data)", n)
+	}
+
+	// Close unregisters, so a reopened cache can register again.
+	c.Close()
+	c2, err := New(o, Components{Registerer: reg})
+	if err != nil {
+		t.Fatalf("reopen with the same registry: %v", err)
+	}
+	defer c2.Close()
+	if _, err := New(o, Components{Registerer: reg}); err == nil {
+		t.Fatal("a second cache registered the same metrics")
+	}
+}
+
+func TestMemoryOnly(t *testing.T) {
+	c := newTestCache(t, DefaultOptions())
+	c.Set("a", []byte("1"), ClassMeta)
+	c.Set("b", []byte("2"), ClassData)
+	c.Flush() // no disk tier: returns at once
+	mustGet(t, c, "a", []byte("1"))
+	mustGet(t, c, "b", []byte("2"))
+	if _, ok := c.Get("c"); ok {
+		t.Fatal("hit on a key never set")
+	}
+	if s := c.Stats(); s.Memory.Hits != 2 || s.Memory.Misses != 1 || s.Disk != (TierStats{}) {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+func TestNewRejectsInvalidOptions(t *testing.T) {
+	o := DefaultOptions()
+	o.MetaShare = 2
+	if _, err := New(o, Components{}); err == nil {
+		t.Fatal("New accepted MetaShare 2")
+	}
+}
