@@ -179,6 +179,9 @@ func (f *FaultBucket) before(ctx context.Context, op Op, name string) (injected 
 	}
 	f.mu.Unlock()
 
+	if err := ctx.Err(); err != nil {
+		return nil, false, fmt.Errorf("%s %s: %w", op, name, err)
+	}
 	if delay > 0 {
 		t := time.NewTimer(delay)
 		select {
