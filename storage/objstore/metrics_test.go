@@ -2,8 +2,8 @@ package objstore
 
 import (
 	"context"
-	"fmt"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -21,10 +21,10 @@ func TestMetricsCount(t *testing.T) {
 	PutBytes(ctx, b, "a", []byte("hello"), PutOptions{})
 	PutBytes(ctx, b, "b", []byte("world!"), PutOptions{})
 	PutBytes(ctx, b, "a", []byte("again"), PutOptions{IfAbsent: true}) // precondition_failed
-	ReadAll(ctx, b, "a")                                                  // 5 bytes
-	ReadRange(ctx, b, "b", 1, 3)                                          // 3 bytes
-	ReadAll(ctx, b, "missing")                                            // not_found
-	ReadRange(ctx, b, "a", 100, 1)                                        // invalid_range
+	ReadAll(ctx, b, "a")                                               // 5 bytes
+	ReadRange(ctx, b, "b", 1, 3)                                       // 3 bytes
+	ReadAll(ctx, b, "missing")                                         // not_found
+	ReadRange(ctx, b, "a", 100, 1)                                     // invalid_range
 	fault.FailNext(OpList, 1, nil)
 	b.List(ctx, "", "", 0) // transient
 	b.List(ctx, "", "", 0)
@@ -119,7 +119,6 @@ type brokenBody struct{}
 
 func (brokenBody) Read([]byte) (int, error) { return 0, Transient(errors.New("reset")) }
 func (brokenBody) Close() error             { return nil }
-
 
 func TestMetricsCountBrokenBody(t *testing.T) {
 	b := NewMetricsBucket(NewMemoryBucket(), nil, "x")
