@@ -508,3 +508,52 @@ func TestReadErrorsAreNotCorruption(t *testing.T) {
 		t.Fatalf("get after recovery: %v %v", got, err)
 	}
 }
+
+// TestConcurrentReaders shares one table and cache between goroutines doing
+// Gets and scans; run with -race.
+func TestConcurrentReaders(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	entries := genEntries(rng, genSpec{keys: 3000, maxVersions: 3, maxValue: 80})
+	data, _ := buildTable(t, entries, DefaultWriterOptions())
+	tb, err := Open(context.Background(), &countingReadable{data: data}, "tbl", newMapCache())
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 4)
+	for g := range 4 {
+		go func() {
+			errs <- func() error {
+				rng := rand.New(rand.NewPCG(uint64(g), 99))
+				var dst []Entry
+				for range 300 {
+					e := entries[rng.IntN(len(entries))]
+					var err error
+					if dst, err = tb.Get(context.Background(), e.Key, dst[:0]); err != nil {
+						return err
+					}
+					if len(dst) == 0 || !bytes.Equal(dst[0].Key, e.Key) {
+						return fmt.Errorf("get %q: %d entries", e.Key, len(dst))
+					}
+				}
+				lo := rng.IntN(len(entries))
+				it := tb.NewIter(context.Background(), entries[lo].Key, nil)
+				n := 0
+				for ok := it.First(); ok; ok = it.Next() {
+					n++
+				}
+				if err := it.Close(); err != nil {
+					return err
+				}
+				if want := len(entries) - lowerBound(entries, entries[lo].Key); n != want {
+					return fmt.Errorf("scan from %d: %d entries, want %d", lo, n, want)
+				}
+				return nil
+			}()
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
