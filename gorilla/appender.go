@@ -44,6 +44,10 @@ func NewAppender() *Appender { return &Appender{} }
 // 0 in one bit, jitter up to ±15 ms in 7 bits, up to ±32 s in 18 bits.
 var streamCode = prefixCode{nb: 4, width: [maxBuckets]uint8{0, 5, 16, 64}}
 
+// maxAppendBytes bounds the bytes one Append flushes to the stream: a
+// timestamp of at most 67 bits and a value of at most 77, plus pending bits.
+const maxAppendBytes = 8 + (67+77+7)/8
+
 var streamWriter = func() (cw codeWriter) {
 	cw.init(&streamCode)
 	return cw
@@ -72,6 +76,13 @@ func (a *Appender) Append(t int64, v float64) error {
 		return err
 	}
 	vb := math.Float64bits(v)
+	if free := cap(a.w.buf) - len(a.w.buf); free < maxAppendBytes {
+		// Grow by a quarter rather than doubling: the head holds many
+		// appenders and their slack adds up.
+		buf := make([]byte, len(a.w.buf), len(a.w.buf)+max(32, len(a.w.buf)/4))
+		copy(buf, a.w.buf)
+		a.w.buf = buf
+	}
 	if a.count == 0 {
 		a.kind, a.mint, a.first, a.lead = KindFloat, t, vb, 0xff
 	} else {

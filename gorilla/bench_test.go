@@ -134,11 +134,12 @@ func benchGorilla(b *testing.B, us []unit, samples int) {
 	})
 	b.Run("op=decode", func(b *testing.B) {
 		b.ReportAllocs()
-		var it Iterator
+		var gi Iterator
+		var it chunkenc.Iterator = &gi // as the query engine sees it
 		var sum float64
 		for b.Loop() {
 			for _, blk := range blocks {
-				if err := it.Reset(blk); err != nil {
+				if err := gi.Reset(blk); err != nil {
 					b.Fatal(err)
 				}
 				for it.Next() == chunkenc.ValFloat {

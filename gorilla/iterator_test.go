@@ -1,0 +1,311 @@
+package gorilla
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/tsdb/tsdbutil"
+)
+
+// TestSeekMatchesXOR drives our iterator and chunkenc's XOR iterator over
+// the same samples with the same random Next and Seek calls, including
+// Seek before the first sample, past the end and after exhaustion, and
+// expects the same answers.
+func TestSeekMatchesXOR(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var it Iterator
+	var xit chunkenc.Iterator
+	for round := range 300 {
+		n := 1 + rng.IntN(200)
+		s := genSeries(rng, n)[rng.IntN(11)]
+		blk, err := Encode(nil, s.ts, s.vs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := it.Reset(blk); err != nil {
+			t.Fatal(err)
+		}
+		xc := xorEncode(unit{s.ts, s.vs})
+		xit = xc.Iterator(xit)
+		lo, hi := s.ts[0], s.ts[n-1]
+		for op := range 40 {
+			var got, want chunkenc.ValueType
+			var desc string
+			if rng.IntN(3) == 0 {
+				got, want, desc = it.Next(), xit.Next(), "Next"
+			} else {
+				var at int64
+				switch rng.IntN(4) {
+				case 0:
+					at = lo - 1 - rng.Int64N(1000)
+				case 1:
+					at = hi + 1 + rng.Int64N(1000)
+				case 2:
+					at = s.ts[rng.IntN(n)]
+				default:
+					at = lo + rng.Int64N(hi-lo+1)
+				}
+				got, want, desc = it.Seek(at), xit.Seek(at), "Seek"
+			}
+			if got != want {
+				t.Fatalf("round %d op %d %s: got %v, XOR %v", round, op, desc, got, want)
+			}
+			if got == chunkenc.ValFloat {
+				gt, gv := it.At()
+				wt, wv := xit.At()
+				if gt != wt || math.Float64bits(gv) != math.Float64bits(wv) || it.AtT() != wt {
+					t.Fatalf("round %d op %d %s: at (%d, %v), XOR (%d, %v)", round, op, desc, gt, gv, wt, wv)
+				}
+			}
+		}
+	}
+}
+
+func TestIteratorReuseDoesNotAllocate(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	var blocks [][]byte
+	for _, s := range genSeries(rng, 500) {
+		blk, err := Encode(nil, s.ts, s.vs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks = append(blocks, blk)
+	}
+	var it Iterator
+	walk := func() {
+		for _, blk := range blocks {
+			if err := it.Reset(blk); err != nil {
+				t.Fatal(err)
+			}
+			for it.Next() != chunkenc.ValNone {
+			}
+		}
+	}
+	walk() // size the buffers
+	if a := testing.AllocsPerRun(20, walk); a != 0 {
+		t.Errorf("reset and walk allocate %v times", a)
+	}
+}
+
+func TestNewIteratorErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		block []byte
+	}{
+		{"empty", nil},
+		{"unknown kind", []byte{9, 1, 0}},
+		{"zero count", []byte{1, 0, 0}},
+		{"truncated", []byte{1, 5}},
+	} {
+		it, err := NewIterator(tc.block)
+		if !errors.Is(err, ErrCorrupt) || it != nil {
+			t.Errorf("%s: got %v, %v; want ErrCorrupt", tc.name, it, err)
+		}
+		var zero Iterator
+		if zero.Reset(tc.block) == nil || zero.Next() != chunkenc.ValNone || zero.Seek(0) != chunkenc.ValNone || zero.Err() == nil {
+			t.Errorf("%s: failed Reset leaves a usable iterator", tc.name)
+		}
+	}
+	var zero Iterator
+	if zero.Next() != chunkenc.ValNone || zero.Err() != nil {
+		t.Error("zero Iterator is not an exhausted iterator")
+	}
+}
+
+func TestAppenderErrors(t *testing.T) {
+	var a Appender
+	if a.AppendBlock([]byte("x")) == nil || string(a.AppendBlock([]byte("x"))) != "x" {
+		t.Error("empty appender changed dst")
+	}
+	if err := a.Append(10, 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, ts := range []int64{10, 9, math.MinInt64} {
+		if err := a.Append(ts, 2); !errors.Is(err, ErrOutOfOrder) {
+			t.Errorf("Append(%d) after 10: %v, want ErrOutOfOrder", ts, err)
+		}
+	}
+	if err := a.AppendHistogram(20, tsdbutil.GenerateTestHistogram(1)); !errors.Is(err, ErrKindChange) {
+		t.Errorf("histogram after float: %v, want ErrKindChange", err)
+	}
+	if err := a.AppendFloatHistogram(20, tsdbutil.GenerateTestFloatHistogram(1)); !errors.Is(err, ErrKindChange) {
+		t.Errorf("float histogram after float: %v, want ErrKindChange", err)
+	}
+	if a.Count() != 1 || a.MinTime() != 10 || a.MaxTime() != 10 {
+		t.Errorf("failed appends changed the appender: %d %d %d", a.Count(), a.MinTime(), a.MaxTime())
+	}
+	var h Appender
+	if err := h.AppendHistogram(1, &histogram.Histogram{Count: 1, PositiveBuckets: []int64{5}}); err == nil {
+		t.Error("invalid histogram accepted")
+	}
+	if h.Count() != 0 {
+		t.Error("invalid histogram counted")
+	}
+}
+
+// histSample is one expected histogram sample.
+type histSample struct {
+	t  int64
+	h  *histogram.Histogram
+	fh *histogram.FloatHistogram
+}
+
+func genHistSamples(n int, float bool, t0 int64) []histSample {
+	var out []histSample
+	for i := range n {
+		// A counter reset at n/2 and a schema change at 3n/4 make the run
+		// cut chunks.
+		j := int64(i)
+		if i >= n/2 {
+			j = int64(i - n/2)
+		}
+		s := histSample{t: t0 + int64(i)*15000}
+		if float {
+			s.fh = tsdbutil.GenerateTestFloatHistogram(j)
+			if i >= 3*n/4 {
+				if err := s.fh.ReduceResolution(s.fh.Schema - 1); err != nil {
+					panic(err)
+				}
+			}
+		} else {
+			s.h = tsdbutil.GenerateTestHistogram(j)
+			if i >= 3*n/4 {
+				if err := s.h.ReduceResolution(s.h.Schema - 1); err != nil {
+					panic(err)
+				}
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// checkHist walks it and compares with want; float samples in want have a
+// nil h and fh and value v.
+func checkMixed(t *testing.T, it *Iterator, want []mixedSample) {
+	t.Helper()
+	for i, w := range want {
+		vt := it.Next()
+		if vt != w.vt {
+			t.Fatalf("sample %d: type %v, want %v (err %v)", i, vt, w.vt, it.Err())
+		}
+		if it.AtT() != w.t {
+			t.Fatalf("sample %d: t %d, want %d", i, it.AtT(), w.t)
+		}
+		switch vt {
+		case chunkenc.ValFloat:
+			_, v := it.At()
+			if math.Float64bits(v) != math.Float64bits(w.v) {
+				t.Fatalf("sample %d: v %v, want %v", i, v, w.v)
+			}
+		case chunkenc.ValHistogram:
+			_, h := it.AtHistogram(nil)
+			h.CounterResetHint = w.h.CounterResetHint
+			if !h.Equals(w.h) {
+				t.Fatalf("sample %d: histogram %v, want %v", i, h, w.h)
+			}
+		case chunkenc.ValFloatHistogram:
+			_, fh := it.AtFloatHistogram(nil)
+			fh.CounterResetHint = w.fh.CounterResetHint
+			if !fh.Equals(w.fh) {
+				t.Fatalf("sample %d: float histogram %v, want %v", i, fh, w.fh)
+			}
+		}
+	}
+	if vt := it.Next(); vt != chunkenc.ValNone || it.Err() != nil {
+		t.Fatalf("after %d samples: %v, err %v", len(want), vt, it.Err())
+	}
+}
+
+type mixedSample struct {
+	vt chunkenc.ValueType
+	t  int64
+	v  float64
+	h  *histogram.Histogram
+	fh *histogram.FloatHistogram
+}
+
+func toMixed(hs []histSample) []mixedSample {
+	var out []mixedSample
+	for _, s := range hs {
+		if s.h != nil {
+			out = append(out, mixedSample{vt: chunkenc.ValHistogram, t: s.t, h: s.h})
+		} else {
+			out = append(out, mixedSample{vt: chunkenc.ValFloatHistogram, t: s.t, fh: s.fh})
+		}
+	}
+	return out
+}
+
+func TestHistogramRoundTrip(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		float bool
+		n     int
+		kind  Kind
+	}{
+		{"histogram/1", false, 1, KindHistogram},
+		{"histogram/300", false, 300, KindHistogram},
+		{"histogram/2500", false, 2500, KindHistogram},
+		{"float/1", true, 1, KindFloatHistogram},
+		{"float/300", true, 300, KindFloatHistogram},
+		{"float/2500", true, 2500, KindFloatHistogram},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			samples := genHistSamples(tc.n, tc.float, 1000)
+			var a Appender
+			for _, s := range samples {
+				orig := ""
+				var err error
+				if s.h != nil {
+					orig = s.h.String()
+					err = a.AppendHistogram(s.t, s.h)
+					if s.h.String() != orig {
+						t.Fatal("AppendHistogram changed its argument")
+					}
+				} else {
+					err = a.AppendFloatHistogram(s.t, s.fh)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := a.Append(samples[tc.n-1].t+1, 1); !errors.Is(err, ErrKindChange) {
+				t.Fatalf("float after histograms: %v", err)
+			}
+			want := toMixed(samples)
+			checkMixed(t, a.Iterator(nil), want)
+			blk := a.AppendBlock(nil)
+			m, err := ReadMeta(blk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m != (Meta{tc.kind, tc.n, samples[0].t, samples[tc.n-1].t}) {
+				t.Fatalf("meta %+v", m)
+			}
+			it, err := NewIterator(blk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkMixed(t, it, want)
+			// Seek lands on histograms as on floats.
+			if err := it.Reset(blk); err != nil {
+				t.Fatal(err)
+			}
+			mid := samples[tc.n/2]
+			if vt := it.Seek(mid.t - 1); vt == chunkenc.ValNone || it.AtT() != mid.t {
+				t.Fatalf("Seek(%d) = %v at %d", mid.t-1, vt, it.AtT())
+			}
+			if vt := it.Seek(samples[tc.n-1].t + 1); vt != chunkenc.ValNone {
+				t.Fatalf("Seek past end = %v", vt)
+			}
+			if a.Size() < len(blk)/2 {
+				t.Errorf("Size %d for a %d byte block", a.Size(), len(blk))
+			}
+		})
+	}
+}
