@@ -13,12 +13,21 @@ import (
 	promstorage "github.com/prometheus/prometheus/storage"
 )
 
+// dataError is an error about data that can never be stored; senders should
+// drop it rather than retry.
+type dataError string
+
+func (e dataError) Error() string { return string(e) }
+
+// BadData marks the error for the remote-write layer (400, not 5xx).
+func (dataError) BadData() bool { return true }
+
 // ErrInvalidSeries marks labels the storage refuses: no labels at all, or a
 // repeated label name.
-var ErrInvalidSeries = errors.New("invalid series labels")
+var ErrInvalidSeries error = dataError("invalid series labels")
 
 // ErrInvalidHistogram marks a native histogram that fails validation.
-var ErrInvalidHistogram = errors.New("invalid native histogram")
+var ErrInvalidHistogram error = dataError("invalid native histogram")
 
 type pendingSample struct {
 	part *headPart
@@ -226,8 +235,8 @@ func (a *appender) Commit() error {
 		}
 	}
 	var (
-		dropped int
-		newest  = int64(math.MinInt64)
+		dropped  int
+		newest   = int64(math.MinInt64)
 		firstErr error
 	)
 	for _, ps := range a.pending {

@@ -1,8 +1,9 @@
 package storage
 
 import (
-	"errors"
 	"context"
+	"errors"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -194,3 +195,82 @@ func TestOutOfOrderAndDuplicates(t *testing.T) {
 }
 
 func errorsIs(err, target error) bool { return errors.Is(err, target) }
+
+func TestDeleteSeries(t *testing.T) {
+	for _, flushed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("flushed=%v", flushed), func(t *testing.T) {
+			b := objstore.NewMemoryBucket()
+			db := openTestDB(t, b, DefaultOptions())
+			a := labels.FromStrings("__name__", "m", "job", "a")
+			c := labels.FromStrings("__name__", "m", "job", "c")
+			var all []tsample
+			for i := int64(0); i < 10; i++ {
+				all = append(all, tsample{i * 1000, float64(i)})
+			}
+			appendFloats(t, db, a, all...)
+			appendFloats(t, db, c, all...)
+			if flushed {
+				if err := db.flushHead(context.Background(), closeAll); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := db.Delete(context.Background(), 3000, 5000, labels.MustNewMatcher(labels.MatchEqual, "job", "a")); err != nil {
+				t.Fatal(err)
+			}
+			want := append(append([]tsample(nil), all[:3]...), all[6:]...)
+			check := func(what string) {
+				t.Helper()
+				got := queryFloats(t, db, math.MinInt64, math.MaxInt64, labels.MustNewMatcher(labels.MatchEqual, "__name__", "m"))
+				if !sameSamples(got[a.String()], want) {
+					t.Fatalf("%s: deleted series: got %v want %v", what, got[a.String()], want)
+				}
+				if !sameSamples(got[c.String()], all) {
+					t.Fatalf("%s: other series changed: %v", what, got[c.String()])
+				}
+			}
+			check("after delete")
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			db = openTestDB(t, b, DefaultOptions())
+			defer db.Close()
+			check("after reopen")
+		})
+	}
+}
+
+func TestRetentionDropsPartitions(t *testing.T) {
+	opts := DefaultOptions()
+	opts.PartitionDuration = time.Hour
+	opts.Retention = 2 * time.Hour
+	opts.OutOfOrderWindow = 0
+	b := objstore.NewMemoryBucket()
+	db := openTestDB(t, b, opts)
+	defer db.Close()
+	s := labels.FromStrings("__name__", "r")
+	hour := time.Hour.Milliseconds()
+	for h := int64(0); h < 6; h++ {
+		appendFloats(t, db, s, tsample{h * hour, float64(h)}, tsample{h*hour + hour/2, float64(h)})
+		if err := db.flushHead(context.Background(), closeOld); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.applyRetention(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := queryFloats(t, db, math.MinInt64, math.MaxInt64, labels.MustNewMatcher(labels.MatchEqual, "__name__", "r"))[s.String()]
+	// Newest sample at 5.5 h: partitions ending at or before 3.5 h go.
+	if len(got) == 0 || got[0].t < 3*hour {
+		t.Fatalf("retention kept %v", got)
+	}
+	if got[len(got)-1].t != 5*hour+hour/2 {
+		t.Fatalf("retention lost recent data: %v", got)
+	}
+	parts, err := db.partitions(context.Background(), math.MinInt64, math.MaxInt64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if parts[0].start < 3*hour {
+		t.Fatalf("partition %d survived retention", parts[0].start)
+	}
+}

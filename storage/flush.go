@@ -45,6 +45,11 @@ const (
 func (db *DB) flushHead(ctx context.Context, mode closeMode) error {
 	db.flushMu.Lock()
 	defer db.flushMu.Unlock()
+	return db.flushHeadLocked(ctx, mode)
+}
+
+// flushHeadLocked is flushHead; the caller holds db.flushMu.
+func (db *DB) flushHeadLocked(ctx context.Context, mode closeMode) error {
 	start := time.Now()
 
 	h := db.head

@@ -16,9 +16,9 @@ import (
 )
 
 // model is the naive reference: every accepted sample of every series.
-type model map[string]map[int64]float64
+type refModel map[string]map[int64]float64
 
-func (m model) add(lset labels.Labels, t int64, v float64) {
+func (m refModel) add(lset labels.Labels, t int64, v float64) {
 	k := lset.String()
 	if m[k] == nil {
 		m[k] = map[int64]float64{}
@@ -26,7 +26,7 @@ func (m model) add(lset labels.Labels, t int64, v float64) {
 	m[k][t] = v
 }
 
-func (m model) query(all []labels.Labels, mint, maxt int64, ms []*labels.Matcher) map[string][]tsample {
+func (m refModel) query(all []labels.Labels, mint, maxt int64, ms []*labels.Matcher) map[string][]tsample {
 	out := map[string][]tsample{}
 	for _, lset := range all {
 		ok := true
@@ -55,7 +55,9 @@ func (m model) query(all []labels.Labels, mint, maxt int64, ms []*labels.Matcher
 
 func randomMatchers(r *rand.Rand) []*labels.Matcher {
 	pick := []func() *labels.Matcher{
-		func() *labels.Matcher { return labels.MustNewMatcher(labels.MatchEqual, "job", fmt.Sprintf("j%d", r.Intn(3))) },
+		func() *labels.Matcher {
+			return labels.MustNewMatcher(labels.MatchEqual, "job", fmt.Sprintf("j%d", r.Intn(3)))
+		},
 		func() *labels.Matcher { return labels.MustNewMatcher(labels.MatchNotEqual, "job", "j1") },
 		func() *labels.Matcher { return labels.MustNewMatcher(labels.MatchRegexp, "instance", "i[0-2]") },
 		func() *labels.Matcher { return labels.MustNewMatcher(labels.MatchNotRegexp, "instance", "i1|i3") },
@@ -107,7 +109,7 @@ func runModel(t *testing.T, seed int64, wal bool) {
 		lb.Sort()
 		all = append(all, lb.Labels())
 	}
-	ref := model{}
+	ref := refModel{}
 	now := int64(1_700_000_000_000)
 	stale := math.Float64frombits(value.StaleNaN)
 	ctx := context.Background()

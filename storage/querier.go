@@ -371,9 +371,9 @@ func (s *seriesSet) Next() bool {
 	return true
 }
 
-func (s *seriesSet) At() promstorage.Series              { return s.cur }
-func (s *seriesSet) Err() error                          { return nil }
-func (s *seriesSet) Warnings() annotations.Annotations   { return nil }
+func (s *seriesSet) At() promstorage.Series            { return s.cur }
+func (s *seriesSet) Err() error                        { return nil }
+func (s *seriesSet) Warnings() annotations.Annotations { return nil }
 
 type series struct {
 	s          *qSeries

@@ -1,9 +1,10 @@
 package storage
 
 import (
+	"cmp"
 	"context"
+	"github.com/shaledb/shale/index"
 	"slices"
-	"sort"
 	"sync"
 
 	"github.com/prometheus/prometheus/model/exemplar"
@@ -35,27 +36,19 @@ func (s *metadataStore) set(family string, m metadata.Metadata) {
 	s.mu.Unlock()
 }
 
-// Metadata returns the metadata of each metric family, sorted by name.
-// limit <= 0 means all; metric filters by family name when not empty.
-func (db *DB) Metadata(metric string, limit int) map[string][]metadata.Metadata {
+// MetricMetadata returns the metadata of each metric family, or of the
+// family named metric only when it is not empty. The map is the caller's.
+func (db *DB) MetricMetadata(_ context.Context, metric string) (map[string][]metadata.Metadata, error) {
 	s := db.meta
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	out := map[string][]metadata.Metadata{}
-	names := make([]string, 0, len(s.m))
-	for n := range s.m {
+	for n, m := range s.m {
 		if metric == "" || n == metric {
-			names = append(names, n)
+			out[n] = []metadata.Metadata{m}
 		}
 	}
-	sort.Strings(names)
-	for _, n := range names {
-		if limit > 0 && len(out) >= limit {
-			break
-		}
-		out[n] = []metadata.Metadata{s.m[n]}
-	}
-	return out
+	return out, nil
 }
 
 // exemplarStore keeps the newest exemplars in memory, in a ring of fixed
@@ -121,7 +114,7 @@ func (q exemplarQuerier) Select(start, end int64, matchers ...[]*labels.Matcher)
 	}
 	out := make([]exemplar.QueryResult, 0, len(bySeries))
 	for _, r := range bySeries {
-		slices.SortFunc(r.Exemplars, func(a, b exemplar.Exemplar) int { return int(a.Ts - b.Ts) })
+		slices.SortFunc(r.Exemplars, func(a, b exemplar.Exemplar) int { return cmp.Compare(a.Ts, b.Ts) })
 		out = append(out, *r)
 	}
 	slices.SortFunc(out, func(a, b exemplar.QueryResult) int { return labels.Compare(a.SeriesLabels, b.SeriesLabels) })
@@ -142,4 +135,18 @@ func matchesAny(lset labels.Labels, sets [][]*labels.Matcher) bool {
 		}
 	}
 	return false
+}
+
+// HeadStats returns the cardinality statistics of the newest open
+// partition (what Prometheus reports from its head block) and the time range
+// it covers; ok is false when the head is empty.
+func (db *DB) HeadStats(topN int) (st index.Stats, mint, maxt int64, ok bool) {
+	db.head.mu.RLock()
+	parts := db.head.sortedPartsLocked()
+	db.head.mu.RUnlock()
+	if len(parts) == 0 {
+		return index.Stats{}, 0, 0, false
+	}
+	p := parts[len(parts)-1]
+	return p.idx.Stats(topN), p.start, min(p.end-1, db.head.maxT.Load()), true
 }
