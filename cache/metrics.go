@@ -59,9 +59,9 @@ type collector struct {
 	c *Tiered
 
 	hits, misses, bytes, entries, evictions *prometheus.Desc
-	loadErrors, diskWrites, diskDrops        *prometheus.Desc
-	corruptions                              *prometheus.Desc
-	loadDuration                             *prometheus.HistogramVec
+	loadErrors, diskWrites, diskDrops       *prometheus.Desc
+	corruptions                             *prometheus.Desc
+	loadDuration                            *prometheus.HistogramVec
 }
 
 func newCollector(c *Tiered) *collector {

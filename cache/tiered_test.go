@@ -69,6 +69,9 @@ func TestConcurrentUse(t *testing.T) {
 	if s.Memory.Bytes > o.MemoryBytes || s.Disk.Bytes > o.DiskBytes {
 		t.Errorf("over budget: memory %d of %d, disk %d of %d", s.Memory.Bytes, o.MemoryBytes, s.Disk.Bytes, o.DiskBytes)
 	}
+	if s.DiskCorruptions != 0 {
+		t.Errorf("%d corruptions reported: reads racing evictions must be plain misses", s.DiskCorruptions)
+	}
 	if s.Memory.Evictions == 0 || s.Disk.Evictions == 0 || s.Disk.Hits == 0 {
 		t.Errorf("the test did not reach what it is for: %+v", s)
 	}
