@@ -19,7 +19,6 @@ type batchOp struct {
 	kind        kind
 	key, value  [2]int // offsets into buf: [start, end)
 	ttl         time.Duration
-	hasDeadline bool
 }
 
 func (b *Batch) add(k kind, key, value []byte, ttl time.Duration) {

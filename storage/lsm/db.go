@@ -490,13 +490,22 @@ func (db *DB) fail(err error) {
 	} else if err != ErrClosed {
 		db.logger.Error("lsm: writer stopped", "err", err)
 	}
-	db.walCur.err = db.err
+	db.releaseWALLocked(db.err)
+	db.notifyLocked()
+}
+
+// releaseWALLocked fails every write still waiting for a WAL object.
+func (db *DB) releaseWALLocked(err error) {
 	for _, b := range db.walQueue {
-		b.err = db.err
+		b.err = err
 		close(b.done)
 	}
 	db.walQueue = nil
-	db.notifyLocked()
+	if db.walCur != nil {
+		db.walCur.err = err
+		close(db.walCur.done)
+		db.walCur = newWALBuf()
+	}
 }
 
 // flushLoop writes immutable memtables to L0, oldest first.
@@ -824,11 +833,7 @@ func (db *DB) stop() {
 	db.wg.Wait()
 	db.mu.Lock()
 	db.err = ErrClosed
-	for _, b := range db.walQueue {
-		b.err = ErrClosed
-		close(b.done)
-	}
-	db.walQueue = nil
+	db.releaseWALLocked(ErrClosed)
 	for _, m := range db.imms {
 		m.markFlushed(ErrClosed)
 	}

@@ -183,7 +183,7 @@ func (f *faultBucket) List(ctx context.Context, prefix, startAfter string, limit
 // tests drive flushes, compactions and GC themselves.
 func testOptions() Options {
 	o := DefaultOptions()
-	o.WALFlushInterval = time.Hour
+	o.WALFlushInterval = 2 * time.Millisecond
 	o.MemtableBytes = 1 << 20
 	o.MaxUnflushedBytes = 8 << 20
 	o.MemtableMaxAge = 0
