@@ -1,0 +1,112 @@
+package promql
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/tsdb/index"
+	"github.com/prometheus/prometheus/util/teststorage"
+	"github.com/stretchr/testify/require"
+)
+
+// testServer is an API over the upstream test storage, served on 127.0.0.1.
+type testServer struct {
+	api    *API
+	db     *teststorage.TestStorage
+	srv    *httptest.Server
+	client *http.Client
+	reg    *prometheus.Registry
+}
+
+// newTestServer builds an API over a fresh test storage; edit may change the
+// options and components before the API is built.
+func newTestServer(t testing.TB, edit func(*Options, *Components)) *testServer {
+	t.Helper()
+	db := teststorage.New(t)
+	reg := prometheus.NewRegistry()
+	opts := DefaultOptions()
+	comps := Components{
+		Queryable:         db,
+		ExemplarQueryable: db,
+		Cardinality:       tsdbCardinality{db},
+		Registerer:        reg,
+		Gatherer:          reg,
+	}
+	if edit != nil {
+		edit(&opts, &comps)
+	}
+	api, err := NewAPI(opts, comps)
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	api.Register(mux)
+	srv := httptest.NewServer(mux)
+	client := &http.Client{}
+	t.Cleanup(func() {
+		client.CloseIdleConnections()
+		srv.Close()
+		require.NoError(t, api.Close())
+	})
+	return &testServer{api: api, db: db, srv: srv, client: client, reg: reg}
+}
+
+// do sends one request and returns status, headers and body.
+func (s *testServer) do(t testing.TB, method, path string, form url.Values, header http.Header) (int, http.Header, string) {
+	t.Helper()
+	return doRequest(t, s.client, s.srv.URL, method, path, form, header)
+}
+
+func doRequest(t testing.TB, client *http.Client, base, method, path string, form url.Values, header http.Header) (int, http.Header, string) {
+	t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, base+path, body)
+	require.NoError(t, err)
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for k, vs := range header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+// tsdbCardinality serves cardinality statistics from the upstream head, as
+// Prometheus does.
+type tsdbCardinality struct{ db *teststorage.TestStorage }
+
+func (c tsdbCardinality) Cardinality(_ context.Context, limit int) (Cardinality, error) {
+	s := c.db.Head().Stats(labels.MetricName, limit)
+	conv := func(in []index.Stat) []NameCount {
+		out := make([]NameCount, 0, len(in))
+		for _, st := range in {
+			out = append(out, NameCount{Name: st.Name, Count: st.Count})
+		}
+		return out
+	}
+	return Cardinality{
+		NumSeries:                   s.NumSeries,
+		NumLabelPairs:               s.IndexPostingStats.NumLabelPairs,
+		MinTime:                     s.MinTime,
+		MaxTime:                     s.MaxTime,
+		SeriesCountByMetricName:     conv(s.IndexPostingStats.CardinalityMetricsStats),
+		LabelValueCountByLabelName:  conv(s.IndexPostingStats.CardinalityLabelStats),
+		MemoryInBytesByLabelName:    conv(s.IndexPostingStats.LabelValueStats),
+		SeriesCountByLabelValuePair: conv(s.IndexPostingStats.LabelValuePairsStats),
+	}, nil
+}
