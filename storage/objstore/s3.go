@@ -176,6 +176,9 @@ func NewS3Bucket(ctx context.Context, cfg S3Config) (*S3Bucket, error) {
 	return &S3Bucket{client: client, idle: closer, bucket: cfg.Bucket, partSize: cfg.PartSize}, nil
 }
 
+// BucketName returns the S3 bucket's name.
+func (b *S3Bucket) BucketName() string { return b.bucket }
+
 // Client returns the underlying S3 client, for administration in tests and tools.
 func (b *S3Bucket) Client() *s3.Client { return b.client }
 

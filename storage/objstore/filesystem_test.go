@@ -1,0 +1,274 @@
+package objstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+)
+
+func newFS(t *testing.T) *FilesystemBucket {
+	t.Helper()
+	b, err := NewFilesystemBucket(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// tempFiles returns the temporary files left anywhere under dir.
+func tempFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	var found []string
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && strings.HasPrefix(d.Name(), TempFilePrefix) {
+			found = append(found, p)
+		}
+		return nil
+	})
+	return found
+}
+
+// The ordered walk must list exactly what a sorted flat listing does, for
+// any prefix, start and page size.
+func TestFilesystemListMatchesSortedNames(t *testing.T) {
+	ctx := t.Context()
+	b := newFS(t)
+	mem := NewMemoryBucket()
+	rng := rand.New(rand.NewPCG(3, 4))
+	alphabet := []string{"a", "b", "-", ".", "!", "0", "~", "/", "\u00e9"}
+	var names []string
+	for len(names) < 150 {
+		var sb strings.Builder
+		for range 1 + rng.IntN(7) {
+			sb.WriteString(alphabet[rng.IntN(len(alphabet))])
+		}
+		n := sb.String()
+		if validateName(n) != nil {
+			continue
+		}
+		// A filesystem cannot hold both "x" and "x/y".
+		if slices.ContainsFunc(names, func(o string) bool {
+			return o == n || strings.HasPrefix(o, n+"/") || strings.HasPrefix(n, o+"/")
+		}) {
+			continue
+		}
+		names = append(names, n)
+		for _, bk := range []Bucket{b, mem} {
+			if _, err := PutBytes(ctx, bk, n, []byte(n), PutOptions{}); err != nil {
+				t.Fatalf("put %q: %v", n, err)
+			}
+		}
+	}
+	probes := []string{""}
+	for range 60 {
+		n := names[rng.IntN(len(names))]
+		probes = append(probes, n, n[:rng.IntN(len(n)+1)])
+	}
+	for _, prefix := range probes {
+		for _, after := range []string{"", probes[rng.IntN(len(probes))], prefix + "/", prefix + "0"} {
+			limit := []int{0, 1, 3, 50}[rng.IntN(4)]
+			for {
+				got, err := b.List(ctx, prefix, after, limit)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, _ := mem.List(ctx, prefix, after, limit)
+				if limit == 0 {
+					want, _ = mem.List(ctx, prefix, after, filesystemPageSize)
+				}
+				if !slices.Equal(attrNames(got.Objects), attrNames(want.Objects)) || got.More != want.More {
+					t.Fatalf("list %q after %q limit %d:\n got %q %v\nwant %q %v", prefix, after, limit,
+						attrNames(got.Objects), got.More, attrNames(want.Objects), want.More)
+				}
+				if !got.More {
+					break
+				}
+				after = got.Objects[len(got.Objects)-1].Name
+			}
+		}
+	}
+}
+
+func attrNames(as []Attributes) []string {
+	out := make([]string, len(as))
+	for i, a := range as {
+		out[i] = a.Name
+	}
+	return out
+}
+
+func TestFilesystemTempFiles(t *testing.T) {
+	ctx := t.Context()
+	b := newFS(t)
+	PutBytes(ctx, b, "d/obj", []byte("x"), PutOptions{})
+	// What a crash between create and rename leaves behind.
+	for _, p := range []string{TempFilePrefix + "123", "d/" + TempFilePrefix + "456"} {
+		if err := os.WriteFile(filepath.Join(b.Dir(), p), []byte("partial"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Get(ctx, p); !IsNotFound(err) {
+			t.Fatalf("get of temporary file %s: %v", p, err)
+		}
+		if _, err := PutBytes(ctx, b, p, []byte("x"), PutOptions{}); err == nil {
+			t.Fatalf("put of reserved name %s succeeded", p)
+		}
+	}
+	page, err := b.List(ctx, "", "", 0)
+	if err != nil || !slices.Equal(attrNames(page.Objects), []string{"d/obj"}) {
+		t.Fatalf("list = %q, %v", attrNames(page.Objects), err)
+	}
+}
+
+func TestFilesystemNoTempFilesLeft(t *testing.T) {
+	ctx := t.Context()
+	b := newFS(t)
+	a, _ := PutBytes(ctx, b, "d/obj", []byte("v1"), PutOptions{})
+	PutBytes(ctx, b, "d/obj", []byte("v2"), PutOptions{IfAbsent: true})
+	PutBytes(ctx, b, "d/obj", []byte("v2"), PutOptions{IfMatch: `"stale"`})
+	PutBytes(ctx, b, "d/obj", []byte("v2"), PutOptions{IfMatch: a.ETag})
+	b.Put(ctx, "d/failed", strings.NewReader("short"), 10, PutOptions{})
+	PutBytes(ctx, b, "d/new", []byte("v1"), PutOptions{IfAbsent: true})
+	if left := tempFiles(t, b.Dir()); len(left) > 0 {
+		t.Fatalf("temporary files left: %q", left)
+	}
+}
+
+func TestFilesystemDeleteRemovesEmptyDirs(t *testing.T) {
+	ctx := t.Context()
+	b := newFS(t)
+	PutBytes(ctx, b, "a/b/c/d", []byte("x"), PutOptions{})
+	PutBytes(ctx, b, "a/keep", []byte("x"), PutOptions{})
+	if err := b.Delete(ctx, "a/b/c/d"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(b.Dir(), "a", "b")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("empty directory a/b left: %v", err)
+	}
+	if err := b.Delete(ctx, "a/keep"); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(b.Dir())
+	if err != nil || len(entries) != 0 {
+		t.Fatalf("root holds %v, %v", entries, err)
+	}
+	// The root itself stays.
+	if _, err := PutBytes(ctx, b, "x", []byte("x"), PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFilesystemNameConflicts(t *testing.T) {
+	ctx := t.Context()
+	b := newFS(t)
+	PutBytes(ctx, b, "a/b", []byte("file"), PutOptions{})
+	for _, tc := range []struct {
+		name string
+		opts PutOptions
+	}{
+		{"a/b/c", PutOptions{}},
+		{"a/b/c", PutOptions{IfAbsent: true}},
+		{"a", PutOptions{}},
+		{"a", PutOptions{IfAbsent: true}},
+	} {
+		_, err := PutBytes(ctx, b, tc.name, []byte("x"), tc.opts)
+		if err == nil || IsPreconditionFailed(err) || IsTransient(err) {
+			t.Errorf("put %s %+v: err = %v, want a plain error", tc.name, tc.opts, err)
+		}
+	}
+	if err := b.Delete(ctx, "a"); err != nil {
+		t.Fatalf("delete of a directory name: %v", err)
+	}
+	if got, _ := ReadAll(ctx, b, "a/b"); string(got) != "file" {
+		t.Fatalf("a/b = %q", got)
+	}
+}
+
+// Readers see the old or the new content in full, never a mix.
+func TestFilesystemAtomicOverwrite(t *testing.T) {
+	ctx := t.Context()
+	b := newFS(t)
+	versions := [][]byte{bytes.Repeat([]byte("A"), 256<<10), bytes.Repeat([]byte("B"), 128<<10)}
+	PutBytes(ctx, b, "obj", versions[0], PutOptions{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	wg.Go(func() {
+		for i := range 40 {
+			if _, err := PutBytes(ctx, b, "obj", versions[i%2], PutOptions{}); err != nil {
+				errs <- err
+				return
+			}
+		}
+	})
+	for range 3 {
+		wg.Go(func() {
+			for range 40 {
+				got, err := ReadAll(ctx, b, "obj")
+				if err != nil {
+					errs <- err
+					return
+				}
+				if !bytes.Equal(got, versions[0]) && !bytes.Equal(got, versions[1]) {
+					errs <- fmt.Errorf("read %d bytes that are neither version", len(got))
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+func TestFilesystemReopen(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "nested", "bucket")
+	b, err := NewFilesystemBucket(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := PutBytes(context.Background(), b, "k", []byte("durable"), PutOptions{})
+	b.Close()
+	b2, err := NewFilesystemBucket(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := b2.Attributes(context.Background(), "k")
+	if err != nil || got.ETag != a.ETag || got.Size != 7 {
+		t.Fatalf("after reopen %+v, %v; put returned %+v", got, err, a)
+	}
+	if _, err := NewFilesystemBucket(filepath.Join(dir, "k")); err == nil {
+		t.Fatal("a file opened as a bucket")
+	}
+	if _, err := NewFilesystemBucket(""); err == nil {
+		t.Fatal("empty directory accepted")
+	}
+}
+
+func TestClassifyFSError(t *testing.T) {
+	for _, tc := range []struct {
+		err      error
+		notFound bool
+	}{
+		{&fs.PathError{Op: "open", Path: "x", Err: syscall.ENOENT}, true},
+		{&fs.PathError{Op: "open", Path: "x", Err: syscall.ENOTDIR}, true},
+		{&fs.PathError{Op: "write", Path: "x", Err: syscall.ENOSPC}, false},
+		{&fs.PathError{Op: "write", Path: "x", Err: syscall.EIO}, false},
+		{&fs.PathError{Op: "open", Path: "x", Err: syscall.EACCES}, false},
+	} {
+		err := classifyFSError(tc.err)
+		if IsNotFound(err) != tc.notFound || IsTransient(err) || !errors.Is(err, tc.err) {
+			t.Errorf("classifyFSError(%v) = %v", tc.err, err)
+		}
+	}
+}

@@ -1,0 +1,256 @@
+package objstore_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/shaledb/shale/storage/objstore"
+	"github.com/shaledb/shale/storage/objstore/objstoretest"
+)
+
+func TestS3ConfigValidate(t *testing.T) {
+	valid := objstore.DefaultS3Config()
+	valid.Bucket = "b"
+	if err := valid.Validate(); err != nil {
+		t.Fatalf("default config with a bucket: %v", err)
+	}
+	for _, tc := range []struct {
+		name   string
+		modify func(*objstore.S3Config)
+	}{
+		{"no bucket", func(c *objstore.S3Config) { c.Bucket = "" }},
+		{"no region", func(c *objstore.S3Config) { c.Region = "" }},
+		{"endpoint without scheme", func(c *objstore.S3Config) { c.Endpoint = "127.0.0.1:9000" }},
+		{"endpoint with other scheme", func(c *objstore.S3Config) { c.Endpoint = "ftp://host" }},
+		{"key without secret", func(c *objstore.S3Config) { c.AccessKeyID = "k" }},
+		{"secret without key", func(c *objstore.S3Config) { c.SecretAccessKey = "s" }},
+		{"token without keys", func(c *objstore.S3Config) { c.SessionToken = "t" }},
+		{"part size too small", func(c *objstore.S3Config) { c.PartSize = objstore.MinS3PartSize - 1 }},
+		{"part size too large", func(c *objstore.S3Config) { c.PartSize = objstore.MaxS3PartSize + 1 }},
+	} {
+		c := valid
+		tc.modify(&c)
+		if err := c.Validate(); err == nil {
+			t.Errorf("%s: validated", tc.name)
+		}
+		if _, err := objstore.NewS3Bucket(t.Context(), c); err == nil {
+			t.Errorf("%s: NewS3Bucket accepted it", tc.name)
+		}
+	}
+}
+
+func TestS3ConfigYAMLAndLogging(t *testing.T) {
+	cfg := objstore.DefaultS3Config()
+	err := yaml.Unmarshal([]byte(`
+bucket: metrics
+endpoint: http://127.0.0.1:7070
+force_path_style: true
+access_key_id: AKIA
+secret_access_key: very-secret
+part_size: 8388608
+`), &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := objstore.S3Config{Bucket: "metrics", Endpoint: "http://127.0.0.1:7070", Region: "us-east-1",
+		ForcePathStyle: true, AccessKeyID: "AKIA", SecretAccessKey: "very-secret", PartSize: 8 << 20}
+	if cfg != want {
+		t.Fatalf("decoded %+v", cfg)
+	}
+	var buf bytes.Buffer
+	slog.New(slog.NewTextHandler(&buf, nil)).Info("s3", "config", cfg)
+	if strings.Contains(buf.String(), "very-secret") || !strings.Contains(buf.String(), "AKIA") {
+		t.Fatalf("log line %q", buf.String())
+	}
+}
+
+// fakeS3 answers every request with the given status and S3 error code.
+func fakeS3(t *testing.T, status int, code string) objstore.Bucket {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/xml")
+		w.WriteHeader(status)
+		if r.Method != http.MethodHead {
+			fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>%s</Code><Message>test</Message></Error>`, code)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return newS3Client(t, srv.URL)
+}
+
+func newS3Client(t *testing.T, endpoint string) objstore.Bucket {
+	t.Helper()
+	cfg := objstore.DefaultS3Config()
+	cfg.Bucket, cfg.Endpoint, cfg.ForcePathStyle = "b", endpoint, true
+	cfg.AccessKeyID, cfg.SecretAccessKey = "k", "s"
+	b, err := objstore.NewS3Bucket(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func TestS3ErrorClasses(t *testing.T) {
+	type class int
+	const (
+		other class = iota
+		notFound
+		precondition
+		invalidRange
+		transient
+	)
+	classOf := func(err error) class {
+		switch {
+		case objstore.IsNotFound(err):
+			return notFound
+		case objstore.IsPreconditionFailed(err):
+			return precondition
+		case errors.Is(err, objstore.ErrInvalidRange):
+			return invalidRange
+		case objstore.IsTransient(err):
+			return transient
+		}
+		return other
+	}
+	for _, tc := range []struct {
+		status int
+		code   string
+		op     objstore.Op
+		want   class
+	}{
+		{404, "NoSuchKey", objstore.OpGet, notFound},
+		{404, "NotFound", objstore.OpAttributes, notFound},
+		{404, "NoSuchBucket", objstore.OpGet, other},
+		{404, "NoSuchBucket", objstore.OpList, other},
+		{412, "PreconditionFailed", objstore.OpPut, precondition},
+		{409, "ConditionalRequestConflict", objstore.OpPut, precondition},
+		{416, "InvalidRange", objstore.OpGetRange, invalidRange},
+		{503, "SlowDown", objstore.OpPut, transient},
+		{503, "ServiceUnavailable", objstore.OpList, transient},
+		{500, "InternalError", objstore.OpGet, transient},
+		{502, "BadGateway", objstore.OpAttributes, transient},
+		{429, "TooManyRequests", objstore.OpDelete, transient},
+		{400, "RequestTimeout", objstore.OpPut, transient},
+		{403, "AccessDenied", objstore.OpGet, other},
+		{403, "AccessDenied", objstore.OpList, other},
+		{400, "InvalidArgument", objstore.OpPut, other},
+		{501, "NotImplemented", objstore.OpPut, other},
+	} {
+		t.Run(fmt.Sprintf("status=%d/code=%s/op=%s", tc.status, tc.code, tc.op), func(t *testing.T) {
+			b := fakeS3(t, tc.status, tc.code)
+			err := callOp(t.Context(), b, tc.op)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if got := classOf(err); got != tc.want {
+				t.Fatalf("error %v has class %d, want %d", err, got, tc.want)
+			}
+		})
+	}
+}
+
+func callOp(ctx context.Context, b objstore.Bucket, op objstore.Op) error {
+	switch op {
+	case objstore.OpGet:
+		_, err := b.Get(ctx, "obj")
+		return err
+	case objstore.OpGetRange:
+		_, err := b.GetRange(ctx, "obj", 5, 10)
+		return err
+	case objstore.OpAttributes:
+		_, err := b.Attributes(ctx, "obj")
+		return err
+	case objstore.OpPut:
+		_, err := objstore.PutBytes(ctx, b, "obj", []byte("x"), objstore.PutOptions{IfAbsent: true})
+		return err
+	case objstore.OpDelete:
+		return b.Delete(ctx, "obj")
+	case objstore.OpList:
+		_, err := b.List(ctx, "", "", 0)
+		return err
+	}
+	return nil
+}
+
+func TestS3ConnectionRefusedIsTransient(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	b := newS3Client(t, "http://"+addr)
+	for _, op := range objstore.Ops {
+		if err := callOp(t.Context(), b, op); !objstore.IsTransient(err) {
+			t.Errorf("%s: %v is not transient", op, err)
+		}
+	}
+}
+
+// Objects over PartSize go up in parts (S3 marks a multipart ETag "-<parts>").
+func TestS3Multipart(t *testing.T) {
+	b := objstoretest.NewS3Bucket(t, nil)
+	data := bytes.Repeat([]byte("0123456789abcdef"), objstoretest.LargeObjectSize/16)
+	a, err := objstore.PutBytes(t.Context(), b, "big", data, objstore.PutOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(a.ETag, `-3"`) {
+		t.Fatalf("ETag %s of a %d-byte object with 5 MiB parts is not that of a 3-part upload", a.ETag, len(data))
+	}
+	small, err := objstore.PutBytes(t.Context(), b, "small", data[:objstore.MinS3PartSize], objstore.PutOptions{})
+	if err != nil || strings.Contains(small.ETag, "-") {
+		t.Fatalf("object of exactly PartSize: %+v, %v", small, err)
+	}
+}
+
+type failAfter struct {
+	r io.Reader
+	n int
+}
+
+func (f *failAfter) Read(p []byte) (int, error) {
+	if f.n <= 0 {
+		return 0, errors.New("source broke")
+	}
+	if len(p) > f.n {
+		p = p[:f.n]
+	}
+	n, err := f.r.Read(p)
+	f.n -= n
+	return n, err
+}
+
+// A failed multipart upload is aborted, leaving no parts behind.
+func TestS3MultipartAbort(t *testing.T) {
+	b := objstoretest.NewS3Bucket(t, nil)
+	body := &failAfter{r: bytes.NewReader(make([]byte, 3*objstore.MinS3PartSize)), n: objstore.MinS3PartSize + 100}
+	if _, err := b.Put(t.Context(), "broken", body, -1, objstore.PutOptions{}); err == nil {
+		t.Fatal("put of a failing body succeeded")
+	}
+	out, err := b.Client().ListMultipartUploads(t.Context(), &s3.ListMultipartUploadsInput{Bucket: aws.String(b.BucketName())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Uploads) != 0 {
+		t.Fatalf("%d multipart uploads left", len(out.Uploads))
+	}
+	if _, err := b.Attributes(t.Context(), "broken"); !objstore.IsNotFound(err) {
+		t.Fatalf("object exists: %v", err)
+	}
+}
