@@ -367,6 +367,7 @@ func (d *decoder) metadataV1(b []byte) error {
 			if m.typ, i, err = uvarint(b, i); err != nil {
 				return err
 			}
+			m.typ = uint64(uint32(m.typ)) // enums are int32 on the wire
 		case 2, 4, 5:
 			if wt != wireBytes {
 				return wrongType("MetricMetadata", field, wt)
@@ -434,7 +435,7 @@ func (d *decoder) histogram(b []byte, withST bool) error {
 			case 6:
 				h.zeroCountInt = v
 			case 14:
-				h.resetHint = v
+				h.resetHint = uint64(uint32(v))
 			case 15:
 				h.t = int64(v)
 			case 17:
@@ -798,7 +799,7 @@ func metadataV2(b []byte, s *seriesRec) error {
 			}
 			switch field {
 			case 1:
-				s.metaType = v
+				s.metaType = uint64(uint32(v))
 			case 3:
 				s.helpRef = ref32(v)
 			case 4:

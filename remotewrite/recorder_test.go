@@ -71,9 +71,12 @@ func (r *recorder) Appender(context.Context) Appender {
 
 // get returns a copy of the committed series with the given labels.
 func (r *recorder) get(lset labels.Labels) *recSeries {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.series[lset.String()]
+	for _, s := range r.all() {
+		if labels.Equal(s.Labels, lset) {
+			return s
+		}
+	}
+	return nil
 }
 
 func (r *recorder) all() []*recSeries {
@@ -81,7 +84,11 @@ func (r *recorder) all() []*recSeries {
 	defer r.mu.Unlock()
 	out := make([]*recSeries, 0, len(r.series))
 	for _, s := range r.series {
-		out = append(out, s)
+		c := *s // a snapshot: later commits append to s
+		c.Samples = slices.Clone(s.Samples)
+		c.Hists = slices.Clone(s.Hists)
+		c.Exemplars = slices.Clone(s.Exemplars)
+		out = append(out, &c)
 	}
 	slices.SortFunc(out, func(a, b *recSeries) int { return labels.Compare(a.Labels, b.Labels) })
 	return out

@@ -1,0 +1,102 @@
+package remotewrite
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/shaledb/shale/internal/e2e"
+)
+
+// startPrometheus runs the prometheus binary on a free loopback port with a
+// temporary data directory and the given extra configuration (YAML appended
+// after a global section scraping every second) and flags. It returns the
+// listen address.
+func startPrometheus(t *testing.T, extraConfig string, flags ...string) string {
+	t.Helper()
+	bin := e2e.RequireBinary(t, "prometheus", "apt-get install prometheus")
+	dir := t.TempDir()
+	addr := "127.0.0.1:" + strconv.Itoa(e2e.FreePort(t))
+	cfg := fmt.Sprintf(`global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: prometheus
+    static_configs:
+      - targets: [%q]
+%s`, addr, extraConfig)
+	cfgFile := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{
+		"--config.file=" + cfgFile,
+		"--storage.tsdb.path=" + filepath.Join(dir, "data"),
+		"--web.listen-address=" + addr,
+		"--log.level=warn",
+	}, flags...)
+	e2e.StartProcess(t, exec.Command(bin, args...))
+	e2e.WaitHTTP(t, 30*time.Second, "http://"+addr+"/-/ready")
+	return addr
+}
+
+// TestPrometheusRemoteWrite1 has Debian's Prometheus (a 1.0 sender) scrape
+// itself every second and remote-write to the handler, and waits until its
+// samples and metadata arrive.
+func TestPrometheusRemoteWrite1(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts prometheus")
+	}
+	rcv := newReceiver(t)
+	srv, h := startServer(t, rcv, true)
+	addr := startPrometheus(t, fmt.Sprintf(`remote_write:
+  - url: %s/api/v1/write
+    queue_config:
+      batch_send_deadline: 100ms
+      min_backoff: 20ms
+      max_backoff: 200ms
+    metadata_config:
+      send_interval: 1s
+`, srv.URL))
+
+	var build, up *recSeries
+	e2e.Eventually(t, 60*time.Second, func() bool {
+		for _, s := range rcv.all() {
+			switch {
+			case s.Labels.Get(labels.MetricName) == "prometheus_build_info" && s.Labels.Get("instance") == addr:
+				build = s
+			case s.Labels.Get(labels.MetricName) == "up" && s.Labels.Get("job") == "prometheus":
+				up = s
+			}
+		}
+		return build != nil && up != nil && len(up.Samples) >= 2
+	}, "prometheus_build_info and two samples of up from %s", addr)
+
+	if build.Labels.Get("version") == "" || build.Labels.Get("job") != "prometheus" {
+		t.Fatalf("prometheus_build_info labels %s", build.Labels)
+	}
+	for _, s := range up.Samples {
+		if s.V != 1 {
+			t.Fatalf("up = %v", s.V)
+		}
+		if d := time.Since(time.UnixMilli(s.T)); d < -time.Minute || d > 5*time.Minute {
+			t.Fatalf("sample time %v is not now", time.UnixMilli(s.T))
+		}
+	}
+	e2e.Eventually(t, 30*time.Second, func() bool {
+		rcv.mu.Lock()
+		defer rcv.mu.Unlock()
+		m, ok := rcv.family["prometheus_build_info"]
+		return ok && m.Type == model.MetricTypeGauge && m.Help != ""
+	}, "metadata of prometheus_build_info")
+	if len(rcv.refErrors) > 0 {
+		t.Fatalf("ref contract violated: %v", rcv.refErrors)
+	}
+	_ = h
+}
