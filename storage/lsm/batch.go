@@ -16,9 +16,9 @@ type Batch struct {
 }
 
 type batchOp struct {
-	kind        kind
-	key, value  [2]int // offsets into buf: [start, end)
-	ttl         time.Duration
+	kind       kind
+	key, value [2]int // offsets into buf: [start, end)
+	ttl        time.Duration
 }
 
 func (b *Batch) add(k kind, key, value []byte, ttl time.Duration) {

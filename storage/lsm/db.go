@@ -131,6 +131,9 @@ func Open(ctx context.Context, bucket objstore.Bucket, prefix string, opts Optio
 		"l0", len(db.man.L0), "runs", len(db.man.Runs), "replayed_imms", len(db.imms))
 
 	db.ctx, db.cancel = context.WithCancel(context.Background())
+	if len(db.imms) > 0 {
+		kick(db.flushKick)
+	}
 	if opts.WALEnabled {
 		db.goLoop(db.walLoop)
 	}
@@ -140,9 +143,6 @@ func Open(ctx context.Context, bucket objstore.Bucket, prefix string, opts Optio
 	}
 	if opts.GCInterval > 0 {
 		db.goLoop(db.gcLoop)
-	}
-	if len(db.imms) > 0 {
-		kick(db.flushKick)
 	}
 	return db, nil
 }

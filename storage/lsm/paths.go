@@ -30,9 +30,11 @@ func (p paths) manifestDir() string { return p.root + "manifest/" }
 func (p paths) walDir() string      { return p.root + "wal/" }
 func (p paths) sstDir() string      { return p.root + "sst/" }
 
-func (p paths) manifest(id uint64) string { return fmt.Sprintf("%s%020d.manifest", p.manifestDir(), id) }
-func (p paths) wal(id uint64) string      { return fmt.Sprintf("%s%020d.wal", p.walDir(), id) }
-func (p paths) sst(id string) string      { return p.sstDir() + id + ".sst" }
+func (p paths) manifest(id uint64) string {
+	return fmt.Sprintf("%s%020d.manifest", p.manifestDir(), id)
+}
+func (p paths) wal(id uint64) string { return fmt.Sprintf("%s%020d.wal", p.walDir(), id) }
+func (p paths) sst(id string) string { return p.sstDir() + id + ".sst" }
 
 // parseID extracts the numeric id of a manifest or WAL object name.
 func parseID(name, dir, suffix string) (uint64, bool) {
