@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -241,19 +242,24 @@ func (db *DB) applyRetention(ctx context.Context) error {
 
 // Run flushes the head every HeadFlushInterval (closing partitions that can
 // take no more samples) and applies retention, until ctx ends or the DB
-// closes.
-func (db *DB) Run(ctx context.Context) {
+// closes. It returns ErrFenced if a newer writer fenced this one.
+func (db *DB) Run(ctx context.Context) error {
 	t := time.NewTicker(db.opts.HeadFlushInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-db.closed:
-			return
+			return nil
+		case <-db.Fenced():
+			return ErrFenced
 		case <-t.C:
 		}
 		if err := db.flushHead(ctx, closeOld); err != nil {
+			if errors.Is(err, ErrFenced) {
+				return err
+			}
 			db.logger.Error("head flush failed; retrying at the next interval", "err", err)
 			continue
 		}

@@ -2,6 +2,8 @@ package storage
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"fmt"
 
 	"github.com/shaledb/shale/cache"
@@ -26,7 +28,8 @@ func Open(ctx context.Context, bucket objstore.Bucket, prefix string, opts Optio
 	if err != nil {
 		return nil, fmt.Errorf("open LSM: %w", err)
 	}
-	db, err := open(ctx, &lsmWriter{db: store, wal: opts.WAL}, opts, comps, false)
+	w := &lsmWriter{db: store, wal: opts.WAL, fenced: make(chan struct{})}
+	db, err := open(ctx, w, opts, comps, false)
 	if err != nil {
 		_ = store.Close()
 		return nil, err
@@ -59,6 +62,17 @@ func OpenReadOnly(ctx context.Context, bucket objstore.Bucket, prefix string, op
 type lsmWriter struct {
 	db  *lsm.DB
 	wal bool
+
+	fenceOnce sync.Once
+	fenced    chan struct{} // closed once the LSM reports ErrFenced
+}
+
+// check notes a fencing error and returns err unchanged.
+func (w *lsmWriter) check(err error) error {
+	if errors.Is(err, lsm.ErrFenced) {
+		w.fenceOnce.Do(func() { close(w.fenced) })
+	}
+	return err
 }
 
 func toLSMBatch(b *kvBatch) *lsm.Batch {
@@ -79,14 +93,14 @@ func toLSMBatch(b *kvBatch) *lsm.Batch {
 }
 
 func (w *lsmWriter) Write(ctx context.Context, b *kvBatch, durable bool) error {
-	return w.db.Write(ctx, toLSMBatch(b), lsm.WriteOptions{AwaitDurable: durable})
+	return w.check(w.db.Write(ctx, toLSMBatch(b), lsm.WriteOptions{AwaitDurable: durable}))
 }
 
 func (w *lsmWriter) Sync(ctx context.Context) error {
 	if w.wal {
-		return w.db.FlushWAL(ctx)
+		return w.check(w.db.FlushWAL(ctx))
 	}
-	return w.db.Flush(ctx)
+	return w.check(w.db.Flush(ctx))
 }
 
 func (w *lsmWriter) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
@@ -138,6 +152,20 @@ func (r *lsmReader) Scan(ctx context.Context, lower, upper []byte, fn func(k, v 
 }
 
 func (r *lsmReader) Close() error { return r.r.Close() }
+
+// ErrFenced is returned by writes once a newer writer has opened the same
+// bucket and prefix.
+var ErrFenced = lsm.ErrFenced
+
+// Fenced returns a channel closed when the DB learns that a newer writer
+// fenced it; a nil channel (never closed) for a read-only DB. After that every
+// write fails with ErrFenced and the process should stop.
+func (db *DB) Fenced() <-chan struct{} {
+	if w, ok := db.kv.(*lsmWriter); ok {
+		return w.fenced
+	}
+	return nil
+}
 
 // Refresh makes a read-only DB see the writer's newest manifest now rather
 // than at the next poll.

@@ -6,44 +6,109 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"net"
-	"net/http"
-	"net/http/pprof"
 	"os"
 	"os/signal"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/common/promslog"
 	promslogflag "github.com/prometheus/common/promslog/flag"
+
+	"github.com/shaledb/shale/storage"
 )
 
 // defaultListenAddress is not Prometheus' 9090: users run Shale beside it.
 const defaultListenAddress = ":9292"
 
+// exitFenced is the exit code of a writer fenced by a newer one.
+const exitFenced = 3
+
 type config struct {
 	listenAddress   string
-	storagePath     string
+	webConfigFile   string
 	shutdownTimeout time.Duration
-	log             promslog.Config
+	enableAdmin     bool
+	configFile      string
+
+	mode              string
+	storagePath       string
+	objstoreConfig    string
+	wal               bool
+	walFlushInterval  time.Duration
+	retention         time.Duration
+	oooWindow         time.Duration
+	partition         time.Duration
+	headFlushInterval time.Duration
+	readerPoll        time.Duration
+
+	cacheMemory   kingpinBytes
+	cacheDiskPath string
+	cacheDiskSize kingpinBytes
+
+	queryTimeout       time.Duration
+	queryMaxSamples    int
+	queryMaxConcurrent int
+	queryLookback      time.Duration
+
+	log promslog.Config
 }
 
 func parseFlags(args []string) (*config, error) {
 	cfg := &config{log: promslog.Config{}}
-	app := kingpin.New("tsdb", "Shale: a Prometheus-compatible time-series database whose durable state lives only in object storage.")
+	app := kingpin.New("tsdb", "Shale: a Prometheus-compatible time-series database whose durable state lives only in object storage.\n\n"+
+		"Remote-write to /api/v1/write (remote write 1.0 and 2.0); query with the Prometheus HTTP API under /api/v1.")
 	app.HelpFlag.Short('h')
-	app.Flag("web.listen-address", "Address to listen on for the HTTP API, remote write, /metrics and health endpoints.").
+	sd := storage.DefaultOptions()
+
+	app.Flag("web.listen-address", "Address for the HTTP API, remote write, /metrics and health endpoints. Not 9090, so Shale can run beside Prometheus.").
 		Default(defaultListenAddress).StringVar(&cfg.listenAddress)
-	app.Flag("storage.path", "Folder of the embedded local object store, used when no --objstore.config-file is given.").
-		Default("data").StringVar(&cfg.storagePath)
+	app.Flag("web.config.file", "Prometheus web configuration file (exporter-toolkit format) enabling TLS and basic auth.").
+		Default("").StringVar(&cfg.webConfigFile)
 	app.Flag("web.shutdown-timeout", "How long a shutdown waits for in-flight requests to finish.").
 		Default("30s").DurationVar(&cfg.shutdownTimeout)
+	app.Flag("web.enable-admin-api", "Enable the admin endpoints under /api/v1/admin/tsdb (delete_series). Writer mode only.").
+		Default("false").BoolVar(&cfg.enableAdmin)
+	app.Flag("config.file", "YAML file with remote_write limits and query settings (see README). Flags given explicitly win.").
+		Default("").StringVar(&cfg.configFile)
+
+	app.Flag("mode", "writer: ingest and serve queries (fences any other writer of the bucket and prefix); reader: a read-only replica serving queries from the same bucket.").
+		Default("writer").EnumVar(&cfg.mode, "writer", "reader")
+	app.Flag("storage.path", "Folder of the embedded local object store, used when no --objstore.config-file is given.").
+		Default("data").StringVar(&cfg.storagePath)
+	app.Flag("objstore.config-file", "YAML file describing an S3 (or S3-compatible) bucket to use instead of the local folder (see README).").
+		Default("").StringVar(&cfg.objstoreConfig)
+	app.Flag("storage.wal", "Acknowledge a remote write only once its samples are durable in the object store. Off: acknowledge once in memory; a crash loses at most --storage.head-flush-interval.").
+		Default("true").BoolVar(&cfg.wal)
+	app.Flag("storage.wal.flush-interval", "How often the write-ahead log groups pending writes into one object (group commit).").
+		Default("100ms").DurationVar(&cfg.walFlushInterval)
+	app.Flag("storage.retention.time", "How long to keep data; whole partitions older than this are dropped. 0 keeps everything.").
+		Default(sd.Retention.String()).DurationVar(&cfg.retention)
+	app.Flag("storage.out-of-order-window", "How far behind the newest sample a sample may arrive and still be accepted. 0 rejects out-of-order samples.").
+		Default(sd.OutOfOrderWindow.String()).DurationVar(&cfg.oooWindow)
+	app.Flag("storage.partition-duration", "Length of a time partition. Cannot change once data exists.").
+		Default(sd.PartitionDuration.String()).DurationVar(&cfg.partition)
+	app.Flag("storage.head-flush-interval", "How often the head writes its samples to the object store as sample blocks.").
+		Default(sd.HeadFlushInterval.String()).DurationVar(&cfg.headFlushInterval)
+	app.Flag("storage.reader.poll-interval", "In reader mode, how often to look for the writer's new data.").
+		Default("5s").DurationVar(&cfg.readerPoll)
+
+	app.Flag("cache.memory-size", "RAM block cache budget (e.g. 512MiB).").
+		Default("512MiB").SetValue(&cfg.cacheMemory)
+	app.Flag("cache.disk-path", "Folder of the local-disk (NVMe) block cache tier; empty disables it.").
+		Default("").StringVar(&cfg.cacheDiskPath)
+	app.Flag("cache.disk-size", "Disk block cache budget (e.g. 16GiB).").
+		Default("16GiB").SetValue(&cfg.cacheDiskSize)
+
+	app.Flag("query.timeout", "Maximum time a query may take before it is aborted.").
+		Default("2m").DurationVar(&cfg.queryTimeout)
+	app.Flag("query.max-samples", "Maximum number of samples a single query can load into memory.").
+		Default("50000000").IntVar(&cfg.queryMaxSamples)
+	app.Flag("query.max-concurrency", "Maximum number of queries executed concurrently.").
+		Default("20").IntVar(&cfg.queryMaxConcurrent)
+	app.Flag("query.lookback-delta", "How far back an instant vector selector looks for a sample.").
+		Default("5m").DurationVar(&cfg.queryLookback)
+
 	promslogflag.AddFlags(app, &cfg.log)
 	if _, err := app.Parse(args); err != nil {
 		return nil, err
@@ -57,61 +122,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, "tsdb:", err)
 		os.Exit(2)
 	}
+	logger := promslog.New(&cfg.log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, cfg, promslog.New(&cfg.log)); err != nil {
-		fmt.Fprintln(os.Stderr, "tsdb:", err)
+	if err := run(ctx, cfg, logger); err != nil {
+		if errors.Is(err, storage.ErrFenced) {
+			logger.Error("stopping: a newer writer opened the same bucket and prefix and fenced this one", "err", err)
+			os.Exit(exitFenced)
+		}
+		logger.Error("stopping", "err", err)
 		os.Exit(1)
 	}
-}
-
-func run(ctx context.Context, cfg *config, logger *slog.Logger) error {
-	if err := os.MkdirAll(cfg.storagePath, 0o755); err != nil {
-		return fmt.Errorf("create storage folder: %w", err)
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-
-	var ready atomic.Bool
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintln(w, "Shale is Healthy.")
-	})
-	mux.HandleFunc("/-/ready", func(w http.ResponseWriter, _ *http.Request) {
-		if !ready.Load() {
-			http.Error(w, "Service Unavailable", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "Shale is Ready.")
-	})
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-
-	ln, err := net.Listen("tcp", cfg.listenAddress)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.listenAddress, err)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 30 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	logger.Info("listening", "address", ln.Addr().String(), "storage_path", cfg.storagePath)
-	ready.Store(true)
-
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
-	}
-	logger.Info("shutting down")
-	ready.Store(false)
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	return nil
 }

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/shaledb/shale/promql"
+	"github.com/shaledb/shale/remotewrite"
+	"github.com/shaledb/shale/storage/objstore"
+)
+
+// objstoreConfig is the content of --objstore.config-file.
+//
+//	type: s3            # or filesystem
+//	prefix: shale       # optional key prefix inside the bucket
+//	config:             # the backend's settings
+//	  bucket: metrics
+//	  endpoint: http://127.0.0.1:7070
+//	  region: us-east-1
+//	  force_path_style: true
+//	  access_key_id: ...       # empty: the AWS default credential chain
+//	  secret_access_key: ...
+type objstoreConfig struct {
+	Type   string    `yaml:"type"`
+	Prefix string    `yaml:"prefix"`
+	Config yaml.Node `yaml:"config"`
+}
+
+// fileConfig is the content of --config.file: the settings flags do poorly.
+type fileConfig struct {
+	RemoteWrite remotewrite.Options `yaml:"remote_write"`
+	Query       promql.Options      `yaml:"query"`
+}
+
+func defaultFileConfig() fileConfig {
+	return fileConfig{RemoteWrite: remotewrite.DefaultOptions(), Query: promql.DefaultOptions()}
+}
+
+// decodeStrict decodes YAML, refusing unknown fields.
+func decodeStrict(data []byte, v any) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(v); err != nil && err.Error() != "EOF" {
+		return err
+	}
+	return nil
+}
+
+func loadFileConfig(path string) (fileConfig, error) {
+	cfg := defaultFileConfig()
+	if path == "" {
+		return cfg, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return cfg, fmt.Errorf("read config file: %w", err)
+	}
+	if err := decodeStrict(data, &cfg); err != nil {
+		return cfg, fmt.Errorf("config file %s: %w", path, err)
+	}
+	if err := cfg.RemoteWrite.Validate(); err != nil {
+		return cfg, fmt.Errorf("config file %s: remote_write: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// openBucket opens the object store: the local folder storagePath, or what
+// configPath describes. It returns the key prefix to use.
+func openBucket(ctx context.Context, configPath, storagePath string) (objstore.Bucket, string, string, error) {
+	if configPath == "" {
+		b, err := objstore.NewFilesystemBucket(storagePath)
+		if err != nil {
+			return nil, "", "", fmt.Errorf("open local object store %s: %w", storagePath, err)
+		}
+		return b, "", "filesystem:" + storagePath, nil
+	}
+	data, err := os.ReadFile(configPath)
+	if err != nil {
+		return nil, "", "", fmt.Errorf("read object store config: %w", err)
+	}
+	var oc objstoreConfig
+	if err := decodeStrict(data, &oc); err != nil {
+		return nil, "", "", fmt.Errorf("object store config %s: %w", configPath, err)
+	}
+	switch oc.Type {
+	case "s3", "S3":
+		s3cfg := objstore.DefaultS3Config()
+		if oc.Config.Kind != 0 {
+			if err := oc.Config.Decode(&s3cfg); err != nil {
+				return nil, "", "", fmt.Errorf("object store config %s: s3: %w", configPath, err)
+			}
+		}
+		if err := s3cfg.Validate(); err != nil {
+			return nil, "", "", fmt.Errorf("object store config %s: %w", configPath, err)
+		}
+		b, err := objstore.NewS3Bucket(ctx, s3cfg)
+		if err != nil {
+			return nil, "", "", err
+		}
+		return b, oc.Prefix, fmt.Sprintf("s3:%s/%s", s3cfg.Bucket, oc.Prefix), nil
+	case "filesystem", "FILESYSTEM":
+		var fc struct {
+			Path string `yaml:"path"`
+		}
+		if err := oc.Config.Decode(&fc); err != nil || fc.Path == "" {
+			return nil, "", "", fmt.Errorf("object store config %s: filesystem needs config.path", configPath)
+		}
+		b, err := objstore.NewFilesystemBucket(fc.Path)
+		if err != nil {
+			return nil, "", "", err
+		}
+		return b, oc.Prefix, "filesystem:" + fc.Path, nil
+	default:
+		return nil, "", "", fmt.Errorf("object store config %s: unknown type %q (want s3 or filesystem)", configPath, oc.Type)
+	}
+}

@@ -1,0 +1,270 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/exporter-toolkit/web"
+
+	"github.com/shaledb/shale/cache"
+	"github.com/shaledb/shale/promql"
+	"github.com/shaledb/shale/remotewrite"
+	"github.com/shaledb/shale/storage"
+	"github.com/shaledb/shale/storage/lsm"
+	"github.com/shaledb/shale/storage/objstore"
+)
+
+// gate serves its handler once it is set, and 503 until then.
+type gate struct{ h atomic.Pointer[http.Handler] }
+
+func (g *gate) set(h http.Handler) { g.h.Store(&h) }
+
+func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := g.h.Load()
+	if h == nil {
+		http.Error(w, "Service Unavailable: recovering storage", http.StatusServiceUnavailable)
+		return
+	}
+	(*h).ServeHTTP(w, r)
+}
+
+func storageOptions(cfg *config) storage.Options {
+	o := storage.DefaultOptions()
+	o.WAL = cfg.wal
+	o.Retention = cfg.retention
+	o.OutOfOrderWindow = cfg.oooWindow
+	o.PartitionDuration = cfg.partition
+	o.HeadFlushInterval = cfg.headFlushInterval
+	return o
+}
+
+func run(ctx context.Context, cfg *config, logger *slog.Logger) error {
+	fileCfg, err := loadFileConfig(cfg.configFile)
+	if err != nil {
+		return err
+	}
+	qopts := fileCfg.Query
+	qopts.QueryTimeout = cfg.queryTimeout
+	qopts.MaxSamples = cfg.queryMaxSamples
+	qopts.MaxConcurrentQueries = cfg.queryMaxConcurrent
+	qopts.LookbackDelta = cfg.queryLookback
+	qopts.EnableAdmin = cfg.enableAdmin && cfg.mode == "writer"
+	if err := qopts.Validate(); err != nil {
+		return fmt.Errorf("query settings: %w", err)
+	}
+	sopts := storageOptions(cfg)
+	if err := sopts.Validate(); err != nil {
+		return fmt.Errorf("storage settings: %w", err)
+	}
+	if cfg.webConfigFile != "" {
+		if err := web.Validate(cfg.webConfigFile); err != nil {
+			return fmt.Errorf("web config file: %w", err)
+		}
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	var ready atomic.Bool
+	api, write := &gate{}, &gate{}
+	mux := http.NewServeMux()
+	mux.Handle("/api/", api)
+	mux.Handle("/api/v1/write", write)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "Shale is Healthy.")
+	})
+	mux.HandleFunc("/-/ready", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready.Load() {
+			http.Error(w, "Service Unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "Shale is Ready.")
+	})
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+
+	ln, err := net.Listen("tcp", cfg.listenAddress)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.listenAddress, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 30 * time.Second}
+	serveErr := make(chan error, 1)
+	go func() {
+		webCfg := cfg.webConfigFile
+		serveErr <- web.Serve(ln, srv, &web.FlagConfig{WebConfigFile: &webCfg}, logger)
+	}()
+	logger.Info("listening", "address", ln.Addr().String(), "mode", cfg.mode)
+
+	shutdownHTTP := func() {
+		ready.Store(false)
+		sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Warn("HTTP shutdown", "err", err)
+		}
+	}
+
+	bucket, prefix, where, err := openBucket(ctx, cfg.objstoreConfig, cfg.storagePath)
+	if err != nil {
+		shutdownHTTP()
+		return err
+	}
+	bucket = objstore.NewMetricsBucket(objstore.NewRetryingBucket(bucket, objstore.DefaultRetryConfig()), reg, "tsdb")
+	defer bucket.Close()
+
+	copts := cache.DefaultOptions()
+	copts.MemoryBytes = int64(cfg.cacheMemory)
+	copts.DiskPath = cfg.cacheDiskPath
+	copts.DiskBytes = int64(cfg.cacheDiskSize)
+	if err := copts.Validate(); err != nil {
+		shutdownHTTP()
+		return fmt.Errorf("cache settings: %w", err)
+	}
+	blockCache, err := cache.New(copts, cache.Components{Registerer: reg, Logger: logger})
+	if err != nil {
+		shutdownHTTP()
+		return fmt.Errorf("open block cache: %w", err)
+	}
+	defer blockCache.Close()
+
+	comps := storage.Components{Logger: logger, Registerer: reg}
+	var db *storage.DB
+	start := time.Now()
+	if cfg.mode == "reader" {
+		ropts := lsm.DefaultReaderOptions()
+		ropts.PollInterval = cfg.readerPoll
+		db, err = storage.OpenReadOnly(ctx, bucket, prefix, sopts, ropts, blockCache, comps)
+	} else {
+		lopts := lsm.DefaultOptions()
+		lopts.WALFlushInterval = cfg.walFlushInterval
+		db, err = storage.Open(ctx, bucket, prefix, sopts, lopts, blockCache, comps)
+	}
+	if err != nil {
+		shutdownHTTP()
+		return fmt.Errorf("open storage (%s): %w", where, err)
+	}
+	logger.Info("storage open", "object_store", where, "wal", sopts.WAL, "duration", time.Since(start))
+
+	papi, err := promql.NewAPI(qopts, promql.Components{
+		Queryable:         db,
+		ExemplarQueryable: db,
+		Cardinality:       cardinality{db},
+		Metadata:          db,
+		Deleter:           deleterFor(db, cfg.mode),
+		Ready:             ready.Load,
+		Logger:            logger,
+		Registerer:        reg,
+		Gatherer:          reg,
+		BuildInfo:         promql.BuildInfo{GoVersion: runtime.Version()},
+		Flags:             flagMap(cfg),
+		ConfigYAML:        func() string { return configYAML(cfg, fileCfg) },
+		StorageRetention:  retentionString(cfg.retention),
+	})
+	if err != nil {
+		shutdownHTTP()
+		_ = db.Close()
+		return fmt.Errorf("query API: %w", err)
+	}
+	defer papi.Close()
+	api.set(papi.Handler())
+
+	runErr := make(chan error, 1)
+	if cfg.mode == "writer" {
+		rw, err := remotewrite.NewHandler(ingestAppendable{db}, fileCfg.RemoteWrite, remotewrite.Deps{Logger: logger, Registerer: reg})
+		if err != nil {
+			shutdownHTTP()
+			_ = db.Close()
+			return fmt.Errorf("remote write: %w", err)
+		}
+		write.set(rw)
+		go func() { runErr <- db.Run(ctx) }()
+	} else {
+		write.set(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "this Shale server is a read-only replica (--mode=reader): send remote writes to the writer", http.StatusMethodNotAllowed)
+		}))
+	}
+	ready.Store(true)
+	logger.Info("ready")
+
+	var stopErr error
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down: finishing in-flight requests, then flushing")
+	case err := <-serveErr:
+		stopErr = fmt.Errorf("serve HTTP: %w", err)
+	case err := <-runErr:
+		stopErr = err
+	case <-db.Fenced():
+		stopErr = storage.ErrFenced
+	}
+	shutdownHTTP()
+	start = time.Now()
+	if err := db.Close(); err != nil && stopErr == nil && !errors.Is(err, storage.ErrFenced) {
+		stopErr = fmt.Errorf("close storage: %w", err)
+	}
+	logger.Info("storage closed", "duration", time.Since(start))
+	return stopErr
+}
+
+func deleterFor(db *storage.DB, mode string) promql.SeriesDeleter {
+	if mode != "writer" {
+		return nil
+	}
+	return db
+}
+
+func retentionString(d time.Duration) string {
+	if d <= 0 {
+		return "unlimited"
+	}
+	if d%(24*time.Hour) == 0 {
+		return fmt.Sprintf("%dd", d/(24*time.Hour))
+	}
+	return d.String()
+}
+
+func configYAML(cfg *config, fc fileConfig) string {
+	return fmt.Sprintf("# Shale configuration\nmode: %s\nstorage:\n  wal: %v\n  retention: %s\n  out_of_order_window: %s\n  partition_duration: %s\n  head_flush_interval: %s\nremote_write:\n  max_compressed_bytes: %d\n  max_series_per_request: %d\n",
+		cfg.mode, cfg.wal, cfg.retention, cfg.oooWindow, cfg.partition, cfg.headFlushInterval,
+		fc.RemoteWrite.MaxCompressedBytes, fc.RemoteWrite.MaxSeriesPerRequest)
+}
+
+func flagMap(cfg *config) map[string]string {
+	return map[string]string{
+		"web.listen-address":          cfg.listenAddress,
+		"web.enable-admin-api":        fmt.Sprint(cfg.enableAdmin),
+		"mode":                        cfg.mode,
+		"storage.path":                cfg.storagePath,
+		"objstore.config-file":        cfg.objstoreConfig,
+		"storage.wal":                 fmt.Sprint(cfg.wal),
+		"storage.wal.flush-interval":  cfg.walFlushInterval.String(),
+		"storage.retention.time":      cfg.retention.String(),
+		"storage.out-of-order-window": cfg.oooWindow.String(),
+		"storage.partition-duration":  cfg.partition.String(),
+		"storage.head-flush-interval": cfg.headFlushInterval.String(),
+		"cache.memory-size":           cfg.cacheMemory.String(),
+		"cache.disk-path":             cfg.cacheDiskPath,
+		"cache.disk-size":             cfg.cacheDiskSize.String(),
+		"query.timeout":               cfg.queryTimeout.String(),
+		"query.max-samples":           fmt.Sprint(cfg.queryMaxSamples),
+		"query.max-concurrency":       fmt.Sprint(cfg.queryMaxConcurrent),
+		"query.lookback-delta":        cfg.queryLookback.String(),
+		"log.level":                   cfg.log.Level.String(),
+	}
+}
+
