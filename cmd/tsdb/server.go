@@ -267,4 +267,3 @@ func flagMap(cfg *config) map[string]string {
 		"log.level":                   cfg.log.Level.String(),
 	}
 }
-
