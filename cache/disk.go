@@ -64,11 +64,13 @@ type diskLoc struct {
 }
 
 type segment struct {
-	id     uint64
-	f      *os.File
-	size   int64    // bytes in the file
-	hashes []uint64 // key hashes of its records, to clean the index on eviction
-	sealed bool     // renamed to its final name
+	id      uint64
+	f       *os.File
+	size    int64     // bytes in the file
+	charged int64     // bytes charged to the budget: size plus, while active, its future footer
+	hashes  []uint64  // key hashes of its records, to clean the index on eviction
+	locs    []diskLoc // while active: its records, for the footer
+	sealed  bool      // renamed to its final name
 }
 
 type writeReq struct {
@@ -196,7 +198,7 @@ func (d *diskTier) loadSegment(id uint64) error {
 		d.removeFile(path, "empty or invalid segment")
 		return nil
 	}
-	seg := &segment{id: id, f: f, size: info.Size(), sealed: true, hashes: make([]uint64, len(recs))}
+	seg := &segment{id: id, f: f, size: info.Size(), charged: info.Size(), sealed: true, hashes: make([]uint64, len(recs))}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for i, r := range recs {
@@ -205,7 +207,7 @@ func (d *diskTier) loadSegment(id uint64) error {
 	}
 	d.segs[id] = seg
 	d.order = append(d.order, id)
-	d.bytes += seg.size
+	d.bytes += seg.charged
 	return nil
 }
 
@@ -215,25 +217,61 @@ type scannedRecord struct {
 	loc  diskLoc
 }
 
-// scanSegment reads the record headers and keys of segment id, whose file f
-// holds size bytes, and returns where its records are. On damage it returns
-// the records before the damage and an ErrCorrupt error. Values are not read
-// (nor checked): reads check them.
+// scanSegment finds the records of segment id, whose file f holds size
+// bytes: from its index footer, or, when that is damaged, by reading every
+// record header and key. On damage it returns the records before the damage
+// and an ErrCorrupt error. Values are not read (nor checked): reads check
+// them.
 func scanSegment(f io.ReaderAt, size int64, id uint64) ([]scannedRecord, error) {
 	if size > maxSegmentBytes {
 		return nil, fmt.Errorf("segment of %d bytes: %w", size, ErrCorrupt)
 	}
-	buf := make([]byte, scanBufSize)
-	if _, err := f.ReadAt(buf[:segmentHeaderSize], 0); err != nil {
+	var header [segmentHeaderSize]byte
+	if _, err := f.ReadAt(header[:], 0); err != nil {
 		return nil, fmt.Errorf("read segment header: %w (%w)", ErrCorrupt, err)
 	}
-	got, err := parseSegmentHeader(buf[:segmentHeaderSize])
+	got, err := parseSegmentHeader(header[:])
 	if err != nil {
 		return nil, err
 	}
 	if got != id {
 		return nil, fmt.Errorf("segment header says id %d, file name %d: %w", got, id, ErrCorrupt)
 	}
+	recs, footerErr := readFooter(f, size, id)
+	if footerErr == nil {
+		return recs, nil
+	}
+	recs, err = scanRecords(f, size, id)
+	if err == nil {
+		err = footerErr // a finished segment always has a footer
+	}
+	return recs, err
+}
+
+// readFooter reads and checks the index footer of a segment.
+func readFooter(f io.ReaderAt, size int64, id uint64) ([]scannedRecord, error) {
+	if size < segmentHeaderSize+trailerSize {
+		return nil, fmt.Errorf("segment of %d bytes has no footer: %w", size, ErrCorrupt)
+	}
+	var trailer [trailerSize]byte
+	if _, err := f.ReadAt(trailer[:], size-trailerSize); err != nil {
+		return nil, fmt.Errorf("read footer: %w (%w)", ErrCorrupt, err)
+	}
+	start, recordsEnd, count, err := parseTrailer(trailer[:], size)
+	if err != nil {
+		return nil, err
+	}
+	footer := make([]byte, size-start)
+	if _, err := f.ReadAt(footer, start); err != nil {
+		return nil, fmt.Errorf("read footer: %w (%w)", ErrCorrupt, err)
+	}
+	return parseFooter(footer, id, recordsEnd, count)
+}
+
+// scanRecords reads the record headers and keys of a segment from the first
+// record on, until the end or the first invalid header.
+func scanRecords(f io.ReaderAt, size int64, id uint64) ([]scannedRecord, error) {
+	buf := make([]byte, scanBufSize)
 	var recs []scannedRecord
 	off := int64(segmentHeaderSize)
 	for off < size {
@@ -333,7 +371,7 @@ func (d *diskTier) enqueue(key string, value []byte, class Class) {
 	if d.closed.Load() {
 		return
 	}
-	if len(key) == 0 || len(key) > maxKeyLen || int64(recordSize(len(key), len(value))) > d.segSize-segmentHeaderSize {
+	if len(key) == 0 || len(key) > maxKeyLen || int64(recordSize(len(key), len(value))) > d.maxRecord() {
 		d.ctr.diskDrops[dropTooLarge].Add(1)
 		return
 	}
@@ -352,6 +390,11 @@ func (d *diskTier) enqueue(key string, value []byte, class Class) {
 		d.pending.Add(-n)
 		d.ctr.diskDrops[dropQueueFull].Add(1)
 	}
+}
+
+// maxRecord is the size of the largest record a segment holds.
+func (d *diskTier) maxRecord() int64 {
+	return d.segSize - segmentHeaderSize - int64(footerSize(1))
 }
 
 // flush waits until every block enqueued before it is written or dropped.
@@ -434,9 +477,11 @@ func (d *diskTier) write(key string, value []byte, class Class) error {
 	if dup {
 		return nil
 	}
-	d.buf = appendRecord(d.buf[:0], key, value, class)
-	n := int64(len(d.buf))
-	if d.active != nil && d.active.size+n > d.segSize {
+	n := int64(recordSize(len(key), len(value)))
+	// A record is charged its footer entry too, so that sealing never takes
+	// a segment past segSize or the tier past its budget.
+	charge := n + footerEntrySize
+	if d.active != nil && d.active.charged+charge > d.segSize {
 		d.seal()
 	}
 	if d.active == nil {
@@ -446,21 +491,25 @@ func (d *diskTier) write(key string, value []byte, class Class) error {
 	}
 	var victims []*segment
 	d.mu.Lock()
-	for d.bytes+n > d.budget && len(d.order) > 1 {
+	for d.bytes+charge > d.budget && len(d.order) > 1 {
 		victims = append(victims, d.evictOldestLocked())
 	}
 	d.mu.Unlock()
 	d.dispose(victims)
 
 	seg := d.active
+	d.buf = appendRecord(d.buf[:0], key, value, class)
 	if _, err := seg.f.WriteAt(d.buf, seg.size); err != nil {
 		return fmt.Errorf("cache: write segment %d: %w", seg.id, err)
 	}
+	loc := diskLoc{seg: seg.id, off: uint32(seg.size), size: uint32(n), class: class}
+	seg.locs = append(seg.locs, loc)
 	d.mu.Lock()
-	d.index[h] = diskLoc{seg: seg.id, off: uint32(seg.size), size: uint32(n), class: class}
+	d.index[h] = loc
 	seg.hashes = append(seg.hashes, h)
 	seg.size += n
-	d.bytes += n
+	seg.charged += charge
+	d.bytes += charge
 	d.mu.Unlock()
 	d.ctr.diskWrites.Add(1)
 	return nil
@@ -479,23 +528,35 @@ func (d *diskTier) startSegment() error {
 		os.Remove(path)
 		return fmt.Errorf("cache: write segment header: %w", err)
 	}
-	seg := &segment{id: id, f: f, size: segmentHeaderSize}
+	seg := &segment{id: id, f: f, size: segmentHeaderSize, charged: segmentHeaderSize + trailerSize}
 	d.mu.Lock()
 	d.segs[id] = seg
 	d.order = append(d.order, id)
-	d.bytes += seg.size
+	d.bytes += seg.charged
 	d.mu.Unlock()
 	d.active = seg
 	return nil
 }
 
-// seal gives the active segment its final name. An active segment that cannot
-// be renamed is dropped: it would be lost on restart anyway.
+// seal writes the active segment's index footer and gives it its final name.
+// An active segment that cannot be finished is dropped: it would be lost on
+// restart anyway.
 func (d *diskTier) seal() {
 	seg := d.active
 	d.active = nil
-	tmp := filepath.Join(d.dir, segmentName(seg.id, false))
-	if err := os.Rename(tmp, filepath.Join(d.dir, segmentName(seg.id, true))); err != nil {
+	recs := make([]scannedRecord, len(seg.locs))
+	for i, loc := range seg.locs {
+		recs[i] = scannedRecord{hash: seg.hashes[i], loc: loc}
+	}
+	seg.locs = nil
+	d.buf = appendFooter(d.buf[:0], recs, uint32(seg.size))
+	_, err := seg.f.WriteAt(d.buf, seg.size)
+	if err == nil {
+		seg.size += int64(len(d.buf))
+		tmp := filepath.Join(d.dir, segmentName(seg.id, false))
+		err = os.Rename(tmp, filepath.Join(d.dir, segmentName(seg.id, true)))
+	}
+	if err != nil {
 		d.log.Error("cache: finish disk tier segment", "err", err)
 		d.mu.Lock()
 		d.removeLocked(seg)
@@ -547,7 +608,7 @@ func (d *diskTier) removeLocked(seg *segment) int {
 	if i := slices.Index(d.order, seg.id); i >= 0 {
 		d.order = slices.Delete(d.order, i, i+1)
 	}
-	d.bytes -= seg.size
+	d.bytes -= seg.charged
 	return dropped
 }
 

@@ -17,6 +17,14 @@ import (
 //
 //	crc32c u32 | class u8 | flags u8 | key length u16 | value length u32 | key | value
 //
+// A finished segment ends with an index footer, so that opening the tier
+// reads a few bytes per record instead of every record:
+//
+//	entry * count: key xxhash u64 | offset u32 | size u32 | class u8   (17 bytes each)
+//	trailer:       records end u32 | count u32 | crc32c u32 | reserved u32 | magic "SHCINDEX"
+//
+// The trailer's CRC-32C covers the entries and the first 8 trailer bytes.
+//
 // All integers are little endian. The CRC-32C (Castagnoli) covers every byte
 // of the record after the CRC field, so a flipped bit anywhere in the header,
 // key or value, or a record cut short, fails the check.
@@ -26,6 +34,10 @@ const (
 	segmentHeaderSize = 16
 	recordHeaderSize  = 12
 	maxKeyLen         = 1<<16 - 1
+
+	footerMagic     = "SHCINDEX"
+	footerEntrySize = 17
+	trailerSize     = 24
 )
 
 // ErrCorrupt marks bytes in the disk tier that fail validation: a bad
@@ -124,4 +136,79 @@ func parseSegmentHeader(b []byte) (uint64, error) {
 		return 0, fmt.Errorf("segment version %d: %w", v, ErrCorrupt)
 	}
 	return binary.LittleEndian.Uint64(b[8:]), nil
+}
+
+// footerSize is the size of the index footer of count records.
+func footerSize(count int) int { return count*footerEntrySize + trailerSize }
+
+// appendFooter appends the index footer of recs, whose records end at
+// recordsEnd, to dst.
+func appendFooter(dst []byte, recs []scannedRecord, recordsEnd uint32) []byte {
+	start := len(dst)
+	for _, r := range recs {
+		dst = binary.LittleEndian.AppendUint64(dst, r.hash)
+		dst = binary.LittleEndian.AppendUint32(dst, r.loc.off)
+		dst = binary.LittleEndian.AppendUint32(dst, r.loc.size)
+		dst = append(dst, byte(r.loc.class))
+	}
+	dst = binary.LittleEndian.AppendUint32(dst, recordsEnd)
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(recs)))
+	crc := crc32.Checksum(dst[start:], castagnoli)
+	dst = binary.LittleEndian.AppendUint32(dst, crc)
+	dst = binary.LittleEndian.AppendUint32(dst, 0)
+	return append(dst, footerMagic...)
+}
+
+// parseTrailer decodes the last trailerSize bytes of a segment of size bytes
+// and returns where the footer starts and how many entries it has.
+func parseTrailer(b []byte, size int64) (footerStart int64, recordsEnd uint32, count int, err error) {
+	if len(b) != trailerSize {
+		return 0, 0, 0, fmt.Errorf("trailer of %d bytes: %w", len(b), ErrCorrupt)
+	}
+	if string(b[16:]) != footerMagic {
+		return 0, 0, 0, fmt.Errorf("no index footer: %w", ErrCorrupt)
+	}
+	recordsEnd = binary.LittleEndian.Uint32(b[0:])
+	count = int(binary.LittleEndian.Uint32(b[4:]))
+	footerStart = size - int64(footerSize(count))
+	if int64(count) > size/footerEntrySize || footerStart != int64(recordsEnd) || recordsEnd < segmentHeaderSize {
+		return 0, 0, 0, fmt.Errorf("footer of %d entries after records ending at %d in %d bytes: %w", count, recordsEnd, size, ErrCorrupt)
+	}
+	return footerStart, recordsEnd, count, nil
+}
+
+// parseFooter decodes a whole index footer (entries and trailer) of segment
+// id and checks that its entries tile the records region exactly.
+func parseFooter(b []byte, id uint64, recordsEnd uint32, count int) ([]scannedRecord, error) {
+	if len(b) != footerSize(count) {
+		return nil, fmt.Errorf("footer of %d bytes for %d entries: %w", len(b), count, ErrCorrupt)
+	}
+	crcAt := count*footerEntrySize + 8
+	if got, want := crc32.Checksum(b[:crcAt], castagnoli), binary.LittleEndian.Uint32(b[crcAt:]); got != want {
+		return nil, fmt.Errorf("footer checksum %#08x, want %#08x: %w", got, want, ErrCorrupt)
+	}
+	recs := make([]scannedRecord, count)
+	next := uint32(segmentHeaderSize)
+	for i := range recs {
+		e := b[i*footerEntrySize:]
+		r := scannedRecord{
+			hash: binary.LittleEndian.Uint64(e),
+			loc: diskLoc{
+				seg:   id,
+				off:   binary.LittleEndian.Uint32(e[8:]),
+				size:  binary.LittleEndian.Uint32(e[12:]),
+				class: Class(e[16]),
+			},
+		}
+		if r.loc.off != next || r.loc.size < recordHeaderSize+1 || r.loc.size > recordsEnd-r.loc.off ||
+			(r.loc.class != ClassData && r.loc.class != ClassMeta) {
+			return nil, fmt.Errorf("footer entry %d (offset %d, size %d, class %d): %w", i, r.loc.off, r.loc.size, e[16], ErrCorrupt)
+		}
+		next += r.loc.size
+		recs[i] = r
+	}
+	if next != recordsEnd {
+		return nil, fmt.Errorf("footer entries end at %d, records at %d: %w", next, recordsEnd, ErrCorrupt)
+	}
+	return recs, nil
 }

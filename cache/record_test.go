@@ -3,6 +3,7 @@ package cache
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"testing"
 )
 
@@ -76,10 +77,29 @@ func TestScanSegment(t *testing.T) {
 	for i, k := range keys {
 		seg = appendRecord(seg, k, bytes.Repeat([]byte{byte(i)}, 10*i), Class(i%2))
 	}
-	recs, err := scanSegment(bytes.NewReader(seg), int64(len(seg)), 7)
+	recs, err := scanRecords(bytes.NewReader(seg), int64(len(seg)), 7)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A finished segment has a footer, and reads the same from it.
+	if _, err := scanSegment(bytes.NewReader(seg), int64(len(seg)), 7); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("segment without a footer: err = %v, want ErrCorrupt", err)
+	}
+	finished := appendFooter(bytes.Clone(seg), recs, uint32(len(seg)))
+	fromFooter, err := scanSegment(bytes.NewReader(finished), int64(len(finished)), 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(fromFooter, recs) {
+		t.Fatalf("footer gives %v, records %v", fromFooter, recs)
+	}
+	for cut := len(finished) - 1; cut >= len(seg); cut-- {
+		got, err := scanSegment(bytes.NewReader(finished[:cut]), int64(cut), 7)
+		if !errors.Is(err, ErrCorrupt) || !slices.Equal(got, recs) {
+			t.Fatalf("footer cut at %d: %d records, err %v; want all and ErrCorrupt", cut, len(got), err)
+		}
+	}
+
 	if len(recs) != len(keys) {
 		t.Fatalf("found %d records, want %d", len(recs), len(keys))
 	}
@@ -95,7 +115,7 @@ func TestScanSegment(t *testing.T) {
 		boundaries[int(r.loc.off+r.loc.size)] = i + 1
 	}
 	for cut := len(seg) - 1; cut >= segmentHeaderSize; cut-- {
-		got, err := scanSegment(bytes.NewReader(seg[:cut]), int64(cut), 7)
+		got, err := scanRecords(bytes.NewReader(seg[:cut]), int64(cut), 7)
 		whole, atBoundary := boundaries[cut]
 		switch {
 		case atBoundary && (err != nil || len(got) != whole):
@@ -109,7 +129,7 @@ func TestScanSegment(t *testing.T) {
 			}
 		}
 	}
-	if _, err := scanSegment(bytes.NewReader(seg), int64(len(seg)), 8); !errors.Is(err, ErrCorrupt) {
+	if _, err := scanSegment(bytes.NewReader(finished), int64(len(finished)), 8); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("segment with another id: err = %v, want ErrCorrupt", err)
 	}
 }
@@ -142,6 +162,9 @@ func FuzzScanSegment(f *testing.F) {
 	f.Add(seg)
 	f.Add(appendRecord(seg, "meta", []byte("m"), ClassMeta))
 	f.Add(appendSegmentHeader(nil, 1))
+	if recs, err := scanRecords(bytes.NewReader(seg), int64(len(seg)), 1); err == nil {
+		f.Add(appendFooter(bytes.Clone(seg), recs, uint32(len(seg))))
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		recs, err := scanSegment(bytes.NewReader(b), int64(len(b)), 1)
 		if err != nil && !errors.Is(err, ErrCorrupt) {
