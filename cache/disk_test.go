@@ -211,7 +211,9 @@ func TestDiskTierCorruption(t *testing.T) {
 			return nil // found by reading the records instead
 		}, true},
 		{"footer cut off", func(t *testing.T, dir, seg string) []int {
-			editFile(t, seg, func(b []byte) []byte { return b[:recordOffset(t, b, 9)+recordSize(len(testKey(9)), len(testValue(9, size)))] })
+			editFile(t, seg, func(b []byte) []byte {
+				return b[:recordOffset(t, b, 9)+recordSize(len(testKey(9)), len(testValue(9, size)))]
+			})
 			return nil
 		}, true},
 		{"truncated inside the last value", func(t *testing.T, dir, seg string) []int {
