@@ -15,22 +15,19 @@ import (
 )
 
 // startPrometheus runs the prometheus binary on a free loopback port with a
-// temporary data directory and the given extra configuration (YAML appended
-// after a global section scraping every second) and flags. It returns the
-// listen address.
-func startPrometheus(t *testing.T, extraConfig string, flags ...string) string {
+// temporary data directory, a configuration that scrapes itself every second
+// (when scrapeSelf) followed by extraConfig, and the given flags. It returns
+// the listen address and the process.
+func startPrometheus(t testing.TB, scrapeSelf bool, extraConfig string, flags ...string) (string, *e2e.Process) {
 	t.Helper()
 	bin := e2e.RequireBinary(t, "prometheus", "apt-get install prometheus")
 	dir := t.TempDir()
 	addr := "127.0.0.1:" + strconv.Itoa(e2e.FreePort(t))
-	cfg := fmt.Sprintf(`global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-scrape_configs:
-  - job_name: prometheus
-    static_configs:
-      - targets: [%q]
-%s`, addr, extraConfig)
+	cfg := "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+	if scrapeSelf {
+		cfg += fmt.Sprintf("scrape_configs:\n  - job_name: prometheus\n    static_configs:\n      - targets: [%q]\n", addr)
+	}
+	cfg += extraConfig
 	cfgFile := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -41,9 +38,9 @@ scrape_configs:
 		"--web.listen-address=" + addr,
 		"--log.level=warn",
 	}, flags...)
-	e2e.StartProcess(t, exec.Command(bin, args...))
+	p := e2e.StartProcess(t, exec.Command(bin, args...))
 	e2e.WaitHTTP(t, 30*time.Second, "http://"+addr+"/-/ready")
-	return addr
+	return addr, p
 }
 
 // TestPrometheusRemoteWrite1 has Debian's Prometheus (a 1.0 sender) scrape
@@ -55,7 +52,7 @@ func TestPrometheusRemoteWrite1(t *testing.T) {
 	}
 	rcv := newReceiver(t)
 	srv, h := startServer(t, rcv, true)
-	addr := startPrometheus(t, fmt.Sprintf(`remote_write:
+	addr, _ := startPrometheus(t, true, fmt.Sprintf(`remote_write:
   - url: %s/api/v1/write
     queue_config:
       batch_send_deadline: 100ms

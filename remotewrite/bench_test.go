@@ -1,0 +1,276 @@
+package remotewrite
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/golang/snappy"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/prompb"
+	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
+)
+
+// benchPayloads are the request shapes of the benchmarks: one node_exporter
+// scrape per request, and a sender's batch of ten samples per series.
+var benchPayloads = []struct {
+	name              string
+	series, perSeries int
+}{
+	{"node2000x1", 2000, 1},
+	{"batch500x10", 500, 10},
+}
+
+func encodeBody(b testing.TB, version int, series []recSeries) []byte {
+	if version == 1 {
+		return encodeV1(b, toV1(series))
+	}
+	return encodeV2(b, toV2(series))
+}
+
+func contentType(version int) string {
+	if version == 1 {
+		return ContentTypeV1
+	}
+	return ContentTypeV2
+}
+
+// BenchmarkDecodeAppend measures one core decoding and appending requests
+// into an appender that keeps nothing: decoder=shale is the whole handler
+// (snappy, decode, validation, append, response), decoder=gogo is snappy plus
+// the generated gogo types and label building as the upstream receiver does
+// it, without validation.
+//
+//	go test -run '^$' -bench BenchmarkDecodeAppend -benchtime 2s -count 6 -cpu 1 ./remotewrite
+func BenchmarkDecodeAppend(b *testing.B) {
+	for _, version := range []int{1, 2} {
+		for _, p := range benchPayloads {
+			series := nodePayload(p.series, p.perSeries, testNow-time.Hour.Milliseconds())
+			body := encodeBody(b, version, series)
+			samples := float64(p.series * p.perSeries)
+			name := fmt.Sprintf("version=%d/payload=%s", version, p.name)
+
+			b.Run(name+"/decoder=shale", func(b *testing.B) {
+				h, _ := newTestHandler(b, nopAppendable{}, nil)
+				w := &discardWriter{h: http.Header{}}
+				req := httptestNewRequest(http.MethodPost, nil)
+				req.Header.Set("Content-Type", contentType(version))
+				req.Header.Set("Content-Encoding", "snappy")
+				rd := bytes.NewReader(body)
+				b.ReportAllocs()
+				b.SetBytes(int64(len(body)))
+				cpu0 := selfCPU()
+				for b.Loop() {
+					rd.Reset(body)
+					req.Body = io.NopCloser(rd)
+					req.ContentLength = int64(len(body))
+					w.code = 0
+					h.ServeHTTP(w, req)
+					if w.code != http.StatusOK {
+						b.Fatalf("status %d", w.code)
+					}
+				}
+				b.ReportMetric((selfCPU()-cpu0)*1e9/(samples*float64(b.N)), "cpu-ns/sample")
+				b.ReportMetric(samples*float64(b.N)/b.Elapsed().Seconds(), "samples/s")
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/samples, "ns/sample")
+			})
+
+			b.Run(name+"/decoder=gogo", func(b *testing.B) {
+				app := nopAppender{}
+				sb := labels.NewScratchBuilder(8)
+				b.ReportAllocs()
+				b.SetBytes(int64(len(body)))
+				cpu0 := selfCPU()
+				for b.Loop() {
+					raw, err := snappy.Decode(nil, body)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if version == 1 {
+						var req prompb.WriteRequest
+						if err := req.Unmarshal(raw); err != nil {
+							b.Fatal(err)
+						}
+						for _, ts := range req.Timeseries {
+							ls := ts.ToLabels(&sb, nil)
+							var ref SeriesRef
+							for _, s := range ts.Samples {
+								ref, _ = app.Append(ref, ls, 0, s.Timestamp, s.Value)
+							}
+						}
+					} else {
+						var req writev2.Request
+						if err := req.Unmarshal(raw); err != nil {
+							b.Fatal(err)
+						}
+						for _, ts := range req.Timeseries {
+							ls, err := ts.ToLabels(&sb, req.Symbols)
+							if err != nil {
+								b.Fatal(err)
+							}
+							var ref SeriesRef
+							for _, s := range ts.Samples {
+								ref, _ = app.Append(ref, ls, s.StartTimestamp, s.Timestamp, s.Value)
+							}
+						}
+					}
+				}
+				b.ReportMetric((selfCPU()-cpu0)*1e9/(samples*float64(b.N)), "cpu-ns/sample")
+				b.ReportMetric(samples*float64(b.N)/b.Elapsed().Seconds(), "samples/s")
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/samples, "ns/sample")
+			})
+		}
+	}
+}
+
+// BenchmarkHTTPIngest posts the same payloads over loopback HTTP, one request
+// at a time, to this handler (over an appender that keeps nothing) and to
+// Debian's Prometheus 2.42 started with --web.enable-remote-write-receiver,
+// which appends to its TSDB head and WAL. Prometheus 2.42 speaks only remote
+// write 1.0, so receiver=prometheus runs for version=1 only. Every request
+// carries new timestamps so that Prometheus accepts all of it. Besides
+// samples/s it reports Prometheus' CPU time per sample, read from /proc (this
+// handler shares its process with the client, so it has no such figure here;
+// BenchmarkDecodeAppend gives it).
+//
+//	go test -run '^$' -bench BenchmarkHTTPIngest -benchtime 200x -count 5 ./remotewrite
+func BenchmarkHTTPIngest(b *testing.B) {
+	type target struct {
+		name string
+		url  string
+		pid  int
+	}
+	var targets []target
+	srvShale, _ := startBenchServer(b)
+	targets = append(targets, target{"shale", srvShale + "/api/v1/write", os.Getpid()})
+	if os.Getenv("SHALE_BENCH_NO_PROMETHEUS") == "" {
+		addr, p := startPrometheus(b, false, "", "--web.enable-remote-write-receiver")
+		targets = append(targets, target{"prometheus", "http://" + addr + "/api/v1/write", p.Cmd.Process.Pid})
+	}
+	client := &http.Client{Timeout: 30 * time.Second}
+	b.Cleanup(client.CloseIdleConnections)
+
+	// Each (target, payload) gets its own series so that timestamps stay
+	// increasing per series across sub-benchmarks and repetitions.
+	round := 0
+	for _, version := range []int{1, 2} {
+		for _, p := range benchPayloads {
+			for _, tg := range targets {
+				if tg.name == "prometheus" && version == 2 {
+					continue
+				}
+				name := fmt.Sprintf("version=%d/payload=%s/receiver=%s", version, p.name, tg.name)
+				b.Run(name, func(b *testing.B) {
+					round++
+					prefix := "r" + strconv.Itoa(round) + "_"
+					t0 := time.Now().Add(-30 * time.Minute).UnixMilli()
+					samples := float64(p.series * p.perSeries)
+					cpu0 := cpuSeconds(b, tg.pid)
+					i := 0
+					for b.Loop() {
+						b.StopTimer()
+						series := nodePayload(p.series, p.perSeries, t0+int64(i*p.perSeries)*100)
+						for j := range series {
+							series[j].Labels = relabel(series[j].Labels, prefix)
+							for k := range series[j].Samples {
+								series[j].Samples[k].T = t0 + int64(i*p.perSeries+k)*100
+							}
+						}
+						body := encodeBody(b, version, series)
+						b.StartTimer()
+						postBody(b, client, tg.url, version, body)
+						i++
+					}
+					b.ReportMetric(samples*float64(b.N)/b.Elapsed().Seconds(), "samples/s")
+					if tg.name != "shale" { // this process also runs the client
+						cpu := cpuSeconds(b, tg.pid) - cpu0
+						b.ReportMetric(cpu*1e9/(samples*float64(b.N)), "cpu-ns/sample")
+					}
+				})
+			}
+		}
+	}
+}
+
+func relabel(ls labels.Labels, prefix string) labels.Labels {
+	bld := labels.NewBuilder(ls)
+	bld.Set(labels.MetricName, prefix+ls.Get(labels.MetricName))
+	return bld.Labels()
+}
+
+func postBody(b *testing.B, client *http.Client, url string, version int, body []byte) {
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		b.Fatal(err)
+	}
+	req.Header.Set("Content-Type", contentType(version))
+	req.Header.Set("Content-Encoding", "snappy")
+	if version == 1 {
+		req.Header.Set("X-Prometheus-Remote-Write-Version", "0.1.0")
+	} else {
+		req.Header.Set("X-Prometheus-Remote-Write-Version", "2.0.0")
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	msg, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		b.Fatalf("%s: %s: %s", url, resp.Status, msg)
+	}
+}
+
+// startBenchServer serves a handler over an appender that keeps nothing,
+// with the real clock.
+func startBenchServer(b *testing.B) (string, *Handler) {
+	h, _ := newTestHandler(b, nopAppendable{}, nil)
+	h.now = time.Now
+	srv := newLoopbackServer(b, h)
+	return srv, h
+}
+
+// cpuSeconds returns the user+system CPU time of process pid from /proc.
+func cpuSeconds(b *testing.B, pid int) float64 {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Fields after the parenthesised command name; utime and stime are the
+	// 14th and 15th fields of the line.
+	s := string(raw)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	utime, _ := strconv.ParseFloat(fields[11], 64)
+	stime, _ := strconv.ParseFloat(fields[12], 64)
+	return (utime + stime) / 100 // USER_HZ
+}
+
+// newLoopbackServer serves h on a loopback port until the benchmark ends and
+// returns its base URL.
+func newLoopbackServer(tb testing.TB, h http.Handler) string {
+	srv := httptest.NewServer(h)
+	tb.Cleanup(func() {
+		srv.Client().CloseIdleConnections()
+		srv.Close()
+	})
+	return srv.URL
+}
+
+// selfCPU returns the CPU seconds this process has used. With -cpu 1 and the
+// machine shared, it measures the work better than wall time does (the
+// garbage collector's background work is included).
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
