@@ -45,6 +45,10 @@ type Iterator struct {
 	hchunk chunkenc.HistogramChunk
 	fchunk chunkenc.FloatHistogramChunk
 	hbuf   []byte // owned copy of histogram bytes, see Appender.Iterator
+	// The header's time range, checked against the samples of a
+	// multi-part block as they are decoded.
+	pmint, pmaxt int64
+	pcheck       bool
 }
 
 var _ chunkenc.Iterator = (*Iterator)(nil)
@@ -74,6 +78,7 @@ func (it *Iterator) Reset(block []byte) error {
 			}
 		default:
 			it.parts, err = parseParts(it.parts[:0], &h, block[n:])
+			it.pmint, it.pmaxt, it.pcheck = h.mint, h.maxt, true
 		}
 	}
 	if err != nil {
@@ -93,6 +98,7 @@ func (it *Iterator) clear() {
 	it.pi = 0
 	it.inHist = false
 	it.lastT = math.MinInt64
+	it.pcheck = false
 }
 
 func (it *Iterator) fail(err error) {
@@ -132,6 +138,12 @@ func (it *Iterator) nextSlow() chunkenc.ValueType {
 		if it.pi >= len(it.parts) {
 			// Stay on the last sample, so that Seek can still find it.
 			it.done = true
+			if len(it.ts) > 0 {
+				it.lastT = it.ts[len(it.ts)-1]
+			}
+			if it.pcheck && it.lastT != it.pmaxt {
+				it.fail(corruptf("last timestamp %d, header says %d", it.lastT, it.pmaxt))
+			}
 			return chunkenc.ValNone
 		}
 		it.inHist = false
@@ -171,6 +183,9 @@ func (it *Iterator) openPart() error {
 		if h.mint <= it.lastT {
 			return corruptf("part %d starts at %d, not after %d", it.pi-1, h.mint, it.lastT)
 		}
+		if it.pi == 1 && it.pcheck && h.mint != it.pmint {
+			return corruptf("first timestamp %d, header says %d", h.mint, it.pmint)
+		}
 		it.ts, it.vs = it.dec.ts, it.dec.vs
 	case partHistogram:
 		it.hchunk.Reset(p.data)
@@ -204,6 +219,10 @@ func (it *Iterator) histNext() (vt chunkenc.ValueType) {
 	t := it.hit.AtT()
 	if t <= it.lastT {
 		it.fail(corruptf("histogram part %d: timestamp %d not after %d", it.pi-1, t, it.lastT))
+		return chunkenc.ValNone
+	}
+	if it.lastT == math.MinInt64 && it.pcheck && t != it.pmint {
+		it.fail(corruptf("first timestamp %d, header says %d", t, it.pmint))
 		return chunkenc.ValNone
 	}
 	it.lastT = t

@@ -150,3 +150,5 @@ func TestEncodeErrors(t *testing.T) {
 		}
 	}
 }
+
+func newRand() *rand.Rand { return rand.New(rand.NewPCG(1, 2)) }
