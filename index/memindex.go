@@ -420,4 +420,72 @@ var (
 	_ SeriesReader        = (*MemIndex)(nil)
 	_ MultiPostingsReader = (*MemIndex)(nil)
 	_ LabelPostingsReader = (*MemIndex)(nil)
+	_ PostingsCombiner    = (*MemIndex)(nil)
 )
+
+// postingsLocked returns the internal bitmaps of the set (see
+// PostingsCombiner); nil values means the label's postings.
+func (ix *MemIndex) postingsLocked(ctx context.Context, name string, values []string) ([]*roaring.Bitmap, error) {
+	np := ix.postings[name]
+	if np == nil {
+		return nil, nil
+	}
+	if values == nil {
+		return []*roaring.Bitmap{np.all}, nil
+	}
+	bms := make([]*roaring.Bitmap, 0, len(values))
+	for i, v := range values {
+		if i%checkContextEvery == 0 && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if bm := np.values[v]; bm != nil {
+			bms = append(bms, bm)
+		}
+	}
+	return bms, nil
+}
+
+// PostingsCardinality implements PostingsCombiner.
+func (ix *MemIndex) PostingsCardinality(ctx context.Context, name string, values []string) (uint64, error) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	bms, err := ix.postingsLocked(ctx, name, values)
+	var n uint64
+	for _, bm := range bms {
+		n += bm.GetCardinality()
+	}
+	return n, err
+}
+
+// AndPostings implements PostingsCombiner.
+func (ix *MemIndex) AndPostings(ctx context.Context, bm *roaring.Bitmap, name string, values []string) error {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	bms, err := ix.postingsLocked(ctx, name, values)
+	if err != nil {
+		return err
+	}
+	if len(bms) == 0 {
+		bm.Clear()
+		return nil
+	}
+	bm.AndAny(bms...)
+	return nil
+}
+
+// AndNotPostings implements PostingsCombiner.
+func (ix *MemIndex) AndNotPostings(ctx context.Context, bm *roaring.Bitmap, name string, values []string) error {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	bms, err := ix.postingsLocked(ctx, name, values)
+	if err != nil {
+		return err
+	}
+	for _, x := range bms {
+		if bm.IsEmpty() {
+			break
+		}
+		bm.AndNot(x)
+	}
+	return nil
+}

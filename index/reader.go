@@ -128,3 +128,21 @@ func labelPostings(ctx context.Context, r Reader, name string, values []string) 
 }
 
 const checkContextEvery = 128
+
+// PostingsCombiner is implemented by readers whose postings are in memory
+// (MemIndex). It combines a caller's bitmap with postings lists in place, so
+// that Select never copies a large list only to intersect it with a small
+// one.
+//
+// In all three methods, values == nil stands for every series that carries
+// label name (whatever the value), and otherwise for the union of the
+// postings of name=v over values.
+type PostingsCombiner interface {
+	// PostingsCardinality returns an upper bound of the number of series
+	// in the set (exact for one value or nil), cheaply.
+	PostingsCardinality(ctx context.Context, name string, values []string) (uint64, error)
+	// AndPostings sets bm to bm ∩ set.
+	AndPostings(ctx context.Context, bm *roaring.Bitmap, name string, values []string) error
+	// AndNotPostings sets bm to bm \ set.
+	AndNotPostings(ctx context.Context, bm *roaring.Bitmap, name string, values []string) error
+}

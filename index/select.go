@@ -26,6 +26,7 @@ func Select(ctx context.Context, r Reader, ms ...*labels.Matcher) (*roaring.Bitm
 	}
 	s := selector{r: r}
 	s.sr, _ = r.(SeriesReader)
+	s.comb, _ = r.(PostingsCombiner)
 	_, s.hasLabelPostings = r.(LabelPostingsReader)
 	return s.run(ctx, ms)
 }
@@ -59,6 +60,7 @@ func (t *term) p(v string) bool { return t.m.Matches(v) != t.negated }
 type selector struct {
 	r                Reader
 	sr               SeriesReader
+	comb             PostingsCombiner
 	hasLabelPostings bool
 	cand             *roaring.Bitmap // owned; nil until the first intersecting term
 	filters          []*labels.Matcher
@@ -137,60 +139,30 @@ func (s *selector) run(ctx context.Context, ms []*labels.Matcher) (*roaring.Bitm
 
 	// Cheap intersections first (known values, or a label postings list the
 	// reader keeps), smallest first.
-	var cheap []*roaring.Bitmap
-	var cheapOwned []bool
-	var costly []term
+	var cheap, costly []*term
 	for i := range inter {
-		t := &inter[i]
-		if !t.cheap(s.hasLabelPostings) {
-			costly = append(costly, *t)
-			continue
+		if inter[i].cheap(s.hasLabelPostings) {
+			cheap = append(cheap, &inter[i])
+		} else {
+			costly = append(costly, &inter[i])
 		}
-		bm, owned, err := s.read(ctx, t)
-		if err != nil {
+	}
+	if s.comb != nil {
+		if err := s.intersectCheapInPlace(ctx, cheap); err != nil {
 			return nil, err
 		}
-		if bm.IsEmpty() {
-			return roaring.New(), nil
-		}
-		cheap = append(cheap, bm)
-		cheapOwned = append(cheapOwned, owned)
+	} else if err := s.intersectCheap(ctx, cheap); err != nil {
+		return nil, err
 	}
-	if len(cheap) > 0 {
-		idx := make([]int, len(cheap))
-		for i := range idx {
-			idx[i] = i
-		}
-		card := make([]uint64, len(cheap))
-		for i, bm := range cheap {
-			card[i] = bm.GetCardinality()
-		}
-		slices.SortFunc(idx, func(a, b int) int { return cmpUint64(card[a], card[b]) })
-		first := idx[0]
-		switch {
-		case len(idx) == 1 && cheapOwned[first]:
-			s.cand = cheap[first]
-		case len(idx) == 1:
-			s.cand = cheap[first].Clone()
-		default:
-			s.cand = roaring.And(cheap[first], cheap[idx[1]])
-			for _, i := range idx[2:] {
-				if s.cand.IsEmpty() {
-					break
-				}
-				s.cand.And(cheap[i])
-			}
-		}
-		if s.cand.IsEmpty() {
-			return s.cand, nil
-		}
+	if s.cand != nil && s.cand.IsEmpty() {
+		return s.cand, nil
 	}
 
 	for i := range costly {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if err := s.intersect(ctx, &costly[i]); err != nil {
+		if err := s.intersect(ctx, costly[i]); err != nil {
 			return nil, err
 		}
 		if s.cand != nil && s.cand.IsEmpty() {
@@ -229,6 +201,145 @@ func (s *selector) run(ctx context.Context, ms []*labels.Matcher) (*roaring.Bitm
 		}
 	}
 	return s.cand, nil
+}
+
+// intersectCheap reads every cheap term and intersects them, smallest
+// first.
+func (s *selector) intersectCheap(ctx context.Context, terms []*term) error {
+	if len(terms) == 0 {
+		return nil
+	}
+	bms := make([]*roaring.Bitmap, len(terms))
+	owned := make([]bool, len(terms))
+	card := make([]uint64, len(terms))
+	for i, t := range terms {
+		bm, own, err := s.read(ctx, t)
+		if err != nil {
+			return err
+		}
+		if bm.IsEmpty() {
+			s.cand = roaring.New()
+			return nil
+		}
+		bms[i], owned[i], card[i] = bm, own, bm.GetCardinality()
+	}
+	idx := byCardinality(card)
+	first := idx[0]
+	switch {
+	case len(idx) == 1 && owned[first]:
+		s.cand = bms[first]
+	case len(idx) == 1:
+		s.cand = bms[first].Clone()
+	default:
+		s.cand = roaring.And(bms[first], bms[idx[1]])
+		for _, i := range idx[2:] {
+			if s.cand.IsEmpty() {
+				break
+			}
+			s.cand.And(bms[i])
+		}
+	}
+	return nil
+}
+
+// intersectCheapInPlace asks the reader for the sizes of the cheap terms,
+// copies the smallest and intersects the others into it in place.
+func (s *selector) intersectCheapInPlace(ctx context.Context, terms []*term) error {
+	if len(terms) == 0 {
+		return nil
+	}
+	card := make([]uint64, len(terms))
+	for i, t := range terms {
+		c, err := s.comb.PostingsCardinality(ctx, t.m.Name, t.set())
+		if err != nil {
+			return fmt.Errorf("read postings of %s: %w", t.m, err)
+		}
+		if c == 0 {
+			s.cand = roaring.New()
+			return nil
+		}
+		card[i] = c
+	}
+	idx := byCardinality(card)
+	bm, owned, err := s.read(ctx, terms[idx[0]])
+	if err != nil {
+		return err
+	}
+	if !owned {
+		bm = bm.Clone()
+	}
+	s.cand = bm
+	for _, i := range idx[1:] {
+		if s.cand.IsEmpty() {
+			return nil
+		}
+		if err := s.and(ctx, terms[i], terms[i].set()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func byCardinality(card []uint64) []int {
+	idx := make([]int, len(card))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmpUint64(card[a], card[b]) })
+	return idx
+}
+
+// set is the values argument of PostingsCombiner for t's series: nil for
+// L, the values for S.
+func (t *term) set() []string {
+	if t.kind == termL || t.all {
+		return nil
+	}
+	if t.values == nil {
+		return []string{} // no value: not to be read as L
+	}
+	return t.values
+}
+
+// and intersects the candidates with the union of name=v over values, or
+// with L if values is nil.
+func (s *selector) and(ctx context.Context, t *term, values []string) error {
+	if values != nil && len(values) == 0 {
+		s.cand.Clear()
+		return nil
+	}
+	if s.comb != nil {
+		if err := s.comb.AndPostings(ctx, s.cand, t.m.Name, values); err != nil {
+			return fmt.Errorf("intersect postings of %s: %w", t.m, err)
+		}
+		return nil
+	}
+	bm, _, err := s.readSet(ctx, t, values)
+	if err != nil {
+		return err
+	}
+	s.cand.And(bm)
+	return nil
+}
+
+// andNot removes from the candidates the union of name=v over values, or L
+// if values is nil.
+func (s *selector) andNot(ctx context.Context, t *term, values []string) error {
+	if values != nil && len(values) == 0 {
+		return nil
+	}
+	if s.comb != nil {
+		if err := s.comb.AndNotPostings(ctx, s.cand, t.m.Name, values); err != nil {
+			return fmt.Errorf("subtract postings of %s: %w", t.m, err)
+		}
+		return nil
+	}
+	bm, _, err := s.readSet(ctx, t, values)
+	if err != nil {
+		return err
+	}
+	s.cand.AndNot(bm)
+	return nil
 }
 
 // cheap reports whether reading t's series needs no scan of label values.
@@ -276,23 +387,30 @@ func matchingValues(ctx context.Context, all []string, t *term) []string {
 	return out
 }
 
-// read returns the series of t (S or L; not L \ S). owned says whether the
-// caller may modify the bitmap.
-func (s *selector) read(ctx context.Context, t *term) (bm *roaring.Bitmap, owned bool, err error) {
-	if t.kind == termL || t.all {
+// read returns the series of t (S or L; not L \ S), resolving its values
+// first if needed. owned says whether the caller may modify the bitmap.
+func (s *selector) read(ctx context.Context, t *term) (*roaring.Bitmap, bool, error) {
+	if t.kind != termL && !t.all {
+		if err := s.resolve(ctx, t); err != nil {
+			return nil, false, err
+		}
+	}
+	return s.readSet(ctx, t, t.set())
+}
+
+// readSet returns the union of name=v over values, or L if values is nil.
+func (s *selector) readSet(ctx context.Context, t *term, values []string) (bm *roaring.Bitmap, owned bool, err error) {
+	if values == nil {
 		bm, err = labelPostings(ctx, s.r, t.m.Name, nil)
 		if err != nil {
 			return nil, false, fmt.Errorf("read postings of label %q: %w", t.m.Name, err)
 		}
 		return bm, !s.hasLabelPostings, nil
 	}
-	if err := s.resolve(ctx, t); err != nil {
-		return nil, false, err
-	}
-	if len(t.values) == 0 {
+	if len(values) == 0 {
 		return roaring.New(), true, nil
 	}
-	bm, err = postingsForValues(ctx, s.r, t.m.Name, t.values)
+	bm, err = postingsForValues(ctx, s.r, t.m.Name, values)
 	if err != nil {
 		return nil, false, fmt.Errorf("read postings of %s: %w", t.m, err)
 	}
@@ -302,7 +420,15 @@ func (s *selector) read(ctx context.Context, t *term) (bm *roaring.Bitmap, owned
 // filterCheaper reports whether checking the labels of the candidates costs
 // less than reading n postings lists.
 func (s *selector) filterCheaper(n int) bool {
-	return s.sr != nil && s.cand != nil && s.cand.GetCardinality() <= uint64(n)
+	if s.sr == nil || s.cand == nil {
+		return false
+	}
+	card := s.cand.GetCardinality()
+	if s.comb != nil {
+		// In-memory postings combine for less than decoding a series costs.
+		card *= 4
+	}
+	return card <= uint64(n)
 }
 
 func (s *selector) intersect(ctx context.Context, t *term) error {
@@ -327,18 +453,17 @@ func (s *selector) intersect(ctx context.Context, t *term) error {
 		s.filters = append(s.filters, t.m)
 		return nil
 	}
+	if s.cand != nil {
+		return s.and(ctx, t, t.set())
+	}
 	bm, owned, err := s.read(ctx, t)
 	if err != nil {
 		return err
 	}
-	switch {
-	case s.cand != nil:
-		s.cand.And(bm)
-	case owned:
-		s.cand = bm
-	default:
-		s.cand = bm.Clone()
+	if !owned {
+		bm = bm.Clone()
 	}
+	s.cand = bm
 	return nil
 }
 
@@ -373,32 +498,24 @@ func (s *selector) subtract(ctx context.Context, t *term) error {
 	}
 	switch t.kind {
 	case termS:
-		bm, _, err := s.read(ctx, t)
-		if err != nil {
-			return err
-		}
-		s.cand.AndNot(bm)
+		return s.andNot(ctx, t, t.set())
 	case termL:
-		bm, _, err := s.read(ctx, &term{m: t.m, kind: termL})
-		if err != nil {
-			return err
-		}
-		s.cand.AndNot(bm)
-	case termLMinusS:
+		return s.andNot(ctx, t, nil)
+	default:
 		// cand \ (L \ S) = (cand \ L) ∪ (cand ∩ S)
-		sBM, _, err := s.read(ctx, t)
-		if err != nil {
+		orig := s.cand
+		s.cand = orig.Clone()
+		if err := s.and(ctx, t, t.set()); err != nil {
 			return err
 		}
-		lBM, _, err := s.read(ctx, &term{m: t.m, kind: termL})
-		if err != nil {
+		inS := s.cand
+		s.cand = orig
+		if err := s.andNot(ctx, t, nil); err != nil {
 			return err
 		}
-		keep := roaring.And(s.cand, sBM)
-		s.cand.AndNot(lBM)
-		s.cand.Or(keep)
+		s.cand.Or(inS)
+		return nil
 	}
-	return nil
 }
 
 // filter drops the candidates whose labels fail a deferred matcher.
