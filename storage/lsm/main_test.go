@@ -3,9 +3,10 @@ package lsm
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/shaledb/shale/storage/objstore/objstoretest"
 )
 
+// TestMain stops the shared S3 test server and checks for leaked goroutines.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	objstoretest.Main(m)
 }

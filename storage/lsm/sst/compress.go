@@ -1,6 +1,7 @@
 package sst
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -93,9 +94,10 @@ func growCap(b []byte, n int) []byte {
 }
 
 // decodeBlock checks the trailer of an on-disk block and returns its
-// content. The content aliases raw when the block is uncompressed and is a
-// new allocation otherwise.
-func decodeBlock(raw []byte) ([]byte, error) {
+// content. An uncompressed block's content aliases raw unless clone is set,
+// which a caller sets when raw is part of a larger read that a cached block
+// must not pin; a compressed block's content is always new memory.
+func decodeBlock(raw []byte, clone bool) ([]byte, error) {
 	if len(raw) < blockTrailerLen {
 		return nil, corruptf("block of %d bytes is shorter than its trailer", len(raw))
 	}
@@ -107,6 +109,9 @@ func decodeBlock(raw []byte) ([]byte, error) {
 	typ := Compression(body[len(body)-1])
 	payload := body[:len(body)-1]
 	if typ == CompressionNone {
+		if clone {
+			return bytes.Clone(payload), nil
+		}
 		return payload, nil
 	}
 	n, k := binary.Uvarint(payload)

@@ -84,7 +84,7 @@ func FuzzBlockDecoders(f *testing.F) {
 			continue
 		}
 		h := tb.ix.handles[0]
-		content, err := decodeBlock(s[h.off:h.end()])
+		content, err := decodeBlock(s[h.off:h.end()], false)
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -110,7 +110,7 @@ func FuzzBlockDecoders(f *testing.F) {
 		checkFuzzErr(t, err)
 		_, err = decodeFilter(content)
 		checkFuzzErr(t, err)
-		_, err = decodeBlock(content)
+		_, err = decodeBlock(content, false)
 		checkFuzzErr(t, err)
 		if len(content) >= footerLen {
 			_, err = decodeFooter(content[:footerLen], int64(len(key))*100)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 )
 
 // Read-ahead: on a cache miss an Iter reads a run of adjacent data blocks in
@@ -35,10 +36,13 @@ type Iter struct {
 	err    error
 	closed bool
 
-	run      []byte // raw bytes of blocks [runFirst, runEnd)
+	nextRun int64        // byte budget of the next run read
+	misses  atomic.Int64 // cache misses loaded for this iterator
+
+	// Without a cache, the raw bytes of blocks [runFirst, runLast].
+	run      []byte
 	runFirst int
-	runEnd   int
-	nextRun  int64 // byte budget of the next run read
+	runLast  int
 }
 
 // NewIter returns an iterator over keys in [lower, upper); a nil bound is
@@ -129,7 +133,17 @@ func (it *Iter) load(i int) bool {
 	if i == it.bi {
 		return true
 	}
-	content, err := it.t.dataBlock(it.ctx, i, it)
+	var content []byte
+	var err error
+	if it.t.c == nil {
+		content, err = it.fetchUncached(i)
+	} else {
+		before := it.misses.Load()
+		content, err = it.t.dataBlock(it.ctx, i, it.lastBlock, it.nextRun, &it.misses)
+		if it.misses.Load() != before {
+			it.growReadahead()
+		}
+	}
 	it.bi = i
 	if err != nil {
 		return it.fail(err)
@@ -140,36 +154,26 @@ func (it *Iter) load(i int) bool {
 	return true
 }
 
-// fetch reads block i on a cache miss, from the current run or a new one.
-func (it *Iter) fetch(ctx context.Context, i int) ([]byte, error) {
+func (it *Iter) growReadahead() {
+	it.nextRun = min(max(2*it.nextRun, minReadahead), maxReadahead)
+}
+
+// fetchUncached returns block i of a table without a cache, from the run of
+// blocks last read or from a new run.
+func (it *Iter) fetchUncached(i int) ([]byte, error) {
 	hs := it.t.ix.handles
-	if i < it.runFirst || i >= it.runEnd {
+	if i < it.runFirst || i > it.runLast || it.run == nil {
 		it.run = nil
-		last := i
-		for last+1 <= it.lastBlock && hs[last+1].end()-hs[i].off <= it.nextRun {
-			last++
-		}
-		it.nextRun = min(max(2*it.nextRun, minReadahead), maxReadahead)
-		off, n := hs[i].off, hs[last].end()-hs[i].off
-		raw, err := it.t.r.ReadAt(ctx, off, n)
+		j := it.t.runEnd(i, it.lastBlock, it.nextRun)
+		it.growReadahead()
+		raw, err := it.t.readRange(it.ctx, i, j)
 		if err != nil {
-			return nil, fmt.Errorf("read [%d,+%d): %w", off, n, err)
+			return nil, err
 		}
-		if int64(len(raw)) != n {
-			return nil, fmt.Errorf("read [%d,+%d): got %d bytes", off, n, len(raw))
-		}
-		it.run, it.runFirst, it.runEnd = raw, i, last+1
+		it.run, it.runFirst, it.runLast = raw, i, j
 	}
-	start := hs[it.runFirst].off
-	raw := it.run[hs[i].off-start : hs[i].end()-start]
-	content, err := decodeBlock(raw)
-	if err != nil {
-		return nil, err
-	}
-	if it.t.c != nil {
-		content = ownBlock(content, it.run)
-	}
-	return content, nil
+	base := hs[it.runFirst].off
+	return decodeBlock(it.run[hs[i].off-base:hs[i].end()-base], false)
 }
 
 // Valid reports whether the iterator is at an entry.

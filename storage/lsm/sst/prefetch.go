@@ -49,22 +49,18 @@ func (t *Table) Prefetch(ctx context.Context, lower, upper []byte) error {
 
 // prefetchRun reads blocks [i, j] in one read and caches them.
 func (t *Table) prefetchRun(ctx context.Context, i, j int) error {
-	hs := t.ix.handles
-	off, n := hs[i].off, hs[j].end()-hs[i].off
-	raw, err := t.r.ReadAt(ctx, off, n)
+	raw, err := t.readRange(ctx, i, j)
 	if err != nil {
-		return fmt.Errorf("sst %s: prefetch blocks %d-%d: read [%d,+%d): %w", t.id, i, j, off, n, err)
+		return fmt.Errorf("sst %s: prefetch blocks %d-%d: %w", t.id, i, j, err)
 	}
-	if int64(len(raw)) != n {
-		return fmt.Errorf("sst %s: prefetch blocks %d-%d: read [%d,+%d): got %d bytes", t.id, i, j, off, n, len(raw))
-	}
+	hs := t.ix.handles
+	base := hs[i].off
 	for k := i; k <= j; k++ {
-		b := raw[hs[k].off-off : hs[k].end()-off]
-		content, err := decodeBlock(b)
+		content, err := decodeBlock(raw[hs[k].off-base:hs[k].end()-base], true)
 		if err != nil {
 			return fmt.Errorf("sst %s: prefetch data block %d: %w", t.id, k, err)
 		}
-		t.c.Set(t.cacheKey(hs[k].off), ownBlock(content, raw), cache.ClassData)
+		t.c.Set(t.cacheKey(hs[k].off), content, cache.ClassData)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"testing"
 
 	"github.com/shaledb/shale/cache"
@@ -381,6 +382,11 @@ func TestCacheServesRepeatReads(t *testing.T) {
 	if coldBytes > info.DataSize {
 		t.Fatalf("scan read %d bytes of %d data bytes", coldBytes, info.DataSize)
 	}
+	for k, v := range c.m {
+		if cap(v) > len(v)+blockTrailerLen {
+			t.Fatalf("cached block %s of %d bytes pins %d", k, len(v), cap(v))
+		}
+	}
 	t.Logf("cold scan of %d blocks: %d reads, %d bytes", info.NumDataBlocks, coldReads, coldBytes)
 	r.reset()
 	it = tb.NewIter(ctx, nil, nil)
@@ -556,4 +562,88 @@ func TestConcurrentReaders(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// detachedCache runs each load on a goroutine of its own and stops waiting
+// when the caller's context ends, as the tiered cache does.
+type detachedCache struct {
+	*mapCache
+	wg sync.WaitGroup
+}
+
+func (c *detachedCache) GetOrLoad(ctx context.Context, key string, class cache.Class, load func(context.Context) ([]byte, error)) ([]byte, error) {
+	if v, ok := c.Get(key); ok {
+		return v, nil
+	}
+	type result struct {
+		v   []byte
+		err error
+	}
+	done := make(chan result, 1)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		v, err := load(context.WithoutCancel(ctx))
+		if err == nil {
+			c.Set(key, v, class)
+		}
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// gatedReadable blocks data reads until released.
+type gatedReadable struct {
+	countingReadable
+	metaEnd int64
+	started chan struct{}
+	release chan struct{}
+}
+
+func (r *gatedReadable) ReadAt(ctx context.Context, off, length int64) ([]byte, error) {
+	if off < r.metaEnd {
+		r.started <- struct{}{}
+		<-r.release
+	}
+	return r.countingReadable.ReadAt(ctx, off, length)
+}
+
+// TestLoadOutlivesCaller gives up on a block load while it runs; the load
+// finishes later on the cache's goroutine and must not touch the iterator
+// (run with -race).
+func TestLoadOutlivesCaller(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	entries := genEntries(rng, genSpec{keys: 2000, maxVersions: 1, maxValue: 50})
+	data, info := buildTable(t, entries, DefaultWriterOptions())
+	r := &gatedReadable{countingReadable: countingReadable{data: data}, metaEnd: info.DataSize, started: make(chan struct{}), release: make(chan struct{})}
+	c := &detachedCache{mapCache: newMapCache()}
+	tb, err := Open(context.Background(), r, "tbl", c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	it := tb.NewIter(ctx, nil, entries[len(entries)-1].Key)
+	go func() {
+		<-r.started
+		cancel()
+	}()
+	if it.First() || !errors.Is(it.Err(), context.Canceled) {
+		t.Fatalf("first: %v", it.Err())
+	}
+	if err := it.Close(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("close: %v", err)
+	}
+	close(r.release)
+	c.wg.Wait()
+	if n := c.count(cache.ClassData); n < 2 {
+		t.Fatalf("the finished run cached %d blocks", n)
+	}
+	it = tb.NewIter(context.Background(), nil, nil)
+	checkEntries(t, "scan", collect(t, it, it.First()), entries)
+	it.Close()
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/shaledb/shale/cache"
 )
@@ -63,11 +64,7 @@ func Open(ctx context.Context, r Readable, id string, c cache.Cache) (*Table, er
 			if err != nil {
 				return nil, err
 			}
-			content, err := decodeBlock(raw)
-			if err != nil {
-				return nil, err
-			}
-			return ownBlock(content, raw), nil
+			return decodeBlock(raw, true)
 		}
 	}
 	ixContent, err := t.meta(ctx, f.index.off, loadBlock(f.index))
@@ -106,15 +103,6 @@ func Open(ctx context.Context, r Readable, id string, c cache.Cache) (*Table, er
 		t.info.LargestKey = t.ix.largest
 	}
 	return t, nil
-}
-
-// ownBlock returns content in memory of its own: decoded content that
-// aliases a larger read buffer is copied so a cache does not pin the buffer.
-func ownBlock(content, raw []byte) []byte {
-	if len(content) > 0 && len(raw) > 0 && &content[0] == &raw[0] && cap(raw) > len(content)+blockTrailerLen {
-		return bytes.Clone(content)
-	}
-	return content
 }
 
 // metaReader serves Open's reads from one buffered tail of the table,
@@ -185,39 +173,83 @@ func (t *Table) findBlock(key []byte) int {
 }
 
 // dataBlock returns block i's decoded content through the cache. On a miss
-// it reads the block alone, or through it's read-ahead when it is not nil. A
-// hit costs one lookup and no closure.
-func (t *Table) dataBlock(ctx context.Context, i int, it *Iter) ([]byte, error) {
+// it reads block i alone, or with budget > 0 a run of adjacent blocks from i
+// up to last (at most budget bytes) in one ranged read, caching all of them.
+// misses, when not nil, counts the misses this call loaded.
+//
+// The load may run on a goroutine of the cache's and outlive the call (the
+// cache detaches it from a caller that gives up), so it touches only its
+// arguments and the immutable Table.
+func (t *Table) dataBlock(ctx context.Context, i, last int, budget int64, misses *atomic.Int64) ([]byte, error) {
 	if t.c == nil {
-		return t.fetch(ctx, i, it)
+		return t.readBlock(ctx, i)
 	}
-	key := t.cacheKey(t.ix.handles[i].off)
-	if b, ok := t.c.Get(key); ok {
-		return b, nil
-	}
-	return t.c.GetOrLoad(ctx, key, cache.ClassData, func(ctx context.Context) ([]byte, error) {
-		return t.fetch(ctx, i, it)
+	return t.c.GetOrLoad(ctx, t.cacheKey(t.ix.handles[i].off), cache.ClassData, func(ctx context.Context) ([]byte, error) {
+		if misses != nil {
+			misses.Add(1)
+		}
+		if j := t.runEnd(i, last, budget); j > i {
+			return t.readRun(ctx, i, j)
+		}
+		return t.readBlock(ctx, i)
 	})
 }
 
-func (t *Table) fetch(ctx context.Context, i int, it *Iter) ([]byte, error) {
-	if it != nil {
-		return it.fetch(ctx, i)
+// runEnd returns the last block of a run starting at block i that ends by
+// block last and spans at most budget bytes; i itself when none fits.
+func (t *Table) runEnd(i, last int, budget int64) int {
+	hs := t.ix.handles
+	j := i
+	for j+1 <= last && hs[j+1].end()-hs[i].off <= budget {
+		j++
 	}
-	return t.readBlock(ctx, i)
+	return j
 }
 
 // readBlock reads and decodes block i alone.
 func (t *Table) readBlock(ctx context.Context, i int) ([]byte, error) {
-	h := t.ix.handles[i]
-	raw, err := t.r.ReadAt(ctx, h.off, h.len)
+	raw, err := t.readRange(ctx, i, i)
 	if err != nil {
-		return nil, fmt.Errorf("read [%d,+%d): %w", h.off, h.len, err)
+		return nil, err
 	}
-	if int64(len(raw)) != h.len {
-		return nil, fmt.Errorf("read [%d,+%d): got %d bytes", h.off, h.len, len(raw))
+	return decodeBlock(raw, false)
+}
+
+// readRange reads the bytes of blocks [i, j] in one ranged read.
+func (t *Table) readRange(ctx context.Context, i, j int) ([]byte, error) {
+	off, n := t.ix.handles[i].off, t.ix.handles[j].end()-t.ix.handles[i].off
+	raw, err := t.r.ReadAt(ctx, off, n)
+	if err != nil {
+		return nil, fmt.Errorf("read [%d,+%d): %w", off, n, err)
 	}
-	return decodeBlock(raw)
+	if int64(len(raw)) != n {
+		return nil, fmt.Errorf("read [%d,+%d): got %d bytes", off, n, len(raw))
+	}
+	return raw, nil
+}
+
+// readRun reads blocks [i, j] in one ranged read, puts blocks i+1..j in the
+// cache and returns block i. A later block that fails to decode is left out,
+// to fail when it is read on its own.
+func (t *Table) readRun(ctx context.Context, i, j int) ([]byte, error) {
+	raw, err := t.readRange(ctx, i, j)
+	if err != nil {
+		return nil, err
+	}
+	hs := t.ix.handles
+	base := hs[i].off
+	first, err := decodeBlock(raw[:hs[i].len], true)
+	if err != nil {
+		return nil, err
+	}
+	for k := i + 1; k <= j; k++ {
+		content, err := decodeBlock(raw[hs[k].off-base:hs[k].end()-base], true)
+		if err != nil {
+			continue
+		}
+		t.c.Set(t.cacheKey(hs[k].off), content, cache.ClassData)
+	}
+	return first, nil
 }
 
 // Get appends all entries of key to dst, newest first, and returns dst. It
@@ -237,7 +269,7 @@ func (t *Table) Get(ctx context.Context, key []byte, dst []Entry) ([]Entry, erro
 	var keyBuf [64]byte
 	bi.key = keyBuf[:0]
 	for i := t.findBlock(key); i < len(t.ix.handles); i++ {
-		content, err := t.dataBlock(ctx, i, nil)
+		content, err := t.dataBlock(ctx, i, i, 0, nil)
 		if err != nil {
 			return dst, fmt.Errorf("sst %s: get: data block %d: %w", t.id, i, err)
 		}

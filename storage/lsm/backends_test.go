@@ -1,0 +1,23 @@
+package lsm
+
+import (
+	"testing"
+
+	"github.com/shaledb/shale/storage/objstore/objstoretest"
+)
+
+// TestBackends runs the model test on every object store backend: memory,
+// the local filesystem and a real S3-compatible server (kept short there).
+func TestBackends(t *testing.T) {
+	for name, newBucket := range objstoretest.Backends(t) {
+		t.Run("backend="+name, func(t *testing.T) {
+			steps := 300
+			if name == "s3" {
+				steps = 80
+			}
+			for _, wal := range []bool{true, false} {
+				runModel(t, newBucket(t), modelConfig{wal: wal, seed: 11, steps: steps})
+			}
+		})
+	}
+}
