@@ -30,6 +30,7 @@ import (
 // miss and leaves the index.
 type diskTier struct {
 	dir        string
+	lock       *os.File
 	budget     int64
 	segSize    int64
 	queueBytes int64
@@ -81,6 +82,7 @@ type writeReq struct {
 }
 
 const (
+	lockName      = "LOCK"
 	segmentPrefix = "seg-"
 	segmentSuffix = ".seg"
 	tempSuffix    = ".tmp"
@@ -127,6 +129,11 @@ func openDiskTier(opts Options, log *slog.Logger, ctr *counters) (*diskTier, err
 	if err := os.MkdirAll(d.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cache: create disk tier directory: %w", err)
 	}
+	lock, err := lockDir(filepath.Join(d.dir, lockName))
+	if err != nil {
+		return nil, err
+	}
+	d.lock = lock
 	if err := d.load(); err != nil {
 		d.closeFiles()
 		return nil, err
@@ -148,6 +155,7 @@ func (d *diskTier) load() error {
 		path := filepath.Join(d.dir, name)
 		id, ok := parseSegmentName(name)
 		switch {
+		case name == lockName:
 		case ok && e.Type().IsRegular():
 			ids = append(ids, id)
 		case strings.HasPrefix(name, segmentPrefix) && e.Type().IsRegular():
@@ -428,6 +436,7 @@ func (d *diskTier) closeFiles() {
 	for _, seg := range d.segs {
 		seg.f.Close()
 	}
+	d.lock.Close()
 }
 
 func (d *diskTier) run() {

@@ -433,3 +433,17 @@ func TestDiskTierShrunkBudgetOnOpen(t *testing.T) {
 		t.Fatal("oldest block kept over budget")
 	}
 }
+
+func TestDiskTierDirectoryLocked(t *testing.T) {
+	o := diskOptions(t)
+	c := newTestCache(t, o)
+	if _, err := New(o, Components{}); err == nil {
+		t.Fatal("a second cache opened a disk tier directory in use")
+	}
+	c.Close()
+	c2, err := New(o, Components{})
+	if err != nil {
+		t.Fatalf("reopen after Close: %v", err)
+	}
+	c2.Close()
+}
