@@ -2,11 +2,13 @@ package remotewrite
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
+	"os/exec"
+	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,6 +19,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
+	"github.com/shaledb/shale/internal/e2e"
 )
 
 // benchPayloads are the request shapes of the benchmarks: one node_exporter
@@ -136,10 +139,11 @@ func BenchmarkDecodeAppend(b *testing.B) {
 // Debian's Prometheus 2.42 started with --web.enable-remote-write-receiver,
 // which appends to its TSDB head and WAL. Prometheus 2.42 speaks only remote
 // write 1.0, so receiver=prometheus runs for version=1 only. Every request
-// carries new timestamps so that Prometheus accepts all of it. Besides
-// samples/s it reports Prometheus' CPU time per sample, read from /proc (this
-// handler shares its process with the client, so it has no such figure here;
-// BenchmarkDecodeAppend gives it).
+// carries new timestamps so that Prometheus accepts all of it. Both receivers
+// run as separate processes (this handler in a child copy of the test
+// binary); besides samples/s the benchmark reports each receiver's CPU time
+// per sample, read from /proc, which a busy machine disturbs less than wall
+// time.
 //
 //	go test -run '^$' -bench BenchmarkHTTPIngest -benchtime 200x -count 5 ./remotewrite
 func BenchmarkHTTPIngest(b *testing.B) {
@@ -149,8 +153,8 @@ func BenchmarkHTTPIngest(b *testing.B) {
 		pid  int
 	}
 	var targets []target
-	srvShale, _ := startBenchServer(b)
-	targets = append(targets, target{"shale", srvShale + "/api/v1/write", os.Getpid()})
+	srvShale, pid := startBenchServer(b)
+	targets = append(targets, target{"shale", srvShale + "/api/v1/write", pid})
 	if os.Getenv("SHALE_BENCH_NO_PROMETHEUS") == "" {
 		addr, p := startPrometheus(b, false, "", "--web.enable-remote-write-receiver")
 		targets = append(targets, target{"prometheus", "http://" + addr + "/api/v1/write", p.Cmd.Process.Pid})
@@ -189,11 +193,9 @@ func BenchmarkHTTPIngest(b *testing.B) {
 						postBody(b, client, tg.url, version, body)
 						i++
 					}
+					cpu := cpuSeconds(b, tg.pid) - cpu0
 					b.ReportMetric(samples*float64(b.N)/b.Elapsed().Seconds(), "samples/s")
-					if tg.name != "shale" { // this process also runs the client
-						cpu := cpuSeconds(b, tg.pid) - cpu0
-						b.ReportMetric(cpu*1e9/(samples*float64(b.N)), "cpu-ns/sample")
-					}
+					b.ReportMetric(cpu*1e9/(samples*float64(b.N)), "cpu-ns/sample")
 				})
 			}
 		}
@@ -229,13 +231,46 @@ func postBody(b *testing.B, client *http.Client, url string, version int, body [
 	}
 }
 
-// startBenchServer serves a handler over an appender that keeps nothing,
-// with the real clock.
-func startBenchServer(b *testing.B) (string, *Handler) {
-	h, _ := newTestHandler(b, nopAppendable{}, nil)
+// benchServerEnv makes the test binary serve the handler, over an appender
+// that keeps nothing, on the address it names (see TestBenchServerProcess).
+const benchServerEnv = "SHALE_RW_BENCH_SERVER_ADDR"
+
+// startBenchServer runs this test binary as a separate receiver process, so
+// that its CPU time can be read like Prometheus'. It returns the base URL and
+// the process id.
+func startBenchServer(b *testing.B) (string, int) {
+	addr := "127.0.0.1:" + strconv.Itoa(e2e.FreePort(b))
+	cmd := exec.Command(os.Args[0], "-test.run=^TestBenchServerProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), benchServerEnv+"="+addr)
+	p := e2e.StartProcess(b, cmd)
+	e2e.WaitHTTP(b, 30*time.Second, "http://"+addr+"/ready")
+	return "http://" + addr, p.Cmd.Process.Pid
+}
+
+// TestBenchServerProcess is the receiver process of BenchmarkHTTPIngest; it
+// does nothing unless SHALE_RW_BENCH_SERVER_ADDR is set, and then serves
+// until it is terminated.
+func TestBenchServerProcess(t *testing.T) {
+	addr := os.Getenv(benchServerEnv)
+	if addr == "" {
+		t.Skip("only runs as the receiver of BenchmarkHTTPIngest")
+	}
+	h, _ := newTestHandler(t, nopAppendable{}, nil)
 	h.now = time.Now
-	srv := newLoopbackServer(b, h)
-	return srv, h
+	mux := http.NewServeMux()
+	mux.Handle("POST /api/v1/write", h)
+	mux.HandleFunc("GET /ready", func(http.ResponseWriter, *http.Request) {})
+	srv := &http.Server{Addr: addr, Handler: mux}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
+	go func() {
+		<-sig
+		_ = srv.Close()
+	}()
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		t.Fatal(err)
+	}
+	signal.Stop(sig)
 }
 
 // cpuSeconds returns the user+system CPU time of process pid from /proc.
@@ -251,17 +286,6 @@ func cpuSeconds(b *testing.B, pid int) float64 {
 	utime, _ := strconv.ParseFloat(fields[11], 64)
 	stime, _ := strconv.ParseFloat(fields[12], 64)
 	return (utime + stime) / 100 // USER_HZ
-}
-
-// newLoopbackServer serves h on a loopback port until the benchmark ends and
-// returns its base URL.
-func newLoopbackServer(tb testing.TB, h http.Handler) string {
-	srv := httptest.NewServer(h)
-	tb.Cleanup(func() {
-		srv.Client().CloseIdleConnections()
-		srv.Close()
-	})
-	return srv.URL
 }
 
 // selfCPU returns the CPU seconds this process has used. With -cpu 1 and the

@@ -91,6 +91,7 @@ type reqState struct {
 	sb, exsb   labels.ScratchBuilder
 	ls, exls   labels.Labels
 	lbls, exlb []labels.Label // 2.0 labels resolved from symbols
+	symOK      []uint8        // per 2.0 symbol: unchecked, valid or invalid UTF-8
 	h          histogram.Histogram
 	fh         histogram.FloatHistogram
 
@@ -115,6 +116,7 @@ func (h *Handler) putState(st *reqState) {
 	st.dec.trim(maxPooledElems)
 	clear(st.lbls)
 	clear(st.exlb)
+	st.symOK = st.symOK[:0]
 	st.problems = st.problems[:0]
 	st.nProblems = 0
 	st.h = histogram.Histogram{}

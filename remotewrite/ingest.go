@@ -84,9 +84,10 @@ func (h *Handler) ingest(r *http.Request, st *reqState, version int) result {
 
 		var lbls []labels.Label
 		var meta metadata.Metadata
+		knownUTF8 := false
 		if version == 2 {
 			var err error
-			if lbls, err = st.resolve(d, d.refs[s.labels.lo:s.labels.hi], &st.lbls); err != nil {
+			if lbls, knownUTF8, err = st.resolve(d, d.refs[s.labels.lo:s.labels.hi], &st.lbls); err != nil {
 				rejectSeries("invalid_symbol_ref", fmt.Errorf("series %d: labels: %w", si, err))
 				continue
 			}
@@ -103,7 +104,7 @@ func (h *Handler) ingest(r *http.Request, st *reqState, version int) result {
 		} else {
 			lbls = d.labels[s.labels.lo:s.labels.hi]
 		}
-		if reason, err := h.buildLabels(&st.sb, &st.ls, lbls, false); err != nil {
+		if reason, err := h.buildLabels(&st.sb, &st.ls, lbls, false, knownUTF8); err != nil {
 			rejectSeries(reason, fmt.Errorf("series %s: %w", describe(lbls), err))
 			continue
 		}
@@ -192,9 +193,10 @@ func (h *Handler) ingest(r *http.Request, st *reqState, version int) result {
 			for j := range exs {
 				e := &exs[j]
 				var elbls []labels.Label
+				exUTF8 := false
 				if version == 2 {
 					var err error
-					if elbls, err = st.resolve(d, d.exRefs[e.labels.lo:e.labels.hi], &st.exlb); err != nil {
+					if elbls, exUTF8, err = st.resolve(d, d.exRefs[e.labels.lo:e.labels.hi], &st.exlb); err != nil {
 						m.exemplarsRejected.WithLabelValues("invalid_symbol_ref").Inc()
 						exRejected++
 						st.problem(h.opts.MaxErrorMessages, "series %s: exemplar: %v", ls, err)
@@ -203,7 +205,7 @@ func (h *Handler) ingest(r *http.Request, st *reqState, version int) result {
 				} else {
 					elbls = d.exLabels[e.labels.lo:e.labels.hi]
 				}
-				if reason, err := h.buildLabels(&st.exsb, &st.exls, elbls, true); err != nil {
+				if reason, err := h.buildLabels(&st.exsb, &st.exls, elbls, true, exUTF8); err != nil {
 					m.exemplarsRejected.WithLabelValues(reason).Inc()
 					exRejected++
 					st.problem(h.opts.MaxErrorMessages, "series %s: exemplar %s: %v", ls, describe(elbls), err)
@@ -319,30 +321,60 @@ func symbol(symbols []string, ref uint32) (string, bool) {
 	return symbols[ref], true
 }
 
-// resolve turns 2.0 name/value reference pairs into labels in *buf.
-func (st *reqState) resolve(d *decoder, refs []uint32, buf *[]labels.Label) ([]labels.Label, error) {
+// resolve turns 2.0 name/value reference pairs into labels in *buf. It also
+// reports whether every string is known to be valid UTF-8: each symbol is
+// checked once per request, however many series use it.
+func (st *reqState) resolve(d *decoder, refs []uint32, buf *[]labels.Label) ([]labels.Label, bool, error) {
 	if len(refs)%2 != 0 {
-		return nil, fmt.Errorf("odd number of label references (%d)", len(refs))
+		return nil, false, fmt.Errorf("odd number of label references (%d)", len(refs))
 	}
 	out := (*buf)[:0]
 	n := uint32(len(d.symbols))
+	valid := true
 	for i := 0; i < len(refs); i += 2 {
 		nr, vr := refs[i], refs[i+1]
 		if nr >= n || vr >= n {
 			*buf = out
-			return nil, fmt.Errorf("label reference %d/%d out of range of %d symbols", nr, vr, n)
+			return nil, false, fmt.Errorf("label reference %d/%d out of range of %d symbols", nr, vr, n)
 		}
+		valid = valid && st.validSymbol(d, nr) && st.validSymbol(d, vr)
 		out = append(out, labels.Label{Name: d.symbols[nr], Value: d.symbols[vr]})
 	}
 	*buf = out
-	return out, nil
+	return out, valid, nil
+}
+
+// Symbol states in reqState.symOK.
+const (
+	symUnchecked = iota
+	symValid
+	symInvalid
+)
+
+func (st *reqState) validSymbol(d *decoder, ref uint32) bool {
+	if len(st.symOK) != len(d.symbols) {
+		st.symOK = slices.Grow(st.symOK[:0], len(d.symbols))[:len(d.symbols)]
+		clear(st.symOK)
+	}
+	switch st.symOK[ref] {
+	case symValid:
+		return true
+	case symInvalid:
+		return false
+	}
+	if utf8.ValidString(d.symbols[ref]) {
+		st.symOK[ref] = symValid
+		return true
+	}
+	st.symOK[ref] = symInvalid
+	return false
 }
 
 // buildLabels checks a label set against the specification and the limits and
 // writes it to *dst through sb. Labels with an empty value are dropped: in the
 // Prometheus data model they are the same as absent labels. Exemplar labels
 // need no metric name and may come unsorted.
-func (h *Handler) buildLabels(sb *labels.ScratchBuilder, dst *labels.Labels, lbls []labels.Label, exemplarLabels bool) (string, error) {
+func (h *Handler) buildLabels(sb *labels.ScratchBuilder, dst *labels.Labels, lbls []labels.Label, exemplarLabels, knownUTF8 bool) (string, error) {
 	o := &h.opts
 	if len(lbls) > o.MaxLabelsPerSeries {
 		return "limit_labels", fmt.Errorf("%d labels exceed max_labels_per_series=%d", len(lbls), o.MaxLabelsPerSeries)
@@ -368,10 +400,10 @@ func (h *Handler) buildLabels(sb *labels.ScratchBuilder, dst *labels.Labels, lbl
 				return "invalid_labels", fmt.Errorf("label names not sorted: %q after %q", trunc(l.Name), trunc(prev))
 			}
 		}
-		if !utf8.ValidString(l.Name) {
+		if !knownUTF8 && !utf8.ValidString(l.Name) {
 			return "invalid_labels", fmt.Errorf("label name %q is not valid UTF-8", trunc(l.Name))
 		}
-		if !utf8.ValidString(l.Value) {
+		if !knownUTF8 && !utf8.ValidString(l.Value) {
 			return "invalid_labels", fmt.Errorf("value of label %q is not valid UTF-8", trunc(l.Name))
 		}
 		if l.Value == "" {
