@@ -181,3 +181,64 @@ func BenchmarkGetParallel(b *testing.B) {
 		})
 	})
 }
+
+// BenchmarkOpen measures opening a full disk tier: reading the segment
+// footers (footer=intact) against reading every record header and key, as
+// the tier does when footers are damaged (footer=damaged).
+func BenchmarkOpen(b *testing.B) {
+	const size = 4 << 10
+	for _, intact := range []bool{true, false} {
+		name := "footer=intact"
+		if !intact {
+			name = "footer=damaged"
+		}
+		b.Run(name, func(b *testing.B) {
+			o := diskOptions(b)
+			o.DiskBytes = 32 << 20
+			o.DiskSegmentBytes = 4 << 20
+			c := newTestCache(b, o)
+			value := make([]byte, size)
+			blocks := 0
+			for i := 0; c.Stats().Disk.Bytes < o.DiskBytes*3/4; i++ {
+				c.Set("block-"+strconv.Itoa(i), value, ClassData)
+				if i%256 == 255 {
+					c.Flush()
+				}
+				blocks = i + 1
+			}
+			c.Close()
+			if !intact {
+				segs, err := filepath.Glob(filepath.Join(o.DiskPath, "*"+segmentSuffix))
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, seg := range segs {
+					if err := os.Truncate(seg, fileSize(b, seg)-1); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				c, err := New(o, Components{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if n := c.Stats().Disk.Entries; n < int64(blocks)*9/10 {
+					b.Fatalf("%d of %d blocks indexed", n, blocks)
+				}
+				c.Close()
+			}
+			b.ReportMetric(float64(blocks), "blocks")
+		})
+	}
+}
+
+func fileSize(b *testing.B, path string) int64 {
+	b.Helper()
+	info, err := os.Stat(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return info.Size()
+}
