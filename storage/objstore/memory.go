@@ -84,7 +84,20 @@ func (b *MemoryBucket) Put(ctx context.Context, name string, r io.Reader, size i
 	if err := validateName(name); err != nil {
 		return Attributes{}, fmt.Errorf("put: %w", err)
 	}
-	data, err := io.ReadAll(r)
+	var data []byte
+	var err error
+	if size >= 0 {
+		// One allocation, and a body longer than size shows as an extra byte.
+		data = make([]byte, size+1)
+		var n int
+		n, err = io.ReadFull(r, data)
+		data = data[:n]
+		if err == io.ErrUnexpectedEOF || err == io.EOF {
+			err = nil
+		}
+	} else {
+		data, err = io.ReadAll(r)
+	}
 	if err != nil {
 		return Attributes{}, fmt.Errorf("put %s: read body: %w", name, err)
 	}

@@ -19,10 +19,10 @@ import (
 	"github.com/shaledb/shale/storage/objstore"
 )
 
-// LargeObjectSize is the size of the acceptance test's large object: over two
-// S3 minimum parts, so a bucket with PartSize = objstore.MinS3PartSize uploads
-// it in three.
-const LargeObjectSize = 2*objstore.MinS3PartSize + 12345
+// LargeObjectSize is the size of the acceptance test's large object: over the
+// S3 minimum part, so a bucket with PartSize = objstore.MinS3PartSize uploads
+// it in two parts.
+const LargeObjectSize = objstore.MinS3PartSize + 12345
 
 // AcceptanceTest checks that the buckets newBucket returns keep the Bucket
 // contract. newBucket must return a new, empty bucket on every call.
@@ -289,7 +289,7 @@ func testListOrder(t *testing.T, b objstore.Bucket) {
 		{"a/", "a/b0"}, {"a/", "a-"}, {"a/", "b"}, {"", "\u00ff"}, {"b", ""}, {"q", ""},
 	} {
 		want := filter(tc.prefix, tc.after)
-		for _, limit := range []int{0, 1, 2, 3, 1000} {
+		for _, limit := range []int{0, 2, 5} {
 			got := ListAll(t, b, tc.prefix, tc.after, limit)
 			if !slices.Equal(got, want) {
 				t.Fatalf("list prefix %q after %q limit %d:\n got %q\nwant %q", tc.prefix, tc.after, limit, got, want)
