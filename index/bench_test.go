@@ -2,6 +2,7 @@ package index
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/klauspost/compress/zstd"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/tsdb"
 	tsdbindex "github.com/prometheus/prometheus/tsdb/index"
@@ -131,7 +134,9 @@ var dashboardQueries = []struct {
 	{"path_prefix", ms(eqM("__name__", "http_requests_total"), eqM("instance", "host-17:9100"), reM("path", "/api/.*"))},
 	{"path_prefix_fleet", ms(eqM("__name__", "http_requests_total"), reM("path", "/api/v1/.*"))},
 	{"mountpoint_set", ms(eqM("__name__", "node_filesystem_avail_bytes"), neqM("mountpoint", ""), eqM("cluster", "cluster-3"))},
-	{"instance_suffix_regex", ms(eqM("job", "node"), reM("instance", ".*-12[0-9]:9100"), eqM("__name__", "node_load_15"))},
+	{"instance_prefix", ms(eqM("__name__", "node_gauge_15"), reM("instance", "host-12.*"))},
+	{"instance_regex", ms(eqM("job", "node"), reM("instance", ".*-12[0-9]:9100"), eqM("__name__", "node_gauge_15"))},
+	{"missing_metric", ms(eqM("job", "node"), reM("instance", "host-1.*"), eqM("__name__", "node_load_15"))},
 	{"job_only", ms(eqM("job", "api"))},
 	{"fstype_not_regex", ms(eqM("__name__", "node_filesystem_size_bytes"), nreM("fstype", "tmpfs|xfs"))},
 }
@@ -188,8 +193,8 @@ func BenchmarkSelect(b *testing.B) {
 }
 
 // BenchmarkGetOrCreate measures the series dictionary: looking up series
-// that exist (op=hit, from parallel goroutines) and adding new ones
-// (op=create).
+// that exist (op=hit from parallel goroutines, op=hit_serial from one) and
+// adding new ones (op=create).
 //
 //	go test -run '^$' -bench 'BenchmarkGetOrCreate$' ./index/
 func BenchmarkGetOrCreate(b *testing.B) {
@@ -215,6 +220,19 @@ func BenchmarkGetOrCreate(b *testing.B) {
 				}
 			}
 		})
+	})
+	b.Run("op=hit_serial", func(b *testing.B) {
+		ix := NewMemIndex()
+		for _, s := range sets {
+			ix.GetOrCreate(s)
+		}
+		rng := rand.New(rand.NewPCG(1, 0))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, created := ix.GetOrCreate(sets[rng.IntN(n)]); created {
+				b.Error("created an existing series")
+			}
+		}
 	})
 	b.Run("op=create", func(b *testing.B) {
 		b.ReportAllocs()
@@ -258,4 +276,100 @@ func BenchmarkMemIndexBytesPerSeries(b *testing.B) {
 			b.ReportMetric(perSeries, "bytes/series")
 		})
 	}
+}
+
+// BenchmarkEncodedSize reports what a partition of the node_exporter-like
+// fleet takes in the encodings of this package: label sets as written
+// (format=plain) against symbol ids into a per-partition table
+// (format=symbols, the table's bytes spread over the series), each raw and
+// zstd-compressed in 4 KiB blocks as an SST would store them; and postings.
+//
+//	go test -run '^$' -bench 'BenchmarkEncodedSize$' -benchtime 1x ./index/
+func BenchmarkEncodedSize(b *testing.B) {
+	const n = 100_000
+	ix := NewMemIndex()
+	builder := labels.NewScratchBuilder(8)
+	for i := range n {
+		ix.GetOrCreate(nodeSeries(i, &builder))
+	}
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer enc.Close()
+	blocked := func(records [][]byte) int {
+		total, block := 0, []byte(nil)
+		for _, r := range records {
+			block = append(block, r...)
+			if len(block) >= 4096 {
+				total += len(enc.EncodeAll(block, nil))
+				block = block[:0]
+			}
+		}
+		if len(block) > 0 {
+			total += len(enc.EncodeAll(block, nil))
+		}
+		return total
+	}
+	b.Run("what=labels/format=plain", func(b *testing.B) {
+		var raw, compressed int
+		for b.Loop() {
+			var recs [][]byte
+			raw = 0
+			_ = ix.ForEachSeries(0, func(_ uint32, lset labels.Labels) error {
+				r := EncodeLabels(nil, lset)
+				raw += len(r)
+				recs = append(recs, r)
+				return nil
+			})
+			compressed = blocked(recs)
+		}
+		b.ReportMetric(float64(raw)/n, "bytes/series")
+		b.ReportMetric(float64(compressed)/n, "zstd-bytes/series")
+	})
+	b.Run("what=labels/format=symbols", func(b *testing.B) {
+		var raw, compressed int
+		for b.Loop() {
+			syms := map[string]uint64{}
+			var table []byte
+			id := func(s string) uint64 {
+				if v, ok := syms[s]; ok {
+					return v
+				}
+				syms[s] = uint64(len(syms))
+				table = binary.AppendUvarint(table, uint64(len(s)))
+				table = append(table, s...)
+				return syms[s]
+			}
+			var recs [][]byte
+			raw = 0
+			_ = ix.ForEachSeries(0, func(_ uint32, lset labels.Labels) error {
+				r := binary.AppendUvarint(nil, uint64(lset.Len()))
+				lset.Range(func(l labels.Label) {
+					r = binary.AppendUvarint(r, id(l.Name))
+					r = binary.AppendUvarint(r, id(l.Value))
+				})
+				raw += len(r)
+				recs = append(recs, r)
+				return nil
+			})
+			raw += len(table)
+			compressed = blocked(recs) + len(enc.EncodeAll(table, nil))
+		}
+		b.ReportMetric(float64(raw)/n, "bytes/series")
+		b.ReportMetric(float64(compressed)/n, "zstd-bytes/series")
+	})
+	b.Run("what=postings", func(b *testing.B) {
+		var total, pairs int
+		for b.Loop() {
+			total, pairs = 0, 0
+			_ = ix.ForEachPostings(0, func(_, _ string, bm *roaring.Bitmap) error {
+				total += len(EncodePostings(nil, bm))
+				pairs++
+				return nil
+			})
+		}
+		b.ReportMetric(float64(total)/n, "bytes/series")
+		b.ReportMetric(float64(pairs), "pairs")
+	})
 }
