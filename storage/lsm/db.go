@@ -841,3 +841,9 @@ func (db *DB) stop() {
 	db.notifyLocked()
 	db.mu.Unlock()
 }
+
+func (db *DB) unflushedBytes() int64 {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	return db.unflushedLocked()
+}

@@ -606,7 +606,7 @@ type gatedReadable struct {
 }
 
 func (r *gatedReadable) ReadAt(ctx context.Context, off, length int64) ([]byte, error) {
-	if off < r.metaEnd {
+	if off+length <= r.metaEnd {
 		r.started <- struct{}{}
 		<-r.release
 	}

@@ -1,0 +1,267 @@
+package lsm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/shaledb/shale/storage/objstore"
+)
+
+func listNames(t *testing.T, b objstore.Bucket, prefix string) []string {
+	t.Helper()
+	var names []string
+	err := objstore.Iter(context.Background(), b, prefix, func(a objstore.Attributes) error {
+		names = append(names, a.Name)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+func writeKeys(t *testing.T, db *DB, prefix string, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		if err := db.Put(context.Background(), []byte(fmt.Sprintf("%s%04d", prefix, i)), []byte(strings.Repeat("v", 50))); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestGarbageCollection(t *testing.T) {
+	ctx := context.Background()
+	b := objstore.NewMemoryBucket()
+	clock := newFakeClock()
+	opts := testOptions()
+	opts.ManifestsToKeep = 2
+	opts.L0CompactionTrigger = 3
+	db := openDB(t, b, opts, Components{Clock: clock})
+	defer db.Close()
+	// A reader that keeps the first manifest until it must refresh.
+	rdr, err := OpenReader(ctx, b, "db", ReaderOptions{RetryBackoff: time.Millisecond}, Components{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdr.Close()
+	for round := 0; round < 4; round++ {
+		writeKeys(t, db, fmt.Sprintf("r%d-", round), 50)
+		if err := db.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rdr.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Compact(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := len(listNames(t, b, "db/sst/"))
+	if n, err := db.CollectGarbage(ctx); err != nil || n != 0 {
+		t.Fatalf("gc within the grace period deleted %d objects (err %v)", n, err)
+	}
+	clock.Advance(11 * time.Minute)
+	n, err := db.CollectGarbage(ctx)
+	if err != nil || n == 0 {
+		t.Fatalf("gc after the grace period: %d, %v", n, err)
+	}
+	live := map[string]bool{}
+	man := db.viewp.Load().man
+	for _, r := range man.Runs {
+		for _, tm := range r.Tables {
+			live["db/sst/"+tm.ID+".sst"] = true
+		}
+	}
+	for _, tm := range man.L0 {
+		live["db/sst/"+tm.ID+".sst"] = true
+	}
+	ssts := listNames(t, b, "db/sst/")
+	for _, name := range ssts {
+		if !live[name] {
+			t.Errorf("unreferenced table %s survived", name)
+		}
+	}
+	if len(ssts) != len(live) || len(ssts) >= before {
+		t.Fatalf("tables: %d listed, %d live, %d before gc", len(ssts), len(live), before)
+	}
+	if got := len(listNames(t, b, "db/manifest/")); got != opts.ManifestsToKeep+1 {
+		t.Fatalf("%d manifests kept, want %d", got, opts.ManifestsToKeep+1)
+	}
+	for _, name := range listNames(t, b, "db/wal/") {
+		if id, _ := db.s.paths.parseWAL(name); id <= man.ReplayAfter {
+			t.Fatalf("wal %s at or below the replay position %d survived", name, man.ReplayAfter)
+		}
+	}
+	// The reader's manifest names collected tables: it refreshes and retries.
+	if v, ok := mustGet(t, rdr, "r0-0001"); !ok || v != strings.Repeat("v", 50) {
+		t.Fatalf("reader after gc: %q,%v", v, ok)
+	}
+}
+
+func TestDeleteRangeDropsTables(t *testing.T) {
+	ctx := context.Background()
+	b := objstore.NewMemoryBucket()
+	opts := testOptions()
+	opts.L0CompactionTrigger = 2
+	db := openDB(t, b, opts, Components{})
+	defer db.Close()
+	for _, p := range []string{"p1/", "p2/", "p3/"} {
+		writeKeys(t, db, p, 100)
+		if err := db.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Compact(ctx); err != nil {
+		t.Fatal(err)
+	}
+	writeKeys(t, db, "p2/", 10) // p2 now also lives in L0
+	if err := db.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.DeleteRange(ctx, []byte("p2/"), []byte("p3/")); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := mustGet(t, db, "p2/0005"); ok {
+		t.Fatal("deleted key visible in the memtable's range")
+	}
+	if err := db.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	man := db.viewp.Load().man
+	if len(man.L0) != 0 {
+		t.Fatalf("L0 table fully inside the deleted range kept: %+v", man.L0)
+	}
+	for _, k := range []string{"p2/0005", "p2/0050"} {
+		if _, ok := mustGet(t, db, k); ok {
+			t.Fatalf("%s visible after DeleteRange", k)
+		}
+	}
+	if err := db.Compact(ctx); err != nil {
+		t.Fatal(err)
+	}
+	man = db.viewp.Load().man
+	if len(man.Tombs) != 0 {
+		t.Fatalf("tombstone kept after compaction rewrote its tables: %+v", man.Tombs)
+	}
+	for _, k := range []string{"p1/0099", "p3/0000"} {
+		if _, ok := mustGet(t, db, k); !ok {
+			t.Fatalf("%s lost", k)
+		}
+	}
+	it, _ := db.NewIterator(ctx, []byte("p2/"), []byte("p3/"))
+	if it.First() {
+		t.Fatalf("iterator found %q in the deleted range", it.Key())
+	}
+	it.Close()
+}
+
+func TestCompactionSplitsOutput(t *testing.T) {
+	ctx := context.Background()
+	b := objstore.NewMemoryBucket()
+	opts := testOptions()
+	opts.TargetTableBytes = 4 << 10
+	db := openDB(t, b, opts, Components{})
+	defer db.Close()
+	for i := 0; i < 4; i++ {
+		writeKeys(t, db, fmt.Sprintf("s%d-", i), 200)
+		if err := db.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Compact(ctx); err != nil {
+		t.Fatal(err)
+	}
+	man := db.viewp.Load().man
+	if len(man.L0) != 0 || len(man.Runs) != 1 || len(man.Runs[0].Tables) < 3 {
+		t.Fatalf("after compaction: l0=%d runs=%d", len(man.L0), len(man.Runs))
+	}
+	run := man.Runs[0].Tables
+	for i := 1; i < len(run); i++ {
+		if string(run[i-1].LargestKey) >= string(run[i].SmallestKey) {
+			t.Fatalf("tables %d and %d of the run overlap", i-1, i)
+		}
+	}
+	it, _ := db.NewIterator(ctx, nil, nil)
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		n++
+	}
+	if err := it.Close(); err != nil || n != 800 {
+		t.Fatalf("scan found %d keys, err %v", n, err)
+	}
+}
+
+// gateBucket holds table uploads until the test opens the gate.
+type gateBucket struct {
+	objstore.Bucket
+	gate chan struct{}
+}
+
+func (g *gateBucket) Put(ctx context.Context, name string, r io.Reader, size int64, opts objstore.PutOptions) (objstore.Attributes, error) {
+	if strings.Contains(name, "/sst/") {
+		select {
+		case <-g.gate:
+		case <-ctx.Done():
+			return objstore.Attributes{}, ctx.Err()
+		}
+	}
+	return g.Bucket.Put(ctx, name, r, size, opts)
+}
+
+func TestBackPressure(t *testing.T) {
+	ctx := context.Background()
+	gb := &gateBucket{Bucket: objstore.NewMemoryBucket(), gate: make(chan struct{})}
+	opts := testOptions()
+	opts.WALEnabled = false
+	opts.MemtableBytes = 4 << 10
+	opts.MaxUnflushedBytes = 16 << 10
+	reg := prometheus.NewRegistry()
+	db := openDB(t, gb, opts, Components{Registerer: reg})
+	defer db.Close()
+	value := make([]byte, 1000)
+	i := 0
+	for ; i < 1000; i++ {
+		wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		err := db.Write(wctx, batchOf(fmt.Sprintf("k%04d", i), value), WriteOptions{})
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if i == 1000 {
+		t.Fatal("writes never blocked while no table could be written")
+	}
+	if held := db.unflushedBytes(); held > opts.MaxUnflushedBytes+opts.MemtableBytes+2048 {
+		t.Fatalf("memory not bounded: %d bytes unflushed", held)
+	}
+	if testutil.ToFloat64(db.m.writeStalls) == 0 {
+		t.Fatal("stall not counted")
+	}
+	close(gb.gate)
+	if err := db.Write(ctx, batchOf("after", value), WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if testutil.ToFloat64(db.m.flushes) == 0 || testutil.CollectAndCount(reg) == 0 {
+		t.Fatal("flush metrics missing")
+	}
+}
+
+func batchOf(key string, value []byte) *Batch {
+	var b Batch
+	b.Put([]byte(key), value)
+	return &b
+}
