@@ -84,6 +84,9 @@ func (b *MemoryBucket) Put(ctx context.Context, name string, r io.Reader, size i
 	if err := validateName(name); err != nil {
 		return Attributes{}, fmt.Errorf("put: %w", err)
 	}
+	if opts.IfAbsent && opts.IfMatch != "" {
+		return Attributes{}, fmt.Errorf("put %s: IfAbsent and IfMatch both set", name)
+	}
 	var data []byte
 	var err error
 	if size >= 0 {

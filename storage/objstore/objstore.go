@@ -67,13 +67,15 @@ type PutOptions struct {
 	IfAbsent bool
 	// IfMatch, when not empty, replaces the object only if its current ETag
 	// equals IfMatch; otherwise Put returns ErrPreconditionFailed (also when the
-	// object does not exist).
+	// object does not exist). Setting both IfAbsent and IfMatch is an error.
 	IfMatch string
 }
 
 // ListPage is one page of a listing.
 type ListPage struct {
-	// Objects are sorted by name in byte order, as S3 lists them.
+	// Objects are sorted by name in byte order, as S3 lists them. Their ETag
+	// may be empty (the filesystem backend does not hash listed files); call
+	// Attributes for it.
 	Objects []Attributes
 	// More is true when objects after the last one returned remain.
 	More bool
@@ -100,7 +102,8 @@ type Bucket interface {
 
 	// Put stores the object read from r, replacing any object of that name
 	// unless opts make the write conditional. size is r's length if known,
-	// or -1. It returns the new object's attributes (Name, Size and ETag are
+	// or -1; a body of another length, or one whose Read fails, stores
+	// nothing. It returns the new object's attributes (Name, Size and ETag are
 	// always set).
 	Put(ctx context.Context, name string, r io.Reader, size int64, opts PutOptions) (Attributes, error)
 
