@@ -33,7 +33,7 @@ func LabelNamesFor(ctx context.Context, r Reader, postings *roaring.Bitmap) ([]s
 			if err != nil {
 				return nil, fmt.Errorf("read postings of label %q: %w", name, err)
 			}
-			if lp.Intersects(postings) {
+			if orEmpty(lp).Intersects(postings) {
 				out = append(out, name)
 			}
 		}
@@ -90,7 +90,7 @@ func anyIntersects(ctx context.Context, r Reader, name string, values []string, 
 		if err != nil {
 			return false, fmt.Errorf("read postings of %s=%q: %w", name, v, err)
 		}
-		if bm.Intersects(postings) {
+		if orEmpty(bm).Intersects(postings) {
 			return true, nil
 		}
 	}
@@ -182,7 +182,7 @@ func LabelValuesFor(ctx context.Context, r Reader, name string, ms ...*labels.Ma
 		if err != nil {
 			return nil, fmt.Errorf("read postings of %s=%q: %w", name, v, err)
 		}
-		if bm.Intersects(p) {
+		if orEmpty(bm).Intersects(p) {
 			out = append(out, v)
 		}
 	}

@@ -86,14 +86,15 @@ type LabelPostingsReader interface {
 // owned by the caller.
 func postingsForValues(ctx context.Context, r Reader, name string, values []string) (*roaring.Bitmap, error) {
 	if mr, ok := r.(MultiPostingsReader); ok {
-		return mr.PostingsForValues(ctx, name, values)
+		bm, err := mr.PostingsForValues(ctx, name, values)
+		return orEmpty(bm), err
 	}
 	if len(values) == 1 {
 		bm, err := r.Postings(ctx, name, values[0])
 		if err != nil {
 			return nil, err
 		}
-		return bm.Clone(), nil
+		return orEmpty(bm).Clone(), nil
 	}
 	bms := make([]*roaring.Bitmap, 0, len(values))
 	for i, v := range values {
@@ -104,7 +105,7 @@ func postingsForValues(ctx context.Context, r Reader, name string, values []stri
 		if err != nil {
 			return nil, err
 		}
-		if !bm.IsEmpty() {
+		if bm != nil && !bm.IsEmpty() {
 			bms = append(bms, bm)
 		}
 	}
@@ -116,7 +117,8 @@ func postingsForValues(ctx context.Context, r Reader, name string, values []stri
 // already read by the caller.
 func labelPostings(ctx context.Context, r Reader, name string, values []string) (*roaring.Bitmap, error) {
 	if lr, ok := r.(LabelPostingsReader); ok {
-		return lr.LabelPostings(ctx, name)
+		bm, err := lr.LabelPostings(ctx, name)
+		return orEmpty(bm), err
 	}
 	if values == nil {
 		var err error
@@ -125,6 +127,15 @@ func labelPostings(ctx context.Context, r Reader, name string, values []string) 
 		}
 	}
 	return postingsForValues(ctx, r, name, values)
+}
+
+// orEmpty turns a nil bitmap from a Reader that breaks the contract into
+// an empty one.
+func orEmpty(bm *roaring.Bitmap) *roaring.Bitmap {
+	if bm == nil {
+		return roaring.New()
+	}
+	return bm
 }
 
 const checkContextEvery = 128

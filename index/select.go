@@ -21,6 +21,9 @@ import (
 // when the candidates left are fewer than the postings lists a matcher would
 // read, and r is a SeriesReader, the candidates' labels are checked instead.
 func Select(ctx context.Context, r Reader, ms ...*labels.Matcher) (*roaring.Bitmap, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if len(ms) == 0 {
 		return roaring.New(), nil
 	}
@@ -175,7 +178,7 @@ func (s *selector) run(ctx context.Context, ms []*labels.Matcher) (*roaring.Bitm
 		if err != nil {
 			return nil, fmt.Errorf("read all postings: %w", err)
 		}
-		s.cand = all.Clone()
+		s.cand = orEmpty(all).Clone()
 	}
 
 	// Subtractions: known ones before those that need a scan of values, so

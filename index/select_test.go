@@ -352,3 +352,14 @@ func TestReaderErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestSelectCancelled(t *testing.T) {
+	ix := buildModelIndex(t, 1, 100)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, r := range modelReaders(t, ix) {
+		if _, err := Select(ctx, r, labels.MustNewMatcher(labels.MatchEqual, "job", "foo")); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Select with a cancelled context: %v", err)
+		}
+	}
+}

@@ -42,7 +42,7 @@ func ComputeStats(ctx context.Context, r Reader, topN int) (Stats, error) {
 		return Stats{}, fmt.Errorf("read all postings: %w", err)
 	}
 	sb := newStatsBuilder(topN)
-	sb.st.NumSeries = all.GetCardinality()
+	sb.st.NumSeries = orEmpty(all).GetCardinality()
 	names, err := r.LabelNames(ctx)
 	if err != nil {
 		return Stats{}, fmt.Errorf("read label names: %w", err)
@@ -61,7 +61,7 @@ func ComputeStats(ctx context.Context, r Reader, topN int) (Stats, error) {
 			if err != nil {
 				return Stats{}, fmt.Errorf("read postings of %s=%q: %w", name, v, err)
 			}
-			sb.pair(name, v, bm.GetCardinality())
+			sb.pair(name, v, orEmpty(bm).GetCardinality())
 		}
 		sb.endName(name)
 	}
