@@ -1,7 +1,6 @@
 package sst
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -110,7 +109,7 @@ func decodeBlock(raw []byte, clone bool) ([]byte, error) {
 	payload := body[:len(body)-1]
 	if typ == CompressionNone {
 		if clone {
-			return bytes.Clone(payload), nil
+			return cloneExact(payload), nil
 		}
 		return payload, nil
 	}
@@ -144,4 +143,12 @@ func decodeBlock(raw []byte, clone bool) ([]byte, error) {
 	default:
 		return nil, corruptf("unknown block compression %d", uint8(typ))
 	}
+}
+
+// cloneExact copies b into memory of exactly its length (bytes.Clone rounds
+// the capacity up), so what the cache accounts is what the block holds.
+func cloneExact(b []byte) []byte {
+	out := make([]byte, len(b))
+	copy(out, b)
+	return out
 }

@@ -48,7 +48,7 @@ func Open(ctx context.Context, r Readable, id string, c cache.Cache) (*Table, er
 		if err != nil {
 			return nil, err
 		}
-		return bytes.Clone(b), nil
+		return cloneExact(b), nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sst %s: footer: %w", id, err)
