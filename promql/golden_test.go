@@ -122,6 +122,15 @@ func TestGoldenAgainstPrometheus(t *testing.T) {
 		{name: "label values unknown", path: "/api/v1/label/nope/values", form: window},
 		{name: "metadata", path: "/api/v1/metadata"},
 		{name: "tsdb status", path: "/api/v1/status/tsdb", normalize: tsdbStatus},
+		{name: "targets", path: "/api/v1/targets", normalize: func(m map[string]any) {
+			// droppedTargetCounts arrived after Prometheus 2.42.
+			delete(m["data"].(map[string]any), "droppedTargetCounts")
+		}},
+		{name: "rules", path: "/api/v1/rules"},
+		{name: "alerts", path: "/api/v1/alerts"},
+		{name: "alertmanagers", path: "/api/v1/alertmanagers"},
+		{name: "exemplars", path: "/api/v1/query_exemplars", form: with(window, "query", "up")},
+		{name: "format_query", path: "/api/v1/format_query", form: url.Values{"query": {"sum(rate(http_requests_total[5m]))by(job)"}}},
 		{name: "parse error", path: "/api/v1/query", form: instant("up{"), errorOnly: true},
 		{name: "type error", path: "/api/v1/query", form: instant("rate(up)"), errorOnly: true},
 		{name: "missing query", path: "/api/v1/query", form: url.Values{}, errorOnly: true},

@@ -110,3 +110,11 @@ func (c tsdbCardinality) Cardinality(_ context.Context, limit int) (Cardinality,
 		SeriesCountByLabelValuePair: conv(s.IndexPostingStats.LabelValuePairsStats),
 	}, nil
 }
+
+// httptestRecorder serves one request in process and returns its status.
+func httptestRecorder(t testing.TB, h http.Handler, method, path string) int {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(method, path, nil))
+	return rec.Code
+}

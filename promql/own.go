@@ -32,8 +32,9 @@ func internalError(err error) *apiError {
 	return &apiError{"internal", http.StatusInternalServerError, err}
 }
 
+// unavailable answers 500, as the upstream API does for this error type.
 func unavailable(err error) *apiError {
-	return &apiError{"unavailable", http.StatusServiceUnavailable, err}
+	return &apiError{"unavailable", http.StatusInternalServerError, err}
 }
 
 type ownFunc func(r *http.Request) (any, *apiError)

@@ -1,0 +1,389 @@
+package promql
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/metadata"
+	"github.com/prometheus/prometheus/util/teststorage"
+	"github.com/stretchr/testify/require"
+)
+
+func TestOptionsValidate(t *testing.T) {
+	require.NoError(t, DefaultOptions().Validate())
+	cases := []struct {
+		name string
+		edit func(*Options)
+		want string
+	}{
+		{"timeout", func(o *Options) { o.QueryTimeout = 0 }, "query_timeout"},
+		{"samples", func(o *Options) { o.MaxSamples = -1 }, "max_samples"},
+		{"concurrency", func(o *Options) { o.MaxConcurrentQueries = 0 }, "max_concurrent_queries"},
+		{"lookback", func(o *Options) { o.LookbackDelta = 0 }, "lookback_delta"},
+		{"cors", func(o *Options) { o.CORSOrigin = "(" }, "cors_origin"},
+		{"remote read", func(o *Options) { o.RemoteReadConcurrencyLimit = 0 }, "remote_read_concurrency_limit"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			o := DefaultOptions()
+			c.edit(&o)
+			require.ErrorContains(t, o.Validate(), c.want)
+			_, err := NewAPI(o, Components{Queryable: newTestStorage(t)})
+			require.ErrorContains(t, err, c.want)
+		})
+	}
+	_, err := NewAPI(DefaultOptions(), Components{})
+	require.ErrorContains(t, err, "Queryable")
+}
+
+func TestPrometheusRelease(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"v0.316.0", "3.16.0"},
+		{"v0.54.1", ""},
+		{"v0.300.2-rc.0", "3.0.2"},
+		{"v0.1210.3", "12.10.3"},
+		{"v1.2.3", ""},
+	}
+	for _, c := range cases {
+		got, ok := prometheusRelease(c.in)
+		require.Equal(t, c.want != "", ok, c.in)
+		require.Equal(t, c.want, got, c.in)
+	}
+}
+
+// TestQueryGate checks that a query beyond the limit waits for a slot and
+// gives up when its context ends.
+func TestQueryGate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g, err := newQueryGate(1, nil)
+		require.NoError(t, err)
+		_, err = g.Insert(context.Background(), "q1")
+		require.NoError(t, err)
+
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, err = g.Insert(ctx, "canceled")
+		require.ErrorIs(t, err, context.Canceled)
+
+		admitted := make(chan struct{})
+		go func() {
+			_, err := g.Insert(context.Background(), "q2")
+			require.NoError(t, err)
+			close(admitted)
+		}()
+		synctest.Wait()
+		select {
+		case <-admitted:
+			t.Fatal("second query admitted while the only slot was taken")
+		default:
+		}
+		require.Equal(t, 1.0, testutil.ToFloat64(g.waiting))
+		g.Delete(0)
+		<-admitted
+		require.Equal(t, 0.0, testutil.ToFloat64(g.waiting))
+		require.Equal(t, 1.0, testutil.ToFloat64(g.active))
+		g.Delete(0)
+	})
+}
+
+func appendSeries(t testing.TB, ts *testServer, tm time.Time, kv ...string) {
+	t.Helper()
+	app := ts.db.Appender(context.Background())
+	for i := range 10 {
+		_, err := app.Append(0, labels.FromStrings(kv...), tm.Add(time.Duration(i)*15*time.Second).UnixMilli(), float64(i))
+		require.NoError(t, err)
+	}
+	require.NoError(t, app.Commit())
+}
+
+// TestResponses checks exact bodies and status codes of answers that do not
+// depend on a clock.
+func TestResponses(t *testing.T) {
+	ts := newTestServer(t, func(o *Options, c *Components) {
+		c.Flags = map[string]string{"storage.bucket": "file:///data"}
+		c.ConfigYAML = func() string { return "storage:\n  bucket: file:///data\n" }
+		c.BuildInfo = BuildInfo{Version: "0.1.0", Revision: "abc", Branch: "main", BuildUser: "ci", BuildDate: "20260101", GoVersion: "go1.26"}
+	})
+	base := time.Unix(1_700_000_000, 0)
+	appendSeries(t, ts, base, "__name__", "up", "job", "api")
+	appendSeries(t, ts, base, "__name__", "temperature", "job", "api")
+	appendSeries(t, ts, base, "__name__", "http.server.duration", "http.method", "GET")
+	at := "1700000120"
+
+	cases := []struct {
+		name   string
+		method string
+		path   string
+		form   url.Values
+		code   int
+		body   string
+	}{
+		{"instant", "GET", "/api/v1/query?query=up&time=" + at, nil, 200,
+			`{"status":"success","data":{"resultType":"vector","result":[{"metric":{"__name__":"up","job":"api"},"value":[1700000120,"8"]}]}}`},
+		{"POST form", "POST", "/api/v1/query", url.Values{"query": {"up * 2"}, "time": {at}}, 200,
+			`{"status":"success","data":{"resultType":"vector","result":[{"metric":{"job":"api"},"value":[1700000120,"16"]}]}}`},
+		{"range", "GET", "/api/v1/query_range?query=up&start=1700000100&end=1700000130&step=15", nil, 200,
+			`{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"__name__":"up","job":"api"},"values":[[1700000100,"6"],[1700000115,"7"],[1700000130,"8"]]}]}}`},
+		{"info annotation", "GET", "/api/v1/query?query=rate(temperature[1m])&time=" + at, nil, 200,
+			`{"status":"success","data":{"resultType":"vector","result":[{"metric":{"job":"api"},"value":[1700000120,"0.06666666666666665"]}]},"infos":["PromQL info: metric might not be a counter, name does not end in _total/_sum/_count/_bucket: \"temperature\" (1:6)"]}`},
+		{"warning annotation", "GET", "/api/v1/query?query=histogram_quantile(0.5,up)&time=" + at, nil, 200,
+			`{"status":"success","data":{"resultType":"vector","result":[]},"warnings":["PromQL warning: bucket label \"le\" is missing or has a malformed value of \"\" (1:24)"]}`},
+		{"parse error", "GET", "/api/v1/query?query=up{", nil, 400,
+			`{"status":"error","errorType":"bad_data","error":"invalid parameter \"query\": 1:4: parse error: unexpected end of input inside braces"}`},
+		{"experimental function off", "GET", "/api/v1/query?query=sort_by_label(up,\"job\")", nil, 400,
+			`{"status":"error","errorType":"bad_data","error":"invalid parameter \"query\": 1:1: parse error: function \"sort_by_label\" is not enabled"}`},
+		{"utf8 escaped label name", "GET", "/api/v1/label/U__http_2e_method/values?start=1700000000&end=" + at, nil, 200,
+			`{"status":"success","data":["GET"]}`},
+		{"utf8 label names", "GET", "/api/v1/labels?match[]={\"http.server.duration\"}&start=1700000000&end=" + at, nil, 200,
+			`{"status":"success","data":["__name__","http.method"]}`},
+		{"format_query", "GET", "/api/v1/format_query?query=sum(rate(up[5m]))by(job)", nil, 200,
+			`{"status":"success","data":"sum by (job) (rate(up[5m]))"}`},
+		{"parse_query", "POST", "/api/v1/parse_query", url.Values{"query": {"up"}}, 200,
+			`{"status":"success","data":{"anchored":false,"matchers":[{"name":"__name__","type":"=","value":"up"}],"name":"up","offset":0,"offsetExpr":null,"smoothed":false,"startOrEnd":null,"timestamp":null,"type":"vectorSelector"}}`},
+		{"buildinfo", "GET", "/api/v1/status/buildinfo", nil, 200,
+			`{"status":"success","data":{"version":"0.1.0","revision":"abc","branch":"main","buildUser":"ci","buildDate":"20260101","goVersion":"go1.26"}}`},
+		{"flags", "GET", "/api/v1/status/flags", nil, 200,
+			`{"status":"success","data":{"storage.bucket":"file:///data"}}`},
+		{"config", "GET", "/api/v1/status/config", nil, 200,
+			`{"status":"success","data":{"yaml":"storage:\n  bucket: file:///data\n"}}`},
+		{"targets", "GET", "/api/v1/targets", nil, 200,
+			`{"status":"success","data":{"activeTargets":[],"droppedTargets":[],"droppedTargetCounts":{}}}`},
+		{"rules", "GET", "/api/v1/rules", nil, 200, `{"status":"success","data":{"groups":[]}}`},
+		{"alerts", "GET", "/api/v1/alerts", nil, 200, `{"status":"success","data":{"alerts":[]}}`},
+		{"alertmanagers", "GET", "/api/v1/alertmanagers", nil, 200,
+			`{"status":"success","data":{"activeAlertmanagers":[],"droppedAlertmanagers":[]}}`},
+		{"exemplars none", "GET", "/api/v1/query_exemplars?query=up&start=1700000000&end=" + at, nil, 200,
+			`{"status":"success","data":[]}`},
+		{"tsdb status bad limit", "GET", "/api/v1/status/tsdb?limit=0", nil, 400,
+			`{"status":"error","errorType":"bad_data","error":"limit must be a positive number"}`},
+		{"tsdb status limit too big", "GET", "/api/v1/status/tsdb?limit=10001", nil, 400,
+			`{"status":"error","errorType":"bad_data","error":"limit must not exceed 10000"}`},
+		{"tsdb status", "GET", "/api/v1/status/tsdb?limit=1", nil, 200,
+			`{"status":"success","data":{"headStats":{"numSeries":3,"numLabelPairs":5,"chunkCount":0,"minTime":1700000000000,"maxTime":1700000135000},"seriesCountByMetricName":[{"name":"http.server.duration","value":1}],"labelValueCountByLabelName":[{"name":"__name__","value":3}],"memoryInBytesByLabelName":[{"name":"__name__","value":63}],"seriesCountByLabelValuePair":[{"name":"job=api","value":2}]}}`},
+		{"metadata bad limit", "GET", "/api/v1/metadata?limit=x", nil, 400,
+			`{"status":"error","errorType":"bad_data","error":"limit must be a number"}`},
+		{"admin off", "POST", "/api/v1/admin/tsdb/delete_series", url.Values{"match[]": {"up"}}, 500,
+			`{"status":"error","errorType":"unavailable","error":"admin APIs disabled"}`},
+		{"snapshot admin off", "POST", "/api/v1/admin/tsdb/snapshot", nil, 500,
+			`{"status":"error","errorType":"unavailable","error":"admin APIs disabled"}`},
+		{"clean tombstones admin off", "PUT", "/api/v1/admin/tsdb/clean_tombstones", nil, 500,
+			`{"status":"error","errorType":"unavailable","error":"admin APIs disabled"}`},
+		{"remote write not mounted", "POST", "/api/v1/write", nil, 404,
+			"remote write receiver needs to be enabled with --web.enable-remote-write-receiver\n"},
+		{"wal replay", "GET", "/api/v1/status/walreplay", nil, 200,
+			`{"status":"success","data":{"min":0,"max":0,"current":0}}`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, _, body := ts.do(t, c.method, c.path, c.form, nil)
+			require.Equal(t, c.code, code, body)
+			require.Equal(t, c.body, body)
+		})
+	}
+
+	// Requests are counted by handler.
+	n := testutil.ToFloat64(ts.api.requests.WithLabelValues("/query", "200"))
+	require.GreaterOrEqual(t, n, 4.0)
+	require.Equal(t, 1.0, testutil.ToFloat64(ts.api.requests.WithLabelValues("/status/config", "200")))
+}
+
+func TestRuntimeInfo(t *testing.T) {
+	ts := newTestServer(t, func(_ *Options, c *Components) { c.StorageRetention = "15d" })
+	code, _, body := ts.do(t, "GET", "/api/v1/status/runtimeinfo", nil, nil)
+	require.Equal(t, 200, code)
+	for _, field := range []string{`"startTime":`, `"CWD":`, `"hostname":`, `"serverTime":`, `"reloadConfigSuccess":true`,
+		`"lastConfigTime":`, `"corruptionCount":0`, `"goroutineCount":`, `"GOMAXPROCS":`, `"GOMEMLIMIT":`, `"GOGC":`, `"GODEBUG":`, `"storageRetention":"15d"`} {
+		require.Contains(t, body, field)
+	}
+}
+
+func TestLimits(t *testing.T) {
+	cases := []struct {
+		name  string
+		edit  func(*Options)
+		query url.Values
+		code  int
+		body  string
+	}{
+		{"max samples", func(o *Options) { o.MaxSamples = 5 }, url.Values{"query": {"up[10m]"}, "time": {"1700000140"}}, 422,
+			`{"status":"error","errorType":"execution","error":"query processing would load too many samples into memory in query execution"}`},
+		{"query timeout", func(o *Options) { o.QueryTimeout = time.Nanosecond }, url.Values{"query": {"up"}, "time": {"1700000140"}}, 503,
+			`{"status":"error","errorType":"timeout","error":"query timed out in query execution"}`},
+		{"bad timeout", nil, url.Values{"query": {"up"}, "timeout": {"soon"}}, 400,
+			`{"status":"error","errorType":"bad_data","error":"invalid parameter \"timeout\": cannot parse \"soon\" to a valid duration"}`},
+		{"experimental function on", func(o *Options) { o.EnableExperimentalFunctions = true },
+			url.Values{"query": {`sort_by_label(up, "job")`}, "time": {"1700000140"}}, 200,
+			`{"status":"success","data":{"resultType":"vector","result":[{"metric":{"__name__":"up","job":"api"},"value":[1700000140,"9"]}]}}`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ts := newTestServer(t, func(o *Options, _ *Components) {
+				if c.edit != nil {
+					c.edit(o)
+				}
+			})
+			appendSeries(t, ts, time.Unix(1_700_000_000, 0), "__name__", "up", "job", "api")
+			code, _, body := ts.do(t, "POST", "/api/v1/query", c.query, nil)
+			require.Equal(t, c.code, code, body)
+			require.Equal(t, c.body, body)
+		})
+	}
+}
+
+func TestAdmin(t *testing.T) {
+	t.Run("without deleter", func(t *testing.T) {
+		ts := newTestServer(t, func(o *Options, _ *Components) { o.EnableAdmin = true })
+		cases := []struct {
+			method, path string
+			form         url.Values
+			code         int
+			body         string
+		}{
+			{"POST", "/api/v1/admin/tsdb/delete_series", url.Values{"match[]": {"up"}}, 500,
+				`{"status":"error","errorType":"internal","error":"delete series: not supported by this storage"}`},
+			{"POST", "/api/v1/admin/tsdb/delete_series", url.Values{}, 400,
+				`{"status":"error","errorType":"bad_data","error":"no match[] parameter provided"}`},
+			{"POST", "/api/v1/admin/tsdb/clean_tombstones", nil, 204, ""},
+			{"POST", "/api/v1/admin/tsdb/snapshot", nil, 500,
+				`{"status":"error","errorType":"internal","error":"create snapshot: not supported by this storage"}`},
+			{"PUT", "/api/v1/admin/tsdb/snapshot?skip_head=maybe", nil, 400,
+				`{"status":"error","errorType":"bad_data","error":"invalid parameter \"skip_head\": unable to parse boolean: strconv.ParseBool: parsing \"maybe\": invalid syntax"}`},
+		}
+		for _, c := range cases {
+			code, _, body := ts.do(t, c.method, c.path, c.form, nil)
+			require.Equal(t, c.code, code, c.path)
+			require.Equal(t, c.body, body, c.path)
+		}
+	})
+
+	t.Run("with deleter", func(t *testing.T) {
+		deleter := &recordingDeleter{}
+		ts := newTestServer(t, func(o *Options, c *Components) {
+			o.EnableAdmin = true
+			deleter.db = c.Queryable.(*teststorage.TestStorage)
+			c.Deleter = deleter
+		})
+		base := time.Unix(1_700_000_000, 0)
+		appendSeries(t, ts, base, "__name__", "up", "job", "api")
+		appendSeries(t, ts, base, "__name__", "temperature", "job", "api")
+
+		code, _, body := ts.do(t, "POST", "/api/v1/admin/tsdb/delete_series",
+			url.Values{"match[]": {`up{job="api"}`}, "start": {"1700000000"}, "end": {"1700000200"}}, nil)
+		require.Equal(t, http.StatusNoContent, code, body)
+		require.Equal(t, []string{`job="api"__name__="up"`}, deleter.calls)
+
+		_, _, body = ts.do(t, "GET", "/api/v1/query?query=count({job=\"api\"})&time=1700000140", nil, nil)
+		require.Equal(t, `{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1700000140,"1"]}]}}`, body)
+
+		code, _, _ = ts.do(t, "POST", "/api/v1/admin/tsdb/clean_tombstones", nil, nil)
+		require.Equal(t, http.StatusNoContent, code)
+		require.Equal(t, 1, deleter.cleaned)
+	})
+}
+
+type recordingDeleter struct {
+	db interface {
+		Delete(ctx context.Context, mint, maxt int64, ms ...*labels.Matcher) error
+	}
+	calls   []string
+	cleaned int
+}
+
+func (d *recordingDeleter) Delete(ctx context.Context, mint, maxt int64, ms ...*labels.Matcher) error {
+	var sb strings.Builder
+	for _, m := range ms {
+		sb.WriteString(m.String())
+	}
+	d.calls = append(d.calls, sb.String())
+	return d.db.Delete(ctx, mint, maxt, ms...)
+}
+
+func (d *recordingDeleter) CleanTombstones(context.Context) error {
+	d.cleaned++
+	return nil
+}
+
+type staticMetadata map[string][]metadata.Metadata
+
+func (s staticMetadata) MetricMetadata(_ context.Context, metric string) (map[string][]metadata.Metadata, error) {
+	if metric == "" {
+		return s, nil
+	}
+	out := map[string][]metadata.Metadata{}
+	if m, ok := s[metric]; ok {
+		out[metric] = m
+	}
+	return out, nil
+}
+
+func TestMetadata(t *testing.T) {
+	src := staticMetadata{
+		"http_requests_total": {
+			{Type: model.MetricTypeCounter, Help: "Requests served."},
+			{Type: model.MetricTypeCounter, Help: "Requests handled."},
+		},
+		"temperature_celsius": {{Type: model.MetricTypeGauge, Help: "Temperature.", Unit: "celsius"}},
+	}
+	ts := newTestServer(t, func(_ *Options, c *Components) { c.Metadata = src })
+	cases := []struct{ query, body string }{
+		{"", `{"status":"success","data":{"http_requests_total":[{"type":"counter","unit":"","help":"Requests served."},{"type":"counter","unit":"","help":"Requests handled."}],"temperature_celsius":[{"type":"gauge","unit":"celsius","help":"Temperature."}]}}`},
+		{"?metric=temperature_celsius", `{"status":"success","data":{"temperature_celsius":[{"type":"gauge","unit":"celsius","help":"Temperature."}]}}`},
+		{"?metric=nope", `{"status":"success","data":{}}`},
+		{"?limit=1", `{"status":"success","data":{"http_requests_total":[{"type":"counter","unit":"","help":"Requests served."},{"type":"counter","unit":"","help":"Requests handled."}]}}`},
+		{"?limit_per_metric=1", `{"status":"success","data":{"http_requests_total":[{"type":"counter","unit":"","help":"Requests served."}],"temperature_celsius":[{"type":"gauge","unit":"celsius","help":"Temperature."}]}}`},
+		{"?limit=0", `{"status":"success","data":{}}`},
+	}
+	for _, c := range cases {
+		t.Run(c.query, func(t *testing.T) {
+			code, hdr, body := ts.do(t, "GET", "/api/v1/metadata"+c.query, nil, nil)
+			require.Equal(t, 200, code)
+			require.Equal(t, "application/json", hdr.Get("Content-Type"))
+			require.Equal(t, c.body, body)
+		})
+	}
+}
+
+func TestReadiness(t *testing.T) {
+	ready := false
+	ts := newTestServer(t, func(_ *Options, c *Components) { c.Ready = func() bool { return ready } })
+	for _, path := range []string{"/api/v1/query?query=1", "/api/v1/metadata", "/api/v1/status/buildinfo"} {
+		code, hdr, body := ts.do(t, "GET", path, nil, nil)
+		require.Equal(t, http.StatusServiceUnavailable, code, path)
+		require.Equal(t, "Service Unavailable", body, path)
+		require.Equal(t, "false", hdr.Get("X-Prometheus-Stopping"), path)
+	}
+	ready = true
+	code, _, _ := ts.do(t, "GET", "/api/v1/query?query=1", nil, nil)
+	require.Equal(t, http.StatusOK, code)
+}
+
+// TestRemoteWriteMount checks that a write handler mounted by the server on
+// the same mux takes /api/v1/write while the API keeps everything else.
+func TestRemoteWriteMount(t *testing.T) {
+	api, err := NewAPI(DefaultOptions(), Components{Queryable: newTestStorage(t)})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, api.Close()) })
+	mux := http.NewServeMux()
+	api.Register(mux)
+	mux.HandleFunc("POST /api/v1/write", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
+
+	for _, c := range []struct {
+		method, path string
+		code         int
+	}{
+		{"POST", "/api/v1/write", http.StatusNoContent},
+		{"GET", "/api/v1/query?query=1", http.StatusOK},
+		{"GET", "/api/v1/status/buildinfo", http.StatusOK},
+	} {
+		rec := httptestRecorder(t, mux, c.method, c.path)
+		require.Equal(t, c.code, rec, c.path)
+	}
+}

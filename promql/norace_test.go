@@ -1,0 +1,5 @@
+//go:build !race
+
+package promql
+
+const raceEnabled = false
