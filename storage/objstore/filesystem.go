@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -31,9 +32,12 @@ import (
 // start with it are refused, and listings skip such files.
 //
 // The ETag is the quoted hex MD5 of the content, as S3 computes it for an
-// object written in one piece, so it needs no stored metadata. Put computes it
-// while writing; Attributes reads the file to compute it. Listings leave it
-// empty, since hashing every listed file would make a listing read the bucket.
+// object written in one piece. Put computes it while writing and stores it in
+// an extended attribute (user.shale.etag) of the temporary file before
+// publishing it, so the ETag belongs to the inode and can never describe
+// other content. Reads take it from there. On a filesystem without user
+// extended attributes, Attributes and IfMatch hash the file instead, and
+// listings leave the ETag empty.
 //
 // A file and a directory cannot share a name, so unlike on S3 the objects
 // "a/b" and "a/b/c" cannot both exist; such a Put fails with an error that is
@@ -43,6 +47,21 @@ type FilesystemBucket struct {
 	// mu orders IfMatch puts (exclusive: compare then rename) against every
 	// other change of a name (shared: a single rename, link or unlink).
 	mu sync.RWMutex
+	// noXattr is set once the filesystem refused an extended attribute.
+	noXattr atomic.Bool
+}
+
+var errXattrUnsupported = errors.New("extended attributes not supported")
+
+// validETag accepts a stored ETag only in the form Put writes.
+func validETag(b []byte) (string, bool) {
+	if len(b) != 34 || b[0] != '"' || b[33] != '"' {
+		return "", false
+	}
+	if _, err := hex.DecodeString(string(b[1:33])); err != nil {
+		return "", false
+	}
+	return string(b), true
 }
 
 // TempFilePrefix starts the name of every temporary file the filesystem
@@ -171,27 +190,35 @@ func (b *FilesystemBucket) Attributes(ctx context.Context, name string) (Attribu
 		return Attributes{}, fmt.Errorf("attributes %s: %w", name, err)
 	}
 	defer f.Close()
+	etag, err := openFileETag(ctx, f)
+	if err != nil {
+		return Attributes{}, fmt.Errorf("attributes %s: %w", name, err)
+	}
+	return Attributes{Name: name, Size: st.Size(), LastModified: st.ModTime(), ETag: etag}, nil
+}
+
+// openFileETag returns the ETag stored on f, or hashes f's content.
+func openFileETag(ctx context.Context, f *os.File) (string, error) {
+	if etag, ok := fileETagXattr(f); ok {
+		return etag, nil
+	}
 	h := md5.New()
 	if _, err := io.Copy(h, ctxReader{ctx, f}); err != nil {
-		return Attributes{}, fmt.Errorf("attributes %s: hash content: %w", name, err)
+		return "", fmt.Errorf("hash content: %w", err)
 	}
-	return Attributes{Name: name, Size: st.Size(), LastModified: st.ModTime(), ETag: quoteETag(h.Sum(nil))}, nil
+	return quoteETag(h.Sum(nil)), nil
 }
 
 func quoteETag(sum []byte) string { return `"` + hex.EncodeToString(sum) + `"` }
 
-// fileETag hashes the file at path; ErrNotFound if it does not exist.
-func fileETag(path string) (string, error) {
+// fileETag returns the ETag of the file at path; ErrNotFound if it does not exist.
+func fileETag(ctx context.Context, path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", classifyFSError(err)
 	}
 	defer f.Close()
-	h := md5.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return quoteETag(h.Sum(nil)), nil
+	return openFileETag(ctx, f)
 }
 
 // ctxReader stops a long copy once ctx is done.
@@ -241,6 +268,15 @@ func (b *FilesystemBucket) Put(ctx context.Context, name string, r io.Reader, si
 	if size >= 0 && n != size {
 		return Attributes{}, fmt.Errorf("put %s: body has %d bytes, want %d", name, n, size)
 	}
+	etag := quoteETag(h.Sum(nil))
+	if !b.noXattr.Load() {
+		if err := setETagXattr(tmp, etag); err != nil {
+			if !errors.Is(err, errXattrUnsupported) {
+				return Attributes{}, fmt.Errorf("put %s: store ETag: %w", name, err)
+			}
+			b.noXattr.Store(true)
+		}
+	}
 	if err := tmp.Sync(); err != nil {
 		return Attributes{}, fmt.Errorf("put %s: fsync: %w", name, err)
 	}
@@ -254,7 +290,6 @@ func (b *FilesystemBucket) Put(ctx context.Context, name string, r io.Reader, si
 	if err := ctx.Err(); err != nil {
 		return Attributes{}, fmt.Errorf("put %s: %w", name, err)
 	}
-	etag := quoteETag(h.Sum(nil))
 
 	switch {
 	case opts.IfAbsent:
@@ -277,7 +312,7 @@ func (b *FilesystemBucket) Put(ctx context.Context, name string, r io.Reader, si
 		}
 	case opts.IfMatch != "":
 		b.mu.Lock()
-		cur, err := fileETag(final)
+		cur, err := fileETag(ctx, final)
 		if err == nil && cur == opts.IfMatch {
 			err = os.Rename(tmpName, final)
 			committed = err == nil
@@ -517,7 +552,8 @@ func (l *fsLister) walk(dir, rel string) error {
 			}
 			return err
 		}
-		l.out = append(l.out, Attributes{Name: e.key, Size: info.Size(), LastModified: info.ModTime()})
+		etag, _ := pathETagXattr(filepath.Join(dir, e.entry.Name()))
+		l.out = append(l.out, Attributes{Name: e.key, Size: info.Size(), LastModified: info.ModTime(), ETag: etag})
 		if len(l.out) > l.limit {
 			return errPageFull
 		}

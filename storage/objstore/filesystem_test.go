@@ -272,3 +272,45 @@ func TestClassifyFSError(t *testing.T) {
 		}
 	}
 }
+
+func TestFilesystemETag(t *testing.T) {
+	ctx := t.Context()
+	data := []byte("some content")
+	want := contentETag(data)
+	for _, tc := range []struct {
+		name  string
+		write func(b *FilesystemBucket)
+	}{
+		{"put", func(b *FilesystemBucket) { PutBytes(ctx, b, "k", data, PutOptions{}) }},
+		{"put without xattrs", func(b *FilesystemBucket) {
+			b.noXattr.Store(true)
+			PutBytes(ctx, b, "k", data, PutOptions{})
+		}},
+		{"file placed by hand", func(b *FilesystemBucket) {
+			os.WriteFile(filepath.Join(b.Dir(), "k"), data, 0o644)
+		}},
+		{"malformed stored ETag", func(b *FilesystemBucket) {
+			PutBytes(ctx, b, "k", data, PutOptions{})
+			setXattrForTest(t, filepath.Join(b.Dir(), "k"), `"not-an-etag"`)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newFS(t)
+			tc.write(b)
+			a, err := b.Attributes(ctx, "k")
+			if err != nil || a.ETag != want {
+				t.Fatalf("attributes = %+v, %v; want ETag %s", a, err, want)
+			}
+			page, _ := b.List(ctx, "", "", 0)
+			if len(page.Objects) != 1 || (page.Objects[0].ETag != "" && page.Objects[0].ETag != want) {
+				t.Fatalf("listed %+v", page.Objects)
+			}
+			if _, err := PutBytes(ctx, b, "k", []byte("next"), PutOptions{IfMatch: want}); err != nil {
+				t.Fatalf("put if match: %v", err)
+			}
+			if a, _ := b.Attributes(ctx, "k"); a.ETag != contentETag([]byte("next")) {
+				t.Fatalf("ETag after overwrite %s", a.ETag)
+			}
+		})
+	}
+}

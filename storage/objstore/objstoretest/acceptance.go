@@ -594,6 +594,9 @@ func testBadPut(t *testing.T, b objstore.Bucket) {
 			t.Fatalf("put %q succeeded", name)
 		}
 	}
+	if _, err := objstore.PutBytes(ctx, b, "both", []byte("x"), objstore.PutOptions{IfAbsent: true, IfMatch: `"x"`}); err == nil {
+		t.Fatal("put with both IfAbsent and IfMatch succeeded")
+	}
 	// A body shorter or longer than its declared size is refused and stores nothing.
 	for _, tc := range []struct {
 		name string
