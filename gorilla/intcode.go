@@ -103,7 +103,7 @@ func fitCode(h *lenHist) (prefixCode, uint64) {
 	}
 	// Cut candidates: a group may end after lens[i] for i < k-1. Coarsen when
 	// there are many, to bound the search.
-	var cands [24]int
+	var cands [12]int
 	nc := 0
 	if k-1 <= len(cands) {
 		for i := 0; i < k-1; i++ {
@@ -116,51 +116,86 @@ func fitCode(h *lenHist) (prefixCode, uint64) {
 			nc++
 		}
 	}
-	best := prefixCode{nb: 1}
-	best.width[0] = lens[k-1]
-	bestBits := cnt[k] * uint64(lens[k-1])
+	var (
+		bestN [maxBuckets]uint64
+		bestW [maxBuckets]uint8
+		bestG = 1
+	)
+	bestW[0] = lens[k-1]
+	total := cnt[k]
+	bestBits := total * uint64(lens[k-1])
 
-	// try evaluates groups ending at ends[0..g-1] (inclusive indices into lens).
-	try := func(ends [maxBuckets]int, g int) {
-		type group struct {
-			n uint64
-			w uint8
-		}
-		var gs [maxBuckets]group
-		lo := 0
-		for i, e := range ends[:g] {
-			gs[i] = group{cnt[e+1] - cnt[lo], lens[e]}
-			lo = e + 1
-		}
-		// Most frequent bucket gets the shortest prefix (insertion sort, g <= 4).
-		for i := 1; i < g; i++ {
-			for j := i; j > 0 && gs[j].n > gs[j-1].n; j-- {
-				gs[j], gs[j-1] = gs[j-1], gs[j]
-			}
-		}
-		var total uint64
-		for i := range g {
-			total += gs[i].n * (uint64(min(i+1, g-1)) + uint64(gs[i].w))
-		}
-		if total < bestBits {
-			bestBits = total
-			best = prefixCode{nb: uint8(g)}
-			for i := range g {
-				best.width[i] = gs[i].w
-			}
-		}
-	}
+	// Groups end at cut candidates and at the last length. Prefix costs, with
+	// the fullest group getting the shortest prefix (counts c1 >= c2 >= ...):
+	// two groups cost N bits, three 2N - c1, four 3N - 2c1 - c2.
 	last := k - 1
-	for a := 0; a < nc; a++ {
-		try([maxBuckets]int{cands[a], last}, 2)
-		for b := a + 1; b < nc; b++ {
-			try([maxBuckets]int{cands[a], cands[b], last}, 3)
-			for c := b + 1; c < nc; c++ {
-				try([maxBuckets]int{cands[a], cands[b], cands[c], last}, 4)
+	n := func(lo, hi int) uint64 { return cnt[hi+1] - cnt[lo] } // count of lens[lo..hi]
+	for ai := 0; ai < nc; ai++ {
+		a := cands[ai]
+		na, wa := n(0, a), uint64(lens[a])
+		// Two groups: [0..a] [a+1..last].
+		nl := n(a+1, last)
+		wl := uint64(lens[last])
+		if c := na*wa + nl*wl + total; c < bestBits {
+			bestBits = c
+			bestG, bestN, bestW = 2, [maxBuckets]uint64{na, nl}, [maxBuckets]uint8{lens[a], lens[last]}
+		}
+		for bi := ai + 1; bi < nc; bi++ {
+			b := cands[bi]
+			nb, wb := n(a+1, b), uint64(lens[b])
+			nl := n(b+1, last)
+			data := na*wa + nb*wb + nl*wl
+			if c := data + 2*total - max(na, nb, nl); c < bestBits {
+				bestBits = c
+				bestG, bestN, bestW = 3, [maxBuckets]uint64{na, nb, nl}, [maxBuckets]uint8{lens[a], lens[b], lens[last]}
+			}
+			for ci := bi + 1; ci < nc; ci++ {
+				c3 := cands[ci]
+				nm, wm := n(b+1, c3), uint64(lens[c3])
+				nl := n(c3+1, last)
+				data := na*wa + nb*wb + nm*wm + nl*wl
+				c1, c2 := top2(na, nb, nm, nl)
+				if c := data + 3*total - 2*c1 - c2; c < bestBits {
+					bestBits = c
+					bestG, bestN, bestW = 4, [maxBuckets]uint64{na, nb, nm, nl}, [maxBuckets]uint8{lens[a], lens[b], lens[c3], lens[last]}
+				}
 			}
 		}
 	}
-	return best, bestBits
+	return orderedCode(bestN[:bestG], bestW[:bestG]), bestBits
+}
+
+// top2 returns the largest and second largest of four counts.
+func top2(a, b, c, d uint64) (uint64, uint64) {
+	x, y := max(a, b), min(a, b)
+	for _, v := range [2]uint64{c, d} {
+		if v > x {
+			x, y = v, x
+		} else if v > y {
+			y = v
+		}
+	}
+	return x, y
+}
+
+// orderedCode builds a code whose buckets are in decreasing order of count.
+func orderedCode(counts []uint64, widths []uint8) prefixCode {
+	c := prefixCode{nb: uint8(len(counts))}
+	idx := [maxBuckets]int{0, 1, 2, 3}
+	order := idx[:len(counts)]
+	slices.SortStableFunc(order, func(i, j int) int {
+		switch {
+		case counts[i] > counts[j]:
+			return -1
+		case counts[i] < counts[j]:
+			return 1
+		}
+		return 0
+	})
+	for i, o := range order {
+		c.width[i] = widths[o]
+	}
+	return c
 }
 
 func zigzag(x int64) uint64   { return uint64(x<<1) ^ uint64(x>>63) }
