@@ -491,6 +491,10 @@ func (db *DB) fail(err error) {
 		db.logger.Error("lsm: writer stopped", "err", err)
 	}
 	db.releaseWALLocked(db.err)
+	for _, m := range db.imms {
+		m.markFlushed(db.err)
+	}
+	db.mem.markFlushed(db.err)
 	db.notifyLocked()
 }
 
