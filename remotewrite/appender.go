@@ -152,3 +152,16 @@ func rejectReason(err error) string {
 	}
 	return "bad_data"
 }
+
+// exemplarRejectReason names why the storage refused an exemplar and says
+// whether that is unexpected (worth a warning): exemplars for series the
+// storage does not know (exemplar-only 2.0 series) are routine.
+func exemplarRejectReason(err error) (reason string, unexpected bool) {
+	switch {
+	case IsBadData(err):
+		return rejectReason(err), false
+	case errors.Is(err, storage.ErrNotFound):
+		return "unknown_series", false
+	}
+	return "storage_error", true
+}

@@ -449,7 +449,17 @@ func TestV2SymbolReferences(t *testing.T) {
 			mutate: func(req *writev2.Request) {
 				req.Timeseries = append(req.Timeseries, writev2.TimeSeries{LabelsRefs: []uint32{symbolize(req, "__name__"), symbolize(req, "lonely")}})
 			},
-			msg: "has no samples or histograms", samples: 1,
+			msg: "has no samples, histograms or exemplars", samples: 1,
+		},
+		{
+			name: "series with only exemplars is fine, an invalid one is not",
+			mutate: func(req *writev2.Request) {
+				req.Timeseries = append(req.Timeseries, writev2.TimeSeries{
+					LabelsRefs: []uint32{symbolize(req, "__name__"), symbolize(req, "exemplar_only")},
+					Exemplars:  []writev2.Exemplar{{LabelsRefs: []uint32{symbolize(req, "trace_id"), symbolize(req, "t1")}, Value: 3, Timestamp: testNow}},
+				}, writev2.TimeSeries{LabelsRefs: []uint32{symbolize(req, "__name__"), symbolize(req, "nothing")}})
+			},
+			msg: "nothing", samples: 1, exemplars: 1,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -108,8 +108,10 @@ func (h *Handler) ingest(r *http.Request, st *reqState, version int) result {
 			rejectSeries(reason, fmt.Errorf("series %s: %w", describe(lbls), err))
 			continue
 		}
-		if version == 2 && nS+nH == 0 {
-			rejectSeries("no_samples", fmt.Errorf("series %s: has no samples or histograms", describe(lbls)))
+		if version == 2 && nS+nH+s.exemplars.len() == 0 {
+			// 2.0-rc.4 allows a series with only exemplars, not one with
+			// nothing.
+			rejectSeries("no_samples", fmt.Errorf("series %s: has no samples, histograms or exemplars", describe(lbls)))
 			continue
 		}
 		ls := st.ls
@@ -216,9 +218,8 @@ func (h *Handler) ingest(r *http.Request, st *reqState, version int) result {
 				if err != nil {
 					// Senders resend exemplars, so out-of-order and duplicate
 					// exemplars are routine; they never fail the request.
-					reason := rejectReason(err)
-					if !IsBadData(err) {
-						reason = "storage_error"
+					reason, unexpected := exemplarRejectReason(err)
+					if unexpected {
 						h.logger.Warn("remote write: exemplar not stored", "series", ls.String(), "err", err)
 					}
 					m.exemplarsRejected.WithLabelValues(reason).Inc()
