@@ -3,6 +3,7 @@ package remotewrite
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/prometheus/prometheus/model/exemplar"
 	"github.com/prometheus/prometheus/model/histogram"
@@ -13,13 +14,16 @@ import (
 
 // FromAppendableV2 adapts an upstream storage.AppendableV2 to Appendable.
 // Start timestamps are passed as st; the metadata of a 2.0 series is attached
-// to its samples through AppendV2Options.Metadata; exemplars go through
-// storage.ExemplarAppenderV2 when the appender implements it and are
-// otherwise rejected with storage.ErrExemplarsDisabled; 1.0 per-family
-// metadata is dropped, as the upstream receiver does.
+// to its samples through AppendV2Options.Metadata, with MetricFamilyName set;
+// exemplars go through storage.ExemplarAppenderV2 when the appender implements
+// it and are otherwise rejected with storage.ErrExemplarsDisabled; 1.0
+// per-family metadata is dropped, as the upstream receiver does.
 //
-// The ownership rule of Appender still holds: the wrapped appender receives
-// labels and histograms that alias reused buffers and must copy what it keeps.
+// Upstream lets an AppenderV2 keep metadata strings and exemplars, so the
+// adapter hands it copies of those (one allocation per distinct metadata and
+// per exemplar). Series labels and histograms still alias reused buffers, as
+// the Appender contract says: the wrapped appender must copy what it keeps
+// (Shale's storage does).
 func FromAppendableV2(a storage.AppendableV2) Appendable {
 	return appendableV2{a}
 }
@@ -51,6 +55,7 @@ func (a *appenderV2) AppendExemplar(ref SeriesRef, lset labels.Labels, e exempla
 	if a.ex == nil {
 		return ref, storage.ErrExemplarsDisabled
 	}
+	e.Labels = e.Labels.Copy()
 	a.one[0] = e
 	newRef, err := a.ex.AppendExemplars(ref, lset, a.one[:])
 	a.one[0] = exemplar.Exemplar{}
@@ -63,7 +68,16 @@ func (a *appenderV2) AppendExemplar(ref SeriesRef, lset labels.Labels, e exempla
 func (a *appenderV2) UpdateMetadata(ref SeriesRef, lset labels.Labels, m metadata.Metadata) (SeriesRef, error) {
 	// 1.0 family metadata arrives after the last sample, so it attaches to
 	// nothing: upstream AppenderV2 has no per-family metadata.
-	a.opts.Metadata = m
+	if m.IsEmpty() {
+		a.opts.Metadata, a.opts.MetricFamilyName = metadata.Metadata{}, ""
+		return ref, nil
+	}
+	if m.Type != a.opts.Metadata.Type || m.Help != a.opts.Metadata.Help || m.Unit != a.opts.Metadata.Unit {
+		a.opts.Metadata = metadata.Metadata{Type: m.Type, Help: strings.Clone(m.Help), Unit: strings.Clone(m.Unit)}
+	}
+	if name := lset.Get(labels.MetricName); name != a.opts.MetricFamilyName {
+		a.opts.MetricFamilyName = strings.Clone(name)
+	}
 	return ref, nil
 }
 

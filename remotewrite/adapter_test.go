@@ -22,6 +22,7 @@ type upstreamCall struct {
 	V         float64
 	Hist      bool
 	Meta      metadata.Metadata
+	Family    string
 	Exemplars []float64 // values
 }
 
@@ -36,9 +37,9 @@ func (s *upstreamStore) AppenderV2(context.Context) storage.AppenderV2 { return 
 type upstreamApp struct{ s *upstreamStore }
 
 func (a *upstreamApp) Append(ref storage.SeriesRef, ls labels.Labels, st, t int64, v float64, h *histogram.Histogram, fh *histogram.FloatHistogram, opts storage.AOptions) (storage.SeriesRef, error) {
-	m := opts.Metadata
+	// Keeps opts as given: upstream allows it.
 	a.s.calls = append(a.s.calls, upstreamCall{Labels: ls.String(), ST: st, T: t, V: v, Hist: h != nil || fh != nil,
-		Meta: metadata.Metadata{Type: m.Type, Help: string([]byte(m.Help)), Unit: string([]byte(m.Unit))}})
+		Meta: opts.Metadata, Family: opts.MetricFamilyName})
 	return 7, nil
 }
 
@@ -74,15 +75,20 @@ func TestFromAppendableV2(t *testing.T) {
 	resp := postSeries(t, h, 2, sent)
 	assertCode(t, resp, http.StatusOK, "")
 	assertWritten(t, resp.Header(), 3, 1, 1)
-	none := metadata.Metadata{Type: model.MetricTypeUnknown}
+	none := metadata.Metadata{}
 	want := []upstreamCall{
-		{Labels: `{__name__="a"}`, ST: 5, T: testNow, V: 1, Meta: counter},
-		{Labels: `{__name__="a"}`, ST: 5, T: testNow + 1, V: 2, Meta: counter},
+		{Labels: `{__name__="a"}`, ST: 5, T: testNow, V: 1, Meta: counter, Family: "a"},
+		{Labels: `{__name__="a"}`, ST: 5, T: testNow + 1, V: 2, Meta: counter, Family: "a"},
 		{Labels: `{__name__="a"}`, Exemplars: []float64{0.5}},
 		{Labels: `{__name__="b"}`, T: testNow, V: 3, Meta: none},
 		{Labels: `{__name__="c"}`, ST: 9, T: testNow, Hist: true, Meta: none},
 	}
-	if diff := cmp.Diff(want, store.calls); diff != "" {
+	// Another request reuses the handler's buffers; what the upstream
+	// appender kept must not change.
+	other := []recSeries{{Labels: labels.FromStrings("__name__", "zzz"), Samples: []recSample{{T: testNow, V: 1}},
+		Meta: metadata.Metadata{Type: model.MetricTypeGauge, Help: "Something else entirely."}}}
+	assertCode(t, postSeries(t, h, 2, other), http.StatusOK, "")
+	if diff := cmp.Diff(want, store.calls[:len(want)]); diff != "" {
 		t.Fatalf("upstream appender calls differ:\n%s", diff)
 	}
 	if !store.committed {
