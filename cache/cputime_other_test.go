@@ -1,0 +1,7 @@
+//go:build !unix
+
+package cache
+
+import "time"
+
+func processCPU() time.Duration { return 0 }
