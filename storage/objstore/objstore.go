@@ -143,7 +143,8 @@ func Iter(ctx context.Context, b Bucket, prefix string, fn func(Attributes) erro
 	}
 }
 
-// ReadAll returns the whole object.
+// ReadAll returns the whole object. An error while reading the body keeps the
+// backend's classification (a broken S3 response is ErrTransient).
 func ReadAll(ctx context.Context, b Bucket, name string) ([]byte, error) {
 	rc, err := b.Get(ctx, name)
 	if err != nil {
@@ -152,7 +153,7 @@ func ReadAll(ctx context.Context, b Bucket, name string) ([]byte, error) {
 	defer rc.Close()
 	data, err := io.ReadAll(rc)
 	if err != nil {
-		return nil, Transient(fmt.Errorf("read %s: %w", name, err))
+		return nil, fmt.Errorf("read %s: %w", name, err)
 	}
 	return data, nil
 }
@@ -164,20 +165,21 @@ func ReadRange(ctx context.Context, b Bucket, name string, off, length int64) ([
 		return nil, err
 	}
 	defer rc.Close()
-	var data []byte
-	if length > 0 {
-		data = make([]byte, 0, length)
+	if length < 0 {
+		data, err := io.ReadAll(rc)
+		if err != nil {
+			return nil, fmt.Errorf("read %s [%d,end): %w", name, off, err)
+		}
+		return data, nil
 	}
-	w := byteWriter{data}
-	if _, err := io.Copy(&w, rc); err != nil {
-		return nil, Transient(fmt.Errorf("read %s [%d,+%d): %w", name, off, length, err))
+	// The range may be cut at the end of the object: fewer bytes are fine.
+	data := make([]byte, length)
+	n, err := io.ReadFull(rc, data)
+	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+		return nil, fmt.Errorf("read %s [%d,+%d): %w", name, off, length, err)
 	}
-	return w.b, nil
+	return data[:n], nil
 }
-
-type byteWriter struct{ b []byte }
-
-func (w *byteWriter) Write(p []byte) (int, error) { w.b = append(w.b, p...); return len(p), nil }
 
 // PutBytes stores data under name with opts.
 func PutBytes(ctx context.Context, b Bucket, name string, data []byte, opts PutOptions) (Attributes, error) {

@@ -229,7 +229,26 @@ func (b *S3Bucket) Get(ctx context.Context, name string) (io.ReadCloser, error) 
 	if err != nil {
 		return nil, s3Error(ctx, "get", name, err)
 	}
-	return out.Body, nil
+	return &s3Body{out.Body, ctx, name}, nil
+}
+
+// s3Body classifies the errors of a response body that breaks off.
+type s3Body struct {
+	io.ReadCloser
+	ctx  context.Context
+	name string
+}
+
+func (r *s3Body) Read(p []byte) (int, error) {
+	n, err := r.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		if cerr := r.ctx.Err(); cerr != nil {
+			err = fmt.Errorf("s3 read %s: %w: %w", r.name, cerr, err)
+		} else {
+			err = Transient(fmt.Errorf("s3 read %s: %w", r.name, err))
+		}
+	}
+	return n, err
 }
 
 func (b *S3Bucket) GetRange(ctx context.Context, name string, off, length int64) (io.ReadCloser, error) {
@@ -260,7 +279,7 @@ func (b *S3Bucket) GetRange(ctx context.Context, name string, off, length int64)
 		}
 		return nil, err
 	}
-	return out.Body, nil
+	return &s3Body{out.Body, ctx, name}, nil
 }
 
 func (b *S3Bucket) Attributes(ctx context.Context, name string) (Attributes, error) {

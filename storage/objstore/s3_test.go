@@ -254,3 +254,22 @@ func TestS3MultipartAbort(t *testing.T) {
 		t.Fatalf("object exists: %v", err)
 	}
 }
+
+// A body that breaks off is a transient failure, unless the caller canceled.
+func TestS3BrokenBodyIsTransient(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100")
+		w.WriteHeader(http.StatusOK)
+		w.Write([]byte("only ten b"))
+	}))
+	t.Cleanup(srv.Close)
+	b := newS3Client(t, srv.URL)
+	rc, err := b.Get(t.Context(), "obj")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	if _, err := io.ReadAll(rc); !objstore.IsTransient(err) {
+		t.Fatalf("read error %v is not transient", err)
+	}
+}
