@@ -784,8 +784,15 @@ func (db *DB) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
 	if err := db.readable(); err != nil {
 		return nil, false, err
 	}
-	v, snap := db.snapshot()
-	return get(ctx, db.s, v, snap, key, db.merge, db.clock.Now().UnixMilli())
+	for attempt := 0; ; attempt++ {
+		v, snap := db.snapshot()
+		val, ok, err := get(ctx, db.s, v, snap, key, db.merge, db.clock.Now().UnixMilli())
+		// A table collected under a view taken just before a compaction
+		// commit: the newer view no longer needs it.
+		if err == nil || !isNotFound(err) || attempt == 2 {
+			return val, ok, err
+		}
+	}
 }
 
 // NewIterator returns an iterator over the keys in [lower, upper) (nil:

@@ -45,21 +45,6 @@ func (db *DB) CollectGarbage(ctx context.Context) (int, error) {
 		return 0, ErrFenced
 	}
 	cutoff := db.clock.Now().Add(-db.opts.GCGracePeriod)
-	live := map[string]bool{}
-	for _, t := range man.L0 {
-		live[t.ID] = true
-	}
-	for _, r := range man.Runs {
-		for _, t := range r.Tables {
-			live[t.ID] = true
-		}
-	}
-	db.inflightMu.Lock()
-	for id := range db.inflight {
-		live[id] = true
-	}
-	db.inflightMu.Unlock()
-
 	deleted := 0
 	del := func(name string) error {
 		if err := s.delete(ctx, name); err != nil {
@@ -72,6 +57,29 @@ func (db *DB) CollectGarbage(ctx context.Context) (int, error) {
 	objs, err := s.list(ctx, s.paths.sstDir(), "")
 	if err != nil {
 		return deleted, fmt.Errorf("lsm gc: list tables: %w", err)
+	}
+	// A listed table existed before the listing. Its writer protected it
+	// before creating it and unprotects it only after committing it, so
+	// taking the protected set after the listing and the committed manifest
+	// after that misses no table still in use.
+	live := map[string]bool{}
+	db.inflightMu.Lock()
+	for id := range db.inflight {
+		live[id] = true
+	}
+	db.inflightMu.Unlock()
+	db.mu.Lock()
+	mine := db.man
+	db.mu.Unlock()
+	for _, m := range []*manifest{man, mine} {
+		for _, t := range m.L0 {
+			live[t.ID] = true
+		}
+		for _, r := range m.Runs {
+			for _, t := range r.Tables {
+				live[t.ID] = true
+			}
+		}
 	}
 	for _, o := range objs {
 		tid, ok := s.paths.parseSST(o.Name)
