@@ -55,8 +55,9 @@ var (
 const maxBlockDecoded = 1 << 30
 
 // appendBlock appends content as one on-disk block (payload and trailer) to
-// dst, compressed with c when that saves at least 1/8, and returns dst.
-func appendBlock(dst, content []byte, c Compression) []byte {
+// dst, compressed with c when that saves at least 1/8, and returns dst and
+// whether it compressed.
+func appendBlock(dst, content []byte, c Compression) ([]byte, bool) {
 	start := len(dst)
 	typ := CompressionNone
 	if c != CompressionNone && len(content) > 0 {
@@ -80,7 +81,7 @@ func appendBlock(dst, content []byte, c Compression) []byte {
 		dst = append(dst, content...)
 	}
 	dst = append(dst, byte(typ))
-	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
+	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli)), typ != CompressionNone
 }
 
 func growCap(b []byte, n int) []byte {

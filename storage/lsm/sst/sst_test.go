@@ -647,3 +647,62 @@ func TestLoadOutlivesCaller(t *testing.T) {
 	checkEntries(t, "scan", collect(t, it, it.First()), entries)
 	it.Close()
 }
+
+// TestCompressionBackoff checks that the writer stops trying to compress
+// during a run of incompressible blocks and compresses again after it.
+func TestCompressionBackoff(t *testing.T) {
+	rng := rand.New(rand.NewPCG(17, 18))
+	var entries []Entry
+	add := func(prefix string, n int, value func() []byte) {
+		for i := range n {
+			entries = append(entries, Entry{Key: fmt.Appendf(nil, "%s%06d", prefix, i), Seq: 1, Kind: KindPut, Value: value()})
+		}
+	}
+	compressible := func() []byte { return bytes.Repeat([]byte("label=value,"), 30) }
+	random := func() []byte {
+		b := make([]byte, 360)
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		return b
+	}
+	add("a", 200, compressible) // about 20 blocks each
+	add("b", 400, random)
+	add("c", 200, compressible)
+	data, _ := buildTable(t, entries, DefaultWriterOptions())
+	tb := openTable(t, data, nil)
+	var types []Compression
+	var firstKeys []string
+	for i, h := range tb.ix.handles {
+		types = append(types, Compression(data[h.end()-blockTrailerLen]))
+		content, err := decodeBlock(data[h.off:h.end()], false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var bi blockIter
+		if err := bi.init(content); err != nil || !bi.first() {
+			t.Fatalf("block %d: %v", i, err)
+		}
+		firstKeys = append(firstKeys, string(bi.key[:1]))
+	}
+	var stored = map[string][2]int{} // region -> [compressed, plain]
+	for i, c := range types {
+		s := stored[firstKeys[i]]
+		if c == CompressionNone {
+			s[1]++
+		} else {
+			s[0]++
+		}
+		stored[firstKeys[i]] = s
+	}
+	t.Logf("blocks by region [compressed, plain]: %v", stored)
+	if s := stored["a"]; s[1] != 0 {
+		t.Fatalf("compressible blocks stored plain: %v", s)
+	}
+	if s := stored["b"]; s[0] != 0 {
+		t.Fatalf("random blocks compressed: %v", s)
+	}
+	if s := stored["c"]; s[1] > maxCompressionSkip || s[0] < 10 {
+		t.Fatalf("compression did not resume after the random run: %v", s)
+	}
+}

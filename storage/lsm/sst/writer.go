@@ -22,6 +22,8 @@ type Writer struct {
 	hashes  []uint64
 	pending bool   // the last block written awaits its index entry
 	pendH   handle // ... at this extent
+	skip    int    // data blocks still to store without trying to compress
+	backoff int    // the last skip length
 
 	n        uint64
 	lastKey  []byte
@@ -95,22 +97,42 @@ func (w *Writer) Add(e Entry) error {
 	return nil
 }
 
+// Runs of incompressible blocks (Gorilla sample blocks) make compression
+// attempts pure cost: after a data block fails to compress the writer stores
+// the next 1, 2, 4, then 8 blocks without trying, and tries every block again
+// once one compresses.
+const maxCompressionSkip = 8
+
 func (w *Writer) flushBlock() error {
-	h, err := w.writeBlock(w.block.finish(), w.opts.Compression)
+	c := w.opts.Compression
+	if w.skip > 0 {
+		w.skip--
+		c = CompressionNone
+	}
+	h, compressed, err := w.writeBlock(w.block.finish(), c)
 	if err != nil {
 		return err
+	}
+	if c != CompressionNone {
+		if compressed {
+			w.backoff = 0
+		} else {
+			w.backoff = min(max(2*w.backoff, 1), maxCompressionSkip)
+			w.skip = w.backoff
+		}
 	}
 	w.block.reset()
 	w.pending, w.pendH = true, h
 	return nil
 }
 
-func (w *Writer) writeBlock(content []byte, c Compression) (handle, error) {
-	w.encBuf = appendBlock(w.encBuf[:0], content, c)
+func (w *Writer) writeBlock(content []byte, c Compression) (handle, bool, error) {
+	var compressed bool
+	w.encBuf, compressed = appendBlock(w.encBuf[:0], content, c)
 	if err := w.write(w.encBuf); err != nil {
-		return handle{}, err
+		return handle{}, false, err
 	}
-	return handle{w.off - int64(len(w.encBuf)), int64(len(w.encBuf))}, nil
+	return handle{w.off - int64(len(w.encBuf)), int64(len(w.encBuf))}, compressed, nil
 }
 
 func (w *Writer) write(p []byte) error {
@@ -164,7 +186,7 @@ func (w *Writer) Finish() (Info, error) {
 	f.filter = handle{off: w.off}
 	if w.opts.BloomBitsPerKey > 0 {
 		content := appendFilter(nil, w.hashes, w.opts.BloomBitsPerKey)
-		h, err := w.writeBlock(content, CompressionNone)
+		h, _, err := w.writeBlock(content, CompressionNone)
 		if err != nil {
 			return Info{}, err
 		}
@@ -174,7 +196,7 @@ func (w *Writer) Finish() (Info, error) {
 	if w.n > 0 {
 		largest = w.lastKey
 	}
-	h, err := w.writeBlock(w.index.content(w.smallest, largest), w.opts.Compression)
+	h, _, err := w.writeBlock(w.index.content(w.smallest, largest), w.opts.Compression)
 	if err != nil {
 		return Info{}, err
 	}
