@@ -67,8 +67,9 @@ type DB struct {
 	walCur    *walBuf
 	walQueue  []*walBuf
 	nextWALID uint64
-	lastWALID uint64 // id of the newest sealed WAL object
-	err       error  // sticky: ErrFenced, ErrClosed or a permanent failure
+	lastWALID uint64  // id of the newest sealed WAL object
+	walLast   *walBuf // newest sealed WAL object, written or not
+	err       error   // sticky: ErrFenced, ErrClosed or a permanent failure
 	changed   chan struct{}
 
 	walKick   chan struct{}
@@ -291,6 +292,7 @@ func (db *DB) sealWALLocked() {
 	db.walCur.id = db.nextWALID
 	db.nextWALID++
 	db.lastWALID = db.walCur.id
+	db.walLast = db.walCur
 	db.walQueue = append(db.walQueue, db.walCur)
 	db.walCur = newWALBuf()
 }
@@ -754,16 +756,12 @@ func (db *DB) FlushWAL(ctx context.Context) error {
 		db.mu.Unlock()
 		return err
 	}
-	buf := db.walCur
-	if buf.n > 0 {
-		db.sealWALLocked()
-	} else if len(db.walQueue) > 0 {
-		buf = db.walQueue[len(db.walQueue)-1]
-	} else {
-		db.mu.Unlock()
+	db.sealWALLocked()
+	buf := db.walLast
+	db.mu.Unlock()
+	if buf == nil {
 		return nil
 	}
-	db.mu.Unlock()
 	kick(db.walKick)
 	select {
 	case <-buf.done:

@@ -157,3 +157,35 @@ func TestFencing(t *testing.T) {
 		})
 	}
 }
+
+func TestFlushWAL(t *testing.T) {
+	ctx := context.Background()
+	b := objstore.NewMemoryBucket()
+	opts := testOptions()
+	opts.WALFlushInterval = time.Hour // only FlushWAL writes WAL objects
+	db := openDB(t, b, opts, Components{})
+	for i := 0; i < 20; i++ {
+		if err := db.Write(ctx, batchOf(fmt.Sprintf("k%02d", i), []byte("v")), WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if i%7 == 0 {
+			if err := db.FlushWAL(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := db.FlushWAL(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.FlushWAL(ctx); err != nil { // nothing pending
+		t.Fatal(err)
+	}
+	crash(db)
+	db = openDB(t, b, opts, Components{})
+	defer db.Close()
+	for i := 0; i < 20; i++ {
+		if _, ok := mustGet(t, db, fmt.Sprintf("k%02d", i)); !ok {
+			t.Fatalf("k%02d lost after FlushWAL and a crash", i)
+		}
+	}
+}
