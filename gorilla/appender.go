@@ -79,7 +79,7 @@ func (a *Appender) Append(t int64, v float64) error {
 	if free := cap(a.w.buf) - len(a.w.buf); free < maxAppendBytes {
 		// Grow by a quarter rather than doubling: the head holds many
 		// appenders and their slack adds up.
-		buf := make([]byte, len(a.w.buf), len(a.w.buf)+max(32, len(a.w.buf)/4))
+		buf := make([]byte, len(a.w.buf), len(a.w.buf)+maxAppendBytes+max(64, len(a.w.buf)/4))
 		copy(buf, a.w.buf)
 		a.w.buf = buf
 	}

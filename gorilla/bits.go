@@ -55,13 +55,14 @@ func (w *bitWriter) appendTo(dst []byte) []byte {
 	return w.appendTail(append(dst, w.buf...))
 }
 
-// readPad is the number of zero bytes a bitReader needs after the data: a
-// decoder checks for overrun once per sample, after having read at most
-// maxSampleBits bits, and every peek loads 8 bytes.
-const readPad = 8 + (maxSampleBits+7)/8 + 1
+// readPad is the number of zero bytes a bitReader needs after the data.
+// Decoders check for overrun once per sample (or per sparse event), after
+// having read at most maxStepBits bits, and every peek loads 8 bytes.
+const readPad = (maxStepBits+7)/8 + 8 + 8
 
-// maxSampleBits bounds the bits one sample's value or timestamp may take.
-const maxSampleBits = 2 + 5 + 6 + 64 + 16
+// maxStepBits bounds the bits read between two overrun checks: two residuals
+// of a sparse event, or a timestamp and a value of the appender stream.
+const maxStepBits = 2 * (3 + 64 + 2 + 5 + 6 + 64)
 
 // bitReader reads bits most significant first from data, which must end in
 // readPad zero bytes beyond the end bits of real data.

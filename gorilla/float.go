@@ -366,12 +366,21 @@ func (d *floatDecoder) decode(h *header, b []byte) error {
 	d.buf = padded(d.buf, b)
 	r := bitReader{data: d.buf, end: uint(len(b)) * 8}
 	if cnt > 1 {
-		if err := readInts(&r, d.ts, &tp); err != nil {
+		steps, err := readInts(&r, d.ts, &tp)
+		if err != nil {
 			return fmt.Errorf("timestamps: %w", err)
 		}
-		for i := 1; i < cnt; i++ {
-			if d.ts[i] <= d.ts[i-1] {
-				return corruptf("timestamps not increasing at sample %d", i)
+		if steps.min <= 0 {
+			return corruptf("timestamps do not increase")
+		}
+		// Positive steps that add up to less than 2^63 cannot wrap, so they
+		// reach maxt (checked below) without overflowing on the way. Larger
+		// ones need a look at every timestamp.
+		if steps.max > math.MaxInt64/int64(cnt) {
+			for i := 1; i < cnt; i++ {
+				if d.ts[i] <= d.ts[i-1] {
+					return corruptf("timestamps not increasing at sample %d", i)
+				}
 			}
 		}
 		if d.ts[cnt-1] != h.maxt {
@@ -390,7 +399,7 @@ func (d *floatDecoder) decode(h *header, b []byte) error {
 		}
 	case valDecimal:
 		ms := d.ms[:cnt-nexc]
-		if err := readInts(&r, ms, &vp); err != nil {
+		if _, err := readInts(&r, ms, &vp); err != nil {
 			return fmt.Errorf("values: %w", err)
 		}
 		if err := d.expand(ms, exp, excs); err != nil {

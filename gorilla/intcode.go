@@ -2,6 +2,7 @@ package gorilla
 
 import (
 	"encoding/binary"
+	"math"
 	"math/bits"
 	"slices"
 )
@@ -306,6 +307,12 @@ func planInts(xs []int64) intPlan {
 		if b < best.bits {
 			best = intPlan{mode: mode, base: base, code: c, bits: b}
 		}
+		if b == 0 {
+			break // constant steps: nothing is cheaper
+		}
+		if nz*2 > len(xs) {
+			continue // mostly non-zero residuals: sparse cannot win by much
+		}
 		gc, gb := fitCode(&gaps)
 		vc, vb := fitCode(&vals)
 		var tmp [binary.MaxVarintLen64]byte
@@ -428,10 +435,21 @@ func (cr *codeReader) read(r *bitReader) uint64 {
 	return r.read(w)
 }
 
+// stepRange is the smallest and largest step of a decoded sequence, so
+// that callers can check that timestamps increase without another pass.
+type stepRange struct{ min, max int64 }
+
+func (s *stepRange) add(d int64) {
+	s.min = min(s.min, d)
+	s.max = max(s.max, d)
+}
+
+var emptyRange = stepRange{math.MaxInt64, math.MinInt64}
+
 // readInts fills out[1:] from residuals under p, given out[0].
-func readInts(r *bitReader, out []int64, p *intPlan) error {
+func readInts(r *bitReader, out []int64, p *intPlan) (stepRange, error) {
 	if len(out) < 2 {
-		return nil
+		return emptyRange, nil
 	}
 	if p.sparse {
 		return readSparse(r, out, p)
@@ -439,32 +457,34 @@ func readInts(r *bitReader, out []int64, p *intPlan) error {
 	if p.code.nb == 1 && p.code.width[0] == 0 {
 		// Every residual is zero: constant steps, no bits to read.
 		fillSteps(out, 1, p.base)
-		return nil
+		return stepRange{p.base, p.base}, nil
 	}
 	if p.mode == predBase {
 		return readBase(r, out, p)
 	}
 	cr := newCodeReader(&p.code)
 	pr := newPredictor(p.mode, p.base)
-	x := out[0]
+	x, sr := out[0], emptyRange
 	for i := 1; i < len(out); i++ {
 		res := unzigzag(cr.read(r))
 		d := pr.predict() + res
 		pr.update(d, res)
 		x += d
+		sr.add(d)
 		out[i] = x
 		if r.overrun() {
-			return corruptf("residuals overrun the block")
+			return sr, corruptf("residuals overrun the block")
 		}
 	}
-	return nil
+	return sr, nil
 }
 
 // readBase is readInts for dense residuals against a constant step, the
 // common case, with the bit reader kept in registers.
-func readBase(r *bitReader, out []int64, p *intPlan) error {
+func readBase(r *bitReader, out []int64, p *intPlan) (stepRange, error) {
 	cr := newCodeReader(&p.code)
 	x, base := out[0], p.base
+	sr := emptyRange
 	data, pos, end := r.data, r.pos, r.end
 	for i := 1; i < len(out); i++ {
 		pk := binary.BigEndian.Uint64(data[pos>>3:]) << (pos & 7)
@@ -479,15 +499,17 @@ func readBase(r *bitReader, out []int64, p *intPlan) error {
 			u = r.read(w)
 			pos = r.pos
 		}
-		x += base + unzigzag(u)
+		d := base + unzigzag(u)
+		sr.add(d)
+		x += d
 		out[i] = x
 		if pos > end {
 			r.pos = pos
-			return corruptf("residuals overrun the block")
+			return sr, corruptf("residuals overrun the block")
 		}
 	}
 	r.pos = pos
-	return nil
+	return sr, nil
 }
 
 // fillSteps sets out[i:] by adding step to each predecessor.
@@ -499,18 +521,19 @@ func fillSteps(out []int64, i int, step int64) {
 	}
 }
 
-func readSparse(r *bitReader, out []int64, p *intPlan) error {
+func readSparse(r *bitReader, out []int64, p *intPlan) (stepRange, error) {
 	cr, gr := newCodeReader(&p.code), newCodeReader(&p.gapCode)
 	pr := newPredictor(p.mode, p.base)
 	i := 1
+	sr := emptyRange
 	for e := 0; e < p.nz; e++ {
 		gap := gr.read(r)
 		u := cr.read(r) + 1
 		if r.overrun() {
-			return corruptf("residual events overrun the block")
+			return sr, corruptf("residual events overrun the block")
 		}
 		if gap >= uint64(len(out)-i) {
-			return corruptf("residual event %d past the end", e)
+			return sr, corruptf("residual event %d past the end", e)
 		}
 		if gap > 0 {
 			// The first zero-residual step settles the predictor; the rest
@@ -518,10 +541,12 @@ func readSparse(r *bitReader, out []int64, p *intPlan) error {
 			d := pr.predict()
 			pr.update(d, 0)
 			out[i] = out[i-1] + d
+			sr.add(d)
 			i++
 			end := i + int(gap) - 1
-			fillSteps(out[:end], i, pr.predict())
 			if end > i {
+				fillSteps(out[:end], i, pr.predict())
+				sr.add(pr.predict())
 				pr.update(pr.predict(), 0)
 			}
 			i = end
@@ -530,13 +555,18 @@ func readSparse(r *bitReader, out []int64, p *intPlan) error {
 		d := pr.predict() + res
 		pr.update(d, res)
 		out[i] = out[i-1] + d
+		sr.add(d)
 		i++
 	}
 	if i < len(out) {
 		d := pr.predict()
 		pr.update(d, 0)
 		out[i] = out[i-1] + d
-		fillSteps(out, i+1, pr.predict())
+		sr.add(d)
+		if i+1 < len(out) {
+			fillSteps(out, i+1, pr.predict())
+			sr.add(pr.predict())
+		}
 	}
-	return nil
+	return sr, nil
 }

@@ -94,6 +94,7 @@ func (it *Iterator) clear() {
 	it.cur = chunkenc.ValNone
 	it.done = false
 	it.err = nil
+	clear(it.parts) // drop references to the last block
 	it.parts = it.parts[:0]
 	it.pi = 0
 	it.inHist = false
