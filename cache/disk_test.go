@@ -447,3 +447,45 @@ func TestDiskTierDirectoryLocked(t *testing.T) {
 	}
 	c2.Close()
 }
+
+// TestDiskTierWriteErrors takes the directory away under a running cache:
+// writes fail, are counted and logged, and the cache keeps serving.
+func TestDiskTierWriteErrors(t *testing.T) {
+	o := diskOptions(t)
+	c := newTestCache(t, o)
+	if err := os.RemoveAll(o.DiskPath); err != nil {
+		t.Fatal(err)
+	}
+	c.Set("k1", []byte("v1"), ClassData)
+	c.Set("k2", []byte("v2"), ClassData)
+	c.Flush()
+	s := c.Stats()
+	if s.DiskWrites != 0 || c.ctr.diskDrops[dropError].Load() != 2 {
+		t.Fatalf("writes %d, error drops %d; want 0 and 2", s.DiskWrites, c.ctr.diskDrops[dropError].Load())
+	}
+	mustGet(t, c, "k1", []byte("v1"))
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDiskTierCloseAfterDirectoryRemoved(t *testing.T) {
+	o := diskOptions(t)
+	c := newTestCache(t, o)
+	c.Set("k1", []byte("v1"), ClassData) // starts the active segment
+	c.Flush()
+	if err := os.RemoveAll(o.DiskPath); err != nil {
+		t.Fatal(err)
+	}
+	c.Set("k2", []byte("v2"), ClassData) // the open file takes it
+	c.Flush()
+	if v, _, ok := c.disk.get("k2"); !ok || string(v) != "v2" {
+		t.Fatalf("read from the unlinked active segment: %q %v", v, ok)
+	}
+	if err := c.Close(); err != nil { // finishing the segment fails: logged, dropped
+		t.Fatal(err)
+	}
+	if s := c.Stats(); s.Disk.Entries != 0 {
+		t.Fatalf("%d blocks indexed after the segment was dropped", s.Disk.Entries)
+	}
+}
