@@ -425,7 +425,7 @@ func newCodeReader(c *prefixCode) codeReader {
 
 func (cr *codeReader) read(r *bitReader) uint64 {
 	pk := r.peek()
-	b := min(bits.LeadingZeros64(^pk), cr.last)
+	b := min(bits.LeadingZeros64(^pk), cr.last) & (maxBuckets - 1)
 	pl, w := cr.plen[b], cr.width[b]
 	if pl+w <= 57 {
 		r.pos += pl + w
@@ -488,7 +488,7 @@ func readBase(r *bitReader, out []int64, p *intPlan) (stepRange, error) {
 	data, pos, end := r.data, r.pos, r.end
 	for i := 1; i < len(out); i++ {
 		pk := binary.BigEndian.Uint64(data[pos>>3:]) << (pos & 7)
-		b := min(bits.LeadingZeros64(^pk), cr.last)
+		b := min(bits.LeadingZeros64(^pk), cr.last) & (maxBuckets - 1)
 		pl, w := cr.plen[b], cr.width[b]
 		var u uint64
 		if pl+w <= 57 {
