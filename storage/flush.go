@@ -12,6 +12,9 @@ import (
 	"github.com/shaledb/shale/index"
 )
 
+// fenceCheckInterval is how often Run looks for a newer writer (one LIST).
+const fenceCheckInterval = 5 * time.Second
+
 // maxBatchBytes bounds one LSM write of a flush.
 const maxBatchBytes = 4 << 20
 
@@ -246,6 +249,8 @@ func (db *DB) applyRetention(ctx context.Context) error {
 func (db *DB) Run(ctx context.Context) error {
 	t := time.NewTicker(db.opts.HeadFlushInterval)
 	defer t.Stop()
+	fence := time.NewTicker(fenceCheckInterval)
+	defer fence.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -254,6 +259,16 @@ func (db *DB) Run(ctx context.Context) error {
 			return nil
 		case <-db.Fenced():
 			return ErrFenced
+		case <-fence.C:
+			// An idle writer learns here that a newer one replaced it.
+			if w, ok := db.kv.(*lsmWriter); ok {
+				if err := w.check(w.db.CheckFenced(ctx)); errors.Is(err, ErrFenced) {
+					return err
+				} else if err != nil {
+					db.logger.Warn("fence check failed", "err", err)
+				}
+			}
+			continue
 		case <-t.C:
 		}
 		if err := db.flushHead(ctx, closeOld); err != nil {

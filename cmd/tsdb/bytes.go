@@ -45,3 +45,18 @@ func (b *kingpinBytes) Set(s string) error {
 }
 
 func (b *kingpinBytes) String() string { return strconv.FormatInt(int64(*b), 10) + "B" }
+
+// boolValue is a boolean flag that takes its value explicitly, as in
+// --storage.wal=false.
+type boolValue bool
+
+func (b *boolValue) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return fmt.Errorf("invalid boolean %q (want true or false)", s)
+	}
+	*b = boolValue(v)
+	return nil
+}
+
+func (b *boolValue) String() string { return strconv.FormatBool(bool(*b)) }

@@ -34,7 +34,7 @@ type config struct {
 	mode              string
 	storagePath       string
 	objstoreConfig    string
-	wal               bool
+	wal               boolValue
 	walFlushInterval  time.Duration
 	retention         time.Duration
 	oooWindow         time.Duration
@@ -79,7 +79,7 @@ func parseFlags(args []string) (*config, error) {
 	app.Flag("objstore.config-file", "YAML file describing an S3 (or S3-compatible) bucket to use instead of the local folder (see README).").
 		Default("").StringVar(&cfg.objstoreConfig)
 	app.Flag("storage.wal", "Acknowledge a remote write only once its samples are durable in the object store. Off: acknowledge once in memory; a crash loses at most --storage.head-flush-interval.").
-		Default("true").BoolVar(&cfg.wal)
+		Default("true").SetValue(&cfg.wal)
 	app.Flag("storage.wal.flush-interval", "How often the write-ahead log groups pending writes into one object (group commit).").
 		Default("100ms").DurationVar(&cfg.walFlushInterval)
 	app.Flag("storage.retention.time", "How long to keep data; whole partitions older than this are dropped. 0 keeps everything.").

@@ -41,7 +41,7 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func storageOptions(cfg *config) storage.Options {
 	o := storage.DefaultOptions()
-	o.WAL = cfg.wal
+	o.WAL = bool(cfg.wal)
 	o.Retention = cfg.retention
 	o.OutOfOrderWindow = cfg.oooWindow
 	o.PartitionDuration = cfg.partition
@@ -239,8 +239,8 @@ func retentionString(d time.Duration) string {
 }
 
 func configYAML(cfg *config, fc fileConfig) string {
-	return fmt.Sprintf("# Shale configuration\nmode: %s\nstorage:\n  wal: %v\n  retention: %s\n  out_of_order_window: %s\n  partition_duration: %s\n  head_flush_interval: %s\nremote_write:\n  max_compressed_bytes: %d\n  max_series_per_request: %d\n",
-		cfg.mode, cfg.wal, cfg.retention, cfg.oooWindow, cfg.partition, cfg.headFlushInterval,
+	return fmt.Sprintf("# Shale configuration\nmode: %s\nstorage:\n  wal: %s\n  retention: %s\n  out_of_order_window: %s\n  partition_duration: %s\n  head_flush_interval: %s\nremote_write:\n  max_compressed_bytes: %d\n  max_series_per_request: %d\n",
+		cfg.mode, cfg.wal.String(), cfg.retention, cfg.oooWindow, cfg.partition, cfg.headFlushInterval,
 		fc.RemoteWrite.MaxCompressedBytes, fc.RemoteWrite.MaxSeriesPerRequest)
 }
 
@@ -251,7 +251,7 @@ func flagMap(cfg *config) map[string]string {
 		"mode":                        cfg.mode,
 		"storage.path":                cfg.storagePath,
 		"objstore.config-file":        cfg.objstoreConfig,
-		"storage.wal":                 fmt.Sprint(cfg.wal),
+		"storage.wal":                 cfg.wal.String(),
 		"storage.wal.flush-interval":  cfg.walFlushInterval.String(),
 		"storage.retention.time":      cfg.retention.String(),
 		"storage.out-of-order-window": cfg.oooWindow.String(),
