@@ -3,8 +3,8 @@ package storage
 import (
 	"context"
 	"errors"
-	"sync"
 	"fmt"
+	"sync"
 
 	"github.com/shaledb/shale/cache"
 	"github.com/shaledb/shale/storage/lsm"

@@ -2,11 +2,11 @@ package main
 
 import (
 	"bytes"
-	"math"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -561,4 +561,3 @@ func jsonString(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
-
