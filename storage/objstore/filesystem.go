@@ -294,7 +294,8 @@ func (b *FilesystemBucket) Put(ctx context.Context, name string, r io.Reader, si
 	switch {
 	case opts.IfAbsent:
 		b.mu.RLock()
-		err = os.Link(tmpName, final)
+		var linked bool
+		linked, err = publishNoReplace(tmpName, final)
 		b.mu.RUnlock()
 		if err != nil {
 			if errors.Is(err, fs.ErrExist) {
@@ -305,10 +306,12 @@ func (b *FilesystemBucket) Put(ctx context.Context, name string, r io.Reader, si
 			}
 			return Attributes{}, fmt.Errorf("put %s: link: %w", name, err)
 		}
-		// The object is in place; the temporary name is only an extra link.
+		// The object is in place; the temporary name is at most an extra link.
 		committed = true
-		if err := os.Remove(tmpName); err != nil {
-			return Attributes{}, fmt.Errorf("put %s: remove temporary link: %w", name, err)
+		if linked {
+			if err := os.Remove(tmpName); err != nil {
+				return Attributes{}, fmt.Errorf("put %s: remove temporary link: %w", name, err)
+			}
 		}
 	case opts.IfMatch != "":
 		b.mu.Lock()
