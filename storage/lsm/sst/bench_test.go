@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/golang/snappy"
 	"github.com/klauspost/compress/s2"
@@ -24,6 +25,25 @@ var benchData = map[string]func() []Entry{
 }
 
 var benchDataOrder = []string{"index", "gorilla"}
+
+// cpuMeter reports CPU time per op (cpu-ns/op) and, given bytes per op, CPU
+// throughput (cpu-MB/s): on a shared machine these are steadier than wall
+// time. Start it right before b.Loop and stop it right after.
+type cpuMeter struct{ start time.Duration }
+
+func startCPU() cpuMeter { return cpuMeter{processCPU()} }
+
+func (m cpuMeter) report(b *testing.B, bytesPerOp int64) time.Duration {
+	used := processCPU() - m.start
+	if used <= 0 || b.N == 0 {
+		return 0
+	}
+	b.ReportMetric(float64(used.Nanoseconds())/float64(b.N), "cpu-ns/op")
+	if bytesPerOp > 0 {
+		b.ReportMetric(float64(bytesPerOp)*float64(b.N)/used.Seconds()/1e6, "cpu-MB/s")
+	}
+	return used
+}
 
 func entryBytes(entries []Entry) int64 {
 	n := int64(0)
@@ -89,17 +109,20 @@ func BenchmarkCodec(b *testing.B) {
 				dst := make([]byte, s2.MaxEncodedLen(8192)+64)
 				b.SetBytes(int64(total))
 				b.ReportAllocs()
+				cpu := startCPU()
 				for b.Loop() {
 					for _, blk := range blocks {
 						dst = c.encode(dst[:cap(dst)], blk)
 					}
 				}
+				cpu.report(b, int64(total))
 				b.ReportMetric(ratio, "ratio")
 			})
 			b.Run(fmt.Sprintf("data=%s/codec=%s/op=decode", data, c.name), func(b *testing.B) {
 				dst := make([]byte, 8192)
 				b.SetBytes(int64(total))
 				b.ReportAllocs()
+				cpu := startCPU()
 				for b.Loop() {
 					for _, e := range enc {
 						var err error
@@ -108,6 +131,7 @@ func BenchmarkCodec(b *testing.B) {
 						}
 					}
 				}
+				cpu.report(b, int64(total))
 				b.ReportMetric(ratio, "ratio")
 			})
 		}
@@ -130,6 +154,7 @@ func BenchmarkWrite(b *testing.B) {
 				var info Info
 				b.SetBytes(raw)
 				b.ReportAllocs()
+				cpu := startCPU()
 				for b.Loop() {
 					buf.Reset()
 					w := NewWriter(&buf, opts)
@@ -143,7 +168,9 @@ func BenchmarkWrite(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
+				used := cpu.report(b, raw)
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(entries)), "ns/entry")
+				b.ReportMetric(float64(used.Nanoseconds())/float64(b.N*len(entries)), "cpu-ns/entry")
 				b.ReportMetric(float64(info.Size)/float64(len(entries)), "bytes/entry")
 				b.ReportMetric(float64(raw)/float64(info.Size), "ratio")
 			})
@@ -177,6 +204,7 @@ func BenchmarkGet(b *testing.B) {
 					rng := rand.New(rand.NewPCG(3, 3))
 					var dst []Entry
 					b.ReportAllocs()
+					cpu := startCPU()
 					for b.Loop() {
 						var err error
 						dst, err = tb.Get(context.Background(), entries[rng.IntN(len(entries))].Key, dst[:0])
@@ -184,6 +212,7 @@ func BenchmarkGet(b *testing.B) {
 							b.Fatal("get failed", err)
 						}
 					}
+					cpu.report(b, 0)
 				})
 			}
 		}
@@ -201,12 +230,14 @@ func BenchmarkGetAbsent(b *testing.B) {
 	}
 	b.ReportAllocs()
 	i := 0
+	cpu := startCPU()
 	for b.Loop() {
 		if dst, err := tb.Get(context.Background(), keys[i%len(keys)], nil); err != nil || len(dst) != 0 {
 			b.Fatal(err)
 		}
 		i++
 	}
+	cpu.report(b, 0)
 }
 
 // BenchmarkIterate scans whole tables; MB/s is of keys plus values.
@@ -229,6 +260,7 @@ func BenchmarkIterate(b *testing.B) {
 					}
 					b.SetBytes(raw)
 					b.ReportAllocs()
+					cpu := startCPU()
 					for b.Loop() {
 						it := tb.NewIter(context.Background(), nil, nil)
 						n := 0
@@ -239,6 +271,7 @@ func BenchmarkIterate(b *testing.B) {
 							b.Fatal(n, err)
 						}
 					}
+					cpu.report(b, raw)
 				})
 			}
 		}
@@ -257,12 +290,14 @@ func BenchmarkOpen(b *testing.B) {
 				openTable(b, table, c)
 			}
 			b.ReportAllocs()
+			cpu := startCPU()
 			for b.Loop() {
 				if !warm {
 					c = newMapCache()
 				}
 				openTable(b, table, c)
 			}
+			cpu.report(b, 0)
 			b.ReportMetric(float64(info.NumDataBlocks), "blocks")
 		})
 	}
@@ -283,6 +318,7 @@ func BenchmarkColdScan(b *testing.B) {
 			r := &countingReadable{data: table}
 			b.SetBytes(info.DataSize)
 			b.ReportAllocs()
+			cpu := startCPU()
 			for b.Loop() {
 				tb, err := Open(context.Background(), r, "t", newMapCache())
 				if err != nil {
@@ -295,6 +331,7 @@ func BenchmarkColdScan(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			cpu.report(b, info.DataSize)
 			reads, _ := r.stats()
 			b.ReportMetric(float64(reads)/float64(b.N), "reads/op")
 			b.ReportMetric(float64(info.NumDataBlocks), "blocks")
