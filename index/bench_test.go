@@ -256,25 +256,39 @@ func BenchmarkGetOrCreate(b *testing.B) {
 //
 //	go test -run '^$' -bench 'BenchmarkMemIndexBytesPerSeries$' -benchtime 1x ./index/
 func BenchmarkMemIndexBytesPerSeries(b *testing.B) {
-	for _, n := range []int{100_000, 1_000_000} {
-		b.Run(fmt.Sprintf("series=%d", n), func(b *testing.B) {
-			var perSeries float64
-			for b.Loop() {
-				runtime.GC()
-				var before, after runtime.MemStats
-				runtime.ReadMemStats(&before)
-				ix := NewMemIndex()
-				builder := labels.NewScratchBuilder(8)
-				for i := range n {
-					ix.GetOrCreate(nodeSeries(i, &builder))
+	fleets := []struct {
+		name   string
+		series func(i int, b *labels.ScratchBuilder) labels.Labels
+	}{
+		{"node", nodeSeries},
+		// Every series also carries a label whose value no other series has
+		// (a request id, a pod uid): the worst case for postings.
+		{"unique_label", func(i int, b *labels.ScratchBuilder) labels.Labels {
+			lset := nodeSeries(i, b)
+			return labels.NewBuilder(lset).Set("uid", strconv.Itoa(i*7919)).Labels()
+		}},
+	}
+	for _, fleet := range fleets {
+		for _, n := range []int{100_000, 1_000_000} {
+			b.Run(fmt.Sprintf("fleet=%s/series=%d", fleet.name, n), func(b *testing.B) {
+				var perSeries float64
+				for b.Loop() {
+					runtime.GC()
+					var before, after runtime.MemStats
+					runtime.ReadMemStats(&before)
+					ix := NewMemIndex()
+					builder := labels.NewScratchBuilder(8)
+					for i := range n {
+						ix.GetOrCreate(fleet.series(i, &builder))
+					}
+					runtime.GC()
+					runtime.ReadMemStats(&after)
+					perSeries = float64(after.HeapAlloc-before.HeapAlloc) / float64(n)
+					runtime.KeepAlive(ix)
 				}
-				runtime.GC()
-				runtime.ReadMemStats(&after)
-				perSeries = float64(after.HeapAlloc-before.HeapAlloc) / float64(n)
-				runtime.KeepAlive(ix)
-			}
-			b.ReportMetric(perSeries, "bytes/series")
-		})
+				b.ReportMetric(perSeries, "bytes/series")
+			})
+		}
 	}
 }
 

@@ -45,8 +45,8 @@ type MemIndex struct {
 }
 
 type namePostings struct {
-	all    *roaring.Bitmap            // every series that carries the label
-	values map[string]*roaring.Bitmap // interned value -> series
+	all    *roaring.Bitmap    // every series that carries the label
+	values map[string]posting // interned value -> series
 
 	// Sorted values, brought up to date by readers from pending (values
 	// added since), under sortMu while holding MemIndex.mu for reading.
@@ -184,16 +184,18 @@ func (ix *MemIndex) createLocked(h uint64, lset labels.Labels) uint32 {
 
 		np := ix.postings[name]
 		if np == nil {
-			np = &namePostings{all: roaring.New(), values: make(map[string]*roaring.Bitmap)}
+			np = &namePostings{all: roaring.New(), values: make(map[string]posting)}
 			ix.postings[name] = np
 		}
-		bm := np.values[value]
-		if bm == nil {
-			bm = roaring.New()
-			np.values[value] = bm
+		switch p, ok := np.values[value]; {
+		case !ok:
+			np.values[value] = posting{one: ref}
 			np.pending = append(np.pending, value)
+		case p.bm == nil:
+			np.values[value] = posting{bm: roaring.BitmapOf(p.one, ref)}
+		default:
+			p.bm.Add(ref)
 		}
-		bm.Add(ref)
 		np.all.Add(ref)
 	})
 	ix.offsets = append(ix.offsets, ix.appendSeriesLocked(enc))
@@ -311,8 +313,8 @@ func (np *namePostings) sortedValuesLocked() []string {
 	merged = append(merged, add[j:]...)
 	np.sorted = merged
 	// Writers append to pending only under the write lock, which cannot be
-	// held now; truncating keeps its array for reuse.
-	np.pending = np.pending[:0]
+	// held now.
+	np.pending = nil
 	return merged
 }
 
@@ -321,8 +323,8 @@ func (ix *MemIndex) Postings(_ context.Context, name, value string) (*roaring.Bi
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	if np := ix.postings[name]; np != nil {
-		if bm := np.values[value]; bm != nil {
-			return bm.Clone(), nil
+		if p, ok := np.values[value]; ok {
+			return p.clone(), nil
 		}
 	}
 	return roaring.New(), nil
@@ -341,8 +343,8 @@ func (ix *MemIndex) PostingsForValues(ctx context.Context, name string, values [
 		if i%checkContextEvery == 0 && ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if bm := np.values[v]; bm != nil {
-			bms = append(bms, bm)
+		if p, ok := np.values[v]; ok {
+			bms = append(bms, p.shared())
 		}
 	}
 	return roaring.FastOr(bms...), nil
@@ -379,12 +381,12 @@ func (ix *MemIndex) ForEachPostings(fromRef uint32, fn func(name, value string, 
 		values, _ := ix.LabelValues(context.Background(), name)
 		for _, value := range values {
 			ix.mu.RLock()
-			bm := ix.postings[name].values[value]
-			if bm.Maximum() < fromRef {
+			p := ix.postings[name].values[value]
+			if p.max() < fromRef {
 				ix.mu.RUnlock()
 				continue
 			}
-			bm = bm.Clone()
+			bm := p.clone()
 			ix.mu.RUnlock()
 			if fromRef > 0 {
 				bm.RemoveRange(0, uint64(fromRef))
@@ -438,8 +440,8 @@ func (ix *MemIndex) postingsLocked(ctx context.Context, name string, values []st
 		if i%checkContextEvery == 0 && ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if bm := np.values[v]; bm != nil {
-			bms = append(bms, bm)
+		if p, ok := np.values[v]; ok {
+			bms = append(bms, p.shared())
 		}
 	}
 	return bms, nil
@@ -488,4 +490,41 @@ func (ix *MemIndex) AndNotPostings(ctx context.Context, bm *roaring.Bitmap, name
 		bm.AndNot(x)
 	}
 	return nil
+}
+
+// posting holds the series of one label pair: the ref inline while there is
+// only one (values unique to a series are common: ids, uids), a bitmap from
+// the second on. An inline ref saves some 150 bytes.
+type posting struct {
+	bm  *roaring.Bitmap // nil: the pair has the single series one
+	one uint32
+}
+
+// shared returns the bitmap to read under the lock, not to keep or modify.
+func (p posting) shared() *roaring.Bitmap {
+	if p.bm == nil {
+		return roaring.BitmapOf(p.one)
+	}
+	return p.bm
+}
+
+func (p posting) clone() *roaring.Bitmap {
+	if p.bm == nil {
+		return roaring.BitmapOf(p.one)
+	}
+	return p.bm.Clone()
+}
+
+func (p posting) card() uint64 {
+	if p.bm == nil {
+		return 1
+	}
+	return p.bm.GetCardinality()
+}
+
+func (p posting) max() uint32 {
+	if p.bm == nil {
+		return p.one
+	}
+	return p.bm.Maximum()
 }

@@ -17,9 +17,17 @@ import (
 // label (`l=""`, `l!="x"`, `l=~"|a"`, `l!~"a"`), and one that does not
 // (`l!=""`, `l=~".+"`, `l!~""`) requires it. No matchers select nothing.
 //
-// The result is owned by the caller. Matchers are evaluated cheapest first;
-// when the candidates left are fewer than the postings lists a matcher would
-// read, and r is a SeriesReader, the candidates' labels are checked instead.
+// Each matcher on label l becomes an intersection with, or a subtraction of,
+// S (the series whose l value satisfies the matcher without its negation) or
+// L (the series that carry l), or L \ S. Intersections that need no scan of
+// label values go first, smallest first; then those that do; then the
+// subtractions. When the candidates left are fewer than the postings lists a
+// matcher would read and r is a SeriesReader, the candidates' labels are
+// checked instead. Optional interfaces make it cheaper: MultiPostingsReader
+// (batched reads), LabelPostingsReader (L in one read) and PostingsCombiner
+// (in-place intersection, no copies).
+//
+// The result is owned by the caller.
 func Select(ctx context.Context, r Reader, ms ...*labels.Matcher) (*roaring.Bitmap, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -49,7 +57,8 @@ const (
 type term struct {
 	m    *labels.Matcher
 	kind termKind
-	// pos is p: m.Matches for = and =~, its negation for != and !~.
+	// negated is set for != and !~: p is then the matcher without its
+	// negation, so that m.Matches(v) == p(v) != negated.
 	negated bool
 	// values are the non-empty label values v with p(v), once known; all
 	// means every value of the label (S = L).

@@ -77,8 +77,8 @@ func (ix *MemIndex) Stats(topN int) Stats {
 	sb.st.NumSeries = uint64(len(ix.offsets))
 	for name, np := range ix.postings {
 		sb.startName(name, len(np.values))
-		for v, bm := range np.values {
-			sb.pair(name, v, bm.GetCardinality())
+		for v, p := range np.values {
+			sb.pair(name, v, p.card())
 		}
 		sb.endName(name)
 	}
