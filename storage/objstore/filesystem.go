@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // FilesystemBucket stores objects as files under a root directory: object
@@ -562,6 +563,42 @@ func (l *fsLister) walk(dir, rel string) error {
 		}
 	}
 	return nil
+}
+
+// RemoveTempFiles deletes the temporary files that writes interrupted by a
+// crash left behind, if they were last modified before olderThan ago (a
+// running write's file is younger), and returns how many it removed. It
+// walks the whole tree; call it at startup or now and then, not per request.
+func (b *FilesystemBucket) RemoveTempFiles(ctx context.Context, olderThan time.Duration) (int, error) {
+	cutoff := time.Now().Add(-olderThan)
+	removed := 0
+	err := filepath.WalkDir(b.root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil // removed while we walked
+			}
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if d.IsDir() || !strings.HasPrefix(d.Name(), TempFilePrefix) {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil || !info.ModTime().Before(cutoff) {
+			return nil
+		}
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		removed++
+		return nil
+	})
+	if err != nil {
+		return removed, fmt.Errorf("remove temporary files under %s: %w", b.root, err)
+	}
+	return removed, nil
 }
 
 // Close does nothing; the files stay.

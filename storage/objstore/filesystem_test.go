@@ -14,6 +14,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func newFS(t *testing.T) *FilesystemBucket {
@@ -126,6 +127,25 @@ func TestFilesystemTempFiles(t *testing.T) {
 	page, err := b.List(ctx, "", "", 0)
 	if err != nil || !slices.Equal(attrNames(page.Objects), []string{"d/obj"}) {
 		t.Fatalf("list = %q, %v", attrNames(page.Objects), err)
+	}
+
+	// Young temporary files may belong to a running write and stay.
+	if n, err := b.RemoveTempFiles(ctx, time.Hour); err != nil || n != 0 {
+		t.Fatalf("removed %d young files, %v", n, err)
+	}
+	old := time.Now().Add(-2 * time.Hour)
+	os.Chtimes(filepath.Join(b.Dir(), TempFilePrefix+"123"), old, old)
+	if n, err := b.RemoveTempFiles(ctx, time.Hour); err != nil || n != 1 {
+		t.Fatalf("removed %d, %v; want the one old file", n, err)
+	}
+	if n, err := b.RemoveTempFiles(ctx, 0); err != nil || n != 1 {
+		t.Fatalf("removed %d, %v; want the last one", n, err)
+	}
+	if left := tempFiles(t, b.Dir()); len(left) > 0 {
+		t.Fatalf("left %q", left)
+	}
+	if got, _ := ReadAll(ctx, b, "d/obj"); string(got) != "x" {
+		t.Fatalf("object touched: %q", got)
 	}
 }
 

@@ -273,3 +273,41 @@ func TestS3BrokenBodyIsTransient(t *testing.T) {
 		t.Fatalf("read error %v is not transient", err)
 	}
 }
+
+// Without keys in the config, the AWS default chain supplies them (here from
+// the environment).
+func TestS3DefaultCredentialChain(t *testing.T) {
+	srv := objstoretest.Server(t)
+	name, err := srv.CreateBucket(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
+	t.Setenv("AWS_SESSION_TOKEN", "")
+	t.Setenv("AWS_PROFILE", "")
+	t.Setenv("AWS_CONFIG_FILE", t.TempDir()+"/none")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", t.TempDir()+"/none")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	cfg := srv.Config(name)
+	cfg.AccessKeyID, cfg.SecretAccessKey = "", ""
+	b, err := objstore.NewS3Bucket(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := objstore.PutBytes(t.Context(), b, "k", []byte("v"), objstore.PutOptions{}); err != nil {
+		t.Fatalf("put with credentials from the environment: %v", err)
+	}
+
+	// Wrong keys are a permanent error, not a transient one.
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "wrong")
+	bad, err := objstore.NewS3Bucket(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bad.Close()
+	if _, err := bad.Attributes(t.Context(), "k"); err == nil || objstore.IsTransient(err) || objstore.IsNotFound(err) {
+		t.Fatalf("wrong secret gave %v", err)
+	}
+}
