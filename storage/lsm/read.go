@@ -138,6 +138,19 @@ func get(ctx context.Context, s *store, v *view, snap uint64, key []byte, merge 
 			return finish(&r, key)
 		}
 	}
+	var candidates []*tableMeta
+	for i := range v.man.L0 {
+		t := &v.man.L0[i]
+		if bytes.Compare(key, t.SmallestKey) >= 0 && bytes.Compare(key, t.LargestKey) <= 0 {
+			candidates = append(candidates, t)
+		}
+	}
+	for i := range v.man.Runs {
+		if j := findTable(v.man.Runs[i].Tables, key); j >= 0 {
+			candidates = append(candidates, &v.man.Runs[i].Tables[j])
+		}
+	}
+	s.openAll(ctx, candidates)
 	var sents []sst.Entry
 	consult := func(t *tableMeta) error {
 		if bytes.Compare(key, t.SmallestKey) < 0 || bytes.Compare(key, t.LargestKey) > 0 {
@@ -160,23 +173,12 @@ func get(ctx context.Context, s *store, v *view, snap uint64, key []byte, merge 
 		}
 		return nil
 	}
-	for i := range v.man.L0 {
-		if err := consult(&v.man.L0[i]); err != nil {
+	for _, t := range candidates {
+		if err := consult(t); err != nil {
 			return nil, false, err
 		}
 		if r.done {
-			return finish(&r, key)
-		}
-	}
-	for i := range v.man.Runs {
-		run := &v.man.Runs[i]
-		if j := findTable(run.Tables, key); j >= 0 {
-			if err := consult(&run.Tables[j]); err != nil {
-				return nil, false, err
-			}
-			if r.done {
-				return finish(&r, key)
-			}
+			break
 		}
 	}
 	return finish(&r, key)
@@ -458,16 +460,27 @@ func newInternalIter(ctx context.Context, s *store, v *view, snap uint64, lower,
 			m.children = append(m.children, &snapIter{memIter: memIter{m: im}, snap: snap})
 		}
 	}
+	var first []*tableMeta // the table each source starts in
 	for i := range v.man.L0 {
 		t := &v.man.L0[i]
 		if !overlaps(t, lower, upper) {
 			continue
 		}
+		first = append(first, t)
 		m.children = append(m.children, &runIter{ctx: ctx, s: s, tables: v.man.L0[i : i+1], lower: lower, upper: upper})
 	}
 	for i := range v.man.Runs {
-		m.children = append(m.children, &runIter{ctx: ctx, s: s, tables: v.man.Runs[i].Tables, lower: lower, upper: upper})
+		ts := v.man.Runs[i].Tables
+		j := 0
+		if lower != nil {
+			j = sort.Search(len(ts), func(j int) bool { return bytes.Compare(ts[j].LargestKey, lower) >= 0 })
+		}
+		if j < len(ts) && overlaps(&ts[j], lower, upper) {
+			first = append(first, &ts[j])
+		}
+		m.children = append(m.children, &runIter{ctx: ctx, s: s, tables: ts, lower: lower, upper: upper})
 	}
+	s.openAll(ctx, first)
 	return m
 }
 

@@ -248,6 +248,36 @@ func (s *store) table(ctx context.Context, t *tableMeta) (*sst.Table, error) {
 	return h, nil
 }
 
+// openAll opens, in parallel, the tables of ts not opened yet, so that a
+// cold read pays one round of meta reads instead of one per table. Errors
+// are left for the table call that needs the handle.
+func (s *store) openAll(ctx context.Context, ts []*tableMeta) {
+	var missing []*tableMeta
+	s.mu.Lock()
+	for _, t := range ts {
+		if s.tables[t.ID] == nil {
+			missing = append(missing, t)
+		}
+	}
+	s.mu.Unlock()
+	if len(missing) < 2 {
+		return
+	}
+	const parallel = 16
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	for _, t := range missing {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			_, _ = s.table(ctx, t)
+		}()
+	}
+	wg.Wait()
+}
+
 // forgetTables drops the handles of tables not in keep.
 func (s *store) forgetTables(keep map[string]bool) {
 	s.mu.Lock()
