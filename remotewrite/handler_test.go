@@ -964,3 +964,53 @@ func bytesAllocated(f func()) uint64 {
 	runtime.ReadMemStats(&after)
 	return after.TotalAlloc - before.TotalAlloc
 }
+
+// TestConcurrentRequests sends requests of both versions from several
+// goroutines at once; pooled state must not leak between them.
+func TestConcurrentRequests(t *testing.T) {
+	rec := newRecorder()
+	h, _ := newTestHandler(t, rec, nil)
+	const workers, perWorker = 6, 10
+	var wg sync.WaitGroup
+	errs := make(chan string, workers*perWorker)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perWorker {
+				series := nodePayload(20, 2, testNow)
+				for j := range series {
+					series[j].Labels = relabel(series[j].Labels, fmt.Sprintf("w%d_i%d_", w, i))
+				}
+				version := 1 + (w+i)%2
+				var resp *httptestRecorder
+				if version == 1 {
+					resp = post(t, h, ContentTypeV1, "snappy", encodeV1(t, toV1(series)))
+				} else {
+					resp = post(t, h, ContentTypeV2, "snappy", encodeV2(t, toV2(series)))
+				}
+				if resp.Code != http.StatusOK {
+					errs <- fmt.Sprintf("worker %d request %d: %d %s", w, i, resp.Code, resp.Body.String())
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	all := rec.all()
+	if len(all) != workers*perWorker*20 {
+		t.Fatalf("%d series recorded, want %d", len(all), workers*perWorker*20)
+	}
+	for _, s := range all {
+		name := s.Labels.Get(labels.MetricName)
+		if !strings.HasPrefix(name, "w") || len(s.Samples) != 2 {
+			t.Fatalf("series %s with %d samples", s.Labels, len(s.Samples))
+		}
+	}
+	if len(rec.refErrors) > 0 {
+		t.Fatalf("ref contract violated: %v", rec.refErrors[:1])
+	}
+}
