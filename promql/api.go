@@ -157,7 +157,12 @@ func NewAPI(opts Options, comps Components) (*API, error) {
 		false, false, // type-and-unit labels, metadata append: write-side features
 		nil,
 		featureRegistry,
-		v1.OpenAPIOptions{},
+		// The served OpenAPI document lists only what this API answers.
+		v1.OpenAPIOptions{IncludePaths: []string{
+			"/query", "/series", "/label", "/metadata", "/status", "/format_query", "/parse_query",
+			"/targets", "/scrape_pools", "/rules", "/alerts", "/alertmanagers", "/admin", "/read",
+			"/features", "/notifications",
+		}},
 		a.parser,
 		false, // query cost estimation off
 		opts.QueryTimeout,

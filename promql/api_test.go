@@ -3,6 +3,7 @@ package promql
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -107,7 +108,10 @@ func appendSeries(t testing.TB, ts *testServer, tm time.Time, kv ...string) {
 // TestResponses checks exact bodies and status codes of answers that do not
 // depend on a clock.
 func TestResponses(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, func(o *Options, c *Components) {
+		c.StorageRetention = "15d"
+		c.Metadata = testMetadata
 		c.Flags = map[string]string{"storage.bucket": "file:///data"}
 		c.ConfigYAML = func() string { return "storage:\n  bucket: file:///data\n" }
 		c.BuildInfo = BuildInfo{Version: "0.1.0", Revision: "abc", Branch: "main", BuildUser: "ci", BuildDate: "20260101", GoVersion: "go1.26"}
@@ -166,8 +170,12 @@ func TestResponses(t *testing.T) {
 			`{"status":"error","errorType":"bad_data","error":"limit must be a positive number"}`},
 		{"tsdb status limit too big", "GET", "/api/v1/status/tsdb?limit=10001", nil, 400,
 			`{"status":"error","errorType":"bad_data","error":"limit must not exceed 10000"}`},
-		{"tsdb status", "GET", "/api/v1/status/tsdb?limit=1", nil, 200,
-			`{"status":"success","data":{"headStats":{"numSeries":3,"numLabelPairs":5,"chunkCount":0,"minTime":1700000000000,"maxTime":1700000135000},"seriesCountByMetricName":[{"name":"http.server.duration","value":1}],"labelValueCountByLabelName":[{"name":"__name__","value":3}],"memoryInBytesByLabelName":[{"name":"__name__","value":63}],"seriesCountByLabelValuePair":[{"name":"job=api","value":2}]}}`},
+		{"tsdb status", "GET", "/api/v1/status/tsdb", nil, 200,
+			`{"status":"success","data":{"headStats":{"numSeries":3,"numLabelPairs":5,"chunkCount":0,"minTime":1700000000000,"maxTime":1700000135000},` +
+				`"seriesCountByMetricName":[{"name":"http.server.duration","value":1},{"name":"temperature","value":1},{"name":"up","value":1}],` +
+				`"labelValueCountByLabelName":[{"name":"__name__","value":3},{"name":"http.method","value":1},{"name":"job","value":1}],` +
+				`"memoryInBytesByLabelName":[{"name":"__name__","value":63},{"name":"http.method","value":16},{"name":"job","value":16}],` +
+				`"seriesCountByLabelValuePair":[{"name":"job=api","value":2},{"name":"__name__=http.server.duration","value":1},{"name":"__name__=temperature","value":1},{"name":"__name__=up","value":1},{"name":"http.method=GET","value":1}]}}`},
 		{"metadata bad limit", "GET", "/api/v1/metadata?limit=x", nil, 400,
 			`{"status":"error","errorType":"bad_data","error":"limit must be a number"}`},
 		{"admin off", "POST", "/api/v1/admin/tsdb/delete_series", url.Values{"match[]": {"up"}}, 500,
@@ -189,20 +197,20 @@ func TestResponses(t *testing.T) {
 		})
 	}
 
+	t.Run("runtimeinfo", func(t *testing.T) {
+		code, _, body := ts.do(t, "GET", "/api/v1/status/runtimeinfo", nil, nil)
+		require.Equal(t, 200, code)
+		for _, field := range []string{`"startTime":`, `"CWD":`, `"hostname":`, `"serverTime":`, `"reloadConfigSuccess":true`,
+			`"lastConfigTime":`, `"corruptionCount":0`, `"goroutineCount":`, `"GOMAXPROCS":`, `"GOMEMLIMIT":`, `"GOGC":`, `"GODEBUG":`, `"storageRetention":"15d"`} {
+			require.Contains(t, body, field)
+		}
+	})
+	testMetadataAnswers(t, ts)
+
 	// Requests are counted by handler.
 	n := testutil.ToFloat64(ts.api.requests.WithLabelValues("/query", "200"))
 	require.GreaterOrEqual(t, n, 4.0)
 	require.Equal(t, 1.0, testutil.ToFloat64(ts.api.requests.WithLabelValues("/status/config", "200")))
-}
-
-func TestRuntimeInfo(t *testing.T) {
-	ts := newTestServer(t, func(_ *Options, c *Components) { c.StorageRetention = "15d" })
-	code, _, body := ts.do(t, "GET", "/api/v1/status/runtimeinfo", nil, nil)
-	require.Equal(t, 200, code)
-	for _, field := range []string{`"startTime":`, `"CWD":`, `"hostname":`, `"serverTime":`, `"reloadConfigSuccess":true`,
-		`"lastConfigTime":`, `"corruptionCount":0`, `"goroutineCount":`, `"GOMAXPROCS":`, `"GOMEMLIMIT":`, `"GOGC":`, `"GODEBUG":`, `"storageRetention":"15d"`} {
-		require.Contains(t, body, field)
-	}
 }
 
 func TestLimits(t *testing.T) {
@@ -213,24 +221,29 @@ func TestLimits(t *testing.T) {
 		code  int
 		body  string
 	}{
-		{"max samples", func(o *Options) { o.MaxSamples = 5 }, url.Values{"query": {"up[10m]"}, "time": {"1700000140"}}, 422,
+		{"max samples", nil, url.Values{"query": {"up[10m]"}, "time": {"1700000140"}}, 422,
 			`{"status":"error","errorType":"execution","error":"query processing would load too many samples into memory in query execution"}`},
 		{"query timeout", func(o *Options) { o.QueryTimeout = time.Nanosecond }, url.Values{"query": {"up"}, "time": {"1700000140"}}, 503,
 			`{"status":"error","errorType":"timeout","error":"query timed out in query execution"}`},
 		{"bad timeout", nil, url.Values{"query": {"up"}, "timeout": {"soon"}}, 400,
 			`{"status":"error","errorType":"bad_data","error":"invalid parameter \"timeout\": cannot parse \"soon\" to a valid duration"}`},
-		{"experimental function on", func(o *Options) { o.EnableExperimentalFunctions = true },
+		{"experimental function on", nil,
 			url.Values{"query": {`sort_by_label(up, "job")`}, "time": {"1700000140"}}, 200,
 			`{"status":"success","data":{"resultType":"vector","result":[{"metric":{"__name__":"up","job":"api"},"value":[1700000140,"9"]}]}}`},
 	}
+	t.Parallel()
+	db := teststorage.New(t)
+	appendSeries(t, &testServer{db: db}, time.Unix(1_700_000_000, 0), "__name__", "up", "job", "api")
+	shared := newTestServerOn(t, db, func(o *Options, _ *Components) {
+		o.MaxSamples = 5
+		o.EnableExperimentalFunctions = true
+	})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			ts := newTestServer(t, func(o *Options, _ *Components) {
-				if c.edit != nil {
-					c.edit(o)
-				}
-			})
-			appendSeries(t, ts, time.Unix(1_700_000_000, 0), "__name__", "up", "job", "api")
+			ts := shared
+			if c.edit != nil {
+				ts = newTestServerOn(t, db, func(o *Options, _ *Components) { c.edit(o) })
+			}
 			code, _, body := ts.do(t, "POST", "/api/v1/query", c.query, nil)
 			require.Equal(t, c.code, code, body)
 			require.Equal(t, c.body, body)
@@ -239,6 +252,7 @@ func TestLimits(t *testing.T) {
 }
 
 func TestAdmin(t *testing.T) {
+	t.Parallel()
 	t.Run("without deleter", func(t *testing.T) {
 		ts := newTestServer(t, func(o *Options, _ *Components) { o.EnableAdmin = true })
 		cases := []struct {
@@ -324,15 +338,17 @@ func (s staticMetadata) MetricMetadata(_ context.Context, metric string) (map[st
 	return out, nil
 }
 
-func TestMetadata(t *testing.T) {
-	src := staticMetadata{
-		"http_requests_total": {
-			{Type: model.MetricTypeCounter, Help: "Requests served."},
-			{Type: model.MetricTypeCounter, Help: "Requests handled."},
-		},
-		"temperature_celsius": {{Type: model.MetricTypeGauge, Help: "Temperature.", Unit: "celsius"}},
-	}
-	ts := newTestServer(t, func(_ *Options, c *Components) { c.Metadata = src })
+var testMetadata = staticMetadata{
+	"http_requests_total": {
+		{Type: model.MetricTypeCounter, Help: "Requests served."},
+		{Type: model.MetricTypeCounter, Help: "Requests handled."},
+	},
+	"temperature_celsius": {{Type: model.MetricTypeGauge, Help: "Temperature.", Unit: "celsius"}},
+}
+
+// testMetadataAnswers checks /api/v1/metadata over testMetadata.
+func testMetadataAnswers(t *testing.T, ts *testServer) {
+	t.Helper()
 	cases := []struct{ query, body string }{
 		{"", `{"status":"success","data":{"http_requests_total":[{"type":"counter","unit":"","help":"Requests served."},{"type":"counter","unit":"","help":"Requests handled."}],"temperature_celsius":[{"type":"gauge","unit":"celsius","help":"Temperature."}]}}`},
 		{"?metric=temperature_celsius", `{"status":"success","data":{"temperature_celsius":[{"type":"gauge","unit":"celsius","help":"Temperature."}]}}`},
@@ -342,7 +358,7 @@ func TestMetadata(t *testing.T) {
 		{"?limit=0", `{"status":"success","data":{}}`},
 	}
 	for _, c := range cases {
-		t.Run(c.query, func(t *testing.T) {
+		t.Run("metadata"+c.query, func(t *testing.T) {
 			code, hdr, body := ts.do(t, "GET", "/api/v1/metadata"+c.query, nil, nil)
 			require.Equal(t, 200, code)
 			require.Equal(t, "application/json", hdr.Get("Content-Type"))
@@ -351,30 +367,26 @@ func TestMetadata(t *testing.T) {
 	}
 }
 
-func TestReadiness(t *testing.T) {
+// TestMounting checks readiness and that a write handler mounted by the
+// server on the same mux takes /api/v1/write while the API keeps the rest.
+func TestMounting(t *testing.T) {
+	t.Parallel()
 	ready := false
-	ts := newTestServer(t, func(_ *Options, c *Components) { c.Ready = func() bool { return ready } })
-	for _, path := range []string{"/api/v1/query?query=1", "/api/v1/metadata", "/api/v1/status/buildinfo"} {
-		code, hdr, body := ts.do(t, "GET", path, nil, nil)
-		require.Equal(t, http.StatusServiceUnavailable, code, path)
-		require.Equal(t, "Service Unavailable", body, path)
-		require.Equal(t, "false", hdr.Get("X-Prometheus-Stopping"), path)
-	}
-	ready = true
-	code, _, _ := ts.do(t, "GET", "/api/v1/query?query=1", nil, nil)
-	require.Equal(t, http.StatusOK, code)
-}
-
-// TestRemoteWriteMount checks that a write handler mounted by the server on
-// the same mux takes /api/v1/write while the API keeps everything else.
-func TestRemoteWriteMount(t *testing.T) {
-	api, err := NewAPI(DefaultOptions(), Components{Queryable: newTestStorage(t)})
+	api, err := NewAPI(DefaultOptions(), Components{Queryable: emptyQueryable, Ready: func() bool { return ready }})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, api.Close()) })
 	mux := http.NewServeMux()
 	api.Register(mux)
 	mux.HandleFunc("POST /api/v1/write", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 
+	for _, path := range []string{"/api/v1/query?query=1", "/api/v1/metadata", "/api/v1/status/buildinfo"} {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		require.Equal(t, http.StatusServiceUnavailable, rec.Code, path)
+		require.Equal(t, "Service Unavailable", rec.Body.String(), path)
+		require.Equal(t, "false", rec.Header().Get("X-Prometheus-Stopping"), path)
+	}
+	ready = true
 	for _, c := range []struct {
 		method, path string
 		code         int
@@ -382,8 +394,12 @@ func TestRemoteWriteMount(t *testing.T) {
 		{"POST", "/api/v1/write", http.StatusNoContent},
 		{"GET", "/api/v1/query?query=1", http.StatusOK},
 		{"GET", "/api/v1/status/buildinfo", http.StatusOK},
+		{"GET", "/api/v1/openapi.yaml", http.StatusOK},
+		{"GET", "/api/v1/nope", http.StatusNotFound},
+		{"DELETE", "/api/v1/query", http.StatusMethodNotAllowed},
 	} {
-		rec := httptestRecorder(t, mux, c.method, c.path)
-		require.Equal(t, c.code, rec, c.path)
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest(c.method, c.path, nil))
+		require.Equal(t, c.code, rec.Code, c.path)
 	}
 }

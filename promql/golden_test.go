@@ -3,10 +3,10 @@ package promql
 import (
 	"encoding/json"
 	"math"
-	"sort"
-	"strconv"
 	"net/http"
 	"net/url"
+	"sort"
+	"strconv"
 	"testing"
 	"time"
 
@@ -37,6 +37,7 @@ func TestGoldenAgainstPrometheus(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts an external prometheus")
 	}
+	t.Parallel()
 	promURL := startPrometheus(t)
 	ts := newTestServer(t, nil)
 

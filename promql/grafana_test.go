@@ -34,6 +34,7 @@ type grafanaRequest struct {
 // makes: save & test, panels, variable and metric pickers, metadata,
 // exemplars and build info.
 func TestGrafanaRequests(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, nil)
 	fx := newFixture(time.Now())
 	fx.appendTo(t, ts.db)

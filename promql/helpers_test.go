@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/index"
 	"github.com/prometheus/prometheus/util/teststorage"
 	"github.com/stretchr/testify/require"
@@ -29,7 +30,12 @@ type testServer struct {
 // options and components before the API is built.
 func newTestServer(t testing.TB, edit func(*Options, *Components)) *testServer {
 	t.Helper()
-	db := teststorage.New(t)
+	return newTestServerOn(t, teststorage.New(t), edit)
+}
+
+// newTestServerOn is newTestServer over an existing storage.
+func newTestServerOn(t testing.TB, db *teststorage.TestStorage, edit func(*Options, *Components)) *testServer {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	opts := DefaultOptions()
 	comps := Components{
@@ -111,10 +117,7 @@ func (c tsdbCardinality) Cardinality(_ context.Context, limit int) (Cardinality,
 	}, nil
 }
 
-// httptestRecorder serves one request in process and returns its status.
-func httptestRecorder(t testing.TB, h http.Handler, method, path string) int {
-	t.Helper()
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(method, path, nil))
-	return rec.Code
-}
+// emptyQueryable is a storage without data, for tests of answers that read none.
+var emptyQueryable = storage.QueryableFunc(func(int64, int64) (storage.Querier, error) {
+	return storage.NoopQuerier(), nil
+})

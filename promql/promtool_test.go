@@ -17,6 +17,7 @@ func TestPromtool(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the external promtool")
 	}
+	t.Parallel()
 	bin := findBinary(t, "promtool")
 	ts := newTestServer(t, nil)
 
