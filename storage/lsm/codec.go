@@ -195,6 +195,20 @@ func (m *manifest) clone() *manifest {
 	return &c
 }
 
+// tableIDs returns the set of tables m references.
+func (m *manifest) tableIDs() map[string]bool {
+	ids := make(map[string]bool, len(m.L0))
+	for i := range m.L0 {
+		ids[m.L0[i].ID] = true
+	}
+	for _, r := range m.Runs {
+		for i := range r.Tables {
+			ids[r.Tables[i].ID] = true
+		}
+	}
+	return ids
+}
+
 func appendTableMeta(dst []byte, t *tableMeta) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(t.ID)))
 	dst = append(dst, t.ID...)

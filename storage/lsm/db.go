@@ -670,6 +670,9 @@ func (db *DB) commit(edit func(next *manifest), installed func()) error {
 	db.publishLocked()
 	db.notifyLocked()
 	db.mu.Unlock()
+	// Handles of tables the manifest dropped hold their index and filter in
+	// memory; a read still on an older view reopens them if it must.
+	db.s.forgetTables(next.tableIDs())
 	return nil
 }
 

@@ -189,3 +189,23 @@ func TestFlushWAL(t *testing.T) {
 		}
 	}
 }
+
+// TestAgeFlush: with the WAL off, a write awaiting durability returns once
+// its memtable is flushed for age (MemtableMaxAge by the DB's clock).
+func TestAgeFlush(t *testing.T) {
+	ctx := context.Background()
+	b := objstore.NewMemoryBucket()
+	clock := newFakeClock()
+	opts := testOptions()
+	opts.WALEnabled = false
+	opts.MemtableMaxAge = time.Millisecond
+	db := openDB(t, b, opts, Components{Clock: clock})
+	defer db.Close()
+	clock.Advance(time.Second) // the memtable is old before its first write
+	if err := db.Write(ctx, batchOf("k", []byte("v")), WriteOptions{AwaitDurable: true}); err != nil {
+		t.Fatal(err)
+	}
+	if l0 := len(db.viewp.Load().man.L0); l0 != 1 {
+		t.Fatalf("durable write acknowledged with %d L0 tables", l0)
+	}
+}

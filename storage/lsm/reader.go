@@ -155,15 +155,7 @@ func (r *Reader) Refresh(ctx context.Context) error {
 	r.snap = max(snap, r.snap)
 	r.mu.Unlock()
 	if manID != curID {
-		live := map[string]bool{}
-		for _, t := range man.L0 {
-			live[t.ID] = true
-		}
-		for _, run := range man.Runs {
-			for _, t := range run.Tables {
-				live[t.ID] = true
-			}
-		}
+		live := man.tableIDs()
 		r.s.forgetTables(live)
 	}
 	return nil
