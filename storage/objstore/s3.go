@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -267,7 +268,7 @@ func (b *S3Bucket) GetRange(ctx context.Context, name string, off, length int64)
 		return io.NopCloser(bytes.NewReader(nil)), nil
 	}
 	rng := "bytes=" + strconv.FormatInt(off, 10) + "-"
-	if length > 0 {
+	if length > 0 && length <= math.MaxInt64-off { // longer reads to the end anyway
 		rng += strconv.FormatInt(off+length-1, 10)
 	}
 	out, err := b.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &b.bucket, Key: &name, Range: &rng})

@@ -46,7 +46,7 @@ func clampRange(name string, size, off, length int64) (int64, int64, error) {
 		return 0, 0, fmt.Errorf("get %s: offset %d past size %d: %w", name, off, size, ErrInvalidRange)
 	}
 	end := size
-	if length >= 0 && off+length < size {
+	if length >= 0 && length < size-off { // not off+length: it may overflow
 		end = off + length
 	}
 	return off, end, nil
