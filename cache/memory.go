@@ -3,6 +3,7 @@ package cache
 import (
 	"fmt"
 	"math"
+	"sync"
 	"sync/atomic"
 
 	"github.com/maypok86/otter/v2"
@@ -15,16 +16,31 @@ import (
 const entryOverhead = 128
 
 // memoryTier is the RAM tier: two W-TinyLFU pools (otter), one for meta
-// blocks and one for data blocks, each bounded by bytes. Separate pools give
-// meta blocks a guaranteed share: however many data blocks stream through,
-// they only compete with each other.
+// blocks and one for data blocks, each bounded by bytes, their bounds adding
+// up to the budget. Separate pools give meta blocks a guaranteed share:
+// however many data blocks stream through, they only compete with each other.
+//
+// The meta share is reserved on demand. The meta pool starts small; when a
+// meta block would not fit, the data pool's bound is lowered (evicting data
+// blocks) and the meta pool's raised by as much, in steps of 1/64 of the
+// budget, until the meta pool has its whole share. Until then data blocks
+// use what meta blocks do not. Meta blocks are never evicted to make room
+// for data blocks.
 type memoryTier struct {
-	pools [2]*otter.Cache[string, []byte] // indexed by Class
+	pools   [2]*otter.Cache[string, []byte] // indexed by Class
+	total   int64                           // the budget
+	metaMax int64                           // the meta share
+	step    int64
+
+	growMu  sync.Mutex
+	metaCap atomic.Int64 // the meta pool's bound; the data pool's is total - metaCap
 }
 
-func newMemoryTier(metaBytes, dataBytes int64, evictions *atomic.Uint64) (*memoryTier, error) {
-	m := &memoryTier{}
-	for class, budget := range map[Class]int64{ClassMeta: metaBytes, ClassData: dataBytes} {
+func newMemoryTier(total, metaMax int64, evictions *atomic.Uint64) (*memoryTier, error) {
+	m := &memoryTier{total: total, metaMax: metaMax, step: max(total/64, 1)}
+	metaCap := min(metaMax, m.step)
+	m.metaCap.Store(metaCap)
+	for class, budget := range map[Class]int64{ClassMeta: metaCap, ClassData: total - metaCap} {
 		pool, err := otter.New(&otter.Options[string, []byte]{
 			MaximumWeight: uint64(budget),
 			Weigher:       weigh,
@@ -58,7 +74,32 @@ func (m *memoryTier) get(key string, class Class) ([]byte, bool) {
 // set offers value to the pool of class; the pool's policy may evict it
 // (or others) at once.
 func (m *memoryTier) set(key string, value []byte, class Class) {
+	if class == ClassMeta {
+		m.reserveMeta(int64(weigh(key, value)))
+	}
 	m.pools[classIndex(class)].SetIfAbsent(key, value)
+}
+
+// reserveMeta grows the meta pool at the data pool's expense, so that a meta
+// block of weight w fits without evicting another, within the meta share.
+func (m *memoryTier) reserveMeta(w int64) {
+	meta := m.pools[ClassMeta]
+	capNow := m.metaCap.Load()
+	if capNow >= m.metaMax || int64(meta.WeightedSize())+w <= capNow {
+		return
+	}
+	m.growMu.Lock()
+	defer m.growMu.Unlock()
+	capNow = m.metaCap.Load()
+	need := int64(meta.WeightedSize()) + w
+	if capNow >= m.metaMax || need <= capNow {
+		return
+	}
+	grown := min(m.metaMax, max(need, capNow+m.step))
+	// Shrink first, so that the two bounds never add up to more than the budget.
+	m.pools[ClassData].SetMaximum(uint64(m.total - grown))
+	meta.SetMaximum(uint64(grown))
+	m.metaCap.Store(grown)
 }
 
 type tierUsage struct{ bytes, entries int64 }

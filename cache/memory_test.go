@@ -25,9 +25,12 @@ func TestMemoryTierBudget(t *testing.T) {
 			}
 			c.mem.cleanUp()
 			s := c.Stats()
-			dataBudget := tt.budget - o.metaBytes()
-			if s.Memory.Bytes > dataBudget {
-				t.Errorf("memory tier holds %d bytes, data budget %d", s.Memory.Bytes, dataBudget)
+			if s.Memory.Bytes > tt.budget {
+				t.Errorf("memory tier holds %d bytes, budget %d", s.Memory.Bytes, tt.budget)
+			}
+			// No meta blocks: the data pool has all but the first step of the meta share.
+			if got, want := c.mem.pools[ClassData].GetMaximum(), uint64(tt.budget-tt.budget/64); got != want {
+				t.Errorf("data pool bound %d, want %d", got, want)
 			}
 			if s.Memory.Evictions == 0 {
 				t.Errorf("no evictions after %d blocks into a %d byte budget", tt.n, tt.budget)
@@ -52,38 +55,79 @@ func TestMemoryTierMetaPriority(t *testing.T) {
 	o.MemoryBytes = 256 << 10
 	o.MetaShare = 0.25
 	c := newTestCache(t, o)
+	meta, data := c.mem.pools[ClassMeta], c.mem.pools[ClassData]
+	checkBounds := func(when string) {
+		t.Helper()
+		c.mem.cleanUp()
+		if meta.GetMaximum()+data.GetMaximum() != uint64(o.MemoryBytes) {
+			t.Errorf("%s: pool bounds %d + %d, budget %d", when, meta.GetMaximum(), data.GetMaximum(), o.MemoryBytes)
+		}
+		if meta.WeightedSize() > meta.GetMaximum() || data.WeightedSize() > data.GetMaximum() {
+			t.Errorf("%s: pools hold %d of %d and %d of %d bytes", when,
+				meta.WeightedSize(), meta.GetMaximum(), data.WeightedSize(), data.GetMaximum())
+		}
+		if meta.GetMaximum() > uint64(o.metaBytes()) {
+			t.Errorf("%s: meta pool bound %d over the share %d", when, meta.GetMaximum(), o.metaBytes())
+		}
+	}
 
 	// Meta blocks filling most of their share.
 	const metaBlocks = 40
 	for i := range metaBlocks {
 		c.Set(testKey(i), testValue(i, 1024), ClassMeta)
 	}
+	checkBounds("after meta blocks")
 	// A scan of data blocks many times the whole budget.
 	for i := range 2000 {
 		c.Set(testKey(100000+i), testValue(i, 4096), ClassData)
 	}
-	c.mem.cleanUp()
+	checkBounds("after a scan of data blocks")
 	for i := range metaBlocks {
 		mustGet(t, c, testKey(i), testValue(i, 1024))
 	}
-	if got := c.mem.pools[ClassMeta].WeightedSize(); got > uint64(o.metaBytes()) {
-		t.Errorf("meta pool holds %d bytes, share %d", got, o.metaBytes())
-	}
-	if got := c.mem.pools[ClassData].WeightedSize(); got > uint64(o.MemoryBytes-o.metaBytes()) {
-		t.Errorf("data pool holds %d bytes, share %d", got, o.MemoryBytes-o.metaBytes())
-	}
 
-	// Meta blocks beyond their share evict older meta blocks, not data blocks.
-	dataBefore := c.mem.pools[ClassData].EstimatedSize()
-	for i := range 1000 {
+	// More meta blocks take the rest of the share from data blocks...
+	dataBefore := data.EstimatedSize()
+	for i := range 200 {
 		c.Set(testKey(200000+i), testValue(i, 1024), ClassMeta)
 	}
-	c.mem.cleanUp()
-	if got := c.mem.pools[ClassMeta].WeightedSize(); got > uint64(o.metaBytes()) {
-		t.Errorf("meta pool holds %d bytes, share %d", got, o.metaBytes())
+	checkBounds("after meta blocks past the share")
+	if meta.GetMaximum() != uint64(o.metaBytes()) {
+		t.Errorf("meta pool bound %d, want the whole share %d", meta.GetMaximum(), o.metaBytes())
 	}
-	if got := c.mem.pools[ClassData].EstimatedSize(); got != dataBefore {
+	if data.EstimatedSize() >= dataBefore {
+		t.Errorf("data pool kept all its %d blocks while the meta pool took its share", dataBefore)
+	}
+	// ... but no more: past the share, meta blocks evict meta blocks.
+	dataBefore = data.EstimatedSize()
+	for i := range 500 {
+		c.Set(testKey(300000+i), testValue(i, 1024), ClassMeta)
+	}
+	checkBounds("after more meta blocks")
+	if got := data.EstimatedSize(); got != dataBefore {
 		t.Errorf("data pool went from %d to %d blocks while only meta blocks were added", dataBefore, got)
+	}
+}
+
+// TestMemoryTierLendsMetaShare checks that data blocks use the part of the
+// meta share that meta blocks do not.
+func TestMemoryTierLendsMetaShare(t *testing.T) {
+	o := DefaultOptions()
+	o.MemoryBytes = 1 << 20
+	o.MetaShare = 0.5
+	c := newTestCache(t, o)
+	for i := range 4 {
+		c.Set(testKey(i), testValue(i, 1024), ClassMeta)
+	}
+	for i := range 1000 {
+		c.Set(testKey(1000+i), testValue(i, 4096), ClassData)
+	}
+	c.mem.cleanUp()
+	if got, unshared := c.mem.pools[ClassData].WeightedSize(), uint64(o.MemoryBytes-o.metaBytes()); got <= unshared {
+		t.Errorf("data blocks hold %d bytes, no more than the %d outside the meta share", got, unshared)
+	}
+	for i := range 4 {
+		mustGet(t, c, testKey(i), testValue(i, 1024))
 	}
 }
 

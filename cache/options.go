@@ -15,8 +15,8 @@ type Options struct {
 	MemoryBytes int64
 	// MetaShare is the fraction of MemoryBytes reserved for ClassMeta blocks,
 	// in (0, 1). Meta and data blocks are kept in separate pools, so a scan
-	// of data blocks never evicts a meta block; the rest of the budget is the
-	// data pool.
+	// of data blocks never evicts a meta block. The share is taken as meta
+	// blocks arrive; data blocks use what meta blocks have not taken yet.
 	MetaShare float64
 
 	// DiskPath is the directory of the disk tier; empty means no disk tier.

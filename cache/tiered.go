@@ -40,8 +40,7 @@ func New(opts Options, comps Components) (*Tiered, error) {
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
-	meta := opts.metaBytes()
-	mem, err := newMemoryTier(meta, opts.MemoryBytes-meta, &c.ctr.evictions[tierMemory])
+	mem, err := newMemoryTier(opts.MemoryBytes, opts.metaBytes(), &c.ctr.evictions[tierMemory])
 	if err != nil {
 		return nil, err
 	}
