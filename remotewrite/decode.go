@@ -1,8 +1,10 @@
 package remotewrite
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
@@ -233,6 +235,14 @@ func (d *decoder) seriesV1(b []byte) error {
 }
 
 func labelPair(b []byte) (labels.Label, error) {
+	// Fast path for the canonical encoding: name (tag 0x0a) then value (tag
+	// 0x12), each shorter than 128 bytes.
+	if len(b) >= 4 && b[0] == 0x0a && b[1] < 0x80 {
+		n := 2 + int(b[1])
+		if n+2 <= len(b) && b[n] == 0x12 && b[n+1] < 0x80 && n+2+int(b[n+1]) == len(b) {
+			return labels.Label{Name: yoloString(b[2:n]), Value: yoloString(b[n+2:])}, nil
+		}
+	}
 	var l labels.Label
 	for i := 0; i < len(b); {
 		field, wt, next, err := tag(b, i)
@@ -265,7 +275,15 @@ func labelPair(b []byte) (labels.Label, error) {
 // sampleMsg decodes a Sample; withST also reads start_timestamp (2.0).
 func sampleMsg(b []byte, withST bool) (sample, error) {
 	var s sample
-	// Fast path for the canonical encoding: value then timestamp.
+	// Fast path for the canonical encoding: value (tag 0x09) then timestamp
+	// (tag 0x10) and nothing else.
+	if len(b) >= 11 && b[0] == 0x09 && b[9] == 0x10 {
+		if t, n := binary.Uvarint(b[10:]); n > 0 && 10+n == len(b) {
+			s.v = math.Float64frombits(binary.LittleEndian.Uint64(b[1:9]))
+			s.t = int64(t)
+			return s, nil
+		}
+	}
 	for i := 0; i < len(b); {
 		field, wt, next, err := tag(b, i)
 		if err != nil {
