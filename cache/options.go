@@ -33,7 +33,9 @@ type Options struct {
 	// DiskWriteQueue is how many blocks may wait to be written to disk;
 	// beyond it (or beyond DiskWriteQueueBytes) writes are dropped.
 	DiskWriteQueue int
-	// DiskWriteQueueBytes bounds the bytes of blocks waiting to be written.
+	// DiskWriteQueueBytes bounds the bytes of blocks waiting to be written
+	// (the queue holds the blocks themselves). A block larger than it is
+	// never written to disk.
 	DiskWriteQueueBytes int64
 }
 
