@@ -95,19 +95,17 @@ func FuzzDecodeManifest(f *testing.F) {
 }
 
 func checkManifestDecode(t *testing.T, data []byte) {
-	{
-		m, err := decodeManifest(data)
-		if err != nil {
-			if !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("error not marked corrupt: %v", err)
-			}
-			return
+	m, err := decodeManifest(data)
+	if err != nil {
+		if !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("error not marked corrupt: %v", err)
 		}
-		// What decodes must survive a re-encoding unchanged.
-		again, err := decodeManifest(appendManifest(nil, m))
-		if err != nil || !reflect.DeepEqual(again, m) {
-			t.Fatalf("re-encoding changed the manifest: %v", err)
-		}
+		return
+	}
+	// What decodes must survive a re-encoding unchanged.
+	again, err := decodeManifest(appendManifest(nil, m))
+	if err != nil || !reflect.DeepEqual(again, m) {
+		t.Fatalf("re-encoding changed the manifest: %v", err)
 	}
 }
 
@@ -122,21 +120,19 @@ func FuzzDecodeWAL(f *testing.F) {
 }
 
 func checkWALDecode(t *testing.T, data []byte) {
-	{
-		ents, err := decodeWAL(data, nil)
-		if err != nil {
-			if !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("error not marked corrupt: %v", err)
-			}
-			return
+	ents, err := decodeWAL(data, nil)
+	if err != nil {
+		if !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("error not marked corrupt: %v", err)
 		}
-		obj := appendWALHeader(nil)
-		for i := range ents {
-			obj = appendWALRecord(obj, &ents[i])
-		}
-		again, err := decodeWAL(finishWAL(obj), nil)
-		if err != nil || !reflect.DeepEqual(again, ents) {
-			t.Fatalf("re-encoding changed the records: %v", err)
-		}
+		return
+	}
+	obj := appendWALHeader(nil)
+	for i := range ents {
+		obj = appendWALRecord(obj, &ents[i])
+	}
+	again, err := decodeWAL(finishWAL(obj), nil)
+	if err != nil || !reflect.DeepEqual(again, ents) {
+		t.Fatalf("re-encoding changed the records: %v", err)
 	}
 }

@@ -37,8 +37,10 @@ type walBuf struct {
 	err  error
 }
 
-func newWALBuf() *walBuf {
-	return &walBuf{data: appendWALHeader(make([]byte, 0, 4096)), done: make(chan struct{})}
+// newWALBuf starts a WAL object with room for sizeHint bytes (the size of
+// the previous one), so steady writing does not regrow it.
+func newWALBuf(sizeHint int) *walBuf {
+	return &walBuf{data: appendWALHeader(make([]byte, 0, max(sizeHint, 4096))), done: make(chan struct{})}
 }
 
 // DB is the single writer of one bucket prefix. Its methods are safe for
@@ -125,7 +127,7 @@ func Open(ctx context.Context, bucket objstore.Bucket, prefix string, opts Optio
 	}
 	db.nextWALID = fence + 1
 	db.lastWALID = fence
-	db.walCur = newWALBuf()
+	db.walCur = newWALBuf(0)
 	db.visibleSeq.Store(db.lastSeq)
 	db.publishLocked()
 	db.logger.Info("lsm: writer opened", "epoch", db.epoch, "manifest", db.manID, "wal_fence", fence,
@@ -294,7 +296,7 @@ func (db *DB) sealWALLocked() {
 	db.lastWALID = db.walCur.id
 	db.walLast = db.walCur
 	db.walQueue = append(db.walQueue, db.walCur)
-	db.walCur = newWALBuf()
+	db.walCur = newWALBuf(min(len(db.walCur.data)+len(db.walCur.data)/8, db.opts.WALMaxBytes+64<<10))
 }
 
 func (db *DB) unflushedLocked() int64 {
@@ -510,7 +512,7 @@ func (db *DB) releaseWALLocked(err error) {
 	if db.walCur != nil {
 		db.walCur.err = err
 		close(db.walCur.done)
-		db.walCur = newWALBuf()
+		db.walCur = newWALBuf(0)
 	}
 }
 
