@@ -152,7 +152,8 @@ func (c *Tiered) Flush() {
 	}
 }
 
-// Close cancels running loads and waits for them, writes the blocks still
+// Close cancels running loads and waits for them (a load must return once
+// its context is cancelled, or Close waits for ever), writes the blocks still
 // queued for disk, finishes the disk tier's files so that the next New finds
 // them, and unregisters the metrics. Get and Set keep working on the RAM tier
 // afterwards; nothing more reaches disk. Close returns nil; it is idempotent.
