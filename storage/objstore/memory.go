@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"sync"
 	"time"
@@ -87,20 +88,15 @@ func (b *MemoryBucket) Put(ctx context.Context, name string, r io.Reader, size i
 	if opts.IfAbsent && opts.IfMatch != "" {
 		return Attributes{}, fmt.Errorf("put %s: IfAbsent and IfMatch both set", name)
 	}
-	var data []byte
-	var err error
-	if size >= 0 {
-		// One allocation, and a body longer than size shows as an extra byte.
-		data = make([]byte, size+1)
-		var n int
-		n, err = io.ReadFull(r, data)
-		data = data[:n]
-		if err == io.ErrUnexpectedEOF || err == io.EOF {
-			err = nil
-		}
-	} else {
-		data, err = io.ReadAll(r)
+	var buf bytes.Buffer
+	body := r
+	if size >= 0 && size < math.MaxInt64 {
+		// Sized up front; a body longer than size shows as one extra byte.
+		buf.Grow(int(min(size+bytes.MinRead, 64<<20)))
+		body = io.LimitReader(r, size+1)
 	}
+	_, err := buf.ReadFrom(body)
+	data := buf.Bytes()
 	if err != nil {
 		return Attributes{}, fmt.Errorf("put %s: read body: %w", name, err)
 	}
