@@ -198,13 +198,14 @@ func xorEncode(u unit) *chunkenc.XORChunk {
 	return c
 }
 
-// BenchmarkDecodePaired decodes the same units with both codecs in turn
-// within each iteration and reports each codec's time per sample, so that
-// both see the same machine load; on a shared machine this ratio is steadier
-// than two separate benchmarks. Run with:
+// BenchmarkPaired runs both codecs on the same units in turn within each
+// iteration and reports each codec's time per sample, so that both see the
+// same machine load; on a shared machine this ratio is steadier than two
+// separate benchmarks. Encoding is Encode for Shale and appending to a new
+// chunk for XOR. Run with:
 //
-//	go test -run '^$' -bench 'BenchmarkDecodePaired' -count 6 ./gorilla/
-func BenchmarkDecodePaired(b *testing.B) {
+//	go test -run '^$' -bench 'BenchmarkPaired' -benchtime 0.5s -count 6 ./gorilla/
+func BenchmarkPaired(b *testing.B) {
 	for _, data := range []string{"counter", "gauge", "const", "real-chunks", "real-series"} {
 		b.Run("data="+data, func(b *testing.B) {
 			var us []unit
@@ -227,38 +228,61 @@ func BenchmarkDecodePaired(b *testing.B) {
 				}
 				chunks[i] = xorEncode(u)
 			}
-			var gi Iterator
-			var git chunkenc.Iterator = &gi
-			var xit chunkenc.Iterator
-			var sum float64
-			var gd, xd time.Duration
-			b.ReportAllocs()
-			for b.Loop() {
-				st := time.Now()
-				for _, blk := range blocks {
-					if err := gi.Reset(blk); err != nil {
-						b.Fatal(err)
+			b.Run("op=encode", func(b *testing.B) {
+				var buf []byte
+				var gd, xd time.Duration
+				for b.Loop() {
+					st := time.Now()
+					for _, u := range us {
+						buf, _ = Encode(buf[:0], u.ts, u.vs)
 					}
-					for git.Next() == chunkenc.ValFloat {
-						_, v := git.At()
-						sum += v
+					mid := time.Now()
+					for _, u := range us {
+						xorEncode(u)
 					}
+					gd += mid.Sub(st)
+					xd += time.Since(mid)
 				}
-				mid := time.Now()
-				for _, c := range chunks {
-					xit = c.Iterator(xit)
-					for xit.Next() == chunkenc.ValFloat {
-						_, v := xit.At()
-						sum += v
+				reportPaired(b, gd, xd, samples)
+			})
+			b.Run("op=decode", func(b *testing.B) {
+				var gi Iterator
+				var git chunkenc.Iterator = &gi
+				var xit chunkenc.Iterator
+				var sum float64
+				var gd, xd time.Duration
+				for b.Loop() {
+					st := time.Now()
+					for _, blk := range blocks {
+						if err := gi.Reset(blk); err != nil {
+							b.Fatal(err)
+						}
+						for git.Next() == chunkenc.ValFloat {
+							_, v := git.At()
+							sum += v
+						}
 					}
+					mid := time.Now()
+					for _, c := range chunks {
+						xit = c.Iterator(xit)
+						for xit.Next() == chunkenc.ValFloat {
+							_, v := xit.At()
+							sum += v
+						}
+					}
+					gd += mid.Sub(st)
+					xd += time.Since(mid)
 				}
-				gd += mid.Sub(st)
-				xd += time.Since(mid)
-			}
-			n := float64(b.N) * float64(samples)
-			b.ReportMetric(float64(gd.Nanoseconds())/n, "gorilla-ns/sample")
-			b.ReportMetric(float64(xd.Nanoseconds())/n, "xor-ns/sample")
-			b.ReportMetric(float64(gd)/float64(xd), "gorilla/xor")
+				reportPaired(b, gd, xd, samples)
+			})
 		})
 	}
+}
+
+func reportPaired(b *testing.B, gd, xd time.Duration, samples int) {
+	n := float64(b.N) * float64(samples)
+	b.ReportMetric(float64(gd.Nanoseconds())/n, "gorilla-ns/sample")
+	b.ReportMetric(float64(xd.Nanoseconds())/n, "xor-ns/sample")
+	b.ReportMetric(float64(gd)/float64(xd), "gorilla/xor")
+	b.ReportMetric(0, "ns/op")
 }

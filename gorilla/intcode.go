@@ -282,43 +282,78 @@ func planInts(xs []int64) intPlan {
 			votes--
 		}
 	}
+	// Residual statistics of all predictors in one pass.
+	const modes = 3
+	var (
+		dense, gaps, vals [modes]lenHist
+		nz, last          [modes]int
+	)
+	half := base / 2
+	if half < 0 {
+		half = -half
+	}
+	prev, c := base, int64(0)
+	// Zero residuals, the common case, are counted in registers: repeated
+	// increments of one histogram slot would wait on each other.
+	var zeros [modes]uint32
+	var z0, z1, z2 uint32
+	count := func(m int, i int, u uint64) {
+		dense[m][bits.Len64(u)]++
+		gaps[m][bits.Len64(uint64(i-last[m]-1))]++
+		vals[m][bits.Len64(u-1)]++
+		nz[m]++
+		last[m] = i
+	}
+	for i := 1; i < len(xs); i++ {
+		d := xs[i] - xs[i-1]
+		r0, r1, r2 := d-base, d-prev, d-base+c
+		prev = d
+		if r2 > -half && r2 < half {
+			c = r2
+		} else {
+			c = 0
+		}
+		if r0 == 0 {
+			z0++
+		} else {
+			count(0, i, zigzag(r0))
+		}
+		if r1 == 0 {
+			z1++
+		} else {
+			count(1, i, zigzag(r1))
+		}
+		if r2 == 0 {
+			z2++
+		} else {
+			count(2, i, zigzag(r2))
+		}
+	}
+	zeros = [modes]uint32{z0, z1, z2}
+	for m := range modes {
+		dense[m][0] += zeros[m]
+	}
 	best := intPlan{bits: ^uint64(0)}
 	for _, mode := range [...]byte{predBase, predDelta, predRevert} {
-		if mode == predRevert && base/2 == 0 {
+		if mode == predRevert && half == 0 {
 			continue // never reverts: same as predBase
 		}
-		var dense, gaps, vals lenHist
-		nz, last := 0, 0
-		p := newPredictor(mode, base)
-		for i := 1; i < len(xs); i++ {
-			d := xs[i] - xs[i-1]
-			r := d - p.predict()
-			p.update(d, r)
-			u := zigzag(r)
-			dense[bits.Len64(u)]++
-			if u != 0 {
-				gaps[bits.Len64(uint64(i-last-1))]++
-				vals[bits.Len64(u-1)]++
-				nz++
-				last = i
-			}
-		}
-		c, b := fitCode(&dense)
+		c, b := fitCode(&dense[mode])
 		if b < best.bits {
 			best = intPlan{mode: mode, base: base, code: c, bits: b}
 		}
 		if b == 0 {
 			break // constant steps: nothing is cheaper
 		}
-		if nz*2 > len(xs) {
+		if nz[mode]*2 > len(xs) {
 			continue // mostly non-zero residuals: sparse cannot win by much
 		}
-		gc, gb := fitCode(&gaps)
-		vc, vb := fitCode(&vals)
+		gc, gb := fitCode(&gaps[mode])
+		vc, vb := fitCode(&vals[mode])
 		var tmp [binary.MaxVarintLen64]byte
-		sb := gb + vb + 8*uint64(binary.PutUvarint(tmp[:], uint64(nz))+1+int(gc.nb))
+		sb := gb + vb + 8*uint64(binary.PutUvarint(tmp[:], uint64(nz[mode]))+1+int(gc.nb))
 		if sb < best.bits {
-			best = intPlan{mode: mode, sparse: true, base: base, nz: nz, code: vc, gapCode: gc, bits: sb}
+			best = intPlan{mode: mode, sparse: true, base: base, nz: nz[mode], code: vc, gapCode: gc, bits: sb}
 		}
 	}
 	return best
