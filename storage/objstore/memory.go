@@ -90,7 +90,7 @@ func (b *MemoryBucket) Put(ctx context.Context, name string, r io.Reader, size i
 	}
 	var buf bytes.Buffer
 	body := r
-	if size >= 0 && size < math.MaxInt64 {
+	if size >= 0 && size < math.MaxInt64-bytes.MinRead {
 		// Sized up front; a body longer than size shows as one extra byte.
 		buf.Grow(int(min(size+bytes.MinRead, 64<<20)))
 		body = io.LimitReader(r, size+1)
