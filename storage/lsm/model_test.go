@@ -151,6 +151,9 @@ func checkModel(t *testing.T, rnd *rand.Rand, g getter, m model, now int64, what
 type modelConfig struct {
 	wal    bool
 	faults bool
+	// background runs compactions (and, with the WAL, age flushes) on their
+	// own, so crashes land in the middle of them.
+	background bool
 	seed   uint64
 	steps  int
 }
@@ -167,9 +170,11 @@ func TestModel(t *testing.T) {
 				cfgs = append(cfgs, modelConfig{wal: wal, faults: faults, seed: seed, steps: 400})
 			}
 		}
+		cfgs = append(cfgs, modelConfig{wal: true, faults: true, background: true, seed: seed, steps: 400})
+		cfgs = append(cfgs, modelConfig{wal: false, faults: true, background: true, seed: seed, steps: 400})
 	}
 	for _, cfg := range cfgs {
-		t.Run(fmt.Sprintf("wal=%v/faults=%v/seed=%d", cfg.wal, cfg.faults, cfg.seed), func(t *testing.T) {
+		t.Run(fmt.Sprintf("wal=%v/faults=%v/background=%v/seed=%d", cfg.wal, cfg.faults, cfg.background, cfg.seed), func(t *testing.T) {
 			t.Parallel()
 			runModel(t, objstore.NewMemoryBucket(), cfg)
 		})
@@ -197,6 +202,12 @@ func runModel(t *testing.T, base objstore.Bucket, cfg modelConfig) {
 		opts.MaxUnflushedBytes = 64 << 20
 	} else {
 		opts.MemtableBytes = 4 << 10
+	}
+	if cfg.background {
+		opts.CompactionInterval = time.Millisecond
+		if cfg.wal {
+			opts.MemtableMaxAge = time.Millisecond
+		}
 	}
 	comp := Components{Clock: clock, Merge: concatMerge}
 	db := openDB(t, fb, opts, comp)

@@ -1,0 +1,68 @@
+package sst
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/shaledb/shale/cache"
+)
+
+// TestWithTieredCache reads through Shale's real block cache, RAM and disk
+// tiers: loads run on the cache's goroutines, and a second pass reads nothing.
+func TestWithTieredCache(t *testing.T) {
+	opts := cache.DefaultOptions()
+	opts.MemoryBytes = 8 << 20
+	opts.DiskPath = t.TempDir()
+	opts.DiskBytes = 64 << 20
+	c, err := cache.New(opts, cache.Components{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+
+	rng := rand.New(rand.NewPCG(19, 20))
+	entries := genEntries(rng, genSpec{keys: 4000, maxVersions: 3, maxValue: 60})
+	data, _ := buildTable(t, entries, DefaultWriterOptions())
+	r := &countingReadable{data: data}
+	ctx := context.Background()
+	tb, err := Open(ctx, r, "tiered/t1.sst", c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkTable(t, tb, entries, rng)
+	cold, _ := r.stats()
+
+	r.reset()
+	tb2, err := Open(ctx, r, "tiered/t1.sst", c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	it := tb2.NewIter(ctx, nil, nil)
+	checkEntries(t, "warm scan", collect(t, it, it.First()), entries)
+	it.Close()
+	for i := 0; i < len(entries); i += 97 {
+		if got, err := tb2.Get(ctx, entries[i].Key, nil); err != nil || len(got) == 0 {
+			t.Fatalf("get %q: %v %v", entries[i].Key, got, err)
+		}
+	}
+	if reads, _ := r.stats(); reads != 0 {
+		t.Fatalf("warm pass made %d reads (cold pass %d)", reads, cold)
+	}
+
+	// A cancelled caller gets its context's error, not corruption.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	tb3, err := Open(ctx, &countingReadable{data: data}, "tiered/t2.sst", c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	it = tb3.NewIter(cctx, nil, nil)
+	if it.First() {
+		t.Fatal("iterator with a cancelled context found an entry in an uncached table")
+	}
+	if err := it.Close(); !errors.Is(err, context.Canceled) || errors.Is(err, ErrCorrupt) {
+		t.Fatalf("cancelled iterator: %v", err)
+	}
+}
