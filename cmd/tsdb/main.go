@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/common/promslog"
 	promslogflag "github.com/prometheus/common/promslog/flag"
 
@@ -36,7 +37,7 @@ type config struct {
 	objstoreConfig    string
 	wal               boolValue
 	walFlushInterval  time.Duration
-	retention         time.Duration
+	retention         model.Duration
 	oooWindow         time.Duration
 	partition         time.Duration
 	headFlushInterval time.Duration
@@ -69,7 +70,7 @@ func parseFlags(args []string) (*config, error) {
 		Default("30s").DurationVar(&cfg.shutdownTimeout)
 	app.Flag("web.enable-admin-api", "Enable the admin endpoints under /api/v1/admin/tsdb (delete_series). Writer mode only.").
 		Default("false").BoolVar(&cfg.enableAdmin)
-	app.Flag("config.file", "YAML file with remote_write limits and query settings (see README). Flags given explicitly win.").
+	app.Flag("config.file", "YAML file with remote_write limits and query settings (see README). The --query.* flags override its query settings.").
 		Default("").StringVar(&cfg.configFile)
 
 	app.Flag("mode", "writer: ingest and serve queries (fences any other writer of the bucket and prefix); reader: a read-only replica serving queries from the same bucket.").
@@ -82,8 +83,8 @@ func parseFlags(args []string) (*config, error) {
 		Default("true").SetValue(&cfg.wal)
 	app.Flag("storage.wal.flush-interval", "How often the write-ahead log groups pending writes into one object (group commit).").
 		Default("100ms").DurationVar(&cfg.walFlushInterval)
-	app.Flag("storage.retention.time", "How long to keep data; whole partitions older than this are dropped. 0 keeps everything.").
-		Default(sd.Retention.String()).DurationVar(&cfg.retention)
+	app.Flag("storage.retention.time", "How long to keep data (e.g. 15d, 12h); whole partitions older than this are dropped. 0 keeps everything.").
+		Default("15d").SetValue(&cfg.retention)
 	app.Flag("storage.out-of-order-window", "How far behind the newest sample a sample may arrive and still be accepted. 0 rejects out-of-order samples.").
 		Default(sd.OutOfOrderWindow.String()).DurationVar(&cfg.oooWindow)
 	app.Flag("storage.partition-duration", "Length of a time partition. Cannot change once data exists.").

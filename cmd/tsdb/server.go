@@ -42,7 +42,7 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func storageOptions(cfg *config) storage.Options {
 	o := storage.DefaultOptions()
 	o.WAL = bool(cfg.wal)
-	o.Retention = cfg.retention
+	o.Retention = time.Duration(cfg.retention)
 	o.OutOfOrderWindow = cfg.oooWindow
 	o.PartitionDuration = cfg.partition
 	o.HeadFlushInterval = cfg.headFlushInterval
@@ -173,7 +173,7 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) error {
 		BuildInfo:         promql.BuildInfo{GoVersion: runtime.Version()},
 		Flags:             flagMap(cfg),
 		ConfigYAML:        func() string { return configYAML(cfg, fileCfg) },
-		StorageRetention:  retentionString(cfg.retention),
+		StorageRetention:  retentionString(time.Duration(cfg.retention)),
 	})
 	if err != nil {
 		shutdownHTTP()
