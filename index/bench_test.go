@@ -71,6 +71,7 @@ const benchSeries = 1_000_000
 var bench1M struct {
 	once sync.Once
 	ix   *MemIndex
+	enc  *encodedReader
 	head *tsdb.Head
 	dir  string
 	err  error
@@ -78,7 +79,7 @@ var bench1M struct {
 
 // benchIndexes builds the 1M-series MemIndex and, as the peer, a Prometheus
 // head holding the same series, once per test binary.
-func benchIndexes(b *testing.B) (*MemIndex, *tsdb.Head) {
+func benchIndexes(b *testing.B) (*MemIndex, *encodedReader, *tsdb.Head) {
 	b.Helper()
 	bench1M.once.Do(func() {
 		ix := NewMemIndex()
@@ -107,11 +108,12 @@ func benchIndexes(b *testing.B) (*MemIndex, *tsdb.Head) {
 		}
 		bench1M.err = app.Commit()
 		bench1M.ix, bench1M.head = ix, head
+		bench1M.enc = newEncodedReader(b, ix)
 	})
 	if bench1M.err != nil {
 		b.Fatal(bench1M.err)
 	}
-	return bench1M.ix, bench1M.head
+	return bench1M.ix, bench1M.enc, bench1M.head
 }
 
 func closeBenchIndexes() {
@@ -148,12 +150,14 @@ func reM(n, v string) *labels.Matcher           { return labels.MustNewMatcher(l
 func nreM(n, v string) *labels.Matcher          { return labels.MustNewMatcher(labels.MatchNotRegexp, n, v) }
 
 // BenchmarkSelect evaluates dashboard matchers over 1M series, in a MemIndex
-// (impl=shale) and in a Prometheus head with the same series (impl=prometheus,
-// PostingsForMatchers with the postings expanded).
+// (impl=shale), in a Prometheus head with the same series (impl=prometheus,
+// PostingsForMatchers with the postings expanded), and in a reader that
+// decodes every postings list and label set it reads from its encoded form,
+// as a persisted partition's reader does without its cache (impl=encoded).
 //
 //	go test -run '^$' -bench 'BenchmarkSelect$' -benchtime 2s ./index/
 func BenchmarkSelect(b *testing.B) {
-	ix, head := benchIndexes(b)
+	ix, enc, head := benchIndexes(b)
 	ctx := context.Background()
 	hir, err := head.Index()
 	if err != nil {
@@ -166,6 +170,18 @@ func BenchmarkSelect(b *testing.B) {
 			var n uint64
 			for b.Loop() {
 				bm, err := Select(ctx, ix, q.ms...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				n = bm.GetCardinality()
+			}
+			b.ReportMetric(float64(n), "series")
+		})
+		b.Run("query="+q.name+"/impl=encoded", func(b *testing.B) {
+			b.ReportAllocs()
+			var n uint64
+			for b.Loop() {
+				bm, err := Select(ctx, enc, q.ms...)
 				if err != nil {
 					b.Fatal(err)
 				}

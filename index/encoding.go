@@ -85,8 +85,9 @@ const (
 )
 
 // EncodePostings appends the encoding of bm to dst and returns the extended
-// slice. It picks the smaller of a delta-varint list and roaring's portable
-// format (see docs/format/index.md). bm is not modified.
+// slice: a delta-varint list for up to 16 refs or when it is less than half
+// the size of roaring's portable format, which it is otherwise (see
+// docs/format/index.md). bm is not modified.
 func EncodePostings(dst []byte, bm *roaring.Bitmap) []byte {
 	card := bm.GetCardinality()
 	if card <= 16 {
@@ -95,9 +96,11 @@ func EncodePostings(dst []byte, bm *roaring.Bitmap) []byte {
 	opt := bm.Clone()
 	opt.RunOptimize()
 	rsize := opt.GetSerializedSizeInBytes()
-	// A delta list takes at least a byte per ref; only count it if it may win.
-	if card < rsize {
-		if dsize := deltaSize(bm, card); dsize < rsize {
+	// Roaring decodes at memory speed, a delta list a varint at a time: take
+	// the delta list only when it is less than half the size. It takes at
+	// least a byte per ref, so count it only if it may win.
+	if 2*card < rsize {
+		if dsize := deltaSize(bm, card); 2*dsize < rsize {
 			return appendDelta(dst, bm, card)
 		}
 	}

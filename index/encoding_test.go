@@ -107,15 +107,19 @@ func TestPostingsRoundTrip(t *testing.T) {
 		if !got.Equals(bm) {
 			t.Fatalf("%s: round trip changed the bitmap (%d vs %d refs)", name, got.GetCardinality(), bm.GetCardinality())
 		}
+		kind := enc[1]
 		clear(enc)
 		if !got.Equals(bm) {
 			t.Fatalf("%s: decoded bitmap aliases its input", name)
 		}
-		// Never larger than the smaller of the two formats (plus the tag).
+		// Never larger than roaring after run optimisation (plus the tag).
 		opt := bm.Clone()
 		opt.RunOptimize()
 		if uint64(len(enc)-1) > opt.GetSerializedSizeInBytes()+1 {
 			t.Fatalf("%s: %d bytes, roaring alone takes %d", name, len(enc)-1, opt.GetSerializedSizeInBytes())
+		}
+		if wantDelta := bm.GetCardinality() <= 16 || name == "sparse"; (kind == postingsDelta) != wantDelta {
+			t.Fatalf("%s: encoded with kind %d", name, kind)
 		}
 		t.Logf("%s: %d refs in %d bytes", name, bm.GetCardinality(), len(enc)-1)
 	}
