@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -23,8 +24,9 @@ import (
 // Shale.
 //
 // One process owns the directory: conditional writes are atomic against other
-// goroutines of this process (link(2) for IfAbsent, a bucket lock for
-// IfMatch), not against another process writing the same folder.
+// goroutines of this process (link(2), or renameat2(RENAME_NOREPLACE), for
+// IfAbsent; a bucket lock for IfMatch), not against another process writing
+// the same folder.
 //
 // Every write goes to a temporary file in the object's directory, is fsynced,
 // then renamed (or linked, for IfAbsent) over the final name, and the
@@ -101,7 +103,7 @@ func (b *FilesystemBucket) path(name string) string {
 	return filepath.Join(b.root, filepath.FromSlash(name))
 }
 
-// checkName validates an object name for this backend.
+// checkFSName validates an object name for this backend.
 func checkFSName(name string) error {
 	if err := validateName(name); err != nil {
 		return err
@@ -311,7 +313,9 @@ func (b *FilesystemBucket) Put(ctx context.Context, name string, r io.Reader, si
 		committed = true
 		if linked {
 			if err := os.Remove(tmpName); err != nil {
-				return Attributes{}, fmt.Errorf("put %s: remove temporary link: %w", name, err)
+				// The create succeeded; saying otherwise would make the
+				// caller think it lost. RemoveTempFiles clears the leftover.
+				slog.Warn("objstore: cannot remove a temporary link", "path", tmpName, "err", err)
 			}
 		}
 	case opts.IfMatch != "":
@@ -349,6 +353,10 @@ func (b *FilesystemBucket) createTemp(dir string) (*os.File, error) {
 	var lastErr error
 	for range 8 {
 		if err := b.mkdirAll(dir); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				lastErr = err // a parent went away under us
+				continue
+			}
 			if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, fs.ErrExist) {
 				return nil, fmt.Errorf("a path element is taken by an object: %w", err)
 			}

@@ -334,3 +334,43 @@ func TestFilesystemETag(t *testing.T) {
 		})
 	}
 }
+
+// Deletes prune empty directories while puts create them; no put may fail.
+func TestFilesystemPutDeleteRace(t *testing.T) {
+	ctx := t.Context()
+	b := newFS(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 30 {
+				name := fmt.Sprintf("deep/er/dir/%d-%d", w, i)
+				if _, err := PutBytes(ctx, b, name, []byte("x"), PutOptions{IfAbsent: i%2 == 0}); err != nil {
+					errs <- err
+					return
+				}
+				if err := b.Delete(ctx, name); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if left := listAllNames(t, b); len(left) != 0 {
+		t.Fatalf("left %q", left)
+	}
+}
+
+func listAllNames(t *testing.T, b Bucket) []string {
+	t.Helper()
+	var names []string
+	if err := Iter(t.Context(), b, "", func(a Attributes) error { names = append(names, a.Name); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
