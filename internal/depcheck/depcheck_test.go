@@ -8,6 +8,7 @@ import (
 	"io"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -112,16 +113,18 @@ func violations(pkgs []pkg) []string {
 				continue
 			}
 			target := strings.TrimPrefix(imp, module+"/")
-			if rel != "" && strings.HasPrefix(rel, target+"/") {
-				out = append(out, fmt.Sprintf("%s imports its parent %s", rel, target))
-				continue
-			}
 			ok := false
 			for _, a := range rules {
 				if matches(a, target) {
 					ok = true
 					break
 				}
+			}
+			// A test-support package (objstoretest, like net/http/httptest)
+			// may import its parent when its rule names it; nothing else may.
+			if rel != "" && strings.HasPrefix(rel, target+"/") && !slices.Contains(rules, target) {
+				out = append(out, fmt.Sprintf("%s imports its parent %s", rel, target))
+				continue
 			}
 			if !ok {
 				out = append(out, fmt.Sprintf("%s imports %s against the dependency direction (allowed: %v)", rel, target, rules))
