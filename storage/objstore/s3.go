@@ -206,6 +206,10 @@ func s3Error(ctx context.Context, op, name string, err error) error {
 		status = respErr.HTTPStatusCode()
 	}
 	switch {
+	case code == "NoSuchUpload":
+		// The multipart upload was aborted under us (a lifecycle rule); the
+		// whole put can be tried again.
+		return wrap(ErrTransient)
 	case code == "NoSuchKey" || code == "NotFound" || (status == http.StatusNotFound && code != "NoSuchBucket"):
 		return wrap(ErrNotFound)
 	case code == "PreconditionFailed" || code == "ConditionalRequestConflict" || status == http.StatusPreconditionFailed:

@@ -146,6 +146,7 @@ func TestS3ErrorClasses(t *testing.T) {
 		{502, "BadGateway", objstore.OpAttributes, transient},
 		{429, "TooManyRequests", objstore.OpDelete, transient},
 		{400, "RequestTimeout", objstore.OpPut, transient},
+		{404, "NoSuchUpload", objstore.OpPut, transient},
 		{403, "AccessDenied", objstore.OpGet, other},
 		{403, "AccessDenied", objstore.OpList, other},
 		{400, "InvalidArgument", objstore.OpPut, other},
