@@ -254,6 +254,36 @@ func TestS3MultipartAbort(t *testing.T) {
 	if _, err := b.Attributes(t.Context(), "broken"); !objstore.IsNotFound(err) {
 		t.Fatalf("object exists: %v", err)
 	}
+
+	// Canceled after the first part went up: the abort still happens.
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	canceling := &cancelAfter{r: bytes.NewReader(make([]byte, 3*objstore.MinS3PartSize)), n: objstore.MinS3PartSize + 100, cancel: cancel}
+	if _, err := b.Put(ctx, "canceled", canceling, -1, objstore.PutOptions{}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("canceled multipart put: %v", err)
+	}
+	out, err = b.Client().ListMultipartUploads(t.Context(), &s3.ListMultipartUploadsInput{Bucket: aws.String(b.BucketName())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Uploads) != 0 {
+		t.Fatalf("%d multipart uploads left after cancel", len(out.Uploads))
+	}
+}
+
+// cancelAfter cancels once n bytes were read, and goes on reading.
+type cancelAfter struct {
+	r      io.Reader
+	n      int
+	cancel context.CancelFunc
+}
+
+func (c *cancelAfter) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if c.n -= n; c.n <= 0 {
+		c.cancel()
+	}
+	return n, err
 }
 
 // A body that breaks off is a transient failure, unless the caller canceled.
