@@ -121,6 +121,10 @@ type Info struct {
 	IndexSize, FilterSize int64
 }
 
+// MetaSize is the size of the table's meta region (filter, index and
+// footer), the tail that OpenHint reads in one round trip.
+func (i Info) MetaSize() int64 { return i.Size - i.DataSize }
+
 // Readable is the table's bytes, wherever they live (object store range
 // reads). Implementations must be safe for concurrent use.
 type Readable interface {

@@ -706,3 +706,31 @@ func TestCompressionBackoff(t *testing.T) {
 		t.Fatalf("compression did not resume after the random run: %v", s)
 	}
 }
+
+// TestOpenHint opens a table whose index and filter outgrow Open's first
+// read: Open needs two reads, OpenHint with Info.MetaSize one, and a wrong
+// hint still opens it.
+func TestOpenHint(t *testing.T) {
+	rng := rand.New(rand.NewPCG(23, 24))
+	entries := genEntries(rng, genSpec{keys: 80000, maxVersions: 1, maxValue: 4})
+	data, info := buildTable(t, entries, WriterOptions{BlockSize: 1024, BloomBitsPerKey: 10})
+	if info.MetaSize() <= tailReadSize {
+		t.Fatalf("meta region of %d bytes fits the first read", info.MetaSize())
+	}
+	for _, tc := range []struct {
+		hint  int64
+		reads int
+	}{{0, 2}, {info.MetaSize(), 1}, {footerLen, 2}, {info.MetaSize() - 1, 2}, {info.Size * 2, 1}} {
+		r := &countingReadable{data: data}
+		tb, err := OpenHint(context.Background(), r, "t", nil, tc.hint)
+		if err != nil {
+			t.Fatalf("hint %d: %v", tc.hint, err)
+		}
+		if reads, _ := r.stats(); reads != tc.reads {
+			t.Fatalf("hint %d: %d reads, want %d", tc.hint, reads, tc.reads)
+		}
+		if got, err := tb.Get(context.Background(), entries[len(entries)/3].Key, nil); err != nil || len(got) != 1 {
+			t.Fatalf("hint %d: get: %v %v", tc.hint, got, err)
+		}
+	}
+}

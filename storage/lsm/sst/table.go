@@ -36,12 +36,23 @@ type Table struct {
 // Open makes at most two reads of r on a cold cache and none on a warm one.
 // Corrupt meta blocks give an error wrapping ErrCorrupt.
 func Open(ctx context.Context, r Readable, id string, c cache.Cache) (*Table, error) {
+	return OpenHint(ctx, r, id, c, 0)
+}
+
+// OpenHint is Open given the size of the table's meta region (filter, index
+// and footer: Info.MetaSize, which a manifest can keep), so that a cold open
+// reads exactly that region in one round trip however large the index and
+// filter are. A metaSize of 0, or a wrong one, only costs what Open costs.
+func OpenHint(ctx context.Context, r Readable, id string, c cache.Cache, metaSize int64) (*Table, error) {
 	size := r.Size()
 	if size < footerLen {
 		return nil, fmt.Errorf("sst %s: %w", id, corruptf("table of %d bytes is shorter than its footer", size))
 	}
 	t := &Table{r: r, id: id, c: c}
-	m := metaReader{r: r, size: size}
+	m := metaReader{r: r, size: size, tailSize: tailReadSize}
+	if metaSize >= footerLen {
+		m.tailSize = metaSize
+	}
 	footerOff := size - footerLen
 	fb, err := t.meta(ctx, footerOff, func(ctx context.Context) ([]byte, error) {
 		b, err := m.read(ctx, footerOff, footerOff, footerLen)
@@ -108,10 +119,11 @@ func Open(ctx context.Context, r Readable, id string, c cache.Cache) (*Table, er
 // metaReader serves Open's reads from one buffered tail of the table,
 // extending it backwards in a single read when a block starts before it.
 type metaReader struct {
-	r       Readable
-	size    int64
-	tail    []byte
-	tailOff int64
+	r        Readable
+	size     int64
+	tailSize int64 // bytes to read first
+	tail     []byte
+	tailOff  int64
 }
 
 // read returns [off, off+length); on a miss it reads from min(from, off).
@@ -121,7 +133,7 @@ func (m *metaReader) read(ctx context.Context, from, off, length int64) ([]byte,
 		if m.tail != nil {
 			end = m.tailOff
 		}
-		start := min(from, off, max(m.size-tailReadSize, 0))
+		start := min(from, off, max(m.size-m.tailSize, 0))
 		if m.tail != nil {
 			start = min(from, off)
 		}
