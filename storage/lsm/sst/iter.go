@@ -179,9 +179,10 @@ func (it *Iter) fetchUncached(i int) ([]byte, error) {
 // Valid reports whether the iterator is at an entry.
 func (it *Iter) Valid() bool { return it.valid }
 
-// Entry returns the current entry. Its Key is valid until the next
-// positioning call; its Value aliases immutable block memory shared with the
-// cache (see Table.Get) and must not be modified.
+// Entry returns the current entry; call it only while Valid. Its Key is
+// valid until the next positioning call (First, SeekGE, Next); its Value
+// aliases immutable block memory shared with the cache (see Table.Get) and
+// must not be modified.
 func (it *Iter) Entry() Entry {
 	return Entry{Key: it.blk.key, Seq: it.blk.seq, Kind: it.blk.kind, ExpireAt: it.blk.expire, Value: it.blk.val}
 }
