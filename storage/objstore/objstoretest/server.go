@@ -112,7 +112,7 @@ func Main(m *testing.M, opts ...goleak.Option) {
 func findVersityGW() (string, error) {
 	if p := os.Getenv(EnvVersityGW); p != "" {
 		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("%s=%s: %w", EnvVersityGW, p, err)
+			return "", fmt.Errorf("%s=%s: %w; %s", EnvVersityGW, p, err, installHint)
 		}
 		return p, nil
 	}
