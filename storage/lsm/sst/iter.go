@@ -192,7 +192,8 @@ func (it *Iter) Entry() Entry {
 func (it *Iter) Err() error { return it.err }
 
 // Close releases the iterator's buffers and returns Err. The iterator cannot
-// be used afterwards.
+// be used afterwards: positioning calls return false and Err reports that it
+// is closed. A second Close returns nil.
 func (it *Iter) Close() error {
 	if it.closed {
 		return nil

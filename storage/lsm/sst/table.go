@@ -163,7 +163,8 @@ func (t *Table) meta(ctx context.Context, off int64, load func(context.Context) 
 	return t.c.GetOrLoad(ctx, t.cacheKey(off), cache.ClassMeta, load)
 }
 
-// Info describes the table as its footer and index record it.
+// Info describes the table as its footer and index record it. Its key
+// slices are the table's own: callers must not modify them.
 func (t *Table) Info() Info { return t.info }
 
 // ID is the name the table was opened with.
