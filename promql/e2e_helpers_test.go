@@ -3,9 +3,7 @@ package promql
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,39 +15,17 @@ import (
 	"github.com/klauspost/compress/snappy"
 	"github.com/prometheus/prometheus/prompb"
 	"github.com/stretchr/testify/require"
+
+	"github.com/shaledb/shale/internal/e2e"
 )
 
-// findBinary returns the path of an external program, or skips the test with
-// the step that installs it; with SHALE_REQUIRE_E2E=1 it fails instead.
+const prometheusInstallHint = "apt-get update && apt-get install -y prometheus"
+
+// findBinary returns the path of a program of Debian's prometheus package, or
+// skips the test naming the install step (fails with SHALE_REQUIRE_E2E=1).
 func findBinary(t testing.TB, name string) string {
 	t.Helper()
-	if p, err := exec.LookPath(name); err == nil {
-		return p
-	}
-	if p := filepath.Join("/usr/bin", name); fileExists(p) {
-		return p
-	}
-	msg := fmt.Sprintf("%s not found; install it with: apt-get update && apt-get install -y prometheus", name)
-	if os.Getenv("SHALE_REQUIRE_E2E") == "1" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
-}
-
-func fileExists(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && !st.IsDir()
-}
-
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	require.NoError(t, l.Close())
-	return port
+	return e2e.RequireBinary(t, name, prometheusInstallHint)
 }
 
 // startPrometheus runs Debian's prometheus on a free port with a fresh data
@@ -61,61 +37,18 @@ func startPrometheus(t testing.TB) string {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "prometheus.yml")
 	require.NoError(t, os.WriteFile(cfg, []byte("global:\n  scrape_interval: 15s\n"), 0o600))
-	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-
-	var logs bytes.Buffer
-	cmd := exec.Command(bin,
+	addr := "127.0.0.1:" + strconv.Itoa(e2e.FreePort(t))
+	e2e.StartProcess(t, exec.Command(bin,
 		"--config.file="+cfg,
 		"--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr,
 		"--web.enable-remote-write-receiver",
 		"--enable-feature=native-histograms",
 		"--log.level=warn",
-	)
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			t.Logf("prometheus output:\n%s", logs.String())
-		}
-	})
-
+	))
 	base := "http://" + addr
-	waitReady(t, base+"/-/ready", exited, 30*time.Second)
+	e2e.WaitHTTP(t, 30*time.Second, base+"/-/ready")
 	return base
-}
-
-// waitReady polls url until it answers 200, the process exits, or the
-// deadline passes.
-func waitReady(t testing.TB, url string, exited <-chan error, timeout time.Duration) {
-	t.Helper()
-	client := &http.Client{Timeout: time.Second}
-	defer client.CloseIdleConnections()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		resp, err := client.Get(url)
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("process exited before %s was ready: %v", url, err)
-		case <-deadline.C:
-			t.Fatalf("%s not ready after %s (last error: %v)", url, timeout, err)
-		case <-tick.C:
-		}
-	}
 }
 
 // remoteWrite sends a remote-write 1.0 request.
