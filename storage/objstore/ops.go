@@ -16,3 +16,13 @@ const (
 
 // Ops lists every operation.
 var Ops = []Op{OpGet, OpGetRange, OpAttributes, OpPut, OpDelete, OpList}
+
+var (
+	_ Bucket = (*MemoryBucket)(nil)
+	_ Bucket = (*FilesystemBucket)(nil)
+	_ Bucket = (*S3Bucket)(nil)
+	_ Bucket = (*PrefixBucket)(nil)
+	_ Bucket = (*RetryingBucket)(nil)
+	_ Bucket = (*MetricsBucket)(nil)
+	_ Bucket = (*FaultBucket)(nil)
+)
