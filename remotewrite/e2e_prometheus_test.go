@@ -1,13 +1,19 @@
 package remotewrite
 
 import (
+	"bytes"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/golang/snappy"
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
@@ -51,7 +57,7 @@ func TestPrometheusRemoteWrite1(t *testing.T) {
 		t.Skip("starts prometheus")
 	}
 	rcv := newReceiver(t)
-	srv, h := startServer(t, rcv, true)
+	srv, h := startServer(t, rcv, true, captureSeed(t))
 	addr, _ := startPrometheus(t, true, fmt.Sprintf(`remote_write:
   - url: %s/api/v1/write
     queue_config:
@@ -96,4 +102,43 @@ func TestPrometheusRemoteWrite1(t *testing.T) {
 		t.Fatalf("ref contract violated: %v", rcv.refErrors)
 	}
 	_ = h
+}
+
+// captureSeed returns a middleware that, with SHALE_WRITE_FUZZ_SEEDS=1, saves
+// the first request Prometheus sends as a fuzz seed for the 1.0 decoder and
+// the append path.
+func captureSeed(t *testing.T) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		if os.Getenv("SHALE_WRITE_FUZZ_SEEDS") == "" {
+			return next
+		}
+		var once sync.Once
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			once.Do(func() {
+				raw, err := snappy.Decode(nil, body)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				quote := "[]byte(" + strconv.Quote(string(raw)) + ")\n"
+				withVersion := "[]byte(" + strconv.Quote(string(append([]byte{1}, raw...))) + ")\n"
+				for _, f := range []struct{ dir, content string }{
+					{"FuzzDecodeV1", quote},
+					{"FuzzIngest", withVersion},
+				} {
+					path := filepath.Join("testdata", "fuzz", f.dir, "prometheus-2.42")
+					if err := os.WriteFile(path, []byte("go test fuzz v1\n"+f.content), 0o644); err != nil {
+						t.Error(err)
+					}
+				}
+			})
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			next.ServeHTTP(w, r)
+		})
+	}
 }

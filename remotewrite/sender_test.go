@@ -21,14 +21,18 @@ func newReceiver(*testing.T) *recorder { return newRecorder() }
 
 // startServer serves the handler over app on a loopback port. The handler's
 // clock is the test clock (testNow) unless realClock is set.
-func startServer(t *testing.T, app Appendable, realClock bool) (*httptest.Server, *Handler) {
+func startServer(t *testing.T, app Appendable, realClock bool, wrap ...func(http.Handler) http.Handler) (*httptest.Server, *Handler) {
 	t.Helper()
 	h, _ := newTestHandler(t, app, nil)
 	if realClock {
 		h.now = time.Now
 	}
+	var hh http.Handler = h
+	for _, w := range wrap {
+		hh = w(hh)
+	}
 	mux := http.NewServeMux()
-	mux.Handle("POST /api/v1/write", h)
+	mux.Handle("POST /api/v1/write", hh)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(func() {
 		srv.Client().CloseIdleConnections()
