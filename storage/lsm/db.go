@@ -85,6 +85,14 @@ type DB struct {
 	inflightMu sync.Mutex
 	inflight   map[string]bool // tables being written, protected from GC
 
+	// What GC needs to keep objects for readers on older manifests: when
+	// each table left the manifest and when the replay position moved.
+	// Guarded by inflightMu.
+	openedAt    time.Time
+	openReplay  uint64
+	droppedAt   map[string]time.Time
+	replayMoves []replayMove
+
 	compactMu sync.Mutex // one compaction at a time
 }
 
@@ -112,6 +120,7 @@ func Open(ctx context.Context, bucket objstore.Bucket, prefix string, opts Optio
 		flushKick: make(chan struct{}, 1),
 		compKick:  make(chan struct{}, 1),
 		inflight:  map[string]bool{},
+		droppedAt: map[string]time.Time{},
 	}
 	if err := db.bumpEpoch(ctx); err != nil {
 		return nil, err
@@ -120,6 +129,8 @@ func Open(ctx context.Context, bucket objstore.Bucket, prefix string, opts Optio
 	if err != nil {
 		return nil, err
 	}
+	db.openedAt = db.clock.Now()
+	db.openReplay = db.man.ReplayAfter
 	db.mem = newMemtable(db.clock.Now())
 	db.lastSeq = db.man.LastSeq
 	if err := db.replayWAL(ctx, fence); err != nil {
@@ -664,6 +675,19 @@ func (db *DB) commit(edit func(next *manifest), installed func()) error {
 		}
 		return fmt.Errorf("lsm: write manifest %d: %w", id, err)
 	}
+	now := db.clock.Now()
+	prev := db.man
+	db.inflightMu.Lock()
+	live := next.tableIDs()
+	for dropped := range prev.tableIDs() {
+		if !live[dropped] {
+			db.droppedAt[dropped] = now
+		}
+	}
+	if next.ReplayAfter != prev.ReplayAfter {
+		db.replayMoves = append(db.replayMoves, replayMove{at: now, replayAfter: next.ReplayAfter})
+	}
+	db.inflightMu.Unlock()
 	db.mu.Lock()
 	db.manID, db.man = id, next
 	if installed != nil {
@@ -674,8 +698,13 @@ func (db *DB) commit(edit func(next *manifest), installed func()) error {
 	db.mu.Unlock()
 	// Handles of tables the manifest dropped hold their index and filter in
 	// memory; a read still on an older view reopens them if it must.
-	db.s.forgetTables(next.tableIDs())
+	db.s.forgetTables(live)
 	return nil
+}
+
+type replayMove struct {
+	at          time.Time
+	replayAfter uint64
 }
 
 // dropCoveredTables removes tables whose every entry a range tombstone

@@ -81,15 +81,66 @@ func (db *DB) CollectGarbage(ctx context.Context) (int, error) {
 			}
 		}
 	}
+	// A reader may hold any manifest of the last grace period: a table is
+	// garbage once it left the manifest more than a grace period ago. Tables
+	// this process never saw leave (orphans of failed writes, tables dropped
+	// by an earlier writer) wait a grace period after open.
+	db.inflightMu.Lock()
+	settled := db.openedAt.Before(cutoff)
+	droppedBefore := func(id string) bool {
+		at, ok := db.droppedAt[id]
+		if ok {
+			return at.Before(cutoff)
+		}
+		return settled
+	}
+	// WAL objects a reader of a manifest within the grace period may replay
+	// stay too: only ids at or below the replay position in force at the
+	// cutoff go.
+	replayCut := uint64(0)
+	if settled {
+		replayCut = db.openReplay
+	}
+	keep := db.replayMoves[:0]
+	for _, mv := range db.replayMoves {
+		if mv.at.Before(cutoff) {
+			replayCut = max(replayCut, mv.replayAfter)
+		} else {
+			keep = append(keep, mv)
+		}
+	}
+	if settled && len(keep) < len(db.replayMoves) {
+		db.openReplay = replayCut
+	}
+	db.replayMoves = keep
+	db.inflightMu.Unlock()
+	replayCut = min(replayCut, man.ReplayAfter)
+
 	for _, o := range objs {
 		tid, ok := s.paths.parseSST(o.Name)
-		if !ok || live[tid] || !o.LastModified.Before(cutoff) {
+		if !ok || live[tid] || !o.LastModified.Before(cutoff) || !droppedBefore(tid) {
 			continue
 		}
 		if err := del(o.Name); err != nil {
 			return deleted, err
 		}
+		db.inflightMu.Lock()
+		delete(db.droppedAt, tid)
+		db.inflightMu.Unlock()
 	}
+	listed := make(map[string]bool, len(objs))
+	for _, o := range objs {
+		if tid, ok := s.paths.parseSST(o.Name); ok {
+			listed[tid] = true
+		}
+	}
+	db.inflightMu.Lock()
+	for id, at := range db.droppedAt {
+		if !listed[id] && at.Before(cutoff) {
+			delete(db.droppedAt, id) // gone already
+		}
+	}
+	db.inflightMu.Unlock()
 	s.forgetTables(live)
 
 	objs, err = s.list(ctx, s.paths.walDir(), "")
@@ -98,7 +149,7 @@ func (db *DB) CollectGarbage(ctx context.Context) (int, error) {
 	}
 	for _, o := range objs {
 		wid, ok := s.paths.parseWAL(o.Name)
-		if !ok || wid > man.ReplayAfter || !o.LastModified.Before(cutoff) {
+		if !ok || wid > replayCut || !o.LastModified.Before(cutoff) {
 			continue
 		}
 		if err := del(o.Name); err != nil {

@@ -81,6 +81,16 @@ func OpenReader(ctx context.Context, bucket objstore.Bucket, prefix string, opts
 func (r *Reader) Refresh(ctx context.Context) error {
 	r.refreshMu.Lock()
 	defer r.refreshMu.Unlock()
+	for attempt := 0; ; attempt++ {
+		err := r.refresh(ctx)
+		// A WAL object collected under us: a newer manifest covers it.
+		if err == nil || !isNotFound(err) || attempt == 3 {
+			return err
+		}
+	}
+}
+
+func (r *Reader) refresh(ctx context.Context) error {
 	r.mu.Lock()
 	cur, curID := r.v, r.manID
 	r.mu.Unlock()
@@ -121,9 +131,6 @@ func (r *Reader) Refresh(ctx context.Context) error {
 		var fresh []uint64
 		for _, id := range ids {
 			ents, err := r.s.readWAL(ctx, id)
-			if isNotFound(err) {
-				continue
-			}
 			if err != nil {
 				return fmt.Errorf("lsm reader refresh: %w", err)
 			}

@@ -734,3 +734,32 @@ func TestOpenHint(t *testing.T) {
 		}
 	}
 }
+
+func TestSeparator(t *testing.T) {
+	tests := []struct{ a, b, want string }{
+		{"abc", "abd", "abc"},
+		{"abc", "abz", "abd"},
+		{"abc", "abcd", "abc"},
+		{"a\xff", "b", "a\xff"},
+		{"a\xffz", "b", "a\xffz"},
+		{"", "b", ""},
+		{"key", "key", "key"},
+		{"series/0001", "series/0100", "series/001"},
+	}
+	for _, tc := range tests {
+		if got := separator(nil, []byte(tc.a), []byte(tc.b)); string(got) != tc.want {
+			t.Errorf("separator(%q, %q) = %q, want %q", tc.a, tc.b, got, tc.want)
+		}
+	}
+	rng := rand.New(rand.NewPCG(25, 26))
+	for range 10000 {
+		a, b := randBytes(rng, rng.IntN(6)), randBytes(rng, rng.IntN(6))
+		if bytes.Compare(a, b) > 0 {
+			a, b = b, a
+		}
+		s := separator(nil, a, b)
+		if bytes.Compare(a, s) > 0 || (bytes.Compare(s, b) >= 0 && !bytes.Equal(a, b)) || len(s) > len(a) {
+			t.Fatalf("separator(%q, %q) = %q", a, b, s)
+		}
+	}
+}
