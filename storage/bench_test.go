@@ -1,0 +1,304 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/tsdb"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+
+	"github.com/shaledb/shale/storage/objstore"
+)
+
+// Benchmarks of the time-series engine. Run with, e.g.:
+//
+//	go test -run '^$' -bench . -benchtime 1x -count 6 ./storage/ | tee new.txt
+//	benchstat new.txt
+
+const realBlockDir = "../../shared/testdata/prom-block-real/01M8NF78WK30D3KCQ6QM04Q6JC"
+
+type realSeries struct {
+	lset labels.Labels
+	ts   []int64
+	vs   []float64
+}
+
+var (
+	realOnce sync.Once
+	realData []realSeries
+	realErr  error
+)
+
+// loadRealBlock reads every series of the real Prometheus block in testdata.
+func loadRealBlock(b *testing.B) []realSeries {
+	b.Helper()
+	realOnce.Do(func() {
+		if _, err := os.Stat(realBlockDir); err != nil {
+			realErr = err
+			return
+		}
+		blk, err := tsdb.OpenBlock(nil, realBlockDir, chunkenc.NewPool(), nil)
+		if err != nil {
+			realErr = err
+			return
+		}
+		defer blk.Close()
+		q, err := tsdb.NewBlockQuerier(blk, math.MinInt64, math.MaxInt64)
+		if err != nil {
+			realErr = err
+			return
+		}
+		defer q.Close()
+		ss := q.Select(context.Background(), true, nil, labels.MustNewMatcher(labels.MatchRegexp, "__name__", ".+"))
+		var it chunkenc.Iterator
+		for ss.Next() {
+			s := realSeries{lset: ss.At().Labels()}
+			it = ss.At().Iterator(it)
+			for it.Next() == chunkenc.ValFloat {
+				t, v := it.At()
+				s.ts = append(s.ts, t)
+				s.vs = append(s.vs, v)
+			}
+			realData = append(realData, s)
+		}
+		realErr = ss.Err()
+	})
+	if realErr != nil {
+		b.Skipf("real data set (../shared/testdata) not readable: %v", realErr)
+	}
+	return realData
+}
+
+// BenchmarkStoredBytesReal writes the real data set the way remote write
+// delivers it (one sample of every series per scrape), flushes, closes every
+// partition and compacts the LSM, then reports the object-store bytes per
+// sample, index included. The peer figure: Prometheus' own block of the same
+// data is 1.295 bytes/sample (chunks + index), see ../shared/testdata/README.
+func BenchmarkStoredBytesReal(b *testing.B) {
+	data := loadRealBlock(b)
+	total := 0
+	maxLen := 0
+	for _, s := range data {
+		total += len(s.ts)
+		maxLen = max(maxLen, len(s.ts))
+	}
+	for b.Loop() {
+		bucket := objstore.NewMemoryBucket()
+		opts := DefaultOptions()
+		opts.Retention = 0
+		lopts := testLSMOptions()
+		lopts.L0CompactionTrigger = 1 // Compact below merges everything into one run
+		lopts.GCGracePeriod = time.Nanosecond // no reader to protect: collect replaced tables at once
+		db, err := Open(context.Background(), bucket, "tsdb", opts, lopts, nil, Components{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		// Scrape by scrape, as a remote-write sender delivers them.
+		for i := range maxLen {
+			app := db.Appender(context.Background())
+			for _, s := range data {
+				if i < len(s.ts) {
+					if _, err := app.Append(0, s.lset, s.ts[i], s.vs[i]); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			if err := app.Commit(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		ingest := time.Since(start)
+		if err := db.flushHead(context.Background(), closeAll); err != nil {
+			b.Fatal(err)
+		}
+		w := db.kv.(*lsmWriter)
+		if err := w.db.Flush(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		if err := w.db.Compact(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := w.db.CollectGarbage(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		if err := db.Close(); err != nil {
+			b.Fatal(err)
+		}
+		stored := tableBytes(b, bucket)
+		b.ReportMetric(float64(stored)/float64(total), "bytes/sample")
+		b.ReportMetric(float64(stored), "stored-bytes")
+		b.ReportMetric(float64(total)/ingest.Seconds(), "samples/s")
+	}
+}
+
+// tableBytes is the size of every object of the bucket but WAL objects
+// (which garbage collection removes after its grace period).
+func tableBytes(b *testing.B, bucket *objstore.MemoryBucket) int64 {
+	b.Helper()
+	var n int64
+	err := objstore.Iter(context.Background(), bucket, "", func(a objstore.Attributes) error {
+		if !containsSegment(a.Name, "wal") {
+			n += a.Size
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return n
+}
+
+func containsSegment(name, seg string) bool {
+	for i := 0; i+len(seg) <= len(name); i++ {
+		if name[i:i+len(seg)] == seg && (i == 0 || name[i-1] == '/') && (i+len(seg) == len(name) || name[i+len(seg)] == '/') {
+			return true
+		}
+	}
+	return false
+}
+
+// BenchmarkAppend measures committed samples per second into the head with
+// node_exporter-like label sets, from 2 concurrent appenders, each commit one
+// scrape of 1000 series, and the head's memory per active series.
+func BenchmarkAppend(b *testing.B) {
+	for _, series := range []int{10_000, 100_000} {
+		for _, wal := range []bool{false, true} {
+			b.Run(fmt.Sprintf("series=%d/wal=%v", series, wal), func(b *testing.B) {
+				benchAppend(b, series, wal)
+			})
+		}
+	}
+}
+
+func benchLabels(n int) []labels.Labels {
+	out := make([]labels.Labels, n)
+	for i := range out {
+		out[i] = labels.FromStrings(
+			"__name__", "node_metric_"+strconv.Itoa(i%200),
+			"cpu", strconv.Itoa(i%8),
+			"instance", "host-"+strconv.Itoa(i/1000)+":9100",
+			"job", "node",
+			"mode", []string{"user", "system", "idle", "iowait"}[i%4],
+		)
+	}
+	return out
+}
+
+func benchAppend(b *testing.B, nSeries int, wal bool) {
+	lsets := benchLabels(nSeries)
+	opts := DefaultOptions()
+	opts.WAL = wal
+	opts.Retention = 0
+	db := openTestDB(b, objstore.NewMemoryBucket(), opts)
+	defer db.Close()
+	const perCommit = 1000
+	appendScrape := func(t int64, from, to int) {
+		for lo := from; lo < to; lo += perCommit {
+			app := db.Appender(context.Background())
+			for i := lo; i < min(lo+perCommit, to); i++ {
+				if _, err := app.Append(0, lsets[i], t, float64(t)); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+			if err := app.Commit(); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	}
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	appendScrape(0, 0, nSeries) // create the series
+	t := int64(15_000)
+	samples := 0
+	start := time.Now()
+	for b.Loop() {
+		var wg sync.WaitGroup
+		half := nSeries / 2
+		for w := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				appendScrape(t, w*half, (w+1)*half)
+			}()
+		}
+		wg.Wait()
+		samples += 2 * half
+		t += 15_000
+	}
+	elapsed := time.Since(start)
+	var after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(samples)/elapsed.Seconds(), "samples/s")
+	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(nSeries), "heap-bytes/series")
+}
+
+// BenchmarkSelect measures a query of N series over a time range, with the
+// data in the LSM (closed partitions) and its blocks cached.
+func BenchmarkSelect(b *testing.B) {
+	for _, span := range []time.Duration{time.Hour, 24 * time.Hour} {
+		for _, n := range []int{1, 100, 1000, 10_000} {
+			b.Run(fmt.Sprintf("range=%s/series=%d", span, n), func(b *testing.B) {
+				benchSelect(b, n, span)
+			})
+		}
+	}
+}
+
+func benchSelect(b *testing.B, n int, span time.Duration) {
+	opts := DefaultOptions()
+	opts.Retention = 0
+	opts.OutOfOrderWindow = 0
+	db := openTestDB(b, objstore.NewMemoryBucket(), opts)
+	defer db.Close()
+	lsets := make([]labels.Labels, n)
+	for i := range lsets {
+		lsets[i] = labels.FromStrings("__name__", "bench_metric", "instance", "host-"+strconv.Itoa(i), "job", "bench")
+	}
+	const step = 30_000 // 30 s scrapes keep the set-up quick
+	end := span.Milliseconds()
+	for t := int64(0); t <= end; t += step {
+		app := db.Appender(context.Background())
+		for _, l := range lsets {
+			if _, err := app.Append(0, l, t, float64(t%1000)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := app.Commit(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := db.flushHead(context.Background(), closeAll); err != nil {
+		b.Fatal(err)
+	}
+	m := labels.MustNewMatcher(labels.MatchEqual, "__name__", "bench_metric")
+	samples := 0
+	for b.Loop() {
+		q, _ := db.Querier(0, end)
+		ss := q.Select(context.Background(), false, nil, m)
+		var it chunkenc.Iterator
+		samples = 0
+		for ss.Next() {
+			it = ss.At().Iterator(it)
+			for it.Next() != chunkenc.ValNone {
+				samples++
+			}
+		}
+		if ss.Err() != nil {
+			b.Fatal(ss.Err())
+		}
+	}
+	b.ReportMetric(float64(samples), "samples/op")
+}
