@@ -49,14 +49,29 @@ func decimalValue(m int64, e uint) float64 {
 // correctly rounded, so a value written as a short decimal is found with the
 // e of its decimal digits.
 func decimalOf(v float64) (m int64, e uint, ok bool) {
+	return decimalFrom(v, 0)
+}
+
+// decimalFrom is decimalOf trying exponents from e0 up, then below e0. A
+// block scales every value to the largest exponent, so starting from the
+// previous value's exponent loses nothing and usually succeeds at once.
+func decimalFrom(v float64, e0 uint) (m int64, e uint, ok bool) {
 	vb := math.Float64bits(v)
-	for e = 0; e <= maxExp; e++ {
+	try := func(e uint) (int64, bool) {
 		x := v * pow10f[e]
 		if !(math.Abs(x) <= maxExactIn) { // also false for NaN
-			return 0, 0, false
+			return 0, false
 		}
-		m = int64(math.Round(x))
-		if math.Float64bits(decimalValue(m, e)) == vb {
+		m := int64(math.Round(x))
+		return m, math.Float64bits(decimalValue(m, e)) == vb
+	}
+	for e = e0; e <= maxExp; e++ {
+		if m, ok = try(e); ok {
+			return m, e, true
+		}
+	}
+	for e = 0; e < e0; e++ {
+		if m, ok = try(e); ok {
 			return m, e, true
 		}
 	}
@@ -173,7 +188,7 @@ func (e *floatEncoder) planDecimal(vs []float64, p *intPlan) (uint, uint64) {
 	var exp uint
 	bad := 0
 	for i, v := range vs {
-		m, x, ok := decimalOf(v)
+		m, x, ok := decimalFrom(v, exp)
 		if !ok {
 			e.exps[i] = noDecimal
 			bad++

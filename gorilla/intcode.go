@@ -66,7 +66,7 @@ func (cw *codeWriter) init(c *prefixCode) {
 			cw.prefix[i] = 1<<(c.nb-1) - 1
 		}
 	}
-	for l := range cw.bucket {
+	for l := range int(c.maxWidth()) + 1 { // longer residuals do not occur
 		best, bestCost := -1, uint(0)
 		for i := range int(c.nb) {
 			if cw.width[i] >= uint(l) && (best < 0 || cw.plen[i]+cw.width[i] < bestCost) {

@@ -309,3 +309,44 @@ func TestHistogramRoundTrip(t *testing.T) {
 		})
 	}
 }
+
+// TestAppenderIteratorSnapshot checks that an iterator taken from an
+// Appender sees the samples of that moment, whatever is appended after.
+func TestAppenderIteratorSnapshot(t *testing.T) {
+	var a Appender
+	var ts []int64
+	var vs []float64
+	for i := range 50 {
+		ts = append(ts, int64(i)*1000)
+		vs = append(vs, float64(i%7)/10)
+		if err := a.Append(ts[i], vs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	it := a.Iterator(nil)
+	for i := 50; i < 500; i++ {
+		if err := a.Append(int64(i)*1000, float64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkSamples(t, it, ts, vs)
+
+	var h Appender
+	hs := tsdbutil.GenerateTestHistograms(30)
+	for i, x := range hs[:10] {
+		if err := h.AppendHistogram(int64(i), x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	it = h.Iterator(it)
+	for i, x := range hs[10:] {
+		if err := h.AppendHistogram(int64(i+10), x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var want []mixedSample
+	for i, x := range hs[:10] {
+		want = append(want, mixedSample{vt: chunkenc.ValHistogram, t: int64(i), h: x})
+	}
+	checkMixed(t, it, want)
+}
