@@ -286,3 +286,59 @@ func reportPaired(b *testing.B, gd, xd time.Duration, samples int) {
 	b.ReportMetric(float64(gd)/float64(xd), "gorilla/xor")
 	b.ReportMetric(0, "ns/op")
 }
+
+// BenchmarkMerge merges two blocks per real series: its first and second
+// halves (case=disjoint, the flush-after-flush case) or its even and odd
+// samples (case=interleaved, out-of-order data). Run with:
+//
+//	go test -run '^$' -bench 'BenchmarkMerge' -count 6 ./gorilla/
+func BenchmarkMerge(b *testing.B) {
+	data := loadReal(b)
+	for _, kind := range []string{"disjoint", "interleaved"} {
+		b.Run("case="+kind, func(b *testing.B) {
+			var pairs [][2][]byte
+			samples := 0
+			for _, s := range data {
+				if len(s.ts) < 4 {
+					continue
+				}
+				var a, c unit
+				if kind == "disjoint" {
+					h := len(s.ts) / 2
+					a, c = unit{s.ts[:h], s.vs[:h]}, unit{s.ts[h:], s.vs[h:]}
+				} else {
+					for i := range s.ts {
+						u := &a
+						if i%2 == 1 {
+							u = &c
+						}
+						u.ts = append(u.ts, s.ts[i])
+						u.vs = append(u.vs, s.vs[i])
+					}
+				}
+				ab, err := Encode(nil, a.ts, a.vs)
+				if err != nil {
+					b.Fatal(err)
+				}
+				cb, err := Encode(nil, c.ts, c.vs)
+				if err != nil {
+					b.Fatal(err)
+				}
+				pairs = append(pairs, [2][]byte{ab, cb})
+				samples += len(s.ts)
+			}
+			b.ReportAllocs()
+			var buf []byte
+			for b.Loop() {
+				for _, p := range pairs {
+					var err error
+					if buf, err = Merge(buf[:0], p[0], p[1]); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(samples), "ns/sample")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}

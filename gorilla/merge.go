@@ -1,8 +1,10 @@
 package gorilla
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/prometheus/prometheus/model/histogram"
@@ -28,9 +30,10 @@ func MergeAll(dst []byte, blocks ...[]byte) ([]byte, error) {
 }
 
 type merger struct {
-	its []*Iterator
-	cur []chunkenc.ValueType
-	b   builder
+	its   []*Iterator
+	cur   []chunkenc.ValueType
+	order []int
+	b     builder
 }
 
 var mergerPool = sync.Pool{New: func() any { return new(merger) }}
@@ -53,6 +56,12 @@ func (m *merger) merge(dst []byte, blocks [][]byte) ([]byte, error) {
 	m.b.reset()
 	defer m.b.reset()
 	its := m.its[:len(blocks)]
+	if m.floatRuns(its) {
+		if len(m.b.ts) == 0 {
+			return dst, nil
+		}
+		return Encode(dst, m.b.ts, m.b.vs)
+	}
 	for {
 		win, t := -1, int64(math.MaxInt64)
 		for i, vt := range m.cur {
@@ -183,6 +192,42 @@ func allParts(ps []part, k byte) bool {
 		if p.kind != k {
 			return false
 		}
+	}
+	return true
+}
+
+// floatRuns handles the common case of float blocks that do not overlap in
+// time, such as a series' blocks flushed one after another: it concatenates
+// their samples in time order into m.b and reports true. Otherwise it leaves
+// m.b empty and reports false.
+func (m *merger) floatRuns(its []*Iterator) bool {
+	m.order = m.order[:0]
+	for i, it := range its {
+		if m.cur[i] == chunkenc.ValNone {
+			continue
+		}
+		if m.cur[i] != chunkenc.ValFloat || len(it.parts) > 0 || it.i != 0 {
+			return false
+		}
+		m.order = append(m.order, i)
+	}
+	slices.SortFunc(m.order, func(a, b int) int { return cmp.Compare(its[a].ts[0], its[b].ts[0]) })
+	for k := 1; k < len(m.order); k++ {
+		prev, cur := its[m.order[k-1]], its[m.order[k]]
+		if prev.ts[len(prev.ts)-1] >= cur.ts[0] {
+			return false
+		}
+	}
+	n := 0
+	for _, i := range m.order {
+		n += len(its[i].ts)
+	}
+	if n > MaxBlockSamples {
+		return false // let the general path report it
+	}
+	for _, i := range m.order {
+		m.b.ts = append(m.b.ts, its[i].ts...)
+		m.b.vs = append(m.b.vs, its[i].vs...)
 	}
 	return true
 }
