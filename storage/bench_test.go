@@ -95,7 +95,7 @@ func BenchmarkStoredBytesReal(b *testing.B) {
 		opts := DefaultOptions()
 		opts.Retention = 0
 		lopts := testLSMOptions()
-		lopts.L0CompactionTrigger = 1 // Compact below merges everything into one run
+		lopts.L0CompactionTrigger = 1         // Compact below merges everything into one run
 		lopts.GCGracePeriod = time.Nanosecond // no reader to protect: collect replaced tables at once
 		db, err := Open(context.Background(), bucket, "tsdb", opts, lopts, nil, Components{})
 		if err != nil {

@@ -86,4 +86,3 @@ func (db *DB) fetchBlocks(ctx context.Context, segs []*qSegment) error {
 	}
 	return ctx.Err()
 }
-
