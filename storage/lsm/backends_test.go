@@ -11,9 +11,9 @@ import (
 func TestBackends(t *testing.T) {
 	for name, newBucket := range objstoretest.Backends(t) {
 		t.Run("backend="+name, func(t *testing.T) {
-			steps := 300
+			steps := 150
 			if name == "s3" {
-				steps = 80
+				steps = 60
 			}
 			for _, wal := range []bool{true, false} {
 				runModel(t, newBucket(t), modelConfig{wal: wal, seed: 11, steps: steps})

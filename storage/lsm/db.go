@@ -68,6 +68,7 @@ type DB struct {
 	lastSeq   uint64
 	walCur    *walBuf
 	walQueue  []*walBuf
+	walBytes  int64 // bytes of sealed WAL objects not yet written
 	nextWALID uint64
 	lastWALID uint64  // id of the newest sealed WAL object
 	walLast   *walBuf // newest sealed WAL object, written or not
@@ -307,6 +308,7 @@ func (db *DB) sealWALLocked() {
 	db.lastWALID = db.walCur.id
 	db.walLast = db.walCur
 	db.walQueue = append(db.walQueue, db.walCur)
+	db.walBytes += int64(len(db.walCur.data))
 	db.walCur = newWALBuf(min(len(db.walCur.data)+len(db.walCur.data)/8, db.opts.WALMaxBytes+64<<10))
 }
 
@@ -319,7 +321,9 @@ func (db *DB) unflushedLocked() int64 {
 }
 
 func (db *DB) stalledLocked() bool {
-	if db.unflushedLocked() > db.opts.MaxUnflushedBytes {
+	// WAL objects waiting to be written hold copies of recent writes: a slow
+	// store must slow writers rather than grow memory.
+	if db.unflushedLocked() > db.opts.MaxUnflushedBytes || db.walBytes > db.opts.MaxUnflushedBytes {
 		return true
 	}
 	return db.opts.CompactionInterval > 0 && len(db.man.L0) >= db.opts.L0StallTables
@@ -473,6 +477,10 @@ func (db *DB) walLoop() {
 				return
 			}
 			close(buf.done)
+			db.mu.Lock()
+			db.walBytes -= int64(len(buf.data))
+			db.notifyLocked()
+			db.mu.Unlock()
 		}
 	}
 }

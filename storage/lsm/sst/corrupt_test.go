@@ -63,9 +63,11 @@ func TestCorruptionDetected(t *testing.T) {
 			if info.NumDataBlocks < 3 {
 				t.Fatalf("only %d blocks", info.NumDataBlocks)
 			}
+			// A full scan reads every data block; Gets and seeks of a few
+			// keys cover the point-lookup paths.
 			var keys [][]byte
-			for _, e := range entries {
-				keys = append(keys, e.Key)
+			for i := 0; i < len(entries); i += 11 {
+				keys = append(keys, entries[i].Key)
 			}
 			if err := readAll(data, keys); err != nil {
 				t.Fatalf("intact table: %v", err)
@@ -73,7 +75,7 @@ func TestCorruptionDetected(t *testing.T) {
 			seen := map[string]int{}
 			bad := bytes.Clone(data)
 			for off := range data {
-				for _, flip := range []byte{0x01, 0x80, 0xff} {
+				for _, flip := range []byte{0x01, 0xff} {
 					bad[off] = data[off] ^ flip
 					err := readAll(bad, keys)
 					if !errors.Is(err, ErrCorrupt) {

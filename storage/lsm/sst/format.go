@@ -215,7 +215,9 @@ func decodeIndex(p []byte, dataEnd int64) (index, error) {
 // shorter one exists. The result may alias a; dst is reused for it.
 func separator(dst, a, b []byte) []byte {
 	p := commonPrefix(a, b)
-	if p < len(a) && p < len(b) && a[p] < 0xff && a[p]+1 < b[p] {
+	// a[:p] with a[p] incremented is above a, and below b when that byte is
+	// still below b[p], or equal to it and b goes on (a proper prefix of b).
+	if p < len(a) && p < len(b) && a[p] < b[p] && (a[p]+1 < b[p] || p+1 < len(b)) {
 		dst = append(dst[:0], a[:p+1]...)
 		dst[p]++
 		return dst

@@ -119,7 +119,7 @@ func checkTable(t *testing.T, tb *Table, entries []Entry, rng *rand.Rand) {
 		}
 		return k
 	}
-	for range 30 {
+	for range 12 {
 		lower, upper := randKey(), randKey()
 		it := tb.NewIter(ctx, lower, upper)
 		lo, hi := 0, len(entries)
@@ -131,7 +131,7 @@ func checkTable(t *testing.T, tb *Table, entries []Entry, rng *rand.Rand) {
 		}
 		want := entries[lo:max(lo, hi)]
 		checkEntries(t, fmt.Sprintf("first in [%q, %q)", lower, upper), collect(t, it, it.First()), want)
-		for range 5 {
+		for range 3 {
 			k := randKey()
 			if k == nil {
 				k = []byte{}
@@ -712,8 +712,8 @@ func TestCompressionBackoff(t *testing.T) {
 // hint still opens it.
 func TestOpenHint(t *testing.T) {
 	rng := rand.New(rand.NewPCG(23, 24))
-	entries := genEntries(rng, genSpec{keys: 80000, maxVersions: 1, maxValue: 4})
-	data, info := buildTable(t, entries, WriterOptions{BlockSize: 1024, BloomBitsPerKey: 10})
+	entries := genEntries(rng, genSpec{keys: 40000, maxVersions: 1, maxValue: 4})
+	data, info := buildTable(t, entries, WriterOptions{BlockSize: 1024, BloomBitsPerKey: 16})
 	if info.MetaSize() <= tailReadSize {
 		t.Fatalf("meta region of %d bytes fits the first read", info.MetaSize())
 	}
@@ -744,7 +744,10 @@ func TestSeparator(t *testing.T) {
 		{"a\xffz", "b", "a\xffz"},
 		{"", "b", ""},
 		{"key", "key", "key"},
-		{"series/0001", "series/0100", "series/001"},
+		{"series/0001", "series/0100", "series/01"},
+		{"ab", "b", "ab"},
+		{"ab", "bc", "b"},
+		{"abc", "ac", "abc"},
 	}
 	for _, tc := range tests {
 		if got := separator(nil, []byte(tc.a), []byte(tc.b)); string(got) != tc.want {

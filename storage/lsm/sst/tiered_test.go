@@ -23,7 +23,7 @@ func TestWithTieredCache(t *testing.T) {
 	defer c.Close()
 
 	rng := rand.New(rand.NewPCG(19, 20))
-	entries := genEntries(rng, genSpec{keys: 4000, maxVersions: 3, maxValue: 60})
+	entries := genEntries(rng, genSpec{keys: 1500, maxVersions: 3, maxValue: 60})
 	data, _ := buildTable(t, entries, DefaultWriterOptions())
 	r := &countingReadable{data: data}
 	ctx := context.Background()
