@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -207,5 +208,45 @@ func TestAgeFlush(t *testing.T) {
 	}
 	if l0 := len(db.viewp.Load().man.L0); l0 != 1 {
 		t.Fatalf("durable write acknowledged with %d L0 tables", l0)
+	}
+}
+
+func TestPrefixes(t *testing.T) {
+	ctx := context.Background()
+	b := objstore.NewMemoryBucket()
+	for _, prefix := range []string{"", "tenant/a", "tenant/b/"} {
+		db, err := Open(ctx, b, prefix, testOptions(), Components{})
+		if err != nil {
+			t.Fatalf("prefix %q: %v", prefix, err)
+		}
+		if err := db.Put(ctx, []byte("k"), []byte(prefix)); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[string][]string{
+		"manifest/": {"manifest/00000000000000000001.manifest", "manifest/00000000000000000002.manifest"},
+		"tenant/a/": nil, "tenant/b/": nil,
+	}
+	for dir, names := range want {
+		got := listNames(t, b, dir)
+		if names != nil && fmt.Sprint(got) != fmt.Sprint(names) {
+			t.Fatalf("objects under %q: %v", dir, got)
+		}
+		if len(got) == 0 {
+			t.Fatalf("nothing written under %q", dir)
+		}
+	}
+	for _, prefix := range []string{"", "tenant/a", "tenant/b"} {
+		r, err := OpenReader(ctx, b, prefix, ReaderOptions{RetryBackoff: time.Millisecond}, Components{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, ok := mustGet(t, r, "k"); !ok || strings.TrimSuffix(v, "/") != prefix {
+			t.Fatalf("prefix %q reads %q,%v", prefix, v, ok)
+		}
+		r.Close()
 	}
 }
