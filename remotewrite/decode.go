@@ -446,12 +446,12 @@ func (d *decoder) histogram(b []byte, withST bool) error {
 				return err
 			}
 			switch field {
-			case 1:
-				h.countInt, h.isFloat = v, false
+			case 1: // oneof count: the last one set wins
+				h.countInt, h.countFloat, h.isFloat = v, 0, false
 			case 4:
 				h.schema = zigzag32(v)
-			case 6:
-				h.zeroCountInt = v
+			case 6: // oneof zero_count
+				h.zeroCountInt, h.zeroCountFloat = v, 0
 			case 14:
 				h.resetHint = uint64(uint32(v))
 			case 15:
@@ -469,13 +469,13 @@ func (d *decoder) histogram(b []byte, withST bool) error {
 			}
 			switch field {
 			case 2:
-				h.countFloat, h.isFloat = v, true
+				h.countFloat, h.countInt, h.isFloat = v, 0, true
 			case 3:
 				h.sum = v
 			case 5:
 				h.zeroThreshold = v
 			case 7:
-				h.zeroCountFloat = v
+				h.zeroCountFloat, h.zeroCountInt = v, 0
 			}
 		case 8, 11: // spans
 			if wt != wireBytes {
