@@ -118,9 +118,13 @@ func NewAPI(opts Options, comps Components) (*API, error) {
 		bi.GoVersion = runtime.Version()
 	}
 
+	sq, ok := comps.Queryable.(storage.SampleAndChunkQueryable)
+	if !ok {
+		sq = sampleAndChunkQueryable{comps.Queryable}
+	}
 	up := v1.NewAPI(
 		a.engine,
-		sampleAndChunkQueryable{comps.Queryable},
+		sq,
 		nil, // remote write and OTLP are served elsewhere
 		comps.ExemplarQueryable,
 		func(context.Context) v1.ScrapePoolsRetriever { return noScrape{} },
@@ -306,7 +310,8 @@ func prometheusRelease(module string) (string, bool) {
 }
 
 // sampleAndChunkQueryable serves remote read's chunked responses by encoding
-// the samples of a plain Querier into chunks on the fly.
+// the samples of a plain Querier into chunks on the fly, for a storage that
+// has no ChunkQuerier of its own.
 type sampleAndChunkQueryable struct{ storage.Queryable }
 
 func (q sampleAndChunkQueryable) ChunkQuerier(mint, maxt int64) (storage.ChunkQuerier, error) {

@@ -206,6 +206,12 @@ func TestResponses(t *testing.T) {
 		}
 	})
 	testMetadataAnswers(t, ts)
+	t.Run("stats", func(t *testing.T) {
+		code, _, body := ts.do(t, "GET", "/api/v1/query_range?query=up&start=1700000100&end=1700000130&step=15&stats=all", nil, nil)
+		require.Equal(t, 200, code, body)
+		require.Contains(t, body, `"stats":{"timings":{"evalTotalTime":`)
+		require.Contains(t, body, `"samples":{"totalQueryableSamples":3,"samplesRead":3,"seriesTouched":1,"peakSamples":3}`)
+	})
 
 	// Requests are counted by handler.
 	n := testutil.ToFloat64(ts.api.requests.WithLabelValues("/query", "200"))
