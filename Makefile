@@ -34,6 +34,13 @@ test-short:
 bench:
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -count $(COUNT) -benchmem $(PKGS)
 
+# End-to-end benchmark: Shale, Prometheus and VictoriaMetrics side by side
+# (docs/benchmarks.md). Quick: make bench-e2e BENCH_ARGS='-series=10000 -duration=30s'
+BENCH_ARGS ?=
+bench-e2e: build
+	$(GO) build -o $(BIN)/tsdb-bench ./cmd/tsdb-bench
+	$(BIN)/tsdb-bench -shale-bin=$(BIN)/tsdb $(BENCH_ARGS)
+
 lint: $(TOOLS)/staticcheck
 	$(GO) vet -stdmethods=false $(PKGS)
 	$(TOOLS)/staticcheck $(PKGS)
