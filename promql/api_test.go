@@ -233,6 +233,12 @@ func TestLimits(t *testing.T) {
 			`{"status":"error","errorType":"timeout","error":"query timed out in query execution"}`},
 		{"bad timeout", nil, url.Values{"query": {"up"}, "timeout": {"soon"}}, 400,
 			`{"status":"error","errorType":"bad_data","error":"invalid parameter \"timeout\": cannot parse \"soon\" to a valid duration"}`},
+		{"max series", func(o *Options) { o.MaxSeries = 1 }, url.Values{"query": {`count({job="api"})`}, "time": {"1700000140"}}, 422,
+			`{"status":"error","errorType":"cost_limit","error":"query would load too many series into memory in query execution"}`},
+		{"max series not reached", func(o *Options) { o.MaxSeries = 2 }, url.Values{"query": {`count({job="api"})`}, "time": {"1700000140"}}, 200,
+			`{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1700000140,"2"]}]}}`},
+		{"max samples read", func(o *Options) { o.MaxSamplesRead = 15 }, url.Values{"query": {`sum(count_over_time({job="api"}[10m]))`}, "time": {"1700000140"}}, 422,
+			`{"status":"error","errorType":"cost_limit","error":"query would read too many samples in query execution"}`},
 		{"experimental function on", nil,
 			url.Values{"query": {`sort_by_label(up, "job")`}, "time": {"1700000140"}}, 200,
 			`{"status":"success","data":{"resultType":"vector","result":[{"metric":{"__name__":"up","job":"api"},"value":[1700000140,"9"]}]}}`},
@@ -240,6 +246,7 @@ func TestLimits(t *testing.T) {
 	t.Parallel()
 	db := teststorage.New(t)
 	appendSeries(t, &testServer{db: db}, time.Unix(1_700_000_000, 0), "__name__", "up", "job", "api")
+	appendSeries(t, &testServer{db: db}, time.Unix(1_700_000_000, 0), "__name__", "down", "job", "api")
 	shared := newTestServerOn(t, db, func(o *Options, _ *Components) {
 		o.MaxSamples = 5
 		o.EnableExperimentalFunctions = true

@@ -22,7 +22,7 @@ import (
 var benchEnd = time.Unix(1_700_000_000, 0).UTC()
 
 const (
-	benchInterval = time.Minute   // one sample per series per minute
+	benchInterval = time.Minute    // one sample per series per minute
 	benchHistory  = 24 * time.Hour // the longest range queried
 )
 

@@ -44,7 +44,7 @@ func newEngine(opts Options, p parser.Parser, logger *slog.Logger, reg prometheu
 	if err != nil {
 		return nil, err
 	}
-	return upstream.NewEngine(upstream.EngineOpts{
+	ng := upstream.NewEngine(upstream.EngineOpts{
 		Logger:             logger,
 		Reg:                reg,
 		MaxSamples:         opts.MaxSamples,
@@ -61,7 +61,12 @@ func newEngine(opts Options, p parser.Parser, logger *slog.Logger, reg prometheu
 		UseStartTimestamps:       opts.UseStartTimestamps,
 		Parser:                   p,
 		FeatureRegistry:          fr,
-	}), nil
+		// Series and samples-read budgets are enforced by the engine's cost
+		// accounting, which is off unless a budget is set.
+		EnableQueryCost: opts.MaxSeries > 0 || opts.MaxSamplesRead > 0,
+	})
+	ng.SetQueryLimits(opts.MaxSeries, opts.MaxSamplesRead, 0)
+	return ng, nil
 }
 
 // queryGate limits concurrent queries with a semaphore. It takes the place of

@@ -16,6 +16,14 @@ type Options struct {
 	// MaxSamples is the most samples one query may hold in memory at once
 	// (Prometheus --query.max-samples).
 	MaxSamples int `yaml:"max_samples"`
+	// MaxSeries is the most series one query may read from storage, summed
+	// over its selectors; 0 means no limit. A query over it fails with
+	// errorType "cost_limit" (HTTP 422).
+	MaxSeries uint64 `yaml:"max_series"`
+	// MaxSamplesRead is the most samples one query may read from storage;
+	// 0 means no limit. Unlike MaxSamples it counts every sample read, not
+	// those held at once.
+	MaxSamplesRead uint64 `yaml:"max_samples_read"`
 	// MaxConcurrentQueries is how many queries evaluate at once; further
 	// queries wait for a slot or for their context to end
 	// (Prometheus --query.max-concurrency).
