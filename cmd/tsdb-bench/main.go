@@ -318,6 +318,7 @@ func summariseQueries(r *sysResult, first, warm, cold []queryResult) {
 	for _, q := range first {
 		if q.Err == "" && q.Query.Range > 0 && q.Series == 0 {
 			r.EmptyDashboards++
+			r.EmptyNames = append(r.EmptyNames, q.Query.Name)
 		}
 	}
 }
@@ -348,6 +349,9 @@ func writeOutputs(o *options, runs [][]*sysResult, skipped []string) error {
 	for _, r := range runs[len(runs)-1] {
 		if r.Failed > 0 {
 			fmt.Fprintf(&b, "- %s: %d requests failed; first error: %s\n", r.Name, r.Failed, r.FirstError)
+		}
+		if len(r.EmptyNames) > 0 {
+			fmt.Fprintf(&b, "- %s: dashboard queries with no series: %s\n", r.Name, strings.Join(r.EmptyNames, ", "))
 		}
 		if r.FirstQueryError != "" {
 			fmt.Fprintf(&b, "- %s: first query error: %s\n", r.Name, r.FirstQueryError)

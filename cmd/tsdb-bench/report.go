@@ -75,6 +75,7 @@ type sysResult struct {
 	ColdP50, ColdP99 float64 // ms
 	QueryErrors      int
 	EmptyDashboards  int
+	EmptyNames       []string
 	FirstQueryError  string
 	PerRange         map[string][2]float64 // range ("1h", "instant") -> warm p50, cold p50 in ms
 
