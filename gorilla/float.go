@@ -44,17 +44,12 @@ func decimalValue(m int64, e uint) float64 {
 	return float64(m) / pow10f[e]
 }
 
-// decimalOf finds the smallest e such that v decodes exactly from some
-// integer m / 10^e with |m| <= 2^53. Division of two exact float64 values is
+// decimalFrom finds an e such that v decodes exactly from some integer
+// m / 10^e with |m| <= 2^53. Division of two exact float64 values is
 // correctly rounded, so a value written as a short decimal is found with the
-// e of its decimal digits.
-func decimalOf(v float64) (m int64, e uint, ok bool) {
-	return decimalFrom(v, 0)
-}
-
-// decimalFrom is decimalOf trying exponents from e0 up, then below e0. A
-// block scales every value to the largest exponent, so starting from the
-// previous value's exponent loses nothing and usually succeeds at once.
+// e of its decimal digits. It tries exponents from e0 up, then below e0: a
+// block scales every value to its largest exponent, so starting from the
+// exponent reached so far loses nothing and usually succeeds at once.
 func decimalFrom(v float64, e0 uint) (m int64, e uint, ok bool) {
 	vb := math.Float64bits(v)
 	try := func(e uint) (int64, bool) {

@@ -295,7 +295,6 @@ func planInts(xs []int64) intPlan {
 	prev, c := base, int64(0)
 	// Zero residuals, the common case, are counted in registers: repeated
 	// increments of one histogram slot would wait on each other.
-	var zeros [modes]uint32
 	var z0, z1, z2 uint32
 	count := func(m int, i int, u uint64) {
 		dense[m][bits.Len64(u)]++
@@ -329,10 +328,9 @@ func planInts(xs []int64) intPlan {
 			count(2, i, zigzag(r2))
 		}
 	}
-	zeros = [modes]uint32{z0, z1, z2}
-	for m := range modes {
-		dense[m][0] += zeros[m]
-	}
+	dense[0][0] += z0
+	dense[1][0] += z1
+	dense[2][0] += z2
 	best := intPlan{bits: ^uint64(0)}
 	for _, mode := range [...]byte{predBase, predDelta, predRevert} {
 		if mode == predRevert && half == 0 {
