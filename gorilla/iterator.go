@@ -3,7 +3,7 @@ package gorilla
 import (
 	"fmt"
 	"math"
-	"sort"
+	"slices"
 
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
@@ -17,8 +17,8 @@ import (
 // histogram samples are decoded as the iterator advances, and corruption found
 // then ends the iteration with Err set. An Iterator does not alias the block
 // it was reset to: the caller may reuse the block's memory after Reset
-// returns, except for histogram blocks, whose bytes must stay unchanged
-// until the iterator is reset again.
+// returns, except for histogram and mixed blocks, whose bytes must stay
+// unchanged until the iterator is reset again.
 //
 // The zero value is an exhausted iterator. An Iterator is not safe for
 // concurrent use.
@@ -247,7 +247,8 @@ func (it *Iterator) Seek(t int64) chunkenc.ValueType {
 		if it.i+1 < len(it.ts) {
 			rest := it.ts[it.i+1:]
 			if rest[len(rest)-1] >= t {
-				it.i += 1 + sort.Search(len(rest), func(j int) bool { return rest[j] >= t })
+				j, _ := slices.BinarySearch(rest, t)
+				it.i += 1 + j
 				it.cur = chunkenc.ValFloat
 				return chunkenc.ValFloat
 			}

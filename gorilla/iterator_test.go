@@ -350,3 +350,26 @@ func TestAppenderIteratorSnapshot(t *testing.T) {
 	}
 	checkMixed(t, it, want)
 }
+
+func TestSeekDoesNotAllocate(t *testing.T) {
+	ts := make([]int64, 1000)
+	vs := make([]float64, 1000)
+	for i := range ts {
+		ts[i] = int64(i) * 15000
+		vs[i] = float64(i)
+	}
+	blk := mustEncode(t, ts, vs)
+	var it Iterator
+	if a := testing.AllocsPerRun(20, func() {
+		if err := it.Reset(blk); err != nil {
+			t.Fatal(err)
+		}
+		for s := int64(0); s < 1000*15000; s += 7 * 15000 {
+			if it.Seek(s) != chunkenc.ValFloat {
+				t.Fatalf("Seek(%d) found nothing", s)
+			}
+		}
+	}); a != 0 {
+		t.Errorf("Seek allocates %v times", a)
+	}
+}

@@ -2,6 +2,7 @@ package gorilla
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -152,3 +153,12 @@ func TestEncodeErrors(t *testing.T) {
 }
 
 func newRand() *rand.Rand { return rand.New(rand.NewPCG(1, 2)) }
+
+// TestFormatExample pins the worked example of docs/format/gorilla.md.
+func TestFormatExample(t *testing.T) {
+	blk := mustEncode(t, []int64{1000, 16000, 31003, 46000, 61000, 76000}, []float64{0.5, 0.75, 1, staleNaN, 1.25, 1.5})
+	const want = "01 06 d0 0f f8 c9 04 02 b0 ea 01 02 00 03 02 02 00 32 01 00 64 01 03 7f f0 00 00 00 00 00 02 70"
+	if got := fmt.Sprintf("% x", blk); got != want {
+		t.Errorf("example block\n got %s\nwant %s", got, want)
+	}
+}
