@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -194,9 +195,9 @@ func (ix *MemIndex) createLocked(h uint64, lset labels.Labels) uint32 {
 		case p.bm == nil:
 			np.values[value] = posting{bm: roaring.BitmapOf(p.one, ref)}
 		default:
-			p.bm.Add(ref)
+			addCompact(p.bm, ref)
 		}
-		np.all.Add(ref)
+		addCompact(np.all, ref)
 	})
 	ix.offsets = append(ix.offsets, ix.appendSeriesLocked(enc))
 
@@ -471,8 +472,68 @@ func (ix *MemIndex) AndPostings(ctx context.Context, bm *roaring.Bitmap, name st
 		bm.Clear()
 		return nil
 	}
+	if len(bms) > 1 {
+		var total uint64
+		for _, x := range bms {
+			total += x.GetCardinality()
+		}
+		// Checking a series' value in the forward index costs about as much
+		// as merging a few postings entries; when the candidates are few
+		// against the postings to merge, check them instead.
+		if bm.GetCardinality()*forwardCheckCost < total {
+			ix.andByForwardLocked(bm, name, values)
+			return nil
+		}
+	}
 	bm.AndAny(bms...)
 	return nil
+}
+
+const forwardCheckCost = 8
+
+// andByForwardLocked keeps the refs of bm whose value of label name is one
+// of values, reading the forward index.
+func (ix *MemIndex) andByForwardLocked(bm *roaring.Bitmap, name string, values []string) {
+	nameID, ok := ix.symbols[name]
+	if !ok {
+		bm.Clear()
+		return
+	}
+	want := make(map[uint32]struct{}, len(values))
+	for _, v := range values {
+		if id, ok := ix.symbols[v]; ok {
+			want[id] = struct{}{}
+		}
+	}
+	var drop []uint32
+	it := bm.Iterator()
+	for it.HasNext() {
+		ref := it.Next()
+		if _, keep := want[ix.valueIDLocked(ref, nameID)]; !keep {
+			drop = append(drop, ref)
+		}
+	}
+	for _, ref := range drop {
+		bm.Remove(ref)
+	}
+}
+
+// valueIDLocked returns the symbol id of the value of label nameID in
+// series ref, or an id no value has if the series lacks the label.
+func (ix *MemIndex) valueIDLocked(ref, nameID uint32) uint32 {
+	b := ix.seriesBytesLocked(ref)
+	n, k := binary.Uvarint(b)
+	b = b[k:]
+	for range n {
+		id, k := binary.Uvarint(b)
+		b = b[k:]
+		valueID, k := binary.Uvarint(b)
+		b = b[k:]
+		if uint32(id) == nameID {
+			return uint32(valueID)
+		}
+	}
+	return math.MaxUint32
 }
 
 // AndNotPostings implements PostingsCombiner.
@@ -482,6 +543,13 @@ func (ix *MemIndex) AndNotPostings(ctx context.Context, bm *roaring.Bitmap, name
 	bms, err := ix.postingsLocked(ctx, name, values)
 	if err != nil {
 		return err
+	}
+	// Roaring subtracts from a run container through a temporary bitmap
+	// container (8 KiB); a few refs subtract faster as arrays.
+	if len(bms) > 0 && bm.GetCardinality() <= 4096 && bm.HasRunCompression() {
+		refs := bm.ToArray()
+		bm.Clear()
+		bm.AddMany(refs)
 	}
 	for _, x := range bms {
 		if bm.IsEmpty() {
@@ -527,4 +595,17 @@ func (p posting) max() uint32 {
 		return p.one
 	}
 	return p.bm.Maximum()
+}
+
+// addCompact adds ref to bm and, each time bm's size reaches a power of two
+// from 64 on, turns runs of consecutive refs into run containers: the
+// series of one target are created together, so postings are mostly runs,
+// which take less memory and combine faster. The cost is amortised O(1).
+func addCompact(bm *roaring.Bitmap, ref uint32) {
+	if !bm.CheckedAdd(ref) {
+		return
+	}
+	if n := bm.GetCardinality(); n >= 64 && n&(n-1) == 0 {
+		bm.RunOptimize()
+	}
 }
