@@ -33,12 +33,19 @@ func findBinary(t testing.TB, name string) string {
 // stops it when the test ends. It returns the base URL.
 func startPrometheus(t testing.TB) string {
 	t.Helper()
+	base, _ := startPrometheusPID(t)
+	return base
+}
+
+// startPrometheusPID is startPrometheus that also returns the process id.
+func startPrometheusPID(t testing.TB) (string, int) {
+	t.Helper()
 	bin := findBinary(t, "prometheus")
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "prometheus.yml")
 	require.NoError(t, os.WriteFile(cfg, []byte("global:\n  scrape_interval: 15s\n"), 0o600))
 	addr := "127.0.0.1:" + strconv.Itoa(e2e.FreePort(t))
-	e2e.StartProcess(t, exec.Command(bin,
+	p := e2e.StartProcess(t, exec.Command(bin,
 		"--config.file="+cfg,
 		"--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr,
@@ -48,7 +55,7 @@ func startPrometheus(t testing.TB) string {
 	))
 	base := "http://" + addr
 	e2e.WaitHTTP(t, 30*time.Second, base+"/-/ready")
-	return base
+	return base, p.Cmd.Process.Pid
 }
 
 // remoteWrite sends a remote-write 1.0 request.
