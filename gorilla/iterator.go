@@ -189,10 +189,16 @@ func (it *Iterator) openPart() error {
 		}
 		it.ts, it.vs = it.dec.ts, it.dec.vs
 	case partHistogram:
+		if err := checkHistLayout(&it.dec.buf, p.data); err != nil {
+			return fmt.Errorf("part %d: %w", it.pi-1, err)
+		}
 		it.hchunk.Reset(p.data)
 		it.hit = it.hchunk.Iterator(it.hit)
 		it.inHist = true
 	case partFloatHistogram:
+		if err := checkHistLayout(&it.dec.buf, p.data); err != nil {
+			return fmt.Errorf("part %d: %w", it.pi-1, err)
+		}
 		it.fchunk.Reset(p.data)
 		it.hit = it.fchunk.Iterator(it.hit)
 		it.inHist = true

@@ -1,7 +1,9 @@
 package gorilla
 
 import (
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -227,6 +229,44 @@ func TestHistogramBlockChecksum(t *testing.T) {
 		}
 		if it.Err() == nil {
 			t.Errorf("flipped byte %d went unnoticed", i)
+		}
+	}
+}
+
+// TestHistogramGarbageWithValidChecksum alters histogram chunk bytes and
+// fixes the checksum up, so that chunkenc's decoder sees garbage: the
+// iterator must end with ErrCorrupt or decode something, never panic.
+func TestHistogramGarbageWithValidChecksum(t *testing.T) {
+	var a, fa Appender
+	for i, h := range tsdbutil.GenerateTestHistograms(40) {
+		if err := a.AppendHistogram(int64(i)*1000, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, h := range tsdbutil.GenerateTestFloatHistograms(40) {
+		if err := fa.AppendFloatHistogram(int64(i)*1000, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rng := rand.New(rand.NewPCG(31, 32))
+	var it Iterator
+	for _, blk := range [][]byte{a.AppendBlock(nil), fa.AppendBlock(nil)} {
+		var h header
+		n, err := h.parse(blk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, m := binary.Uvarint(blk[n:])
+		crcAt := n + m
+		for range 2000 {
+			bad := slices.Clone(blk)
+			for range 1 + rng.IntN(4) {
+				bad[crcAt+4+rng.IntN(len(bad)-crcAt-4)] = byte(rng.Uint32())
+			}
+			binary.BigEndian.PutUint32(bad[crcAt:], crc32.Checksum(bad[crcAt+4:], castagnoli))
+			if err := decodeAll(&it, bad); err != nil && !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("error %v does not wrap ErrCorrupt", err)
+			}
 		}
 	}
 }

@@ -3,6 +3,7 @@ package gorilla
 import (
 	"encoding/binary"
 	"hash/crc32"
+	"math/bits"
 
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 )
@@ -124,3 +125,55 @@ func partKindOf(vt chunkenc.ValueType) byte {
 	}
 	return partFloat
 }
+
+// histChunkHeader is the size of chunkenc's histogram chunk header: sample
+// count (2 bytes) and counter reset header (1 byte).
+const histChunkHeader = 3
+
+// checkHistLayout bounds the layout at the start of a chunkenc histogram
+// chunk before chunkenc decodes it: chunkenc allocates buckets by the span
+// lengths it reads, so a crafted chunk could ask for any amount of memory.
+// The first sample of a chunk spends at least one bit per bucket, which
+// bounds the buckets by the chunk's bits. scratch is reused.
+func checkHistLayout(scratch *[]byte, data []byte) error {
+	if len(data) <= histChunkHeader {
+		return corruptf("histogram chunk of %d bytes", len(data))
+	}
+	body := data[histChunkHeader:]
+	*scratch = padded(*scratch, body)
+	r := bitReader{data: *scratch, end: uint(len(body)) * 8}
+	limit := uint64(len(body)) * 8
+	if r.read(8) == 255 { // zero threshold: one byte, or 255 and a float64
+		r.read(64)
+	}
+	varbit(&r) // schema
+	buckets := uint64(0)
+	for range 2 { // positive, then negative spans
+		n := varbit(&r)
+		if r.overrun() || n > limit {
+			return corruptf("histogram chunk layout: %d spans", n)
+		}
+		for range n {
+			length := varbit(&r)
+			varbit(&r) // offset
+			if r.overrun() {
+				return corruptf("histogram chunk layout overruns the chunk")
+			}
+			if buckets += length; length > limit || buckets > limit {
+				return corruptf("histogram chunk layout: %d+ buckets in %d bytes", buckets, len(data))
+			}
+		}
+	}
+	return nil
+}
+
+// varbit reads one chunkenc varbit number: up to eight one-bits, ended by a
+// zero-bit unless there are eight, select the width of the value that
+// follows. Signed values are returned as their raw bits.
+func varbit(r *bitReader) uint64 {
+	n := min(bits.LeadingZeros64(^r.peek()), 8)
+	r.pos += uint(min(n+1, 8))
+	return r.read(varbitWidth[n])
+}
+
+var varbitWidth = [9]uint{0, 3, 6, 9, 12, 18, 25, 56, 64}
