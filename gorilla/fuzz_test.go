@@ -207,6 +207,10 @@ func TestWriteFuzzSeeds(t *testing.T) {
 		}
 		s := "go test fuzz v1\n"
 		for _, a := range args {
+			if string(a) == "true" || string(a) == "false" {
+				s += "bool(" + string(a) + ")\n" // a bool argument
+				continue
+			}
 			s += fmt.Sprintf("[]byte(%q)\n", a)
 		}
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(s), 0o644); err != nil {
@@ -228,6 +232,12 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	mixed, err := MergeAll(nil, hb, fb, mustEncode(t, []int64{250, 20250}, []float64{1, staleNaN}))
 	if err != nil {
 		t.Fatal(err)
+	}
+	for i, p := range ha.h.appendParts(nil) {
+		write("FuzzHistogramChunk", fmt.Sprintf("histogram-%d", i), []byte("false"), p.data)
+	}
+	for i, p := range fa.h.appendParts(nil) {
+		write("FuzzHistogramChunk", fmt.Sprintf("floathistogram-%d", i), []byte("true"), p.data)
 	}
 	write("FuzzDecode", "histogram", hb)
 	write("FuzzDecode", "floathistogram", fb)
@@ -251,4 +261,28 @@ func TestWriteFuzzSeeds(t *testing.T) {
 // genSeriesFixed is genSeries with a fixed seed.
 func genSeriesFixed(n int) []series {
 	return genSeries(newRand(), n)
+}
+
+// FuzzHistogramChunk feeds arbitrary bytes to the histogram part decoder as
+// if they had passed the block checksum: the iterator must end with an error
+// wrapping ErrCorrupt or decode samples, never panic or run out of memory.
+func FuzzHistogramChunk(f *testing.F) {
+	f.Fuzz(func(t *testing.T, float bool, data []byte) {
+		k := partHistogram
+		if float {
+			k = partFloatHistogram
+		}
+		var it Iterator
+		it.clear()
+		it.parts = append(it.parts, part{kind: k, data: data})
+		for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
+			it.AtFloatHistogram(nil)
+			if vt == chunkenc.ValHistogram {
+				it.AtHistogram(nil)
+			}
+		}
+		if err := it.Err(); err != nil && !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("error %v does not wrap ErrCorrupt", err)
+		}
+	})
 }

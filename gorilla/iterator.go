@@ -288,20 +288,38 @@ func (it *Iterator) At() (int64, float64) {
 
 // AtHistogram returns the current integer histogram sample, reusing h when
 // it is not nil. For other sample types it returns a nil histogram.
-func (it *Iterator) AtHistogram(h *histogram.Histogram) (int64, *histogram.Histogram) {
+func (it *Iterator) AtHistogram(h *histogram.Histogram) (t int64, rh *histogram.Histogram) {
 	if !it.inHist || it.cur != chunkenc.ValHistogram {
 		return it.AtT(), nil
 	}
+	defer func() {
+		if r := recover(); r != nil {
+			// Malformed chunk bytes behind a valid checksum: end the
+			// iteration with an error, and give the caller a histogram.
+			it.fail(corruptf("histogram part %d: %v", it.pi-1, r))
+			if t, rh = it.lastT, h; rh == nil {
+				rh = &histogram.Histogram{}
+			}
+		}
+	}()
 	return it.hit.AtHistogram(h)
 }
 
 // AtFloatHistogram returns the current histogram sample as a float
 // histogram, reusing fh when it is not nil. For float samples it returns a
 // nil histogram.
-func (it *Iterator) AtFloatHistogram(fh *histogram.FloatHistogram) (int64, *histogram.FloatHistogram) {
+func (it *Iterator) AtFloatHistogram(fh *histogram.FloatHistogram) (t int64, rfh *histogram.FloatHistogram) {
 	if !it.inHist || it.cur == chunkenc.ValFloat || it.cur == chunkenc.ValNone {
 		return it.AtT(), nil
 	}
+	defer func() {
+		if r := recover(); r != nil {
+			it.fail(corruptf("histogram part %d: %v", it.pi-1, r))
+			if t, rfh = it.lastT, fh; rfh == nil {
+				rfh = &histogram.FloatHistogram{}
+			}
+		}
+	}()
 	return it.hit.AtFloatHistogram(fh)
 }
 

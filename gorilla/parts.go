@@ -3,8 +3,10 @@ package gorilla
 import (
 	"encoding/binary"
 	"hash/crc32"
+	"math"
 	"math/bits"
 
+	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 )
 
@@ -146,7 +148,11 @@ func checkHistLayout(scratch *[]byte, data []byte) error {
 	if r.read(8) == 255 { // zero threshold: one byte, or 255 and a float64
 		r.read(64)
 	}
-	varbit(&r) // schema
+	// Our appenders only write histograms that pass Validate; chunkenc
+	// panics on some layouts with other schemas.
+	if schema := varbitInt(&r); schema < math.MinInt32 || schema > math.MaxInt32 || !histogram.IsValidSchema(int32(schema)) {
+		return corruptf("histogram chunk schema %d", schema)
+	}
 	buckets := uint64(0)
 	for range 2 { // positive, then negative spans
 		n := varbit(&r)
@@ -174,6 +180,18 @@ func varbit(r *bitReader) uint64 {
 	n := min(bits.LeadingZeros64(^r.peek()), 8)
 	r.pos += uint(min(n+1, 8))
 	return r.read(varbitWidth[n])
+}
+
+// varbitInt reads a signed chunkenc varbit number.
+func varbitInt(r *bitReader) int64 {
+	n := min(bits.LeadingZeros64(^r.peek()), 8)
+	r.pos += uint(min(n+1, 8))
+	w := varbitWidth[n]
+	v := r.read(w)
+	if w > 0 && w < 64 && v > 1<<(w-1) {
+		return int64(v) - 1<<w
+	}
+	return int64(v)
 }
 
 var varbitWidth = [9]uint{0, 3, 6, 9, 12, 18, 25, 56, 64}
