@@ -75,6 +75,9 @@ func validateLabels(lset labels.Labels) error {
 	if lset.IsEmpty() {
 		return fmt.Errorf("%w: empty label set", ErrInvalidSeries)
 	}
+	if lset.Has("") {
+		return fmt.Errorf("%w: empty label name in %s", ErrInvalidSeries, lset)
+	}
 	if name, dup := lset.HasDuplicateLabelNames(); dup {
 		return fmt.Errorf("%w: label name %q repeats in %s", ErrInvalidSeries, name, lset)
 	}
@@ -109,7 +112,7 @@ func (a *appender) Append(ref promstorage.SeriesRef, lset labels.Labels, st, t i
 		db.metrics.rejected.WithLabelValues("too_old").Inc()
 		return 0, fmt.Errorf("%w: sample at %d is older than %d, the oldest time accepted (newest sample %d)", promstorage.ErrOutOfBounds, t, minT, maxT)
 	}
-	if lset.Has("") || hasEmptyValues(lset) {
+	if hasEmptyValues(lset) {
 		lset = lset.WithoutEmpty()
 	}
 	if err := validateLabels(lset); err != nil {
@@ -155,12 +158,12 @@ func (a *appender) Append(ref promstorage.SeriesRef, lset labels.Labels, st, t i
 	return promstorage.SeriesRef(s.ref) + 1, nil
 }
 
+// hasEmptyValues reports whether a label has an empty value (an absent
+// label, as Prometheus treats it).
 func hasEmptyValues(lset labels.Labels) bool {
 	empty := false
 	lset.Range(func(l labels.Label) {
-		if l.Value == "" {
-			empty = true
-		}
+		empty = empty || l.Value == ""
 	})
 	return empty
 }
