@@ -39,6 +39,7 @@ type options struct {
 	promArgs   string
 	vmArgs     string
 	keepData   bool
+	noQueries  bool
 	queryLimit time.Duration
 }
 
@@ -61,7 +62,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.load.Progress, "progress", 5*time.Second, "period of the progress line; 0 disables it")
 	fs.Uint64Var(&o.load.Seed, "seed", 1, "seed of the generated values")
 	sys := fs.String("systems", "null,shale,shale-rw2,prometheus,victoria-metrics",
-		"systems in the order they run: null (the generator alone), shale (remote write 1.0), shale-rw2 (2.0), prometheus, victoria-metrics")
+		"systems in the order they run: null (the generator alone), shale (remote write 1.0), shale-rw2 (2.0), shale-nowal (acknowledged once in memory), prometheus, victoria-metrics")
 	fs.StringVar(&o.out, "out", "bench-out", "folder for the report, the SVG, the results JSON and the systems' data")
 	fs.IntVar(&o.runs, "runs", 1, "repeat the whole benchmark; the table shows medians")
 	fs.IntVar(&o.rounds, "query-rounds", 3, "warm rounds of the query set (after one warm-up round)")
@@ -72,6 +73,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.promArgs, "prometheus-args", "", "further Prometheus flags, space-separated")
 	fs.StringVar(&o.vmArgs, "victoria-metrics-args", "", "further VictoriaMetrics flags, space-separated")
 	fs.BoolVar(&o.keepData, "keep-data", false, "keep the systems' data folders under -out")
+	fs.BoolVar(&o.noQueries, "skip-queries", false, "measure the ingest and the stored bytes only (no queries, no restarts)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -116,11 +118,14 @@ func (o *options) newSystem(name string) (*system, error) {
 	case "null":
 		s.kind = "null"
 		return s, nil
-	case "shale", "shale-rw2":
+	case "shale", "shale-rw2", "shale-nowal":
 		s.kind, s.bin, hint = "shale", o.shaleBin, "make build"
 		s.extra = strings.Fields(o.shaleArgs)
-		if name == "shale-rw2" {
+		switch name {
+		case "shale-rw2":
 			s.version = 2
+		case "shale-nowal":
+			s.extra = append(s.extra, "--storage.wal=false")
 		}
 	case "prometheus":
 		s.kind, s.bin, hint = "prometheus", o.promBin, "apt-get install prometheus"
@@ -240,6 +245,7 @@ func (o *options) benchSystem(ctx context.Context, s *system) (*sysResult, error
 	r.CPUPerMSamples, r.StoredBytes, r.BytesPerSample, r.BytesPerSampleNoWAL = nan, nan, nan, nan
 	r.ObjOpsPerMin, r.ObjOpsQueryMin = nan, nan
 	r.WarmP50, r.WarmP99, r.ColdP50, r.ColdP99, r.ShutdownSec = nan, nan, nan, nan, nan
+	r.DiskP50, r.DiskP99 = nan, nan
 	if ops0 >= 0 && ops1 >= 0 {
 		r.ObjOpsPerMin = (ops1 - ops0) / lr.Elapsed.Minutes()
 	}
@@ -249,6 +255,12 @@ func (o *options) benchSystem(ctx context.Context, s *system) (*sysResult, error
 	r.CPUPerMSamples = (cpu1 - cpu0) / mSamples
 	r.PeakRSS, r.RSS = float64(hwm), float64(rss)
 	r.RSSPerSeries = float64(rss) / float64(lr.ActiveSeries)
+
+	if o.noQueries {
+		r.ShutdownSec = s.stop().Seconds()
+		r.setStored(s, lr.Samples)
+		return r, nil
+	}
 
 	// Warm queries: one warm-up round, then o.rounds measured rounds.
 	end := time.UnixMilli(lr.LastTS)
@@ -265,11 +277,7 @@ func (o *options) benchSystem(ctx context.Context, s *system) (*sysResult, error
 		r.ObjOpsQueryMin = (qops1 - qops0) / time.Since(qt0).Minutes()
 	}
 	r.ShutdownSec = s.stop().Seconds()
-	if b, wal, err := s.storedBytes(); err == nil {
-		r.StoredBytes = float64(b)
-		r.BytesPerSample = float64(b) / float64(lr.Samples)
-		r.BytesPerSampleNoWAL = float64(b-wal) / float64(lr.Samples)
-	}
+	r.setStored(s, lr.Samples)
 
 	// Cold queries: the first round after a restart with on-disk caches
 	// emptied.
@@ -284,7 +292,35 @@ func (o *options) benchSystem(ctx context.Context, s *system) (*sysResult, error
 	cold := runQueries(ctx, s.base(), qs, end, cfg.Interval)
 	s.stop()
 	summariseQueries(r, first, warm, cold)
+
+	// Systems with an on-disk cache: once more after a restart that keeps it.
+	if s.kind == "shale" || s.kind == "victoria-metrics" {
+		fmt.Fprintf(os.Stderr, "[%s] restart keeping the on-disk cache, queries\n", s.name)
+		if err := s.start(ctx); err != nil {
+			return nil, fmt.Errorf("restart: %w", err)
+		}
+		kept := runQueries(ctx, s.base(), qs, end, cfg.Interval)
+		s.stop()
+		var xs []float64
+		for _, q := range kept {
+			if q.Err == "" {
+				xs = append(xs, float64(q.Latency)/float64(time.Millisecond))
+			} else {
+				r.QueryErrors++
+			}
+		}
+		r.DiskP50, r.DiskP99 = percentile(xs, 50), percentile(xs, 99)
+	}
 	return r, nil
+}
+
+// setStored measures the stored bytes of a stopped system.
+func (r *sysResult) setStored(s *system, samples int64) {
+	if b, wal, err := s.storedBytes(); err == nil {
+		r.StoredBytes = float64(b)
+		r.BytesPerSample = float64(b) / float64(samples)
+		r.BytesPerSampleNoWAL = float64(b-wal) / float64(samples)
+	}
 }
 
 // summariseQueries fills the query figures of r.

@@ -461,7 +461,7 @@ func TestReportTable(t *testing.T) {
 	mk := func(name string, sps, obj float64) *sysResult {
 		return &sysResult{Name: name, SamplesPerSec: sps, ObjOpsPerMin: obj, ObjOpsQueryMin: nan, RWP50: 1, RWP99: 2,
 			CPUPerMSamples: nan, GenCPUPerM: nan, PeakRSS: nan, RSSPerSeries: nan, BytesPerSample: nan,
-			BytesPerSampleNoWAL: nan, WarmP50: nan, WarmP99: nan, ColdP50: nan, ColdP99: nan, ShutdownSec: nan,
+			BytesPerSampleNoWAL: nan, DiskP50: nan, DiskP99: nan, WarmP50: nan, WarmP99: nan, ColdP50: nan, ColdP99: nan, ShutdownSec: nan,
 			PerRange: map[string][2]float64{"1h": {1, 2}}}
 	}
 	runs := [][]*sysResult{
@@ -624,7 +624,7 @@ func TestSmokeShale(t *testing.T) {
 		t.Errorf("query errors %d (%s), empty dashboard results %d %v", r.QueryErrors, r.FirstQueryError, r.EmptyDashboards, r.EmptyNames)
 	}
 	for name, v := range map[string]float64{"cpu": r.CPUPerMSamples, "rss": r.RSSPerSeries, "bytes/sample": r.BytesPerSample,
-		"objstore ops": r.ObjOpsPerMin, "warm p50": r.WarmP50, "cold p50": r.ColdP50} {
+		"objstore ops": r.ObjOpsPerMin, "warm p50": r.WarmP50, "cold p50": r.ColdP50, "disk-cache p50": r.DiskP50} {
 		if math.IsNaN(v) || v <= 0 {
 			t.Errorf("%s = %v, want a positive figure", name, v)
 		}
