@@ -1,6 +1,7 @@
 package gorilla
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/bits"
@@ -12,9 +13,10 @@ import (
 
 // Appender builds a block one sample at a time, as the head does for each
 // open series. It keeps float samples in a compact stream (delta-of-delta
-// timestamps, XOR values) and no raw samples, so its memory is about the
-// compressed size of what it holds plus ~100 bytes; AppendBlock re-encodes
-// the stream into the smallest block encoding.
+// timestamps, XOR values) and no raw samples; every sealSamples samples it
+// encodes the stream into a block and starts a new stream, so its memory
+// stays near the compressed size of what it holds plus ~150 bytes.
+// AppendBlock re-encodes everything into one block.
 //
 // All samples of one Appender are of one kind: a sample of another kind
 // returns ErrKindChange, and the caller cuts the block and starts a new
@@ -28,9 +30,15 @@ type Appender struct {
 	mint  int64
 	t     int64 // last timestamp
 
+	// Sealed float samples: float blocks, each behind its uvarint length,
+	// oldest first.
+	sealed []byte
+
 	// Float stream state.
+	scount      int    // samples in the stream
+	smint       int64  // first timestamp of the stream
 	delta       int64  // last timestamp delta
-	first, v    uint64 // first and last value bits
+	first, v    uint64 // first and last value bits of the stream
 	lead, trail uint8  // XOR window, lead 0xff when unset
 	w           bitWriter
 
@@ -84,7 +92,10 @@ func (a *Appender) Append(t int64, v float64) error {
 		a.w.buf = buf
 	}
 	if a.count == 0 {
-		a.kind, a.mint, a.first, a.lead = KindFloat, t, vb, 0xff
+		a.kind, a.mint = KindFloat, t
+	}
+	if a.scount == 0 {
+		a.smint, a.first, a.lead, a.delta = t, vb, 0xff, 0
 	} else {
 		d := t - a.t
 		streamWriter.write(&a.w, zigzag(d-a.delta))
@@ -95,7 +106,38 @@ func (a *Appender) Append(t int64, v float64) error {
 	a.v = vb
 	a.t = t
 	a.count++
+	a.scount++
+	if a.scount >= sealSamples {
+		a.seal()
+	}
 	return nil
+}
+
+// sealSamples is how many samples the stream holds before it is sealed into
+// a block. Blocks of this size take about half the stream's bytes on real
+// data; smaller ones pay their headers too often.
+const sealSamples = 240
+
+// seal encodes the stream into a block appended to a.sealed and empties it.
+func (a *Appender) seal() {
+	s := scratchPool.Get().(*scratchSamples)
+	s.dec.ts, s.dec.vs = s.dec.ts[:0], s.dec.vs[:0]
+	if err := a.decodeStream(&s.dec); err != nil {
+		// The stream is our own memory; failing to read it back is a bug.
+		panic(err)
+	}
+	e := encoderPool.Get().(*floatEncoder)
+	s.blk = e.encode(s.blk[:0], s.dec.ts, s.dec.vs)
+	encoderPool.Put(e)
+	// Grow exactly: seals are rare and the head holds many appenders.
+	n := len(a.sealed) + binary.MaxVarintLen32 + len(s.blk)
+	sealed := make([]byte, len(a.sealed), n)
+	copy(sealed, a.sealed)
+	sealed = binary.AppendUvarint(sealed, uint64(len(s.blk)))
+	a.sealed = append(sealed, s.blk...)
+	scratchPool.Put(s)
+	a.scount = 0
+	a.w = bitWriter{} // let the stream regrow from its small start
 }
 
 // AppendHistogram adds an integer histogram sample; see Append for t. h is
@@ -150,7 +192,7 @@ func (a *Appender) MaxTime() int64 { return a.t }
 
 // Size returns the bytes of memory the Appender holds.
 func (a *Appender) Size() int {
-	n := int(unsafe.Sizeof(*a)) + cap(a.w.buf)
+	n := int(unsafe.Sizeof(*a)) + cap(a.w.buf) + cap(a.sealed)
 	if a.h != nil {
 		n += a.h.size()
 	}
@@ -158,7 +200,9 @@ func (a *Appender) Size() int {
 }
 
 type scratchSamples struct {
-	dec floatDecoder
+	dec  floatDecoder
+	part floatDecoder // one sealed block
+	blk  []byte
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratchSamples) }}
@@ -170,7 +214,7 @@ func (a *Appender) AppendBlock(dst []byte) []byte {
 	switch a.kind {
 	case KindFloat:
 		s := scratchPool.Get().(*scratchSamples)
-		if err := a.decodeStream(&s.dec); err != nil {
+		if err := a.decodeAll(&s.dec, &s.part); err != nil {
 			// The stream is our own memory; failing to read it back is a bug.
 			panic(err)
 		}
@@ -195,7 +239,10 @@ func (a *Appender) Iterator(it *Iterator) *Iterator {
 	it.clear()
 	switch a.kind {
 	case KindFloat:
-		if err := a.decodeStream(&it.dec); err != nil {
+		s := scratchPool.Get().(*scratchSamples)
+		err := a.decodeAll(&it.dec, &s.part)
+		scratchPool.Put(s)
+		if err != nil {
 			it.fail(err)
 			return it
 		}
@@ -217,11 +264,40 @@ func (a *Appender) Iterator(it *Iterator) *Iterator {
 	return it
 }
 
-// decodeStream decodes the float stream into d.ts and d.vs.
+// decodeAll decodes the sealed blocks and the stream into d.ts and d.vs,
+// using part for each sealed block.
+func (a *Appender) decodeAll(d, part *floatDecoder) error {
+	d.ts, d.vs = d.ts[:0], d.vs[:0]
+	for b := a.sealed; len(b) > 0; {
+		l, n := binary.Uvarint(b)
+		if n <= 0 || l > uint64(len(b)-n) {
+			return corruptf("sealed samples")
+		}
+		blk := b[n : n+int(l)]
+		b = b[n+int(l):]
+		var h header
+		m, err := h.parse(blk)
+		if err == nil {
+			err = part.decode(&h, blk[m:])
+		}
+		if err != nil {
+			return fmt.Errorf("sealed samples: %w", err)
+		}
+		d.ts = append(d.ts, part.ts...)
+		d.vs = append(d.vs, part.vs...)
+	}
+	if a.scount == 0 {
+		return nil
+	}
+	return a.decodeStream(d)
+}
+
+// decodeStream appends the samples of the float stream to d.ts and d.vs.
 func (a *Appender) decodeStream(d *floatDecoder) error {
-	n := a.count
-	d.ts = grow(d.ts, n)
-	d.vs = grow(d.vs, n)
+	off, n := len(d.ts), a.scount
+	d.ts = append(d.ts, make([]int64, n)...)[:off+n]
+	d.vs = append(d.vs, make([]float64, n)...)[:off+n]
+	ts, vs := d.ts[off:], d.vs[off:]
 	d.buf = a.w.appendTo(d.buf[:0])
 	end := uint(a.w.bits())
 	var zero [readPad]byte
@@ -234,15 +310,15 @@ func (a *Appender) decodeStream(d *floatDecoder) error {
 		width[i] = uint(streamCode.width[i])
 	}
 	last := int(streamCode.nb) - 1
-	t, delta, v := a.mint, int64(0), a.first
-	d.ts[0], d.vs[0] = t, math.Float64frombits(v)
+	t, delta, v := a.smint, int64(0), a.first
+	ts[0], vs[0] = t, math.Float64frombits(v)
 	lead, sig := uint(0), uint(0)
 	for i := 1; i < n; i++ {
 		b := min(bits.LeadingZeros64(^r.peek()), last)
 		r.pos += plen[b]
 		delta += unzigzag(r.read(width[b]))
 		t += delta
-		d.ts[i] = t
+		ts[i] = t
 
 		pk := r.peek()
 		switch {
@@ -260,7 +336,7 @@ func (a *Appender) decodeStream(d *floatDecoder) error {
 			r.pos += 13
 			v ^= r.read(sig) << (64 - lead - sig)
 		}
-		d.vs[i] = math.Float64frombits(v)
+		vs[i] = math.Float64frombits(v)
 		if r.overrun() {
 			return corruptf("appender stream overrun at sample %d", i)
 		}

@@ -66,4 +66,22 @@ func TestAppenderMemory(t *testing.T) {
 	if avg > 1024 {
 		t.Errorf("appenders hold %d bytes per series, want at most 1024", avg)
 	}
+
+	// Four times as long (2 h 20 min at 5 s): each series repeated, shifted
+	// in time.
+	total, samples = 0, 0
+	for _, s := range data {
+		var a Appender
+		shift := s.ts[len(s.ts)-1] - s.ts[0] + 5000
+		for k := range int64(4) {
+			for i := range s.ts {
+				if err := a.Append(s.ts[i]+k*shift, s.vs[i]); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		total += a.Size()
+		samples += a.Count()
+	}
+	t.Logf("%.0f samples each: %d bytes per appender, %.2f bytes/sample", float64(samples)/float64(len(data)), total/len(data), float64(total)/float64(samples))
 }
