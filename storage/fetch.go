@@ -1,46 +1,130 @@
 package storage
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"slices"
+	"sort"
 	"sync"
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/shaledb/shale/index"
+	"github.com/shaledb/shale/storage/lsm"
 )
 
 // The read path's object-store work: reading the labels and sample blocks of
-// the series a query selected.
+// the series a query selected, in few round trips when the cache is cold.
+//
+// A partition keeps the 'F' and 'S' keys of its series in ref order, so the
+// keys of the series a query selects are clustered when their refs are.
+// planRanges turns the selected refs of a partition into ranges read with one
+// ordered scan each (whose iterator reads runs of adjacent data blocks with
+// one ranged read) or, for a lone ref, with one point read; all ranges of all
+// partitions are read in parallel, at most fetchConcurrency at once.
+// With a block cache, prefetchSelect first loads, in one round of parallel
+// ranged reads, every block the query will read in every partition, so that
+// the per-partition reads that follow (postings, labels, samples) find them
+// cached.
 
-// forEachSeriesLabels calls fn with the labels of each series in bm of a
-// partition read from the LSM, in ref order.
-func (db *DB) forEachSeriesLabels(ctx context.Context, part int64, bm *roaring.Bitmap, fn func(ref uint32, lset labels.Labels)) error {
-	builder := labels.NewScratchBuilder(16)
-	lo, hi := forwardKey(part, bm.Minimum()), forwardKey(part, bm.Maximum())
-	hi = append(hi, 0)
-	return db.kv.Scan(ctx, lo, hi, func(k, v []byte) error {
-		ref, err := parseRef(k)
-		if err != nil {
-			return err
-		}
-		if !bm.Contains(ref) {
-			return nil
-		}
-		lset, err := index.DecodeLabels(v, &builder)
-		if err != nil {
-			return fmt.Errorf("partition %d series %d: %w", part, ref, err)
-		}
-		fn(ref, lset)
+// Range planning. A gap of up to the free gap of unselected refs between two
+// selected ones is read rather than paying another request: sample blocks
+// hold a few series a data block, forward-index entries tens. Beyond that,
+// gaps are merged smallest first while a partition has more than
+// maxRangesPerPart ranges and the refs read stay within rangeSpanBudget
+// times the refs selected. A range is split into pieces of at most the chunk
+// size, read in parallel, so a large partition is not read by one iterator's
+// growing read-ahead in a sequence of round trips.
+const (
+	samplesFreeGap   = 4
+	samplesChunk     = 2048 // ~1 MiB of 2 h sample blocks at 15 s
+	forwardFreeGap   = 32
+	forwardChunk     = 8192 // ~1 MiB of labels
+	maxRangesPerPart = 2 * fetchConcurrency
+	rangeSpanBudget  = 3
+)
+
+// refRange is the refs [lo, hi] of one partition, read together.
+type refRange struct{ lo, hi uint32 }
+
+// planRanges groups refs (sorted, distinct) into the ranges to read.
+func planRanges(refs []uint32, freeGap uint32, chunk uint32) []refRange {
+	if len(refs) == 0 {
 		return nil
-	})
+	}
+	type gap struct {
+		i    int // between refs[i] and refs[i+1]
+		size uint32
+	}
+	join := make([]bool, len(refs)) // join[i]: refs[i] and refs[i+1] share a range
+	var gaps []gap
+	span, ranges := uint64(len(refs)), len(refs)
+	for i := 0; i+1 < len(refs); i++ {
+		g := refs[i+1] - refs[i] - 1
+		if g <= freeGap {
+			join[i] = true
+			span += uint64(g)
+			ranges--
+			continue
+		}
+		gaps = append(gaps, gap{i, g})
+	}
+	if ranges > maxRangesPerPart {
+		slices.SortFunc(gaps, func(a, b gap) int { return int(int64(a.size) - int64(b.size)) })
+		budget := rangeSpanBudget * uint64(len(refs))
+		for _, g := range gaps {
+			if ranges <= maxRangesPerPart || span+uint64(g.size) > budget {
+				break
+			}
+			join[g.i] = true
+			span += uint64(g.size)
+			ranges--
+		}
+	}
+	var out []refRange
+	lo := refs[0]
+	for i, ref := range refs {
+		if join[i] && i+1 < len(refs) {
+			continue
+		}
+		for uint64(ref)-uint64(lo)+1 > uint64(chunk) {
+			out = append(out, refRange{lo, lo + chunk - 1})
+			lo += chunk
+		}
+		out = append(out, refRange{lo, ref})
+		if i+1 < len(refs) {
+			lo = refs[i+1]
+		}
+	}
+	return out
 }
 
-// fetchBlocks reads the persisted sample block of each segment, in
-// parallel, and puts it before the segment's in-memory blocks.
-func (db *DB) fetchBlocks(ctx context.Context, segs []*qSegment) error {
-	if len(segs) == 0 {
+// rangeKeys returns the key range of refs [lo, hi] of a partition's keys
+// with sub-prefix sub.
+func rangeKeys(part int64, sub byte, r refRange) lsm.KeyRange {
+	lo := binary.BigEndian.AppendUint32(partSub(part, sub, 4), r.lo)
+	hi := binary.BigEndian.AppendUint32(partSub(part, sub, 5), r.hi)
+	return lsm.KeyRange{Lower: lo, Upper: append(hi, 0)}
+}
+
+// rangeRead is one range of one partition to read, with what to do with
+// each value of a selected ref. deliver runs on a worker goroutine; value
+// is valid only during the call.
+type rangeRead struct {
+	part    int64
+	sub     byte
+	r       refRange
+	want    func(ref uint32) bool
+	deliver func(ref uint32, value []byte) error
+}
+
+// readRanges runs the reads, at most fetchConcurrency at once, and returns
+// the first error.
+func (db *DB) readRanges(ctx context.Context, reads []rangeRead) error {
+	if len(reads) == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -49,33 +133,27 @@ func (db *DB) fetchBlocks(ctx context.Context, segs []*qSegment) error {
 		wg    sync.WaitGroup
 		mu    sync.Mutex
 		first error
-		next  = make(chan *qSegment)
+		next  = make(chan *rangeRead)
 	)
-	workers := min(fetchConcurrency, len(segs))
-	for range workers {
+	for range min(fetchConcurrency, len(reads)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for seg := range next {
-				v, ok, err := db.kv.Get(ctx, samplesKey(seg.part, seg.ref))
-				if err != nil {
+			for rd := range next {
+				if err := db.readRange(ctx, rd); err != nil {
 					mu.Lock()
 					if first == nil {
-						first = fmt.Errorf("read samples of series %d in partition %d: %w", seg.ref, seg.part, err)
+						first = err
 						cancel()
 					}
 					mu.Unlock()
-					continue
-				}
-				if ok && len(v) > 0 {
-					seg.blocks = append([][]byte{v}, seg.blocks...)
 				}
 			}
 		}()
 	}
-	for _, seg := range segs {
+	for i := range reads {
 		select {
-		case next <- seg:
+		case next <- &reads[i]:
 		case <-ctx.Done():
 		}
 	}
@@ -85,4 +163,213 @@ func (db *DB) fetchBlocks(ctx context.Context, segs []*qSegment) error {
 		return first
 	}
 	return ctx.Err()
+}
+
+func (db *DB) readRange(ctx context.Context, rd *rangeRead) error {
+	kr := rangeKeys(rd.part, rd.sub, rd.r)
+	if rd.r.lo == rd.r.hi {
+		v, ok, err := db.kv.Get(ctx, kr.Lower)
+		if err != nil {
+			return fmt.Errorf("read key %q of series %d in partition %d: %w", rd.sub, rd.r.lo, rd.part, err)
+		}
+		if ok {
+			return rd.deliver(rd.r.lo, v)
+		}
+		return nil
+	}
+	err := db.kv.Scan(ctx, kr.Lower, kr.Upper, func(k, v []byte) error {
+		ref, err := parseRef(k)
+		if err != nil {
+			return err
+		}
+		if !rd.want(ref) {
+			return nil
+		}
+		return rd.deliver(ref, v)
+	})
+	if err != nil {
+		return fmt.Errorf("read keys %q of series %d-%d in partition %d: %w", rd.sub, rd.r.lo, rd.r.hi, rd.part, err)
+	}
+	return nil
+}
+
+// forEachSeriesLabels calls fn with the labels of each series in bm of a
+// partition read from the LSM, in ref order. Series without a forward-index
+// entry are skipped.
+func (db *DB) forEachSeriesLabels(ctx context.Context, part int64, bm *roaring.Bitmap, fn func(ref uint32, lset labels.Labels)) error {
+	if bm.IsEmpty() {
+		return nil
+	}
+	refs := bm.ToArray()
+	lsets := make([]labels.Labels, len(refs))
+	found := make([]bool, len(refs))
+	var reads []rangeRead
+	for _, r := range planRanges(refs, forwardFreeGap, forwardChunk) {
+		builder := labels.NewScratchBuilder(16)
+		reads = append(reads, rangeRead{
+			part: part, sub: subForward, r: r, want: bm.Contains,
+			deliver: func(ref uint32, v []byte) error {
+				lset, err := index.DecodeLabels(v, &builder)
+				if err != nil {
+					return fmt.Errorf("partition %d series %d: %w", part, ref, err)
+				}
+				i, _ := slices.BinarySearch(refs, ref)
+				lsets[i], found[i] = lset, true
+				return nil
+			},
+		})
+	}
+	if err := db.readRanges(ctx, reads); err != nil {
+		return err
+	}
+	for i, ref := range refs {
+		if found[i] {
+			fn(ref, lsets[i])
+		}
+	}
+	return nil
+}
+
+// fetchBlocks reads the persisted sample block of each segment and puts it
+// before the segment's in-memory blocks. Segments of all partitions are read
+// in parallel.
+func (db *DB) fetchBlocks(ctx context.Context, segs []*qSegment) error {
+	if len(segs) == 0 {
+		return nil
+	}
+	byPart := map[int64][]*qSegment{}
+	for _, s := range segs {
+		byPart[s.part] = append(byPart[s.part], s)
+	}
+	var reads []rangeRead
+	for part, ps := range byPart {
+		slices.SortFunc(ps, func(a, b *qSegment) int { return cmpRef(a.ref, b.ref) })
+		refs := make([]uint32, len(ps))
+		for i, s := range ps {
+			refs[i] = s.ref
+		}
+		refs = slices.Compact(refs)
+		seg := func(ref uint32) *qSegment {
+			i := sort.Search(len(ps), func(i int) bool { return ps[i].ref >= ref })
+			if i < len(ps) && ps[i].ref == ref {
+				return ps[i]
+			}
+			return nil
+		}
+		for _, r := range planRanges(refs, samplesFreeGap, samplesChunk) {
+			reads = append(reads, rangeRead{
+				part: part, sub: subSamples, r: r,
+				want: func(ref uint32) bool { return seg(ref) != nil },
+				deliver: func(ref uint32, v []byte) error {
+					if len(v) == 0 {
+						return nil
+					}
+					s := seg(ref)
+					// Each ref is in exactly one range, so one worker
+					// writes each segment.
+					s.blocks = append([][]byte{bytes.Clone(v)}, s.blocks...)
+					return nil
+				},
+			})
+		}
+	}
+	return db.readRanges(ctx, reads)
+}
+
+func cmpRef(a, b uint32) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// rangePrefetcher is the LSM's side of prefetchSelect: the writer's and the
+// reader's.
+type rangePrefetcher interface {
+	Cached() bool
+	PrefetchRanges(ctx context.Context, ranges []lsm.KeyRange, parallel int) error
+}
+
+func (db *DB) rangePrefetcher() rangePrefetcher {
+	switch k := db.kv.(type) {
+	case *lsmWriter:
+		return k.db
+	case *lsmReader:
+		return k.r
+	}
+	return nil
+}
+
+// prefetchSelect loads into the block cache, for every partition of parts
+// in parallel, the blocks a Select of ms reads from the LSM: the postings
+// (by evaluating ms), then in one round the forward-index entries of the
+// selected series of persisted partitions and, with withSamples, the sample
+// blocks of the selected series of every partition. The reads that follow
+// then hit the cache, so a cold Select costs about three round trips
+// whatever the number of partitions. It does nothing without a block cache.
+// Errors are left for the reads that follow to report.
+func (db *DB) prefetchSelect(ctx context.Context, parts []partView, ms []*labels.Matcher, withSamples bool) {
+	p := db.rangePrefetcher()
+	if p == nil || !p.Cached() || len(parts) == 0 {
+		return
+	}
+	if len(parts) == 1 && parts[0].head != nil && !withSamples {
+		return
+	}
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		ranges []lsm.KeyRange
+		sem    = make(chan struct{}, fetchConcurrency)
+	)
+	for _, pv := range parts {
+		if pv.head != nil && !withSamples {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if pv.head == nil {
+				// The postings of equality matchers in one round, each with
+				// the block after it, which a point read of a key ending a
+				// block would read next.
+				var rs []lsm.KeyRange
+				for _, m := range ms {
+					if m.Type == labels.MatchEqual && m.Value != "" {
+						k := postingsKey(pv.start, m.Name, m.Value)
+						rs = append(rs, lsm.KeyRange{Lower: k, Upper: append(k, 0)})
+					}
+				}
+				_ = p.PrefetchRanges(ctx, rs, len(rs))
+			}
+			bm, err := index.Select(ctx, db.indexReader(pv), ms...)
+			if err != nil || bm.IsEmpty() {
+				return
+			}
+			refs := bm.ToArray()
+			var rs []lsm.KeyRange
+			if pv.head == nil {
+				for _, r := range planRanges(refs, forwardFreeGap, forwardChunk) {
+					rs = append(rs, rangeKeys(pv.start, subForward, r))
+				}
+			}
+			if withSamples {
+				for _, r := range planRanges(refs, samplesFreeGap, samplesChunk) {
+					rs = append(rs, rangeKeys(pv.start, subSamples, r))
+				}
+			}
+			mu.Lock()
+			ranges = append(ranges, rs...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if err := p.PrefetchRanges(ctx, ranges, fetchConcurrency); err != nil {
+		db.logger.Debug("query prefetch failed; reading block by block", "err", err)
+	}
 }

@@ -143,6 +143,7 @@ func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples bo
 	if err != nil {
 		return nil, err
 	}
+	db.prefetchSelect(ctx, parts, ms, withSamples)
 	byKey := map[uint64][]*qSeries{}
 	var all []*qSeries
 	add := func(lset labels.Labels, seg *qSegment) {

@@ -1,0 +1,259 @@
+package lsm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/shaledb/shale/storage/lsm/sst"
+)
+
+// prefetchParallel bounds the tables one Prefetch reads at once.
+const prefetchParallel = 8
+
+// PrefetchStats says what a Prefetch read from the object store.
+type PrefetchStats struct {
+	// Tables is the number of tables overlapping the range.
+	Tables int
+	// Requests is the number of ranged reads made (meta and data blocks).
+	Requests int64
+	// Bytes is the number of bytes those reads returned.
+	Bytes int64
+}
+
+// Prefetch loads into the block cache everything a read of [lower, upper)
+// (nil bounds are unbounded) needs from the tables of the current manifest:
+// the meta blocks of every overlapping table (cache.ClassMeta) and the data
+// blocks that may hold keys in the range (cache.ClassData). Blocks already
+// cached are not read again; each run of adjacent missing blocks is one
+// ranged read. Tables are read in parallel. Memtables are not touched: they
+// are in memory already. Without a cache it only opens the tables.
+func (db *DB) Prefetch(ctx context.Context, lower, upper []byte) (PrefetchStats, error) {
+	if err := db.readable(); err != nil {
+		return PrefetchStats{}, err
+	}
+	v, _ := db.snapshot()
+	return prefetch(ctx, db.s, v.man, lower, upper)
+}
+
+// Prefetch is DB.Prefetch on the reader's current manifest.
+func (r *Reader) Prefetch(ctx context.Context, lower, upper []byte) (PrefetchStats, error) {
+	v, _, err := r.snapshot()
+	if err != nil {
+		return PrefetchStats{}, err
+	}
+	return prefetch(ctx, r.s, v.man, lower, upper)
+}
+
+// ManifestVersion returns the id of the manifest reads see now. It changes
+// whenever the set of tables does: a memtable flush, a compaction, garbage
+// collection of range tombstones.
+func (db *DB) ManifestVersion() uint64 {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	return db.manID
+}
+
+// ManifestVersion returns the id of the manifest the reader follows now.
+func (r *Reader) ManifestVersion() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.manID
+}
+
+func prefetch(ctx context.Context, s *store, man *manifest, lower, upper []byte) (PrefetchStats, error) {
+	var tables []*tableMeta
+	for i := range man.L0 {
+		if overlaps(&man.L0[i], lower, upper) {
+			tables = append(tables, &man.L0[i])
+		}
+	}
+	for i := range man.Runs {
+		for j := range man.Runs[i].Tables {
+			if t := &man.Runs[i].Tables[j]; overlaps(t, lower, upper) {
+				tables = append(tables, t)
+			}
+		}
+	}
+	st := PrefetchStats{Tables: len(tables)}
+	var (
+		requests, bytes atomic.Int64
+		wg              sync.WaitGroup
+		mu              sync.Mutex
+		errs            []error
+		sem             = make(chan struct{}, prefetchParallel)
+	)
+	for _, t := range tables {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := prefetchTable(ctx, s, t, lower, upper, &requests, &bytes); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	st.Requests, st.Bytes = requests.Load(), bytes.Load()
+	return st, errors.Join(errs...)
+}
+
+// prefetchTable opens its own handle of a table over a counting reader, so
+// that the reads are attributed to this prefetch; the meta blocks come from
+// the cache when the table was opened before.
+func prefetchTable(ctx context.Context, s *store, t *tableMeta, lower, upper []byte, requests, bytes *atomic.Int64) error {
+	name := s.paths.sst(t.ID)
+	r := &countingReadable{r: &readable{s: s, name: name, size: t.Size}, requests: requests, bytes: bytes}
+	h, err := sst.Open(ctx, r, name, s.cache)
+	if err != nil {
+		if isNotFound(err) {
+			return nil // collected after a compaction: no newer read needs it
+		}
+		return fmt.Errorf("prefetch: open table %s: %w", name, err)
+	}
+	if err := h.Prefetch(ctx, lower, upper); err != nil {
+		if isNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("prefetch: %w", err)
+	}
+	return nil
+}
+
+type countingReadable struct {
+	r               sst.Readable
+	requests, bytes *atomic.Int64
+}
+
+func (c *countingReadable) Size() int64 { return c.r.Size() }
+
+func (c *countingReadable) ReadAt(ctx context.Context, off, length int64) ([]byte, error) {
+	b, err := c.r.ReadAt(ctx, off, length)
+	c.requests.Add(1)
+	c.bytes.Add(int64(len(b)))
+	return b, err
+}
+
+// KeyRange is the keys in [Lower, Upper); a nil bound is unbounded.
+type KeyRange struct{ Lower, Upper []byte }
+
+// Cached reports whether the DB reads through a block cache, so that a
+// Prefetch makes later reads cheaper.
+func (db *DB) Cached() bool { return db.s.cache != nil }
+
+// Cached reports whether the reader reads through a block cache.
+func (r *Reader) Cached() bool { return r.s.cache != nil }
+
+// PrefetchRanges is Prefetch of many ranges at once, without statistics:
+// the read path's way to load, in one round of parallel ranged reads, the
+// blocks a query is about to read key by key. A range of one key (Upper is
+// Lower followed by a zero byte) skips the tables whose bloom filter rules
+// the key out. At most parallel tables-and-ranges are read at once.
+func (db *DB) PrefetchRanges(ctx context.Context, ranges []KeyRange, parallel int) error {
+	if err := db.readable(); err != nil {
+		return err
+	}
+	v, _ := db.snapshot()
+	return prefetchRanges(ctx, db.s, v.man, ranges, parallel)
+}
+
+// PrefetchRanges is DB.PrefetchRanges on the reader's current manifest.
+func (r *Reader) PrefetchRanges(ctx context.Context, ranges []KeyRange, parallel int) error {
+	v, _, err := r.snapshot()
+	if err != nil {
+		return err
+	}
+	return prefetchRanges(ctx, r.s, v.man, ranges, parallel)
+}
+
+func prefetchRanges(ctx context.Context, s *store, man *manifest, ranges []KeyRange, parallel int) error {
+	if s.cache == nil || len(ranges) == 0 {
+		return nil
+	}
+	type job struct {
+		t *tableMeta
+		r KeyRange
+	}
+	var jobs []job
+	seen := map[*tableMeta]bool{}
+	var open []*tableMeta
+	add := func(t *tableMeta, r KeyRange) {
+		if !overlaps(t, r.Lower, r.Upper) {
+			return
+		}
+		jobs = append(jobs, job{t, r})
+		if !seen[t] {
+			seen[t] = true
+			open = append(open, t)
+		}
+	}
+	for _, r := range ranges {
+		for i := range man.L0 {
+			add(&man.L0[i], r)
+		}
+		for i := range man.Runs {
+			ts := man.Runs[i].Tables
+			j := 0
+			if r.Lower != nil {
+				j = sortSearchTables(ts, r.Lower)
+			}
+			for ; j < len(ts) && overlaps(&ts[j], r.Lower, r.Upper); j++ {
+				add(&ts[j], r)
+			}
+		}
+	}
+	s.openAll(ctx, open)
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+		sem  = make(chan struct{}, max(parallel, 1))
+	)
+	for _, j := range jobs {
+		h, err := s.table(ctx, j.t)
+		if err != nil {
+			if !isNotFound(err) {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		if isPoint(j.r) && !h.MayContain(j.r.Lower) {
+			continue
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			wg.Wait()
+			return ctx.Err()
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := h.Prefetch(ctx, j.r.Lower, j.r.Upper); err != nil && !isNotFound(err) {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func isPoint(r KeyRange) bool {
+	return len(r.Upper) == len(r.Lower)+1 && r.Upper[len(r.Lower)] == 0 && bytes.Equal(r.Upper[:len(r.Lower)], r.Lower)
+}
+
+// sortSearchTables returns the first table of a sorted run whose largest
+// key is >= key.
+func sortSearchTables(ts []tableMeta, key []byte) int {
+	return sort.Search(len(ts), func(i int) bool { return bytes.Compare(ts[i].LargestKey, key) >= 0 })
+}
