@@ -68,9 +68,14 @@ func TestAppenderMemory(t *testing.T) {
 	}
 
 	// Four times as long (2 h 20 min at 5 s): each series repeated, shifted
-	// in time.
+	// in time; every eighth series keeps the test quick.
 	total, samples = 0, 0
-	for _, s := range data {
+	n := 0
+	for j, s := range data {
+		if j%8 != 0 {
+			continue
+		}
+		n++
 		var a Appender
 		shift := s.ts[len(s.ts)-1] - s.ts[0] + 5000
 		for k := range int64(4) {
@@ -83,5 +88,5 @@ func TestAppenderMemory(t *testing.T) {
 		total += a.Size()
 		samples += a.Count()
 	}
-	t.Logf("%.0f samples each: %d bytes per appender, %.2f bytes/sample", float64(samples)/float64(len(data)), total/len(data), float64(total)/float64(samples))
+	t.Logf("%d series, %.0f samples each: %d bytes per appender, %.2f bytes/sample", n, float64(samples)/float64(n), total/n, float64(total)/float64(samples))
 }
