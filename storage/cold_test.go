@@ -2,6 +2,10 @@ package storage
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
 	"io"
 	"math/rand/v2"
 	"strconv"
@@ -253,5 +257,215 @@ func TestColdHelpers(t *testing.T) {
 	}
 	if getRequests(fb) == 0 {
 		t.Fatal("a cold query made no object-store reads")
+	}
+}
+
+func TestPlanRanges(t *testing.T) {
+	seq := func(lo, hi, step uint32) []uint32 {
+		var out []uint32
+		for r := lo; r <= hi; r += step {
+			out = append(out, r)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name    string
+		refs    []uint32
+		freeGap uint32
+		chunk   uint32
+		want    []refRange
+	}{
+		{"empty", nil, 4, 100, nil},
+		{"one", []uint32{7}, 4, 100, []refRange{{7, 7}}},
+		{"dense", seq(0, 9, 1), 4, 100, []refRange{{0, 9}}},
+		{"interleaved", seq(0, 18, 2), 4, 100, []refRange{{0, 18}}},
+		{"gap over free gap", []uint32{1, 2, 10, 11}, 4, 100, []refRange{{1, 2}, {10, 11}}},
+		{"gap at free gap", []uint32{1, 6}, 4, 100, []refRange{{1, 6}}},
+		{"chunked", seq(0, 249, 1), 4, 100, []refRange{{0, 99}, {100, 199}, {200, 249}}},
+		// 100 lone refs 10 apart: more ranges than maxRangesPerPart, so the
+		// gaps are merged while the refs read stay within 3x those wanted.
+		{"sparse merged within budget", seq(0, 990, 10), 4, 10000, nil},
+		// 10000 apart: merging any gap would read far more than 3x.
+		{"sparse beyond budget", seq(0, 990000, 10000), 4, 10000, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := planRanges(tc.refs, tc.freeGap, tc.chunk)
+			if tc.name == "sparse beyond budget" {
+				if len(got) != len(tc.refs) {
+					t.Fatalf("got %d ranges, want one per ref (%d)", len(got), len(tc.refs))
+				}
+				return
+			}
+			if tc.name == "sparse merged within budget" {
+				var span uint32
+				for _, r := range got {
+					span += r.hi - r.lo + 1
+				}
+				// Unmerged, the 100 ranges cost 5 refs each (the free gap + 1).
+				if len(got) > maxRangesPerPart || span > rangeSpanBudget*5*uint32(len(tc.refs)) {
+					t.Fatalf("got %d ranges over %d refs: want at most %d ranges and %d refs", len(got), span, maxRangesPerPart, rangeSpanBudget*5*len(tc.refs))
+				}
+				return
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("planRanges(%v) = %v, want %v", tc.refs, got, tc.want)
+			}
+		})
+	}
+	// Every ref is in exactly one range, whatever the input.
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 200 {
+		set := map[uint32]bool{}
+		for range rng.IntN(500) + 1 {
+			set[uint32(rng.IntN(5000))] = true
+		}
+		refs := slices.Sorted(maps.Keys(set))
+		got := planRanges(refs, uint32(rng.IntN(8)), uint32(rng.IntN(300)+1))
+		i := 0
+		for j, r := range got {
+			if r.lo > r.hi || (j > 0 && r.lo <= got[j-1].hi) {
+				t.Fatalf("ranges %v not disjoint and ordered", got)
+			}
+			for i < len(refs) && refs[i] <= r.hi {
+				if refs[i] < r.lo {
+					t.Fatalf("ref %d in no range of %v", refs[i], got)
+				}
+				i++
+			}
+		}
+		if i != len(refs) {
+			t.Fatalf("refs from %d on are in no range of %v", refs[i], got)
+		}
+	}
+}
+
+// TestColdQueryRequestsBounded asks a cold DB (empty cache, or none) for
+// every series of one metric in one partition and checks that the number of
+// object-store reads does not grow with the number of series: the labels and
+// sample blocks of N series are read with a few ranged reads, not N.
+func TestColdQueryRequestsBounded(t *testing.T) {
+	x := labels.MustNewMatcher(labels.MatchEqual, "__name__", "x")
+	for _, cached := range []bool{true, false} {
+		for _, n := range []int{10, 100, 1000} {
+			t.Run(fmt.Sprintf("cache=%v/series=%d", cached, n), func(t *testing.T) {
+				b := coldBucket(t, coldSpec{series: n, span: 2 * time.Hour, interval: 4 * time.Minute})
+				var cacheBytes int64
+				if cached {
+					cacheBytes = 64 << 20
+				}
+				db, fb, _ := coldDB(t, b, time.Millisecond, cacheBytes)
+				got := queryFloats(t, db, coldBase, coldBase+2*3600*1000, x)
+				if len(got) != n {
+					t.Fatalf("got %d series, want %d", len(got), n)
+				}
+				for k, s := range got {
+					if len(s) != 30 {
+						t.Fatalf("%s: %d samples, want 30", k, len(s))
+					}
+				}
+				reqs := getRequests(fb)
+				t.Logf("%d object-store reads", reqs)
+				if reqs > 12 {
+					t.Fatalf("%d object-store reads for %d series, want at most 12", reqs, n)
+				}
+				// Warm: no reads at all.
+				if cached {
+					fb.ResetCounts()
+					queryFloats(t, db, coldBase, coldBase+2*3600*1000, x)
+					if r := getRequests(fb); r != 0 {
+						t.Fatalf("a repeated query made %d object-store reads", r)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestColdQueryPartitionsInParallel checks that a cold query over several
+// partitions costs the round trips of one: with a latency far above the
+// rest of the work, the query takes a few latencies, not a few per
+// partition.
+func TestColdQueryPartitionsInParallel(t *testing.T) {
+	const latency = 40 * time.Millisecond
+	b := coldBucket(t, coldSpec{series: 100, span: 12 * time.Hour, interval: 10 * time.Minute})
+	db, fb, _ := coldDB(t, b, latency, 64<<20)
+	x := labels.MustNewMatcher(labels.MatchEqual, "__name__", "x")
+	start := time.Now()
+	got := queryFloats(t, db, coldBase, coldBase+12*3600*1000, x)
+	took := time.Since(start)
+	if len(got) != 100 {
+		t.Fatalf("got %d series, want 100", len(got))
+	}
+	for k, s := range got {
+		if len(s) != 72 {
+			t.Fatalf("%s: %d samples, want 72", k, len(s))
+		}
+	}
+	// Sequential partitions would need at least 2 round trips each (postings,
+	// then labels and samples): 12 for 6 partitions.
+	rounds := took / latency
+	t.Logf("%d reads, %s (%d round trips of %s)", getRequests(fb), took, rounds, latency)
+	if rounds >= 12 {
+		t.Fatalf("a cold query over 6 partitions took %s, %d round trips", took, rounds)
+	}
+}
+
+// TestColdQuerySparse selects a few series spread over a partition: each is
+// read on its own rather than with a scan of everything in between.
+func TestColdQuerySparse(t *testing.T) {
+	b := coldBucket(t, coldSpec{series: 1000, span: 2 * time.Hour, interval: time.Minute})
+	x := labels.MustNewMatcher(labels.MatchEqual, "__name__", "x")
+	for _, cached := range []bool{true, false} {
+		t.Run(fmt.Sprintf("cache=%v", cached), func(t *testing.T) {
+			var cacheBytes int64
+			if cached {
+				cacheBytes = 64 << 20
+			}
+			db, _, all := coldDB(t, b, 0, cacheBytes)
+			queryFloats(t, db, coldBase, coldBase+2*3600*1000, x)
+			db, _, sparse := coldDB(t, b, 0, cacheBytes)
+			got := queryFloats(t, db, coldBase, coldBase+2*3600*1000, x,
+				labels.MustNewMatcher(labels.MatchRegexp, "instance", "host-(7|500|999)"))
+			if len(got) != 3 {
+				t.Fatalf("got %d series, want 3: %v", len(got), slices.Collect(maps.Keys(got)))
+			}
+			// The postings of the regexp read every value of instance; the
+			// labels and samples of 3 series are a few blocks.
+			if s, a := sparse.dataBytes.Load(), all.dataBytes.Load(); s > a/3 {
+				t.Fatalf("read %d bytes of data blocks for 3 series, %d for all 1000", s, a)
+			}
+		})
+	}
+}
+
+func TestColdQueryFailure(t *testing.T) {
+	b := coldBucket(t, coldSpec{series: 300, span: 4 * time.Hour, interval: 4 * time.Minute})
+	for _, cached := range []bool{true, false} {
+		t.Run(fmt.Sprintf("cache=%v", cached), func(t *testing.T) {
+			var cacheBytes int64
+			if cached {
+				cacheBytes = 64 << 20
+			}
+			db, fb, _ := coldDB(t, b, 0, cacheBytes)
+			boom := errors.New("boom")
+			// Opening the table succeeds; its data blocks fail.
+			fb.Inject(objstore.Fault{Ops: []objstore.Op{objstore.OpGetRange}, Err: boom,
+				Match: func(_ objstore.Op, name string) bool { return true }})
+			q, err := db.Querier(coldBase, coldBase+4*3600*1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ss := q.Select(context.Background(), true, nil, labels.MustNewMatcher(labels.MatchEqual, "__name__", "x"))
+			for ss.Next() {
+			}
+			if err := ss.Err(); !errors.Is(err, boom) {
+				t.Fatalf("select error %v, want %v", err, boom)
+			}
+			fb.ClearFaults()
+			got := queryFloats(t, db, coldBase, coldBase+4*3600*1000, labels.MustNewMatcher(labels.MatchEqual, "__name__", "x"))
+			if len(got) != 300 {
+				t.Fatalf("after the store recovered: %d series, want 300", len(got))
+			}
+		})
 	}
 }

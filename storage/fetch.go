@@ -35,7 +35,8 @@ import (
 // hold a few series a data block, forward-index entries tens. Beyond that,
 // gaps are merged smallest first while a partition has more than
 // maxRangesPerPart ranges and the refs read stay within rangeSpanBudget
-// times the refs selected. A range is split into pieces of at most the chunk
+// times what the ranges cost unmerged (a lone ref counting as a block's
+// worth of refs). A range is split into pieces of at most the chunk
 // size, read in parallel, so a large partition is not read by one iterator's
 // growing read-ahead in a sequence of round trips.
 const (
@@ -62,6 +63,9 @@ func planRanges(refs []uint32, freeGap uint32, chunk uint32) []refRange {
 	join := make([]bool, len(refs)) // join[i]: refs[i] and refs[i+1] share a range
 	var gaps []gap
 	span, ranges := uint64(len(refs)), len(refs)
+	// A range costs at least a data block however few refs it holds; the
+	// free gap stands for a block's worth of refs.
+	need, lo := uint64(0), refs[0]
 	for i := 0; i+1 < len(refs); i++ {
 		g := refs[i+1] - refs[i] - 1
 		if g <= freeGap {
@@ -71,10 +75,13 @@ func planRanges(refs []uint32, freeGap uint32, chunk uint32) []refRange {
 			continue
 		}
 		gaps = append(gaps, gap{i, g})
+		need += max(uint64(refs[i]-lo)+1, uint64(freeGap)+1)
+		lo = refs[i+1]
 	}
+	need += max(uint64(refs[len(refs)-1]-lo)+1, uint64(freeGap)+1)
 	if ranges > maxRangesPerPart {
 		slices.SortFunc(gaps, func(a, b gap) int { return int(int64(a.size) - int64(b.size)) })
-		budget := rangeSpanBudget * uint64(len(refs))
+		budget := rangeSpanBudget * need
 		for _, g := range gaps {
 			if ranges <= maxRangesPerPart || span+uint64(g.size) > budget {
 				break
@@ -85,7 +92,7 @@ func planRanges(refs []uint32, freeGap uint32, chunk uint32) []refRange {
 		}
 	}
 	var out []refRange
-	lo := refs[0]
+	lo = refs[0]
 	for i, ref := range refs {
 		if join[i] && i+1 < len(refs) {
 			continue
