@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/exemplar"
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
@@ -151,7 +152,7 @@ func (a *appender) Append(ref promstorage.SeriesRef, lset labels.Labels, st, t i
 	if opts.Metadata.Type != "" || opts.Metadata.Help != "" || opts.Metadata.Unit != "" {
 		family := opts.MetricFamilyName
 		if family == "" {
-			family = lset.Get(labels.MetricName)
+			family = lset.Get(model.MetricNameLabel)
 		}
 		a.meta = append(a.meta, pendingMetadata{family: family, m: opts.Metadata})
 	}
@@ -321,7 +322,7 @@ func (v *appenderV1) AppendExemplar(ref promstorage.SeriesRef, l labels.Labels, 
 }
 
 func (v *appenderV1) UpdateMetadata(ref promstorage.SeriesRef, l labels.Labels, m metadata.Metadata) (promstorage.SeriesRef, error) {
-	v.a.meta = append(v.a.meta, pendingMetadata{family: l.Get(labels.MetricName), m: m})
+	v.a.meta = append(v.a.meta, pendingMetadata{family: l.Get(model.MetricNameLabel), m: m})
 	return ref, nil
 }
 

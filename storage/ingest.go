@@ -17,9 +17,6 @@ import (
 // may alias the caller's buffers; it copies what it keeps.
 type IngestAppender struct {
 	a appender
-	// meta is the metadata of the series whose samples come next (remote
-	// write 2.0 sends it per series).
-	meta metadata.Metadata
 }
 
 // IngestAppender returns an appender for one remote-write request.
@@ -79,7 +76,7 @@ func (ia *IngestAppender) UpdateMetadata(ref promstorage.SeriesRef, lset labels.
 	if m.Type == "" && m.Help == "" && m.Unit == "" {
 		return ref, nil
 	}
-	family := lset.Get(labels.MetricName)
+	family := lset.Get(model.MetricNameLabel)
 	if family == "" {
 		return ref, nil
 	}

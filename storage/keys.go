@@ -15,7 +15,6 @@ import (
 //	'P' part(8) 'X'                  all series refs of the partition
 //	'P' part(8) 'S' ref(4)           sample block of one series (merge: union)
 //	'W' seq(8)                       head log record (WAL on), deleted once flushed
-//	'M' name                         metadata of a metric family
 //
 // part is the partition's start time in ms, big-endian with the sign bit
 // flipped so that byte order is time order.
@@ -23,7 +22,6 @@ const (
 	keyRegistry = 'R'
 	keyPart     = 'P'
 	keyHeadLog  = 'W'
-	keyMeta     = 'M'
 
 	subForward  = 'F'
 	subPostings = 'L'
@@ -79,8 +77,6 @@ func allSeriesKey(part int64) []byte { return partSub(part, subAll, 0) }
 func headLogKey(seq uint64) []byte {
 	return binary.BigEndian.AppendUint64([]byte{keyHeadLog}, seq)
 }
-
-func metadataKey(name string) []byte { return append([]byte{keyMeta}, name...) }
 
 // prefixEnd returns the smallest key greater than every key with prefix p,
 // or nil if there is none.

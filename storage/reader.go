@@ -62,10 +62,3 @@ func (db *DB) loadForwardLocked(ctx context.Context, p *headPart) error {
 		return err
 	})
 }
-
-// forgetClosed drops followed partitions the writer has closed.
-func (db *DB) forgetClosed(part int64) {
-	db.follow.mu.Lock()
-	delete(db.follow.parts, part)
-	db.follow.mu.Unlock()
-}

@@ -205,15 +205,3 @@ func (s *memSeries) isDuplicateLocked(smp sample) bool {
 	return math.Float64bits(smp.v) == math.Float64bits(s.lastV) ||
 		(value.IsStaleNaN(smp.v) && value.IsStaleNaN(s.lastV))
 }
-
-// memSize estimates the bytes the series holds, for accounting.
-func (s *memSeries) memSizeLocked() int {
-	n := 96 + len(s.ooo)*40
-	if s.app != nil {
-		n += s.app.Size()
-	}
-	for _, b := range s.sealed {
-		n += len(b)
-	}
-	return n
-}
