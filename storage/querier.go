@@ -31,6 +31,11 @@ type partView struct {
 // The head's are taken first, so a partition the head drops meanwhile is
 // read from the LSM, where it is complete by then.
 func (db *DB) partitions(ctx context.Context, mint, maxt int64) ([]partView, error) {
+	if db.readOnly {
+		if err := db.followHeadLog(ctx); err != nil {
+			return nil, fmt.Errorf("follow the writer's head log: %w", err)
+		}
+	}
 	var out []partView
 	seen := map[int64]bool{}
 	for _, p := range db.head.partsOverlapping(mint, maxt) {
