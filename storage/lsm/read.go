@@ -123,13 +123,16 @@ func (r *resolver) value(key []byte) ([]byte, bool, error) {
 // get reads key at snapshot snap from v. The returned value is the caller's.
 func get(ctx context.Context, s *store, v *view, snap uint64, key []byte, merge MergeOperator, now int64) ([]byte, bool, error) {
 	r := resolver{merge: merge, now: now, tombs: v.tombs(snap)}
-	var ents []entry
-	mems := make([]*memtable, 0, 1+len(v.imms))
-	if v.mem != nil {
-		mems = append(mems, v.mem)
-	}
-	mems = append(mems, v.imms...)
-	for _, m := range mems {
+	var entsBuf [4]entry
+	ents := entsBuf[:0]
+	for i := -1; i < len(v.imms); i++ {
+		m := v.mem
+		if i >= 0 {
+			m = v.imms[i]
+		}
+		if m == nil {
+			continue
+		}
 		ents = m.get(key, snap, ents[:0])
 		for i := range ents {
 			r.add(key, &ents[i])
@@ -138,7 +141,8 @@ func get(ctx context.Context, s *store, v *view, snap uint64, key []byte, merge 
 			return finish(&r, key)
 		}
 	}
-	var candidates []*tableMeta
+	var candBuf [16]*tableMeta
+	candidates := candBuf[:0]
 	for i := range v.man.L0 {
 		t := &v.man.L0[i]
 		if bytes.Compare(key, t.SmallestKey) >= 0 && bytes.Compare(key, t.LargestKey) <= 0 {
@@ -151,7 +155,8 @@ func get(ctx context.Context, s *store, v *view, snap uint64, key []byte, merge 
 		}
 	}
 	s.openAll(ctx, candidates)
-	var sents []sst.Entry
+	var sentsBuf [4]sst.Entry
+	sents := sentsBuf[:0]
 	consult := func(t *tableMeta) error {
 		if bytes.Compare(key, t.SmallestKey) < 0 || bytes.Compare(key, t.LargestKey) > 0 {
 			return nil
