@@ -21,6 +21,7 @@ import (
 
 	"github.com/golang/snappy"
 	"github.com/prometheus/prometheus/prompb"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/shaledb/shale/internal/e2e"
 	"github.com/shaledb/shale/storage/objstore/objstoretest"
@@ -560,4 +561,52 @@ func canonical(v any) string {
 func jsonString(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// TestWebConfigBasicAuth starts the server with a Prometheus web config file
+// that requires basic auth, and checks that requests without the password are
+// refused while the health check, writes and queries with it work.
+func TestWebConfigBasicAuth(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end")
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte("s3cret"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "web.yml")
+	if err := os.WriteFile(cfg, []byte("basic_auth_users:\n  admin: "+string(hash)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port := e2e.FreePort(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	p := e2e.StartProcess(t, exec.Command(tsdbBinary, "--web.listen-address="+addr, "--web.config.file="+cfg, "--storage.path="+filepath.Join(dir, "data")))
+	get := func(path, user, pass string) int {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)
+		if user != "" {
+			req.SetBasicAuth(user, pass)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	e2e.Eventually(t, 30*time.Second, func() bool {
+		if exited, _ := p.Exited(); exited {
+			t.Fatalf("tsdb exited:\n%s", p.Output())
+		}
+		return get("/-/ready", "admin", "s3cret") == 200
+	}, "tsdb with basic auth to be ready")
+	if code := get("/api/v1/query?query=1", "", ""); code != http.StatusUnauthorized {
+		t.Fatalf("query without credentials: %d, want 401", code)
+	}
+	if code := get("/api/v1/query?query=1", "admin", "wrong"); code != http.StatusUnauthorized {
+		t.Fatalf("query with a wrong password: %d, want 401", code)
+	}
+	if code := get("/api/v1/query?query=1", "admin", "s3cret"); code != 200 {
+		t.Fatalf("query with the password: %d, want 200", code)
+	}
 }

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseBytes(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int64
+		err  bool
+	}{
+		{"512MiB", 512 << 20, false},
+		{"16GiB", 16 << 30, false},
+		{"1.5KB", 1500, false},
+		{"100", 100, false},
+		{"10B", 10, false},
+		{"-1MiB", 0, true},
+		{"lots", 0, true},
+	} {
+		got, err := parseBytes(c.in)
+		if (err != nil) != c.err || got != c.want {
+			t.Errorf("parseBytes(%q) = %d, %v; want %d, error %v", c.in, got, err, c.want, c.err)
+		}
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	cfg, err := parseFlags([]string{"--storage.wal=false", "--storage.retention.time=30d", "--cache.memory-size=1GiB", "--mode=reader"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bool(cfg.wal) || time.Duration(cfg.retention) != 30*24*time.Hour || cfg.cacheMemory != 1<<30 || cfg.mode != "reader" {
+		t.Fatalf("flags parsed wrong: %+v", cfg)
+	}
+	if cfg.listenAddress != defaultListenAddress || !strings.HasSuffix(defaultListenAddress, ":9292") {
+		t.Fatalf("default listen address %q", cfg.listenAddress)
+	}
+	for _, bad := range [][]string{{"--mode=primary"}, {"--storage.wal=maybe"}, {"--cache.disk-size=big"}} {
+		if _, err := parseFlags(bad); err == nil {
+			t.Errorf("parseFlags(%v) accepted bad input", bad)
+		}
+	}
+}
+
+func TestObjstoreConfig(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ctx := context.Background()
+	b, prefix, where, err := openBucket(ctx, write("fs.yml", "type: filesystem\nprefix: p1\nconfig:\n  path: "+filepath.Join(dir, "objs")+"\n"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	if prefix != "p1" || !strings.HasPrefix(where, "filesystem:") {
+		t.Fatalf("prefix %q, where %q", prefix, where)
+	}
+	for name, content := range map[string]string{
+		"unknown-type.yml":  "type: gcs\nconfig: {}\n",
+		"unknown-field.yml": "type: s3\nbuckett: x\n",
+		"s3-no-bucket.yml":  "type: s3\nconfig:\n  region: us-east-1\n",
+		"fs-no-path.yml":    "type: filesystem\nconfig: {}\n",
+	} {
+		if _, _, _, err := openBucket(ctx, write(name, content), ""); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if _, err := loadFileConfig(write("bad.yml", "remote_write:\n  max_series_per_request: -1\n")); err == nil {
+		t.Error("config file with an invalid limit accepted")
+	}
+	if _, err := loadFileConfig(write("typo.yml", "remote_writ: {}\n")); err == nil {
+		t.Error("config file with an unknown section accepted")
+	}
+	cfg, err := loadFileConfig(write("ok.yml", "remote_write:\n  max_series_per_request: 5000\n"))
+	if err != nil || cfg.RemoteWrite.MaxSeriesPerRequest != 5000 {
+		t.Fatalf("config file: %v %+v", err, cfg.RemoteWrite)
+	}
+}
