@@ -156,6 +156,9 @@ type tableMeta struct {
 	LargestKey  []byte
 	MinSeq      uint64
 	MaxSeq      uint64
+	// MetaSize is the size of the table's meta region (filter, index,
+	// footer), so that opening it takes one ranged read.
+	MetaSize int64
 }
 
 // sortedRun is a list of tables with disjoint key ranges, sorted by key.
@@ -220,6 +223,7 @@ func appendTableMeta(dst []byte, t *tableMeta) []byte {
 	dst = append(dst, t.LargestKey...)
 	dst = binary.AppendUvarint(dst, t.MinSeq)
 	dst = binary.AppendUvarint(dst, t.MaxSeq)
+	dst = binary.AppendUvarint(dst, uint64(t.MetaSize))
 	return dst
 }
 
@@ -232,7 +236,8 @@ func (d *decoder) tableMeta() tableMeta {
 	t.LargestKey = d.bytes()
 	t.MinSeq = d.uvarint()
 	t.MaxSeq = d.uvarint()
-	if d.err == nil && (t.ID == "" || t.Size < 0 || !validTableID(t.ID)) {
+	t.MetaSize = int64(d.uvarint())
+	if d.err == nil && (t.ID == "" || t.Size < 0 || t.MetaSize < 0 || t.MetaSize > t.Size || !validTableID(t.ID)) {
 		d.fail("table id or size")
 	}
 	return t

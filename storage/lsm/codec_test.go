@@ -8,8 +8,8 @@ import (
 )
 
 func sampleManifest() *manifest {
-	t1 := tableMeta{ID: "0000018c2f3a4b5c0123456789abcdef", Size: 4096, NumEntries: 10, SmallestKey: []byte("a"), LargestKey: []byte("m"), MinSeq: 1, MaxSeq: 10}
-	t2 := tableMeta{ID: "0000018c2f3a4b5cfedcba9876543210", Size: 8192, NumEntries: 20, SmallestKey: []byte("b"), LargestKey: []byte("z"), MinSeq: 11, MaxSeq: 40}
+	t1 := tableMeta{ID: "0000018c2f3a4b5c0123456789abcdef", Size: 4096, NumEntries: 10, SmallestKey: []byte("a"), LargestKey: []byte("m"), MinSeq: 1, MaxSeq: 10, MetaSize: 300}
+	t2 := tableMeta{ID: "0000018c2f3a4b5cfedcba9876543210", Size: 8192, NumEntries: 20, SmallestKey: []byte("b"), LargestKey: []byte("z"), MinSeq: 11, MaxSeq: 40, MetaSize: 512}
 	return &manifest{
 		WriterEpoch: 3, LastSeq: 41, ReplayAfter: 7, NextRunID: 2,
 		L0:    []tableMeta{t2},

@@ -234,7 +234,7 @@ func (s *store) table(ctx context.Context, t *tableMeta) (*sst.Table, error) {
 	}
 	name := s.paths.sst(t.ID)
 	r := &readable{s: s, name: name, size: t.Size}
-	h, err := sst.Open(ctx, r, name, s.cache)
+	h, err := sst.OpenHint(ctx, r, name, s.cache, t.MetaSize)
 	if err != nil {
 		return nil, fmt.Errorf("open table %s: %w", name, err)
 	}
@@ -325,6 +325,7 @@ func tableMetaFromInfo(id string, info sst.Info) tableMeta {
 		LargestKey:  info.LargestKey,
 		MinSeq:      info.MinSeq,
 		MaxSeq:      info.MaxSeq,
+		MetaSize:    info.MetaSize(),
 	}
 }
 
