@@ -574,7 +574,7 @@ func TestTimelineAndSVG(t *testing.T) {
 			t.Errorf("point %+v, want 100 samples/s, p50 5 ms, p99 10 ms", p)
 		}
 	}
-	svg := timelineSVG("title <&>", []*sysResult{{Name: "shale", timeline: tl}, {Name: "prometheus"}})
+	svg := timelineSVG("title <&>", []*sysResult{{Name: "shale", timeline: tl}, {Name: "prometheus"}, {Name: "null", timeline: tl}})
 	d := xml.NewDecoder(strings.NewReader(svg))
 	polylines := 0
 	for {
@@ -590,7 +590,7 @@ func TestTimelineAndSVG(t *testing.T) {
 		}
 	}
 	if polylines != 2 {
-		t.Errorf("%d polylines, want 2 (throughput and latency of the one system with points)", polylines)
+		t.Errorf("%d polylines, want 2 (throughput and latency of the one system with points; null is not drawn)", polylines)
 	}
 }
 
