@@ -39,7 +39,7 @@ func TestGoldenAgainstPrometheus(t *testing.T) {
 	}
 	t.Parallel()
 	promURL := startPrometheus(t)
-	ts := newTestServer(t, nil)
+	ts := newShaleServer(t, nil)
 
 	fx := newFixture(time.Now())
 	fx.appendTo(t, ts.db)

@@ -35,7 +35,7 @@ type grafanaRequest struct {
 // exemplars and build info.
 func TestGrafanaRequests(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, nil)
+	ts := newShaleServer(t, nil)
 	fx := newFixture(time.Now())
 	fx.appendTo(t, ts.db)
 

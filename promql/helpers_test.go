@@ -15,12 +15,21 @@ import (
 	"github.com/prometheus/prometheus/tsdb/index"
 	"github.com/prometheus/prometheus/util/teststorage"
 	"github.com/stretchr/testify/require"
+
+	shaleindex "github.com/shaledb/shale/index"
+	shalestorage "github.com/shaledb/shale/storage"
 )
 
-// testServer is an API over the upstream test storage, served on 127.0.0.1.
+// testDB is a storage a test server queries and tests append to.
+type testDB interface {
+	storage.Storage
+	storage.ExemplarQueryable
+}
+
+// testServer is an API over a storage, served on 127.0.0.1.
 type testServer struct {
 	api    *API
-	db     *teststorage.TestStorage
+	db     testDB
 	srv    *httptest.Server
 	client *http.Client
 	reg    *prometheus.Registry
@@ -34,16 +43,23 @@ func newTestServer(t testing.TB, edit func(*Options, *Components)) *testServer {
 }
 
 // newTestServerOn is newTestServer over an existing storage.
-func newTestServerOn(t testing.TB, db *teststorage.TestStorage, edit func(*Options, *Components)) *testServer {
+func newTestServerOn(t testing.TB, db testDB, edit func(*Options, *Components)) *testServer {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	opts := DefaultOptions()
 	comps := Components{
 		Queryable:         db,
 		ExemplarQueryable: db,
-		Cardinality:       tsdbCardinality{db},
 		Registerer:        reg,
 		Gatherer:          reg,
+	}
+	switch db := db.(type) {
+	case *teststorage.TestStorage:
+		comps.Cardinality = tsdbCardinality{db}
+	case *shalestorage.DB:
+		comps.Cardinality = shaleCardinality{db}
+		comps.Metadata = db
+		comps.Deleter = db
 	}
 	if edit != nil {
 		edit(&opts, &comps)
@@ -114,6 +130,40 @@ func (c tsdbCardinality) Cardinality(_ context.Context, limit int) (Cardinality,
 		LabelValueCountByLabelName:  conv(s.IndexPostingStats.CardinalityLabelStats),
 		MemoryInBytesByLabelName:    conv(s.IndexPostingStats.LabelValueStats),
 		SeriesCountByLabelValuePair: conv(s.IndexPostingStats.LabelValuePairsStats),
+	}, nil
+}
+
+// newShaleServer builds an API over Shale's storage engine (in-memory bucket).
+func newShaleServer(t testing.TB, edit func(*Options, *Components)) *testServer {
+	t.Helper()
+	return newTestServerOn(t, newTestStorage(t).(*shalestorage.DB), edit)
+}
+
+// shaleCardinality serves cardinality statistics from Shale's head, as the
+// server does.
+type shaleCardinality struct{ db *shalestorage.DB }
+
+func (c shaleCardinality) Cardinality(_ context.Context, limit int) (Cardinality, error) {
+	st, mint, maxt, ok := c.db.HeadStats(limit)
+	if !ok {
+		return Cardinality{}, nil
+	}
+	conv := func(in []shaleindex.Stat) []NameCount {
+		out := make([]NameCount, 0, len(in))
+		for _, x := range in {
+			out = append(out, NameCount{Name: x.Name, Count: x.Count})
+		}
+		return out
+	}
+	return Cardinality{
+		NumSeries:                   st.NumSeries,
+		NumLabelPairs:               st.NumLabelPairs,
+		MinTime:                     mint,
+		MaxTime:                     maxt,
+		SeriesCountByMetricName:     conv(st.SeriesCountByMetricName),
+		LabelValueCountByLabelName:  conv(st.LabelValueCountByLabelName),
+		MemoryInBytesByLabelName:    conv(st.MemoryInBytesByLabelName),
+		SeriesCountByLabelValuePair: conv(st.SeriesCountByLabelValuePair),
 	}, nil
 }
 

@@ -19,7 +19,7 @@ func TestPromtool(t *testing.T) {
 	}
 	t.Parallel()
 	bin := findBinary(t, "promtool")
-	ts := newTestServer(t, nil)
+	ts := newShaleServer(t, nil)
 
 	base := time.Unix(1_700_000_000, 0).UTC()
 	app := ts.db.Appender(context.Background())

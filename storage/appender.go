@@ -269,6 +269,7 @@ func (a *appender) Commit() error {
 			continue
 		}
 		newest = max(newest, ps.smp.t)
+		ps.part.noteTime(ps.smp.t)
 	}
 	for {
 		cur := h.maxT.Load()

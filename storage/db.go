@@ -164,6 +164,7 @@ func (db *DB) recover(ctx context.Context) error {
 			}
 			samples++
 			maxT = max(maxT, e.t)
+			p.noteTime(e.t)
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			return s.appendLocked(sample{t: e.t, v: e.v, h: e.h, fh: e.fh})

@@ -44,10 +44,26 @@ type headPart struct {
 	// closed is set, under head.mu held for writing, when the partition is
 	// being written out for good; commits no longer add to it.
 	closed bool
+
+	// minT is the oldest sample time committed to the partition since it
+	// opened here (math.MaxInt64 when none).
+	minT atomic.Int64
+}
+
+// noteTime lowers p.minT to t if t is older.
+func (p *headPart) noteTime(t int64) {
+	for {
+		cur := p.minT.Load()
+		if t >= cur || p.minT.CompareAndSwap(cur, t) {
+			return
+		}
+	}
 }
 
 func newHeadPart(start, end int64) *headPart {
-	return &headPart{start: start, end: end, byHash: map[uint64][]*memSeries{}, idx: index.NewMemIndex()}
+	p := &headPart{start: start, end: end, byHash: map[uint64][]*memSeries{}, idx: index.NewMemIndex()}
+	p.minT.Store(math.MaxInt64)
+	return p
 }
 
 func (p *headPart) lookup(h uint64, lset labels.Labels) *memSeries {

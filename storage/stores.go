@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"github.com/shaledb/shale/index"
+	"math"
 	"slices"
 	"sync"
 
@@ -139,7 +140,9 @@ func matchesAny(lset labels.Labels, sets [][]*labels.Matcher) bool {
 
 // HeadStats returns the cardinality statistics of the newest open
 // partition (what Prometheus reports from its head block) and the time range
-// it covers; ok is false when the head is empty.
+// of the samples the head received: from the oldest sample committed to an
+// open partition (its start, for samples from before a restart) to the
+// newest. ok is false when the head is empty.
 func (db *DB) HeadStats(topN int) (st index.Stats, mint, maxt int64, ok bool) {
 	db.head.mu.RLock()
 	parts := db.head.sortedPartsLocked()
@@ -147,6 +150,13 @@ func (db *DB) HeadStats(topN int) (st index.Stats, mint, maxt int64, ok bool) {
 	if len(parts) == 0 {
 		return index.Stats{}, 0, 0, false
 	}
-	p := parts[len(parts)-1]
-	return p.idx.Stats(topN), p.start, min(p.end-1, db.head.maxT.Load()), true
+	mint = math.MaxInt64
+	for _, p := range parts {
+		m := p.minT.Load()
+		if m == math.MaxInt64 {
+			m = p.start // samples from before a restart: only the partition is known
+		}
+		mint = min(mint, m)
+	}
+	return parts[len(parts)-1].idx.Stats(topN), mint, db.head.maxT.Load(), true
 }
