@@ -46,6 +46,7 @@ type config struct {
 	cacheMemory   kingpinBytes
 	cacheDiskPath string
 	cacheDiskSize kingpinBytes
+	cacheWarmAge  time.Duration
 
 	queryTimeout       time.Duration
 	queryMaxSamples    int
@@ -100,6 +101,9 @@ func parseFlags(args []string) (*config, error) {
 		Default("").StringVar(&cfg.cacheDiskPath)
 	app.Flag("cache.disk-size", "Disk block cache budget (e.g. 16GiB).").
 		Default("16GiB").SetValue(&cfg.cacheDiskSize)
+
+	app.Flag("cache.warm-age", "Keep the partitions of this much recent data in the block cache: loaded at start and after every flush and compaction (reader: every new manifest). 0 disables.").
+		Default("6h").DurationVar(&cfg.cacheWarmAge)
 
 	app.Flag("query.timeout", "Maximum time a query may take before it is aborted.").
 		Default("2m").DurationVar(&cfg.queryTimeout)

@@ -159,6 +159,17 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) error {
 		return fmt.Errorf("open storage (%s): %w", where, err)
 	}
 	logger.Info("storage open", "object_store", where, "wal", sopts.WAL, "duration", time.Since(start))
+	if cfg.cacheWarmAge > 0 {
+		wopts := storage.DefaultWarmOptions()
+		wopts.Age = cfg.cacheWarmAge
+		warmer, err := db.StartWarmer(wopts, reg)
+		if err != nil {
+			shutdownHTTP()
+			_ = db.Close()
+			return fmt.Errorf("cache warmer: %w", err)
+		}
+		defer warmer.Stop()
+	}
 
 	papi, err := promql.NewAPI(qopts, promql.Components{
 		Queryable:         db,
@@ -260,6 +271,7 @@ func flagMap(cfg *config) map[string]string {
 		"cache.memory-size":           cfg.cacheMemory.String(),
 		"cache.disk-path":             cfg.cacheDiskPath,
 		"cache.disk-size":             cfg.cacheDiskSize.String(),
+		"cache.warm-age":              cfg.cacheWarmAge.String(),
 		"query.timeout":               cfg.queryTimeout.String(),
 		"query.max-samples":           fmt.Sprint(cfg.queryMaxSamples),
 		"query.max-concurrency":       fmt.Sprint(cfg.queryMaxConcurrent),
