@@ -2,6 +2,7 @@ package gorilla
 
 import (
 	"context"
+	"github.com/prometheus/common/model"
 	"math"
 	"os"
 	"path/filepath"
@@ -56,7 +57,7 @@ func readRealBlock(dir string) ([]realSeries, error) {
 		return nil, err
 	}
 	defer b.Close()
-	all := labels.MustNewMatcher(labels.MatchRegexp, labels.MetricName, ".+")
+	all := labels.MustNewMatcher(labels.MatchRegexp, model.MetricNameLabel, ".+")
 	cq, err := tsdb.NewBlockChunkQuerier(b, math.MinInt64, math.MaxInt64)
 	if err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"container/heap"
 	"context"
 	"fmt"
+	"github.com/prometheus/common/model"
 	"slices"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -104,7 +105,7 @@ func (sb *statsBuilder) startName(name string, values int) {
 }
 
 func (sb *statsBuilder) pair(name, value string, series uint64) {
-	if name == labels.MetricName {
+	if name == model.MetricNameLabel {
 		sb.metrics.push(sb.topN, Stat{Name: value, Count: series})
 	}
 	sb.size += labels.SizeOfLabels(name, value, series)

@@ -2,6 +2,7 @@ package promql
 
 import (
 	"context"
+	"github.com/prometheus/common/model"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/index"
 	"github.com/prometheus/prometheus/util/teststorage"
@@ -113,7 +113,7 @@ func doRequest(t testing.TB, client *http.Client, base, method, path string, for
 type tsdbCardinality struct{ db *teststorage.TestStorage }
 
 func (c tsdbCardinality) Cardinality(_ context.Context, limit int) (Cardinality, error) {
-	s := c.db.Head().Stats(labels.MetricName, limit)
+	s := c.db.Head().Stats(model.MetricNameLabel, limit)
 	conv := func(in []index.Stat) []NameCount {
 		out := make([]NameCount, 0, len(in))
 		for _, st := range in {

@@ -3,6 +3,7 @@ package remotewrite
 import (
 	"context"
 	"errors"
+	"github.com/prometheus/common/model"
 	"strings"
 
 	"github.com/prometheus/prometheus/model/exemplar"
@@ -75,7 +76,7 @@ func (a *appenderV2) UpdateMetadata(ref SeriesRef, lset labels.Labels, m metadat
 	if m.Type != a.opts.Metadata.Type || m.Help != a.opts.Metadata.Help || m.Unit != a.opts.Metadata.Unit {
 		a.opts.Metadata = metadata.Metadata{Type: m.Type, Help: strings.Clone(m.Help), Unit: strings.Clone(m.Unit)}
 	}
-	if name := lset.Get(labels.MetricName); name != a.opts.MetricFamilyName {
+	if name := lset.Get(model.MetricNameLabel); name != a.opts.MetricFamilyName {
 		a.opts.MetricFamilyName = strings.Clone(name)
 	}
 	return ref, nil

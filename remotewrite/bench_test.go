@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prometheus/common/model"
 	"io"
 	"log/slog"
 	"net/http"
@@ -239,7 +240,7 @@ func BenchmarkHTTPIngest(b *testing.B) {
 
 func relabel(ls labels.Labels, prefix string) labels.Labels {
 	bld := labels.NewBuilder(ls)
-	bld.Set(labels.MetricName, prefix+ls.Get(labels.MetricName))
+	bld.Set(model.MetricNameLabel, prefix+ls.Get(model.MetricNameLabel))
 	return bld.Labels()
 }
 

@@ -2,6 +2,7 @@ package remotewrite
 
 import (
 	"fmt"
+	"github.com/prometheus/common/model"
 	"math/rand/v2"
 	"strconv"
 	"testing"
@@ -210,7 +211,7 @@ func randomSeries(rng *rand.Rand, n int) []recSeries {
 	out := make([]recSeries, n)
 	for i := range out {
 		b := labels.NewScratchBuilder(4)
-		b.Add(labels.MetricName, "metric_"+strconv.Itoa(rng.IntN(50)))
+		b.Add(model.MetricNameLabel, "metric_"+strconv.Itoa(rng.IntN(50)))
 		for j := range rng.IntN(5) {
 			b.Add("l"+strconv.Itoa(j), strconv.FormatUint(rng.Uint64(), 36))
 		}

@@ -16,7 +16,6 @@ import (
 	"github.com/golang/snappy"
 
 	"github.com/prometheus/common/model"
-	"github.com/prometheus/prometheus/model/labels"
 	"github.com/shaledb/shale/internal/e2e"
 )
 
@@ -72,9 +71,9 @@ func TestPrometheusRemoteWrite1(t *testing.T) {
 	e2e.Eventually(t, 60*time.Second, func() bool {
 		for _, s := range rcv.all() {
 			switch {
-			case s.Labels.Get(labels.MetricName) == "prometheus_build_info" && s.Labels.Get("instance") == addr:
+			case s.Labels.Get(model.MetricNameLabel) == "prometheus_build_info" && s.Labels.Get("instance") == addr:
 				build = s
-			case s.Labels.Get(labels.MetricName) == "up" && s.Labels.Get("job") == "prometheus":
+			case s.Labels.Get(model.MetricNameLabel) == "up" && s.Labels.Get("job") == "prometheus":
 				up = s
 			}
 		}

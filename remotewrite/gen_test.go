@@ -1,7 +1,6 @@
 package remotewrite
 
 import (
-	"fmt"
 	"math"
 	"strconv"
 
@@ -32,7 +31,7 @@ func nodePayload(nSeries, nSamples int, t0 int64) []recSeries {
 	for i := range out {
 		name := nodeMetrics[i%len(nodeMetrics)]
 		lbls := labels.FromStrings(
-			labels.MetricName, name,
+			model.MetricNameLabel, name,
 			"instance", "host-"+strconv.Itoa(i/400)+".example.org:9100",
 			"job", "node",
 			"cpu", strconv.Itoa(i%64),
@@ -114,7 +113,7 @@ func richPayload(t0 int64, withV2Only bool) []recSeries {
 	}
 	var out []recSeries
 	out = append(out, recSeries{
-		Labels: labels.FromStrings(labels.MetricName, "http_requests_total", "code", "200", "job", "api"),
+		Labels: labels.FromStrings(model.MetricNameLabel, "http_requests_total", "code", "200", "job", "api"),
 		Samples: []recSample{
 			{ST: st(t0 - 60_000), T: t0, V: 1},
 			{ST: st(t0 - 60_000), T: t0 + 1000, V: math.Inf(1)},
@@ -127,7 +126,7 @@ func richPayload(t0 int64, withV2Only bool) []recSeries {
 		},
 	})
 	out = append(out, recSeries{
-		Labels:  labels.FromStrings(labels.MetricName, "temperature_celsius", "room", "kitchen"),
+		Labels:  labels.FromStrings(model.MetricNameLabel, "temperature_celsius", "room", "kitchen"),
 		Samples: []recSample{{T: t0, V: -3.25}},
 	})
 	hists := []struct {
@@ -141,7 +140,7 @@ func richPayload(t0 int64, withV2Only bool) []recSeries {
 		{name: "response_size_bytes", fh: nhcbFloatHistogram(0)},
 	}
 	for i, hs := range hists {
-		s := recSeries{Labels: labels.FromStrings(labels.MetricName, hs.name, "job", "api")}
+		s := recSeries{Labels: labels.FromStrings(model.MetricNameLabel, hs.name, "job", "api")}
 		for j := range 2 {
 			rh := recHist{ST: st(t0 - 30_000), T: t0 + int64(j)*1000}
 			if hs.h != nil {
@@ -226,5 +225,3 @@ func toV2(series []recSeries) *writev2.Request {
 	req.Symbols = st.Symbols()
 	return req
 }
-
-func seriesKey(s recSeries) string { return fmt.Sprint(s.Labels) }

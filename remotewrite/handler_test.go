@@ -1005,7 +1005,7 @@ func TestConcurrentRequests(t *testing.T) {
 		t.Fatalf("%d series recorded, want %d", len(all), workers*perWorker*20)
 	}
 	for _, s := range all {
-		name := s.Labels.Get(labels.MetricName)
+		name := s.Labels.Get(model.MetricNameLabel)
 		if !strings.HasPrefix(name, "w") || len(s.Samples) != 2 {
 			t.Fatalf("series %s with %d samples", s.Labels, len(s.Samples))
 		}

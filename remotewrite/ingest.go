@@ -239,7 +239,7 @@ func (h *Handler) ingest(r *http.Request, st *reqState, version int) result {
 				continue
 			}
 			st.sb.Reset()
-			st.sb.Add(labels.MetricName, md.family)
+			st.sb.Add(model.MetricNameLabel, md.family)
 			st.sb.Overwrite(&st.ls)
 			meta := metadata.Metadata{Type: metricType(md.typ), Help: md.help, Unit: md.unit}
 			if _, err := app.UpdateMetadata(0, st.ls, meta); err != nil {
@@ -410,7 +410,7 @@ func (h *Handler) buildLabels(sb *labels.ScratchBuilder, dst *labels.Labels, lbl
 		if l.Value == "" {
 			continue
 		}
-		if l.Name == labels.MetricName {
+		if l.Name == model.MetricNameLabel {
 			hasName = true
 		}
 		sb.Add(l.Name, l.Value)
@@ -418,7 +418,7 @@ func (h *Handler) buildLabels(sb *labels.ScratchBuilder, dst *labels.Labels, lbl
 	if exemplarLabels {
 		sb.Sort()
 	} else if !hasName {
-		return "missing_metric_name", fmt.Errorf("missing or empty metric name (%s)", labels.MetricName)
+		return "missing_metric_name", fmt.Errorf("missing or empty metric name (%s)", model.MetricNameLabel)
 	}
 	sb.Overwrite(dst)
 	return "", nil

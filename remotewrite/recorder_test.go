@@ -3,6 +3,7 @@ package remotewrite
 import (
 	"context"
 	"fmt"
+	"github.com/prometheus/common/model"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -179,7 +180,7 @@ func (a *recAppender) UpdateMetadata(ref SeriesRef, lset labels.Labels, m metada
 	if a.family == nil {
 		a.family = map[string]metadata.Metadata{}
 	}
-	a.family[strings.Clone(lset.Get(labels.MetricName))] = m
+	a.family[strings.Clone(lset.Get(model.MetricNameLabel))] = m
 	s, ref := a.entry(ref, lset)
 	s.Meta = m
 	return ref, nil

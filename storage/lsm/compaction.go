@@ -301,10 +301,9 @@ type compactor struct {
 	bottom bool
 	err    error
 
-	key_  []byte
-	ops   [][]byte
-	bufs  [][]byte
-	first entry
+	key_ []byte
+	ops  [][]byte
+	bufs [][]byte
 }
 
 // key consumes every entry of the key at it and emits what survives. It
