@@ -225,7 +225,7 @@ func appendSampleField(dst []byte) ([]byte, int) {
 	dst = append(dst, 1<<3|1) // value, fixed64
 	off := len(dst)
 	dst = binary.LittleEndian.AppendUint64(dst, 0)
-	dst = append(dst, 2<<3|0) // timestamp, varint
+	dst = append(dst, 2<<3) // timestamp, varint (wire type 0)
 	dst = appendFixedVarint(dst, minTS)
 	return dst, off
 }

@@ -444,7 +444,7 @@ func dataProgress(cfg loadConfig, first, last int64) string {
 		return "-"
 	}
 	if cfg.RealTime {
-		return fmt.Sprintf("%s", time.Duration(last-first)*time.Millisecond)
+		return (time.Duration(last-first) * time.Millisecond).String()
 	}
 	return fmt.Sprintf("%s of %s", (time.Duration(last-first) * time.Millisecond).Truncate(time.Minute),
 		time.Duration(cfg.End-cfg.Start)*time.Millisecond)

@@ -26,21 +26,20 @@ import (
 
 // options are the command-line settings.
 type options struct {
-	load       loadConfig
-	span       time.Duration
-	systems    []string
-	out        string
-	runs       int
-	rounds     int
-	shaleBin   string
-	promBin    string
-	vmBin      string
-	shaleArgs  string
-	promArgs   string
-	vmArgs     string
-	keepData   bool
-	noQueries  bool
-	queryLimit time.Duration
+	load      loadConfig
+	span      time.Duration
+	systems   []string
+	out       string
+	runs      int
+	rounds    int
+	shaleBin  string
+	promBin   string
+	vmBin     string
+	shaleArgs string
+	promArgs  string
+	vmArgs    string
+	keepData  bool
+	noQueries bool
 }
 
 func parseFlags(args []string) (*options, error) {

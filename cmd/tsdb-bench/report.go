@@ -157,9 +157,17 @@ var reportRows = []row{
 	{"query p99, cold (after restart)", func(r *sysResult) float64 { return r.ColdP99 }, "ms", true},
 	{"query p50, restart keeping the disk cache", func(r *sysResult) float64 { return r.DiskP50 }, "ms", true},
 	{"query p99, restart keeping the disk cache", func(r *sysResult) float64 { return r.DiskP99 }, "ms", true},
-	{"query errors", func(r *sysResult) float64 { return float64(r.QueryErrors) }, "count", true},
-	{"empty dashboard results", func(r *sysResult) float64 { return float64(r.EmptyDashboards) }, "count", true},
+	{"query errors", func(r *sysResult) float64 { return ifQueried(r, r.QueryErrors) }, "count", true},
+	{"empty dashboard results", func(r *sysResult) float64 { return ifQueried(r, r.EmptyDashboards) }, "count", true},
 	{"shutdown time", func(r *sysResult) float64 { return r.ShutdownSec }, "s", true},
+}
+
+// ifQueried returns n, or NaN when the system was not queried.
+func ifQueried(r *sysResult, n int) float64 {
+	if r.PerRange == nil {
+		return math.NaN()
+	}
+	return float64(n)
 }
 
 // fmtNum formats a figure with three significant digits and k/M suffixes.
