@@ -244,7 +244,7 @@ func (o *options) benchSystem(ctx context.Context, s *system) (*sysResult, error
 	r.CPUPerMSamples, r.StoredBytes, r.BytesPerSample, r.BytesPerSampleNoWAL = nan, nan, nan, nan
 	r.ObjOpsPerMin, r.ObjOpsQueryMin = nan, nan
 	r.WarmP50, r.WarmP99, r.ColdP50, r.ColdP99, r.ShutdownSec = nan, nan, nan, nan, nan
-	r.DiskP50, r.DiskP99 = nan, nan
+	r.DiskP50, r.DiskP99, r.BytesPerSampleEnd = nan, nan, nan
 	if ops0 >= 0 && ops1 >= 0 {
 		r.ObjOpsPerMin = (ops1 - ops0) / lr.Elapsed.Minutes()
 	}
@@ -309,6 +309,11 @@ func (o *options) benchSystem(ctx context.Context, s *system) (*sysResult, error
 			}
 		}
 		r.DiskP50, r.DiskP99 = percentile(xs, 50), percentile(xs, 99)
+	}
+	// Background work (compaction, garbage collection) may have shrunk the
+	// data while the restarted system served the queries.
+	if b, _, err := s.storedBytes(); err == nil {
+		r.BytesPerSampleEnd = float64(b) / float64(lr.Samples)
 	}
 	return r, nil
 }

@@ -461,7 +461,7 @@ func TestReportTable(t *testing.T) {
 	mk := func(name string, sps, obj float64) *sysResult {
 		return &sysResult{Name: name, SamplesPerSec: sps, ObjOpsPerMin: obj, ObjOpsQueryMin: nan, RWP50: 1, RWP99: 2,
 			CPUPerMSamples: nan, GenCPUPerM: nan, PeakRSS: nan, RSSPerSeries: nan, BytesPerSample: nan,
-			BytesPerSampleNoWAL: nan, DiskP50: nan, DiskP99: nan, WarmP50: nan, WarmP99: nan, ColdP50: nan, ColdP99: nan, ShutdownSec: nan,
+			BytesPerSampleNoWAL: nan, BytesPerSampleEnd: nan, DiskP50: nan, DiskP99: nan, WarmP50: nan, WarmP99: nan, ColdP50: nan, ColdP99: nan, ShutdownSec: nan,
 			PerRange: map[string][2]float64{"1h": {1, 2}}}
 	}
 	runs := [][]*sysResult{

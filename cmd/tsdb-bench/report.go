@@ -67,9 +67,12 @@ type sysResult struct {
 	BytesPerSample float64
 	// BytesPerSampleNoWAL leaves out the write-ahead log.
 	BytesPerSampleNoWAL float64
-	ObjOpsPerMin        float64 // during ingest
-	ObjOpsQueryMin      float64 // during the warm queries
-	ShutdownSec         float64
+	// BytesPerSampleEnd is measured again after the restarts of the query
+	// phase.
+	BytesPerSampleEnd float64
+	ObjOpsPerMin      float64 // during ingest
+	ObjOpsQueryMin    float64 // during the warm queries
+	ShutdownSec       float64
 
 	WarmP50, WarmP99 float64 // ms
 	ColdP50, ColdP99 float64 // ms
@@ -149,6 +152,7 @@ var reportRows = []row{
 	{"RSS per active series", func(r *sysResult) float64 { return r.RSSPerSeries }, "bytes", true},
 	{"stored bytes per sample", func(r *sysResult) float64 { return r.BytesPerSample }, "bytes", true},
 	{"stored bytes per sample, WAL left out", func(r *sysResult) float64 { return r.BytesPerSampleNoWAL }, "bytes", true},
+	{"stored bytes per sample, after the restarts", func(r *sysResult) float64 { return r.BytesPerSampleEnd }, "bytes", true},
 	{"object-store requests, ingest", func(r *sysResult) float64 { return r.ObjOpsPerMin }, "per min", true},
 	{"object-store requests, warm queries", func(r *sysResult) float64 { return r.ObjOpsQueryMin }, "per min", true},
 	{"query p50, warm", func(r *sysResult) float64 { return r.WarmP50 }, "ms", true},
