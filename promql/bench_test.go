@@ -18,7 +18,8 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
 	"github.com/prometheus/prometheus/storage"
-	"github.com/prometheus/prometheus/util/teststorage"
+
+	shalestorage "github.com/shaledb/shale/storage"
 )
 
 // benchEnd is the end of the benchmark data; every query ends here.
@@ -116,9 +117,9 @@ func remoteWriteBenchData(b *testing.B, client *http.Client, url string, n int) 
 
 // BenchmarkQueryRange measures dashboard-like range queries through the
 // HTTP API (request parsing, engine, storage, JSON encoding): server=shale
-// is this package over the upstream test storage, a baseline of the engine
-// and API overhead; server=prometheus is Debian's prometheus holding the
-// same data (skipped when not installed). Each query asks for 240 points,
+// is this package over Shale's storage (samples flushed to sample blocks in
+// an in-memory bucket, no block cache); server=prometheus is Debian's
+// prometheus holding the same data (skipped when not installed). Each query asks for 240 points,
 // as a Grafana panel would.
 //
 // Run with:
@@ -136,9 +137,14 @@ func BenchmarkQueryRange(b *testing.B) {
 	for _, n := range []int{100, 1000, 10000} {
 		b.Run(fmt.Sprintf("series=%d", n), func(b *testing.B) {
 			b.Run("server=shale", func(b *testing.B) {
-				db := teststorage.New(b)
+				db := newTestStorage(b).(*shalestorage.DB)
 				loadStart := time.Now()
 				loadBenchData(b, db, n)
+				// The samples go to sample blocks in the LSM, as the head
+				// flush does every few minutes in a running server.
+				if err := db.Flush(context.Background()); err != nil {
+					b.Fatal(err)
+				}
 				b.Logf("loaded %d series x %d samples in %s", 2*n, benchSteps, time.Since(loadStart).Round(time.Millisecond))
 				ts := newTestServerOn(b, db, func(o *Options, _ *Components) { o.MaxSamples = 200_000_000 })
 				benchRanges(b, queries, ts.srv.URL, ts.client, processCPU)
