@@ -586,31 +586,15 @@ func (db *DB) flushImms() error {
 
 // flushMemtable writes m as one L0 table and commits it.
 func (db *DB) flushMemtable(m *memtable) error {
-	var meta *tableMeta
-	if m.count.Load() > 0 {
-		id := newTableID(db.clock.Now())
-		data, info, err := buildTable(db.opts.Table, func(add func(e *entry) error) error {
-			it := memIter{m: m}
-			for ok := it.seekGE(nil); ok; ok = it.next() {
-				e := it.entry()
-				if err := add(&e); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("lsm: build l0 table: %w", err)
-		}
-		db.protect(id, true)
-		defer db.protect(id, false)
-		if err := db.s.putTable(db.ctx, id, data); err != nil {
-			return fmt.Errorf("lsm: write l0 table: %w", err)
-		}
-		t := tableMetaFromInfo(id, info)
-		meta = &t
+	// The table stays protected from GC until the manifest names it.
+	id := newTableID(db.clock.Now())
+	db.protect(id, true)
+	defer db.protect(id, false)
+	meta, err := db.writeL0(m, id)
+	if err != nil {
+		return err
 	}
-	err := db.commit(func(next *manifest) {
+	err = db.commit(func(next *manifest) {
 		if meta != nil {
 			next.L0 = append([]tableMeta{*meta}, next.L0...)
 		}
@@ -632,6 +616,50 @@ func (db *DB) flushMemtable(m *memtable) error {
 	db.logger.Debug("lsm: memtable flushed", "entries", m.count.Load(), "wal", m.walID)
 	kick(db.compKick)
 	return nil
+}
+
+// writeL0 writes the entries of m as the L0 table id and returns its meta, or
+// nil when no entry survives. Entries a range tombstone of the same memtable
+// deletes are left out: the tombstone enters the manifest with the table, so
+// no view could see them (keys written and range-deleted between two
+// flushes cost no table bytes).
+func (db *DB) writeL0(m *memtable, id string) (*tableMeta, error) {
+	if m.count.Load() == 0 {
+		return nil, nil
+	}
+	tombs := m.rangeTombs()
+	covered := func(e *entry) bool {
+		for i := range tombs {
+			if tombs[i].covers(e.key, e.seq) {
+				return true
+			}
+		}
+		return false
+	}
+	data, info, err := buildTable(db.opts.Table, func(add func(e *entry) error) error {
+		it := memIter{m: m}
+		for ok := it.seekGE(nil); ok; ok = it.next() {
+			e := it.entry()
+			if covered(&e) {
+				continue
+			}
+			if err := add(&e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lsm: build l0 table: %w", err)
+	}
+	if info.NumEntries == 0 {
+		return nil, nil
+	}
+	if err := db.s.putTable(db.ctx, id, data); err != nil {
+		return nil, fmt.Errorf("lsm: write l0 table: %w", err)
+	}
+	t := tableMetaFromInfo(id, info)
+	return &t, nil
 }
 
 func (db *DB) protect(id string, on bool) {
