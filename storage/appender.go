@@ -279,6 +279,12 @@ func (a *appender) Commit() error {
 	}
 	h.mu.RUnlock()
 	db.metrics.appended.Add(float64(len(a.pending) - dropped))
+	if n := h.unflushed.Add(int64(len(a.pending) - dropped)); db.opts.HeadFlushSamples > 0 && n >= db.opts.HeadFlushSamples {
+		select {
+		case db.flushNow <- struct{}{}:
+		default: // a flush is already asked for
+		}
+	}
 	if dropped > 0 {
 		db.metrics.rejected.WithLabelValues("commit_conflict").Add(float64(dropped))
 		if firstErr != nil {

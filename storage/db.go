@@ -46,6 +46,8 @@ type DB struct {
 
 	// flushMu serialises head flushes.
 	flushMu sync.Mutex
+	// flushNow asks Run for a flush before the interval is up.
+	flushNow chan struct{}
 
 	follow followed
 
@@ -77,6 +79,7 @@ func open(ctx context.Context, store kv, opts Options, comps Components, readOnl
 		meta:     newMetadataStore(),
 		ex:       newExemplarStore(100_000),
 		closed:   make(chan struct{}),
+		flushNow: make(chan struct{}, 1),
 		bgDone:   make(chan struct{}),
 		readOnly: readOnly,
 	}

@@ -274,3 +274,35 @@ func TestRetentionDropsPartitions(t *testing.T) {
 		t.Fatalf("partition %d survived retention", parts[0].start)
 	}
 }
+
+// TestHeadFlushSamplesAsksForFlush checks that commits past HeadFlushSamples
+// ask Run for an early flush, and that a flush resets the count.
+func TestHeadFlushSamplesAsksForFlush(t *testing.T) {
+	opts := DefaultOptions()
+	opts.HeadFlushSamples = 100
+	db := openTestDB(t, objstore.NewMemoryBucket(), opts)
+	defer db.Close()
+	s := labels.FromStrings("__name__", "burst")
+	var batch []tsample
+	for i := int64(0); i < 60; i++ {
+		batch = append(batch, tsample{i * 1000, float64(i)})
+	}
+	appendFloats(t, db, s, batch...)
+	if len(db.flushNow) != 0 {
+		t.Fatal("a flush was asked for below the threshold")
+	}
+	for i := range batch {
+		batch[i].t += 60_000
+	}
+	appendFloats(t, db, s, batch...)
+	if len(db.flushNow) != 1 {
+		t.Fatal("no flush asked for past the threshold")
+	}
+	<-db.flushNow
+	if err := db.flushHead(context.Background(), closeOld); err != nil {
+		t.Fatal(err)
+	}
+	if n := db.head.unflushed.Load(); n != 0 {
+		t.Fatalf("unflushed samples after a flush: %d", n)
+	}
+}

@@ -60,6 +60,7 @@ func (db *DB) flushHeadLocked(ctx context.Context, mode closeMode) error {
 	h.mu.Lock()
 	logSeq := h.logSeq.Load()
 	maxT := h.maxT.Load()
+	h.unflushed.Store(0)
 	var closing []*headPart
 	var cuts []cutSeries
 	for _, p := range h.sortedPartsLocked() {
@@ -243,9 +244,10 @@ func (db *DB) applyRetention(ctx context.Context) error {
 	return db.kv.Write(ctx, &b, false)
 }
 
-// Run flushes the head every HeadFlushInterval (closing partitions that can
-// take no more samples) and applies retention, until ctx ends or the DB
-// closes. It returns ErrFenced if a newer writer fenced this one.
+// Run flushes the head every HeadFlushInterval, and sooner once it holds
+// HeadFlushSamples samples (closing partitions that can take no more
+// samples), and applies retention, until ctx ends or the DB closes. It
+// returns ErrFenced if a newer writer fenced this one.
 func (db *DB) Run(ctx context.Context) error {
 	t := time.NewTicker(db.opts.HeadFlushInterval)
 	defer t.Stop()
@@ -269,6 +271,8 @@ func (db *DB) Run(ctx context.Context) error {
 				}
 			}
 			continue
+		case <-db.flushNow:
+			t.Reset(db.opts.HeadFlushInterval)
 		case <-t.C:
 		}
 		if err := db.flushHead(ctx, closeOld); err != nil {

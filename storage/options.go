@@ -16,6 +16,11 @@ type Options struct {
 	// to the LSM as sample blocks. With the WAL off it bounds what a crash
 	// loses.
 	HeadFlushInterval time.Duration
+	// HeadFlushSamples makes the head flush early once it holds this many
+	// samples not yet in sample blocks, so a backfill or a burst does not
+	// keep everything (and its head log) in memory until the next interval.
+	// Zero flushes by interval only.
+	HeadFlushSamples int64
 	// OutOfOrderWindow is how far behind the newest sample a sample may be
 	// and still be accepted out of order. Zero rejects out-of-order samples.
 	OutOfOrderWindow time.Duration
@@ -32,6 +37,7 @@ func DefaultOptions() Options {
 	return Options{
 		PartitionDuration: 2 * time.Hour,
 		HeadFlushInterval: 5 * time.Minute,
+		HeadFlushSamples:  8_000_000,
 		OutOfOrderWindow:  10 * time.Minute,
 		WAL:               true,
 		Retention:         15 * 24 * time.Hour,
@@ -49,6 +55,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("partition duration %s: must be whole milliseconds", o.PartitionDuration)
 	case o.HeadFlushInterval <= 0:
 		return fmt.Errorf("head flush interval %s: must be positive", o.HeadFlushInterval)
+	case o.HeadFlushSamples < 0:
+		return fmt.Errorf("head flush samples %d: must not be negative", o.HeadFlushSamples)
 	case o.OutOfOrderWindow < 0:
 		return fmt.Errorf("out-of-order window %s: must not be negative", o.OutOfOrderWindow)
 	case o.Retention < 0:

@@ -46,6 +46,7 @@ func storageOptions(cfg *config) storage.Options {
 	o.OutOfOrderWindow = cfg.oooWindow
 	o.PartitionDuration = cfg.partition
 	o.HeadFlushInterval = cfg.headFlushInterval
+	o.HeadFlushSamples = cfg.headFlushSamples
 	return o
 }
 
@@ -268,6 +269,7 @@ func flagMap(cfg *config) map[string]string {
 		"storage.out-of-order-window": cfg.oooWindow.String(),
 		"storage.partition-duration":  cfg.partition.String(),
 		"storage.head-flush-interval": cfg.headFlushInterval.String(),
+		"storage.head-flush-samples":  fmt.Sprint(cfg.headFlushSamples),
 		"cache.memory-size":           cfg.cacheMemory.String(),
 		"cache.disk-path":             cfg.cacheDiskPath,
 		"cache.disk-size":             cfg.cacheDiskSize.String(),
