@@ -306,3 +306,21 @@ func TestHeadFlushSamplesAsksForFlush(t *testing.T) {
 		t.Fatalf("unflushed samples after a flush: %d", n)
 	}
 }
+
+// TestHeadStatsAcrossPartitions checks that cardinality counts a series in
+// two open partitions once, and one in either.
+func TestHeadStatsAcrossPartitions(t *testing.T) {
+	opts := DefaultOptions()
+	opts.PartitionDuration = time.Hour
+	db := openTestDB(t, objstore.NewMemoryBucket(), opts)
+	defer db.Close()
+	hour := time.Hour.Milliseconds()
+	both := labels.FromStrings("__name__", "both", "job", "a")
+	appendFloats(t, db, both, tsample{hour - 1000, 1}, tsample{hour + 1000, 2})
+	appendFloats(t, db, labels.FromStrings("__name__", "early", "job", "b"), tsample{hour - 2000, 1})
+	appendFloats(t, db, labels.FromStrings("__name__", "late", "job", "a"), tsample{hour + 2000, 1})
+	st, mint, maxt, ok := db.HeadStats(10)
+	if !ok || st.NumSeries != 3 || mint != hour-2000 || maxt != hour+2000 {
+		t.Fatalf("head stats: %d series, [%d, %d], ok %v; want 3 series, [%d, %d]", st.NumSeries, mint, maxt, ok, hour-2000, hour+2000)
+	}
+}

@@ -138,11 +138,12 @@ func matchesAny(lset labels.Labels, sets [][]*labels.Matcher) bool {
 	return false
 }
 
-// HeadStats returns the cardinality statistics of the newest open
-// partition (what Prometheus reports from its head block) and the time range
-// of the samples the head received: from the oldest sample committed to an
-// open partition (its start, for samples from before a restart) to the
-// newest. ok is false when the head is empty.
+// HeadStats returns the cardinality statistics of the series in the head's
+// open partitions (what Prometheus reports from its head block; a series in
+// two partitions counts once) and the time range of the samples the head
+// received: from the oldest sample committed to an open partition (its start,
+// for samples from before a restart) to the newest. ok is false when the head
+// is empty.
 func (db *DB) HeadStats(topN int) (st index.Stats, mint, maxt int64, ok bool) {
 	db.head.mu.RLock()
 	parts := db.head.sortedPartsLocked()
@@ -158,5 +159,14 @@ func (db *DB) HeadStats(topN int) (st index.Stats, mint, maxt int64, ok bool) {
 		}
 		mint = min(mint, m)
 	}
-	return parts[len(parts)-1].idx.Stats(topN), mint, db.head.maxT.Load(), true
+	if len(parts) == 1 {
+		return parts[0].idx.Stats(topN), mint, db.head.maxT.Load(), true
+	}
+	union := index.NewMemIndex()
+	for _, p := range parts {
+		for _, s := range p.allSeries() {
+			union.GetOrCreate(s.lset)
+		}
+	}
+	return union.Stats(topN), mint, db.head.maxT.Load(), true
 }
