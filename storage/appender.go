@@ -279,10 +279,7 @@ func (a *appender) Commit() error {
 	}
 	h.mu.RUnlock()
 	db.metrics.appended.Add(float64(len(a.pending) - dropped))
-	n := h.unflushed.Add(int64(len(a.pending) - dropped))
-	logBytes := h.unflushedLog.Add(int64(len(logBuf)))
-	if (db.opts.HeadFlushSamples > 0 && n >= db.opts.HeadFlushSamples) ||
-		(db.opts.HeadFlushLogBytes > 0 && logBytes >= db.opts.HeadFlushLogBytes) {
+	if n := h.unflushed.Add(int64(len(a.pending) - dropped)); db.opts.HeadFlushSamples > 0 && n >= db.opts.HeadFlushSamples {
 		select {
 		case db.flushNow <- struct{}{}:
 		default: // a flush is already asked for

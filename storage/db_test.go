@@ -324,26 +324,3 @@ func TestHeadStatsAcrossPartitions(t *testing.T) {
 		t.Fatalf("head stats: %d series, [%d, %d], ok %v; want 3 series, [%d, %d]", st.NumSeries, mint, maxt, ok, hour-2000, hour+2000)
 	}
 }
-
-// TestHeadFlushLogBytesAsksForFlush checks that head log records past
-// HeadFlushLogBytes ask Run for an early flush.
-func TestHeadFlushLogBytesAsksForFlush(t *testing.T) {
-	opts := DefaultOptions()
-	opts.HeadFlushSamples = 0
-	opts.HeadFlushLogBytes = 2000
-	db := openTestDB(t, objstore.NewMemoryBucket(), opts)
-	defer db.Close()
-	s := labels.FromStrings("__name__", "burst")
-	appendFloats(t, db, s, tsample{1000, 1})
-	if len(db.flushNow) != 0 {
-		t.Fatal("a flush was asked for below the threshold")
-	}
-	var batch []tsample
-	for i := int64(2); i < 200; i++ {
-		batch = append(batch, tsample{i * 1000, float64(i)})
-	}
-	appendFloats(t, db, s, batch...)
-	if len(db.flushNow) != 1 {
-		t.Fatalf("no flush asked for after %d bytes of head log", db.head.unflushedLog.Load())
-	}
-}

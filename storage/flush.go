@@ -61,7 +61,6 @@ func (db *DB) flushHeadLocked(ctx context.Context, mode closeMode) error {
 	logSeq := h.logSeq.Load()
 	maxT := h.maxT.Load()
 	h.unflushed.Store(0)
-	h.unflushedLog.Store(0)
 	var closing []*headPart
 	var cuts []cutSeries
 	for _, p := range h.sortedPartsLocked() {

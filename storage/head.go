@@ -28,10 +28,8 @@ type head struct {
 	maxT atomic.Int64
 	// logSeq is the sequence number of the newest head log record.
 	logSeq atomic.Uint64
-	// unflushed counts samples committed since the last flush cut, and
-	// unflushedLog the bytes of head log records written since then.
-	unflushed    atomic.Int64
-	unflushedLog atomic.Int64
+	// unflushed counts samples committed since the last flush cut.
+	unflushed atomic.Int64
 }
 
 // headPart is one open partition.

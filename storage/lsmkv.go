@@ -19,9 +19,6 @@ func Open(ctx context.Context, bucket objstore.Bucket, prefix string, opts Optio
 		return nil, err
 	}
 	lsmOpts.WALEnabled = opts.WAL
-	if opts.HeadFlushLogBytes == 0 {
-		opts.HeadFlushLogBytes = lsmOpts.MemtableBytes / 2
-	}
 	store, err := lsm.Open(ctx, bucket, prefix, lsmOpts, lsm.Components{
 		Cache:      blockCache,
 		Logger:     comps.Logger,

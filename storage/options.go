@@ -21,12 +21,6 @@ type Options struct {
 	// keep everything (and its head log) in memory until the next interval.
 	// Zero flushes by interval only.
 	HeadFlushSamples int64
-	// HeadFlushLogBytes makes the head flush early once the head log records
-	// written since the last flush pass this size (WAL on). Flushing deletes
-	// them; kept below the LSM's memtable size, they are deleted before the
-	// memtable reaches a table and never cost table bytes. Zero: Open sets
-	// half the LSM's memtable size.
-	HeadFlushLogBytes int64
 	// OutOfOrderWindow is how far behind the newest sample a sample may be
 	// and still be accepted out of order. Zero rejects out-of-order samples.
 	OutOfOrderWindow time.Duration
@@ -61,8 +55,6 @@ func (o Options) Validate() error {
 		return fmt.Errorf("partition duration %s: must be whole milliseconds", o.PartitionDuration)
 	case o.HeadFlushInterval <= 0:
 		return fmt.Errorf("head flush interval %s: must be positive", o.HeadFlushInterval)
-	case o.HeadFlushLogBytes < 0:
-		return fmt.Errorf("head flush log bytes %d: must not be negative", o.HeadFlushLogBytes)
 	case o.HeadFlushSamples < 0:
 		return fmt.Errorf("head flush samples %d: must not be negative", o.HeadFlushSamples)
 	case o.OutOfOrderWindow < 0:
