@@ -17,7 +17,14 @@ const (
 	walMagic      = "SHW1"
 	manifestMagic = "SHM1"
 	manifestFmtV1 = 1
+	// manifestFmtV2 adds the log position after the range tombstones.
+	manifestFmtV2 = 2
 )
+
+// kindLog marks a WAL record that only the WAL holds: a record of the
+// caller's own log (DB.Log), never put in a memtable or table. Its seq, expire
+// at and key are zero; its value is the record.
+const kindLog kind = 5
 
 func corruptf(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrCorrupt}, args...)...)
@@ -67,7 +74,7 @@ func decodeWAL(data []byte, dst []entry) ([]entry, error) {
 		if d.err != nil {
 			return dst, fmt.Errorf("wal record %d: %w", len(dst), d.err)
 		}
-		if e.kind < kindPut || e.kind > kindRangeDelete {
+		if e.kind < kindPut || e.kind > kindLog {
 			return dst, corruptf("wal record %d has unknown kind %d", len(dst), e.kind)
 		}
 		dst = append(dst, e)
@@ -184,11 +191,19 @@ type manifest struct {
 	// ReplayAfter is the last WAL id whose contents are all in tables: a
 	// writer or reader replays only WAL objects with larger ids.
 	ReplayAfter uint64
-	NextRunID   uint64
-	L0          []tableMeta // newest first
-	Runs        []sortedRun // newest first
-	Tombs       []rangeTomb // in seq order
+	// LogAfter is the last WAL id whose log records (DB.Log) are no longer
+	// needed (DB.TruncateLog). WAL objects with larger ids are kept even
+	// when their writes are in tables.
+	LogAfter  uint64
+	NextRunID uint64
+	L0        []tableMeta // newest first
+	Runs      []sortedRun // newest first
+	Tombs     []rangeTomb // in seq order
 }
+
+// walKeepAfter is the last WAL id this manifest needs no longer: neither
+// for its writes nor for its log records.
+func (m *manifest) walKeepAfter() uint64 { return min(m.ReplayAfter, m.LogAfter) }
 
 func (m *manifest) clone() *manifest {
 	c := *m
@@ -247,7 +262,7 @@ func (d *decoder) tableMeta() tableMeta {
 func appendManifest(dst []byte, m *manifest) []byte {
 	start := len(dst)
 	dst = append(dst, manifestMagic...)
-	dst = binary.AppendUvarint(dst, manifestFmtV1)
+	dst = binary.AppendUvarint(dst, manifestFmtV2)
 	dst = binary.AppendUvarint(dst, m.WriterEpoch)
 	dst = binary.AppendUvarint(dst, m.LastSeq)
 	dst = binary.AppendUvarint(dst, m.ReplayAfter)
@@ -274,6 +289,7 @@ func appendManifest(dst []byte, m *manifest) []byte {
 		dst = binary.AppendUvarint(dst, uint64(len(t.end)))
 		dst = append(dst, t.end...)
 	}
+	dst = binary.AppendUvarint(dst, m.LogAfter)
 	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], crcTable))
 }
 
@@ -291,8 +307,9 @@ func decodeManifest(data []byte) (*manifest, error) {
 		return nil, corruptf("manifest checksum mismatch: computed %08x, stored %08x", got, want)
 	}
 	d := decoder{b: body[len(manifestMagic):]}
-	if v := d.uvarint(); d.err == nil && v != manifestFmtV1 {
-		return nil, corruptf("unknown manifest format version %d", v)
+	version := d.uvarint()
+	if d.err == nil && version != manifestFmtV1 && version != manifestFmtV2 {
+		return nil, corruptf("unknown manifest format version %d", version)
 	}
 	m := &manifest{}
 	m.WriterEpoch = d.uvarint()
@@ -327,6 +344,11 @@ func decodeManifest(data []byte) (*manifest, error) {
 			t.end = d.bytes()
 			m.Tombs = append(m.Tombs, t)
 		}
+	}
+	if version >= manifestFmtV2 {
+		m.LogAfter = d.uvarint()
+	} else {
+		m.LogAfter = m.ReplayAfter // no log records before version 2
 	}
 	if d.err != nil {
 		return nil, fmt.Errorf("decode manifest: %w", d.err)

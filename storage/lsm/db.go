@@ -95,6 +95,10 @@ type DB struct {
 	replayMoves []replayMove
 
 	compactMu sync.Mutex // one compaction at a time
+
+	// logFence is the WAL fence written at open: log records of earlier
+	// writers sit in WAL ids below it (ReplayLog).
+	logFence uint64
 }
 
 // Open opens the writer of prefix in bucket, fencing any previous writer:
@@ -130,8 +134,9 @@ func Open(ctx context.Context, bucket objstore.Bucket, prefix string, opts Optio
 	if err != nil {
 		return nil, err
 	}
+	db.logFence = fence
 	db.openedAt = db.clock.Now()
-	db.openReplay = db.man.ReplayAfter
+	db.openReplay = db.man.walKeepAfter()
 	db.mem = newMemtable(db.clock.Now())
 	db.lastSeq = db.man.LastSeq
 	if err := db.replayWAL(ctx, fence); err != nil {
@@ -187,6 +192,9 @@ func (db *DB) bumpEpoch(ctx context.Context) error {
 		}
 		next := m.clone()
 		next.WriterEpoch = m.WriterEpoch + 1
+		if !db.opts.KeepLog {
+			next.LogAfter = max(next.LogAfter, next.ReplayAfter)
+		}
 		err = db.s.putIfAbsent(ctx, "manifest", db.s.paths.manifest(id+1), appendManifest(nil, next))
 		if err == nil {
 			db.manID, db.man, db.epoch = id+1, next, next.WriterEpoch
@@ -208,7 +216,7 @@ func (db *DB) fenceWAL(ctx context.Context) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("lsm open: %w", err)
 	}
-	fence := db.man.ReplayAfter + 1
+	fence := max(db.man.ReplayAfter, db.man.LogAfter) + 1
 	if len(ids) > 0 && ids[len(ids)-1] >= fence {
 		fence = ids[len(ids)-1] + 1
 	}
@@ -241,6 +249,9 @@ func (db *DB) replayWAL(ctx context.Context, fence uint64) error {
 			return fmt.Errorf("lsm open: replay: %w", err)
 		}
 		for i := range ents {
+			if ents[i].kind == kindLog {
+				continue
+			}
 			db.mem.add(ents[i])
 			db.lastSeq = max(db.lastSeq, ents[i].seq)
 		}
@@ -697,6 +708,9 @@ func (db *DB) commit(edit func(next *manifest), installed func()) error {
 	next := db.man.clone()
 	edit(next)
 	next.WriterEpoch = db.epoch
+	if !db.opts.KeepLog {
+		next.LogAfter = max(next.LogAfter, next.ReplayAfter)
+	}
 	dropCoveredTables(next)
 	id := db.manID + 1
 	err := db.s.putIfAbsent(db.ctx, "manifest", db.s.paths.manifest(id), appendManifest(nil, next))
@@ -720,8 +734,8 @@ func (db *DB) commit(edit func(next *manifest), installed func()) error {
 			db.droppedAt[dropped] = now
 		}
 	}
-	if next.ReplayAfter != prev.ReplayAfter {
-		db.replayMoves = append(db.replayMoves, replayMove{at: now, replayAfter: next.ReplayAfter})
+	if next.walKeepAfter() != prev.walKeepAfter() {
+		db.replayMoves = append(db.replayMoves, replayMove{at: now, replayAfter: next.walKeepAfter()})
 	}
 	db.inflightMu.Unlock()
 	db.mu.Lock()
@@ -738,6 +752,8 @@ func (db *DB) commit(edit func(next *manifest), installed func()) error {
 	return nil
 }
 
+// replayMove records when the last WAL id a manifest no longer needs
+// (manifest.walKeepAfter) moved.
 type replayMove struct {
 	at          time.Time
 	replayAfter uint64

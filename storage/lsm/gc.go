@@ -30,7 +30,8 @@ func (db *DB) gcLoop() {
 
 // CollectGarbage deletes objects that the latest manifest no longer needs
 // and that are older than Options.GCGracePeriod: tables no manifest
-// references, WAL objects at or below the replay position, and manifests
+// references, WAL objects at or below both the replay position and the log
+// position (TruncateLog), and manifests
 // older than the newest Options.ManifestsToKeep. It returns how many objects
 // it deleted.
 func (db *DB) CollectGarbage(ctx context.Context) (int, error) {
@@ -114,7 +115,7 @@ func (db *DB) CollectGarbage(ctx context.Context) (int, error) {
 	}
 	db.replayMoves = keep
 	db.inflightMu.Unlock()
-	replayCut = min(replayCut, man.ReplayAfter)
+	replayCut = min(replayCut, man.walKeepAfter())
 
 	for _, o := range objs {
 		tid, ok := s.paths.parseSST(o.Name)

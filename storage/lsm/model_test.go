@@ -154,8 +154,8 @@ type modelConfig struct {
 	// background runs compactions (and, with the WAL, age flushes) on their
 	// own, so crashes land in the middle of them.
 	background bool
-	seed   uint64
-	steps  int
+	seed       uint64
+	steps      int
 }
 
 // TestModel runs random writes, flushes, compactions, GC, crashes and

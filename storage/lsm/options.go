@@ -64,6 +64,10 @@ type Options struct {
 	WALFlushInterval time.Duration
 	// WALMaxBytes seals a WAL object early once it holds this many bytes.
 	WALMaxBytes int
+	// KeepLog keeps WAL objects holding log records (DB.Log) until
+	// DB.TruncateLog passes them, even once their writes are in tables.
+	// Without it log records live only as long as the writes around them.
+	KeepLog bool
 
 	// MemtableBytes is the size at which the memtable is frozen and flushed
 	// to an L0 table.

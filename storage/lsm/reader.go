@@ -118,12 +118,15 @@ func (r *Reader) refresh(ctx context.Context) error {
 	snap := man.LastSeq
 	if r.opts.ReplayWAL {
 		rebuild := mem == nil || man.ReplayAfter != cur.man.ReplayAfter
+		// Objects past the replay position hold writes not in tables yet;
+		// objects past the log position hold log records (ReadLog).
+		keep := man.walKeepAfter()
 		for id := range r.wals {
-			if id <= man.ReplayAfter {
+			if id <= keep {
 				delete(r.wals, id)
 			}
 		}
-		after := max(r.lastWAL, man.ReplayAfter)
+		after := max(r.lastWAL, keep)
 		ids, err := r.s.walIDs(ctx, after)
 		if err != nil {
 			return fmt.Errorf("lsm reader refresh: %w", err)
@@ -143,14 +146,12 @@ func (r *Reader) refresh(ctx context.Context) error {
 		if rebuild {
 			mem = newMemtable(r.clock.Now())
 			for id := man.ReplayAfter + 1; id <= r.lastWAL; id++ {
-				for _, e := range r.wals[id] {
-					mem.add(e)
-				}
+				addWrites(mem, r.wals[id])
 			}
 		} else {
 			for _, id := range fresh {
-				for _, e := range r.wals[id] {
-					mem.add(e)
+				if id > man.ReplayAfter {
+					addWrites(mem, r.wals[id])
 				}
 			}
 		}
@@ -166,6 +167,15 @@ func (r *Reader) refresh(ctx context.Context) error {
 		r.s.forgetTables(live)
 	}
 	return nil
+}
+
+// addWrites adds the writes among a WAL object's records to mem.
+func addWrites(mem *memtable, ents []entry) {
+	for _, e := range ents {
+		if e.kind != kindLog {
+			mem.add(e)
+		}
+	}
 }
 
 func (r *Reader) snapshot() (*view, uint64, error) {

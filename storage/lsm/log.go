@@ -1,0 +1,185 @@
+package lsm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// The log: records of the caller's own that the WAL makes durable like any
+// write, but that never enter a memtable or table. A caller that keeps an
+// in-memory state (a time-series head) logs each change, replays the log
+// after a restart, and truncates it once it has written that state out with
+// ordinary writes. Log records cost one WAL append and nothing in
+// compaction; WAL objects holding them stay until TruncateLog passes them
+// (Options.KeepLog).
+
+// ErrNoWAL is returned by Log when the WAL is off.
+var ErrNoWAL = errors.New("lsm: the log needs the WAL")
+
+// LogPos is where a log record sits: its WAL object and its index among
+// that object's records.
+type LogPos struct {
+	WAL   uint64
+	Index int
+}
+
+// Less reports whether p comes before q.
+func (p LogPos) Less(q LogPos) bool {
+	return p.WAL < q.WAL || p.WAL == q.WAL && p.Index < q.Index
+}
+
+// Log appends rec to the WAL as a log record and returns once it is durable.
+// Records are durable in call order: a record that Log returned for is
+// preceded in the WAL by every record logged before it. It blocks while WAL
+// objects waiting to be written exceed Options.MaxUnflushedBytes.
+func (db *DB) Log(ctx context.Context, rec []byte) error {
+	if !db.opts.WALEnabled {
+		return ErrNoWAL
+	}
+	db.mu.Lock()
+	stalled := false
+	for {
+		if db.err != nil {
+			err := db.err
+			db.mu.Unlock()
+			return err
+		}
+		if db.walBytes <= db.opts.MaxUnflushedBytes {
+			break
+		}
+		if !stalled {
+			stalled = true
+			db.m.writeStalls.Inc()
+		}
+		ch := db.changed
+		db.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		db.mu.Lock()
+	}
+	buf := db.walCur
+	buf.data = appendWALRecord(buf.data, &entry{kind: kindLog, value: rec})
+	buf.n++
+	if len(buf.data) >= db.opts.WALMaxBytes {
+		db.sealWALLocked()
+		kick(db.walKick)
+	}
+	db.mu.Unlock()
+	select {
+	case <-buf.done:
+		return buf.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// LogMark seals the WAL object being filled and returns its id: every record
+// logged before the call is in a WAL object with an id <= the mark, every
+// record logged after it in one with a larger id. Pass it to TruncateLog once
+// the state those records built is written out.
+func (db *DB) LogMark() uint64 {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.opts.WALEnabled && db.walCur != nil && db.walCur.n > 0 {
+		db.sealWALLocked()
+		kick(db.walKick)
+	}
+	return db.lastWALID
+}
+
+// TruncateLog makes every write so far durable, then records in a new
+// manifest that the log records at or before mark (LogMark) are no longer
+// needed: ReplayLog and readers skip them and garbage collection may delete
+// their WAL objects once their writes are in tables too.
+func (db *DB) TruncateLog(ctx context.Context, mark uint64) error {
+	if !db.opts.WALEnabled {
+		return nil
+	}
+	if err := db.FlushWAL(ctx); err != nil {
+		return err
+	}
+	db.mu.Lock()
+	cur := db.man.LogAfter
+	db.mu.Unlock()
+	if mark <= cur {
+		return nil
+	}
+	return db.commit(func(next *manifest) {
+		next.LogAfter = max(next.LogAfter, mark)
+	}, nil)
+}
+
+// ReplayLog calls fn with each log record that earlier writers of the prefix
+// left and did not truncate, in the order they were logged. Call it after
+// Open, before TruncateLog; rec is valid only during the call.
+func (db *DB) ReplayLog(ctx context.Context, fn func(rec []byte) error) error {
+	db.mu.Lock()
+	after, fence := db.man.LogAfter, db.logFence
+	db.mu.Unlock()
+	ids, err := db.s.walIDs(ctx, after)
+	if err != nil {
+		return fmt.Errorf("lsm: replay log: %w", err)
+	}
+	for _, id := range ids {
+		if id >= fence {
+			break
+		}
+		ents, err := db.s.readWAL(ctx, id)
+		if err != nil {
+			return fmt.Errorf("lsm: replay log: %w", err)
+		}
+		for i := range ents {
+			if ents[i].kind != kindLog {
+				continue
+			}
+			if err := fn(ents[i].value); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// ReadLog calls fn with each log record the reader has loaded (with
+// ReaderOptions.ReplayWAL) at or after from that the writer has not
+// truncated, in log order, and returns the WAL id the log is truncated at
+// (records in WAL ids <= it are gone). A caller that applied records before
+// the truncation point must drop what they built. rec is valid only during
+// the call.
+func (r *Reader) ReadLog(from LogPos, fn func(pos LogPos, rec []byte) error) (uint64, error) {
+	r.refreshMu.Lock()
+	defer r.refreshMu.Unlock()
+	r.mu.Lock()
+	man := r.v.man
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		return 0, ErrClosed
+	}
+	start := max(from.WAL, man.LogAfter+1)
+	for id := start; id <= r.lastWAL; id++ {
+		ents, ok := r.wals[id]
+		if !ok {
+			continue
+		}
+		idx := 0
+		for i := range ents {
+			if ents[i].kind != kindLog {
+				continue
+			}
+			pos := LogPos{WAL: id, Index: idx}
+			idx++
+			if pos.Less(from) {
+				continue
+			}
+			if err := fn(pos, ents[i].value); err != nil {
+				return man.LogAfter, err
+			}
+		}
+	}
+	return man.LogAfter, nil
+}

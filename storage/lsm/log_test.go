@@ -1,0 +1,254 @@
+package lsm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/shaledb/shale/storage/objstore"
+)
+
+func logOptions() Options {
+	o := testOptions()
+	o.KeepLog = true
+	return o
+}
+
+func logRecords(t *testing.T, db *DB, from, to int) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		if err := db.Log(context.Background(), []byte(fmt.Sprintf("rec%04d", i))); err != nil {
+			t.Fatalf("log %d: %v", i, err)
+		}
+	}
+}
+
+func replayed(t *testing.T, db *DB) []string {
+	t.Helper()
+	var got []string
+	err := db.ReplayLog(context.Background(), func(rec []byte) error {
+		got = append(got, string(rec))
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("replay log: %v", err)
+	}
+	return got
+}
+
+func wantRecords(from, to int) []string {
+	var want []string
+	for i := from; i < to; i++ {
+		want = append(want, fmt.Sprintf("rec%04d", i))
+	}
+	return want
+}
+
+// TestLogReplayAndTruncate: log records survive a crash, stay out of the
+// keyspace and tables, and after TruncateLog only later records replay.
+func TestLogReplayAndTruncate(t *testing.T) {
+	ctx := context.Background()
+	b := objstore.NewMemoryBucket()
+	db := openDB(t, b, logOptions(), Components{})
+	writeKeys(t, db, "k", 10)
+	logRecords(t, db, 0, 20)
+	// Memtable flushes move the replay position past the log's objects;
+	// the log must still replay.
+	if err := db.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	crash(db)
+
+	db = openDB(t, b, logOptions(), Components{})
+	if got := replayed(t, db); !slices.Equal(got, wantRecords(0, 20)) {
+		t.Fatalf("replayed after crash: %q", got)
+	}
+	it, err := db.NewIterator(ctx, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		n++
+	}
+	if err := it.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n != 10 {
+		t.Fatalf("keyspace holds %d keys, want the 10 written (log records must stay out)", n)
+	}
+	logRecords(t, db, 20, 30)
+	mark := db.LogMark()
+	logRecords(t, db, 30, 35)
+	if err := db.TruncateLog(ctx, mark); err != nil {
+		t.Fatal(err)
+	}
+	crash(db)
+
+	db = openDB(t, b, logOptions(), Components{})
+	defer db.Close()
+	if got := replayed(t, db); !slices.Equal(got, wantRecords(30, 35)) {
+		t.Fatalf("replayed after truncate: %q", got)
+	}
+}
+
+// TestLogKeepsWALFromGC: WAL objects with log records not truncated survive
+// garbage collection after their writes reached tables; once truncated
+// they go after the grace period.
+func TestLogKeepsWALFromGC(t *testing.T) {
+	ctx := context.Background()
+	b := objstore.NewMemoryBucket()
+	clock := newFakeClock()
+	db := openDB(t, b, logOptions(), Components{Clock: clock})
+	logRecords(t, db, 0, 5)
+	writeKeys(t, db, "k", 10)
+	if err := db.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Hour)
+	if _, err := db.CollectGarbage(ctx); err != nil {
+		t.Fatal(err)
+	}
+	crash(db)
+	db = openDB(t, b, logOptions(), Components{Clock: clock})
+	if got := replayed(t, db); !slices.Equal(got, wantRecords(0, 5)) {
+		t.Fatalf("replayed after gc: %q", got)
+	}
+	if err := db.TruncateLog(ctx, db.LogMark()); err != nil {
+		t.Fatal(err)
+	}
+	writeKeys(t, db, "j", 10)
+	if err := db.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	walsBefore := len(listNames(t, b, "db/wal/"))
+	clock.Advance(time.Hour)
+	if _, err := db.CollectGarbage(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Hour)
+	if _, err := db.CollectGarbage(ctx); err != nil {
+		t.Fatal(err)
+	}
+	man := db.viewp.Load().man
+	for _, name := range listNames(t, b, "db/wal/") {
+		if id, _ := db.s.paths.parseWAL(name); id <= man.walKeepAfter() {
+			t.Fatalf("wal %s at or below %d survived (had %d objects)", name, man.walKeepAfter(), walsBefore)
+		}
+	}
+	crash(db)
+	db = openDB(t, b, logOptions(), Components{Clock: clock})
+	defer db.Close()
+	if got := replayed(t, db); len(got) != 0 {
+		t.Fatalf("replayed after truncate and gc: %q", got)
+	}
+}
+
+// TestLogWithoutKeepLog: without KeepLog the log position follows the
+// replay position, so plain users of the LSM keep no extra WAL objects.
+func TestLogWithoutKeepLog(t *testing.T) {
+	ctx := context.Background()
+	b := objstore.NewMemoryBucket()
+	db := openDB(t, b, testOptions(), Components{})
+	defer db.Close()
+	writeKeys(t, db, "k", 10)
+	if err := db.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	man := db.viewp.Load().man
+	if man.LogAfter != man.ReplayAfter || man.ReplayAfter == 0 {
+		t.Fatalf("log after %d, replay after %d", man.LogAfter, man.ReplayAfter)
+	}
+}
+
+func TestLogNeedsWAL(t *testing.T) {
+	opts := logOptions()
+	opts.WALEnabled = false
+	db := openDB(t, objstore.NewMemoryBucket(), opts, Components{})
+	defer db.Close()
+	if err := db.Log(context.Background(), []byte("x")); !errors.Is(err, ErrNoWAL) {
+		t.Fatalf("log without WAL: %v", err)
+	}
+}
+
+// TestReaderReadLog: a reader sees log records in order from a position,
+// and the truncation point once the writer truncates.
+func TestReaderReadLog(t *testing.T) {
+	ctx := context.Background()
+	b := objstore.NewMemoryBucket()
+	db := openDB(t, b, logOptions(), Components{})
+	defer db.Close()
+	logRecords(t, db, 0, 10)
+	rdr, err := OpenReader(ctx, b, "db", ReaderOptions{ReplayWAL: true, RetryBackoff: time.Millisecond}, Components{Merge: concatMerge})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdr.Close()
+	read := func(from LogPos) ([]string, LogPos, uint64) {
+		t.Helper()
+		var got []string
+		next := from
+		after, err := rdr.ReadLog(from, func(pos LogPos, rec []byte) error {
+			if pos.Less(next) {
+				t.Fatalf("position %v before %v", pos, next)
+			}
+			next = LogPos{WAL: pos.WAL, Index: pos.Index + 1}
+			got = append(got, string(rec))
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got, next, after
+	}
+	got, next, _ := read(LogPos{})
+	if !slices.Equal(got, wantRecords(0, 10)) {
+		t.Fatalf("reader log: %q", got)
+	}
+	logRecords(t, db, 10, 15)
+	if err := rdr.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ = read(next); !slices.Equal(got, wantRecords(10, 15)) {
+		t.Fatalf("reader log after refresh: %q", got)
+	}
+	mark := db.LogMark()
+	logRecords(t, db, 15, 17)
+	if err := db.TruncateLog(ctx, mark); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdr.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, _, after := read(LogPos{})
+	if after != mark || !slices.Equal(got, wantRecords(15, 17)) {
+		t.Fatalf("reader log after truncate: after %d (mark %d), %q", after, mark, got)
+	}
+}
+
+// TestManifestV1LogPosition: a manifest of format 1 (no log position)
+// decodes with the log truncated at its replay position.
+func TestManifestV1LogPosition(t *testing.T) {
+	m := &manifest{WriterEpoch: 3, LastSeq: 9, ReplayAfter: 7, NextRunID: 2}
+	v2 := appendManifest(nil, m)
+	// Format 1 is format 2 without the trailing log position (one byte
+	// here) and with version 1.
+	v1 := append([]byte(nil), v2[:len(v2)-5]...)
+	v1[len(manifestMagic)] = manifestFmtV1
+	v1 = finishWAL(v1) // the same CRC framing as a WAL object
+	got, err := decodeManifest(v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.LogAfter != 7 || got.ReplayAfter != 7 {
+		t.Fatalf("v1 manifest: log after %d, replay after %d", got.LogAfter, got.ReplayAfter)
+	}
+	m.LogAfter = 4
+	got, err = decodeManifest(appendManifest(nil, m))
+	if err != nil || got.LogAfter != 4 {
+		t.Fatalf("v2 round trip: %+v, %v", got, err)
+	}
+}
