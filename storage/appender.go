@@ -231,9 +231,7 @@ func (a *appender) Commit() error {
 	h := db.head
 	h.mu.RLock()
 	if db.opts.WAL {
-		var b kvBatch
-		b.Put(headLogKey(h.logSeq.Add(1)), logBuf)
-		if err := db.kv.Write(a.ctx, &b, true); err != nil {
+		if err := db.kv.Log(a.ctx, logBuf); err != nil {
 			h.mu.RUnlock()
 			return fmt.Errorf("log appended samples: %w", err)
 		}

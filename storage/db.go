@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -50,6 +51,9 @@ type DB struct {
 	flushNow chan struct{}
 
 	follow followed
+	// legacyLog is set while head log records that earlier versions kept as
+	// keys ('W' seq) remain; the next head flush deletes them.
+	legacyLog atomic.Bool
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -148,15 +152,10 @@ func (db *DB) recover(ctx context.Context) error {
 		series += len(p.series)
 		db.head.parts[part] = p
 	}
-	var lastSeq uint64
 	records, samples := 0, 0
-	err = db.kv.Scan(ctx, []byte{keyHeadLog}, []byte{keyHeadLog + 1}, func(k, v []byte) error {
-		if len(k) != 9 {
-			return fmt.Errorf("head log key %x: want 9 bytes", k)
-		}
-		lastSeq = max(lastSeq, uint64FromKey(k[1:]))
+	replay := func(rec []byte) error {
 		records++
-		return decodeLogRecord(v, func(e *logEntry) error {
+		return decodeLogRecord(rec, func(e *logEntry) error {
 			p := db.head.parts[e.part]
 			if p == nil {
 				return nil // the partition was closed: its samples are in its blocks
@@ -172,11 +171,24 @@ func (db *DB) recover(ctx context.Context) error {
 			defer s.mu.Unlock()
 			return s.appendLocked(sample{t: e.t, v: e.v, h: e.h, fh: e.fh})
 		})
+	}
+	// Records earlier versions kept as keys come first: they are older than
+	// any record in the WAL's log.
+	err = db.kv.Scan(ctx, []byte{keyHeadLog}, []byte{keyHeadLog + 1}, func(k, v []byte) error {
+		db.legacyLog.Store(true)
+		if err := replay(v); err != nil {
+			return fmt.Errorf("head log key %x: %w", k, err)
+		}
+		return nil
 	})
 	if err != nil {
 		return err
 	}
-	db.head.logSeq.Store(lastSeq)
+	if db.opts.WAL {
+		if err := db.kv.ReplayLog(ctx, replay); err != nil {
+			return fmt.Errorf("replay head log: %w", err)
+		}
+	}
 	db.head.maxT.Store(maxT)
 	db.logger.Info("head recovered", "partitions", len(open), "series", series,
 		"log_records", records, "log_samples", samples, "duration", time.Since(start))

@@ -58,7 +58,12 @@ func (db *DB) flushHeadLocked(ctx context.Context, mode closeMode) error {
 
 	h := db.head
 	h.mu.Lock()
-	logSeq := h.logSeq.Load()
+	// Every head log record whose samples this cut takes is at or before
+	// the mark (commits log and append under the head's read lock).
+	var logMark uint64
+	if db.opts.WAL {
+		logMark = db.kv.LogMark()
+	}
 	maxT := h.maxT.Load()
 	h.unflushed.Store(0)
 	var closing []*headPart
@@ -78,7 +83,7 @@ func (db *DB) flushHeadLocked(ctx context.Context, mode closeMode) error {
 	}
 	h.mu.Unlock()
 
-	samplesBytes, err := db.writeCuts(ctx, cuts, logSeq, maxT)
+	samplesBytes, err := db.writeCuts(ctx, cuts, maxT)
 	if err == nil {
 		for _, p := range closing {
 			if err = db.writePartitionIndex(ctx, p, maxT); err != nil {
@@ -88,6 +93,11 @@ func (db *DB) flushHeadLocked(ctx context.Context, mode closeMode) error {
 	}
 	if err == nil {
 		err = db.kv.Sync(ctx)
+	}
+	if err == nil && db.opts.WAL {
+		// The cut samples are durable in sample blocks: the records they
+		// came from are no longer needed.
+		err = db.kv.TruncateLog(ctx, logMark)
 	}
 	if err != nil {
 		// The cuts stay in s.flushing and are written by the next flush; the
@@ -100,6 +110,7 @@ func (db *DB) flushHeadLocked(ctx context.Context, mode closeMode) error {
 		h.mu.Unlock()
 		return fmt.Errorf("flush head: %w", err)
 	}
+	db.legacyLog.Store(false)
 	for _, cs := range cuts {
 		cs.s.mu.Lock()
 		if cs.s.flushing == cs.c {
@@ -124,9 +135,9 @@ func (db *DB) flushHeadLocked(ctx context.Context, mode closeMode) error {
 }
 
 // writeCuts writes the cut samples as merge operands of their series' sample
-// keys, then deletes the head log records they came from and records the
-// head's newest time in the registry of each partition written.
-func (db *DB) writeCuts(ctx context.Context, cuts []cutSeries, logSeq uint64, maxT int64) (int64, error) {
+// keys and records the head's newest time in the registry of each partition
+// written.
+func (db *DB) writeCuts(ctx context.Context, cuts []cutSeries, maxT int64) (int64, error) {
 	var (
 		b     kvBatch
 		size  int
@@ -165,8 +176,10 @@ func (db *DB) writeCuts(ctx context.Context, cuts []cutSeries, logSeq uint64, ma
 	for part := range parts {
 		b.Put(registryKey(part), partitionMeta{maxT: maxT}.encode())
 	}
-	if db.opts.WAL && logSeq > 0 {
-		b.DeleteRange(headLogKey(0), headLogKey(logSeq+1))
+	if db.legacyLog.Load() {
+		// Head log records kept as keys by earlier versions: replayed at
+		// open, written out by this flush.
+		b.DeleteRange([]byte{keyHeadLog}, []byte{keyHeadLog + 1})
 	}
 	if err := apply(); err != nil {
 		return 0, err

@@ -23,6 +23,12 @@ func FuzzDecodeLogRecord(f *testing.F) {
 	}
 	f.Add(rec)
 	f.Add(rec[:len(rec)/2])
+	whole, err := appendLogRecord(nil, []logEntry{{part: 5, ref: 9, t: 10, v: -3}, {part: 5, ref: 8, t: 10, v: math.Copysign(0, -1)}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(whole)
+	f.Add(appendLogRecordV1(nil, 7_200_000, 3, 7_200_001, 0.5))
 	f.Add([]byte{1, 0})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {

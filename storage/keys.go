@@ -14,7 +14,8 @@ import (
 //	'P' part(8) 'N' name             label name present in the partition
 //	'P' part(8) 'X'                  all series refs of the partition
 //	'P' part(8) 'S' ref(4)           sample block of one series (merge: union)
-//	'W' seq(8)                       head log record (WAL on), deleted once flushed
+//	'W' seq(8)                       head log record of earlier versions (now in the
+//	                                 LSM's WAL only); replayed at open, then deleted
 //
 // part is the partition's start time in ms, big-endian with the sign bit
 // flipped so that byte order is time order.

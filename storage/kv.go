@@ -1,6 +1,10 @@
 package storage
 
-import "context"
+import (
+	"context"
+
+	"github.com/shaledb/shale/storage/lsm"
+)
 
 // kv is what the time-series engine needs from its key-value store. The LSM
 // (storage/lsm) satisfies it through lsmKV; keeping the surface this small
@@ -20,6 +24,24 @@ type kv interface {
 	// unbounded. key and value are valid only during the call.
 	Scan(ctx context.Context, lower, upper []byte, fn func(key, value []byte) error) error
 	Close() error
+
+	// The head log: records durable in the store's write-ahead log that
+	// never enter its keyspace (see lsm.DB.Log).
+
+	// Log makes rec durable; records are durable in call order.
+	Log(ctx context.Context, rec []byte) error
+	// LogMark returns a mark at or after every record logged so far and
+	// before every record logged later.
+	LogMark() uint64
+	// TruncateLog makes every write so far durable, then drops the records
+	// at or before mark.
+	TruncateLog(ctx context.Context, mark uint64) error
+	// ReplayLog calls fn with each record left by earlier writers, in order.
+	ReplayLog(ctx context.Context, fn func(rec []byte) error) error
+	// ReadLog (read-only stores) calls fn with each record at or after from,
+	// in order, and returns the truncation mark: records at or before it are
+	// gone.
+	ReadLog(from lsm.LogPos, fn func(pos lsm.LogPos, rec []byte) error) (uint64, error)
 }
 
 type kvOp uint8

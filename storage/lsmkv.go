@@ -19,6 +19,9 @@ func Open(ctx context.Context, bucket objstore.Bucket, prefix string, opts Optio
 		return nil, err
 	}
 	lsmOpts.WALEnabled = opts.WAL
+	// With the WAL on, the head logs each commit (DB.Log) and truncates the
+	// log after each head flush.
+	lsmOpts.KeepLog = opts.WAL
 	store, err := lsm.Open(ctx, bucket, prefix, lsmOpts, lsm.Components{
 		Cache:      blockCache,
 		Logger:     comps.Logger,
@@ -117,6 +120,21 @@ func (w *lsmWriter) Scan(ctx context.Context, lower, upper []byte, fn func(k, v 
 
 func (w *lsmWriter) Close() error { return w.db.Close() }
 
+func (w *lsmWriter) Log(ctx context.Context, rec []byte) error { return w.check(w.db.Log(ctx, rec)) }
+func (w *lsmWriter) LogMark() uint64                           { return w.db.LogMark() }
+
+func (w *lsmWriter) TruncateLog(ctx context.Context, mark uint64) error {
+	return w.check(w.db.TruncateLog(ctx, mark))
+}
+
+func (w *lsmWriter) ReplayLog(ctx context.Context, fn func(rec []byte) error) error {
+	return w.db.ReplayLog(ctx, fn)
+}
+
+func (w *lsmWriter) ReadLog(lsm.LogPos, func(lsm.LogPos, []byte) error) (uint64, error) {
+	return 0, errors.New("storage: the writer reads its log only at open (ReplayLog)")
+}
+
 func scan(it *lsm.Iterator, fn func(k, v []byte) error) error {
 	for ok := it.First(); ok; ok = it.Next() {
 		if err := fn(it.Key(), it.Value()); err != nil {
@@ -152,6 +170,15 @@ func (r *lsmReader) Scan(ctx context.Context, lower, upper []byte, fn func(k, v 
 }
 
 func (r *lsmReader) Close() error { return r.r.Close() }
+
+func (r *lsmReader) Log(context.Context, []byte) error                   { return ErrReadOnly }
+func (r *lsmReader) LogMark() uint64                                     { return 0 }
+func (r *lsmReader) TruncateLog(context.Context, uint64) error           { return ErrReadOnly }
+func (r *lsmReader) ReplayLog(context.Context, func([]byte) error) error { return ErrReadOnly }
+
+func (r *lsmReader) ReadLog(from lsm.LogPos, fn func(lsm.LogPos, []byte) error) (uint64, error) {
+	return r.r.ReadLog(from, fn)
+}
 
 // ErrFenced is returned by writes once a newer writer has opened the same
 // bucket and prefix.

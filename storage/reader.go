@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/shaledb/shale/index"
+	"github.com/shaledb/shale/storage/lsm"
 )
 
 // ErrReadOnly is returned by writes to a DB opened for reading only.
@@ -21,11 +22,13 @@ var ErrReadOnly = errors.New("storage: read-only replica: writes go to the write
 type followed struct {
 	mu    sync.Mutex
 	parts map[int64]*headPart
-	// The writer's head log records logFrom..logNext-1 are applied to the
-	// followed series, so a reader also sees samples not yet in sample
-	// blocks. When the writer deletes records (their samples are then in
-	// sample blocks), the applied samples are dropped and the rest replayed.
-	logFrom, logNext uint64
+	// The writer's head log records after the truncation mark logAfter and
+	// before logNext are applied to the followed series, so a reader also
+	// sees samples not yet in sample blocks. When the writer truncates the
+	// log (the samples are then in sample blocks), the applied samples are
+	// dropped and the records left are replayed.
+	logAfter uint64
+	logNext  lsm.LogPos
 }
 
 // followOpenPartition returns the index of a partition the writer has open,
@@ -73,47 +76,14 @@ func (db *DB) loadForwardLocked(ctx context.Context, p *headPart) error {
 	})
 }
 
-// errStopScan ends a scan early.
-var errStopScan = errors.New("stop scan")
-
 // followHeadLog applies the writer's head log records that appeared since
 // the last call to the followed partitions.
 func (db *DB) followHeadLog(ctx context.Context) error {
 	f := &db.follow
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var first uint64
-	found := false
-	err := db.kv.Scan(ctx, []byte{keyHeadLog}, []byte{keyHeadLog + 1}, func(k, _ []byte) error {
-		if len(k) == 9 {
-			first, found = uint64FromKey(k[1:]), true
-		}
-		return errStopScan
-	})
-	if err != nil && !errors.Is(err, errStopScan) {
-		return err
-	}
-	if !found || first > f.logFrom {
-		// Records applied before were deleted: their samples are in sample
-		// blocks now. Start over from the oldest record left.
-		for _, p := range f.parts {
-			for _, s := range p.allSeries() {
-				s.mu.Lock()
-				s.app, s.sealed, s.ooo, s.maxT = nil, nil, nil, math.MinInt64
-				s.mu.Unlock()
-			}
-		}
-		f.logFrom, f.logNext = first, first
-		if !found {
-			return nil
-		}
-	}
-	err = db.kv.Scan(ctx, headLogKey(f.logNext), []byte{keyHeadLog + 1}, func(k, v []byte) error {
-		if len(k) != 9 {
-			return fmt.Errorf("head log key %x: want 9 bytes", k)
-		}
-		seq := uint64FromKey(k[1:])
-		err := decodeLogRecord(v, func(e *logEntry) error {
+	apply := func(pos lsm.LogPos, rec []byte) error {
+		err := decodeLogRecord(rec, func(e *logEntry) error {
 			p, err := db.followOpenPartitionLocked(ctx, e.part)
 			if err != nil {
 				return err
@@ -127,10 +97,25 @@ func (db *DB) followHeadLog(ctx context.Context) error {
 			return s.appendLocked(sample{t: e.t, v: e.v, h: e.h, fh: e.fh})
 		})
 		if err != nil {
-			return fmt.Errorf("head log record %d: %w", seq, err)
+			return fmt.Errorf("head log record %d/%d: %w", pos.WAL, pos.Index, err)
 		}
-		f.logNext = seq + 1
+		f.logNext = lsm.LogPos{WAL: pos.WAL, Index: pos.Index + 1}
 		return nil
-	})
+	}
+	after, err := db.kv.ReadLog(f.logNext, apply)
+	if err != nil || after == f.logAfter {
+		return err
+	}
+	// The writer truncated records applied before: their samples are in
+	// sample blocks now. Start over from the first record left.
+	for _, p := range f.parts {
+		for _, s := range p.allSeries() {
+			s.mu.Lock()
+			s.app, s.sealed, s.ooo, s.maxT = nil, nil, nil, math.MinInt64
+			s.mu.Unlock()
+		}
+	}
+	f.logAfter, f.logNext = after, lsm.LogPos{}
+	_, err = db.kv.ReadLog(f.logNext, apply)
 	return err
 }
