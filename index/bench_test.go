@@ -10,7 +10,9 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/klauspost/compress/zstd"
@@ -266,6 +268,51 @@ func BenchmarkGetOrCreate(b *testing.B) {
 	})
 }
 
+// BenchmarkCreate fills an empty index with n series, as a head partition
+// fills when a large fleet starts sending, and reports the cost per series
+// created. fleet=node is nodeSeries; fleet=labelled gives its single-series
+// gauges two labels (collector, item), so that most series of an instance
+// are consecutive refs of a label: postings of many runs.
+//
+//	go test -run '^$' -bench 'BenchmarkCreate$' -benchtime 3x -count 6 ./index/
+func BenchmarkCreate(b *testing.B) {
+	fleets := []struct {
+		name   string
+		series func(i int, b *labels.ScratchBuilder) labels.Labels
+	}{
+		{"node", nodeSeries},
+		{"labelled", func(i int, b *labels.ScratchBuilder) labels.Labels {
+			lset := nodeSeries(i, b)
+			if j := i % 1000; j >= 356 {
+				lset = labels.NewBuilder(lset).Set("collector", "c"+strconv.Itoa(j%50)).Set("item", strconv.Itoa(j)).Labels()
+			}
+			return lset
+		}},
+	}
+	for _, fleet := range fleets {
+		for _, n := range []int{100_000, 1_000_000} {
+			b.Run(fmt.Sprintf("fleet=%s/series=%d", fleet.name, n), func(b *testing.B) {
+				sets := make([]labels.Labels, n)
+				builder := labels.NewScratchBuilder(8)
+				for i := range sets {
+					sets[i] = fleet.series(i, &builder)
+				}
+				b.ReportAllocs()
+				cpu0 := selfCPU()
+				for b.Loop() {
+					ix := NewMemIndex()
+					for _, s := range sets {
+						ix.GetOrCreate(s)
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/series")
+				// CPU time of the process, steadier than wall time on a shared machine.
+				b.ReportMetric((selfCPU()-cpu0).Seconds()*1e9/float64(b.N*n), "cpu-ns/series")
+			})
+		}
+	}
+}
+
 // BenchmarkMemIndexBytesPerSeries reports the heap a MemIndex holds per
 // series of the node_exporter-like fleet: dictionary, forward index, symbols
 // and postings.
@@ -402,4 +449,13 @@ func BenchmarkEncodedSize(b *testing.B) {
 		b.ReportMetric(float64(total)/n, "bytes/series")
 		b.ReportMetric(float64(pairs), "pairs")
 	})
+}
+
+// selfCPU is the user and system CPU time of the process so far.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -46,7 +46,7 @@ type MemIndex struct {
 }
 
 type namePostings struct {
-	all    *roaring.Bitmap    // every series that carries the label
+	all    countedBitmap      // every series that carries the label
 	values map[string]posting // interned value -> series
 
 	// Sorted values, brought up to date by readers from pending (values
@@ -185,7 +185,7 @@ func (ix *MemIndex) createLocked(h uint64, lset labels.Labels) uint32 {
 
 		np := ix.postings[name]
 		if np == nil {
-			np = &namePostings{all: roaring.New(), values: make(map[string]posting)}
+			np = &namePostings{values: make(map[string]posting)}
 			ix.postings[name] = np
 		}
 		switch p, ok := np.values[value]; {
@@ -193,11 +193,14 @@ func (ix *MemIndex) createLocked(h uint64, lset labels.Labels) uint32 {
 			np.values[value] = posting{one: ref}
 			np.pending = append(np.pending, value)
 		case p.bm == nil:
-			np.values[value] = posting{bm: roaring.BitmapOf(p.one, ref)}
+			bm := &countedBitmap{}
+			bm.add(p.one)
+			bm.add(ref)
+			np.values[value] = posting{bm: bm}
 		default:
-			addCompact(p.bm, ref)
+			p.bm.add(ref)
 		}
-		addCompact(np.all, ref)
+		np.all.add(ref)
 	})
 	ix.offsets = append(ix.offsets, ix.appendSeriesLocked(enc))
 
@@ -434,7 +437,7 @@ func (ix *MemIndex) postingsLocked(ctx context.Context, name string, values []st
 		return nil, nil
 	}
 	if values == nil {
-		return []*roaring.Bitmap{np.all}, nil
+		return []*roaring.Bitmap{&np.all.Bitmap}, nil
 	}
 	bms := make([]*roaring.Bitmap, 0, len(values))
 	for i, v := range values {
@@ -565,7 +568,7 @@ func (ix *MemIndex) AndNotPostings(ctx context.Context, bm *roaring.Bitmap, name
 // only one (values unique to a series are common: ids, uids), a bitmap from
 // the second on. An inline ref saves some 150 bytes.
 type posting struct {
-	bm  *roaring.Bitmap // nil: the pair has the single series one
+	bm  *countedBitmap // nil: the pair has the single series one
 	one uint32
 }
 
@@ -574,7 +577,7 @@ func (p posting) shared() *roaring.Bitmap {
 	if p.bm == nil {
 		return roaring.BitmapOf(p.one)
 	}
-	return p.bm
+	return &p.bm.Bitmap
 }
 
 func (p posting) clone() *roaring.Bitmap {
@@ -588,7 +591,7 @@ func (p posting) card() uint64 {
 	if p.bm == nil {
 		return 1
 	}
-	return p.bm.GetCardinality()
+	return p.bm.n
 }
 
 func (p posting) max() uint32 {
@@ -598,15 +601,24 @@ func (p posting) max() uint32 {
 	return p.bm.Maximum()
 }
 
-// addCompact adds ref to bm and, each time bm's size reaches a power of two
-// from 64 on, turns runs of consecutive refs into run containers: the
-// series of one target are created together, so postings are mostly runs,
-// which take less memory and combine faster. The cost is amortised O(1).
-func addCompact(bm *roaring.Bitmap, ref uint32) {
-	if !bm.CheckedAdd(ref) {
+// countedBitmap is a postings bitmap that keeps its cardinality: roaring
+// counts a run container's members run by run, which made that count the
+// largest cost of series creation at a million series.
+type countedBitmap struct {
+	roaring.Bitmap
+	n uint64
+}
+
+// add adds ref and, each time the size reaches a power of two from 64 on,
+// turns runs of consecutive refs into run containers: the series of one
+// target are created together, so postings are mostly runs, which take less
+// memory and combine faster. The cost is amortised O(1).
+func (c *countedBitmap) add(ref uint32) {
+	if !c.CheckedAdd(ref) {
 		return
 	}
-	if n := bm.GetCardinality(); n >= 64 && n&(n-1) == 0 {
-		bm.RunOptimize()
+	c.n++
+	if c.n >= 64 && c.n&(c.n-1) == 0 {
+		c.RunOptimize()
 	}
 }
