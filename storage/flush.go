@@ -92,7 +92,9 @@ func (db *DB) flushHeadLocked(ctx context.Context, mode closeMode) error {
 		}
 	}
 	if err == nil {
-		err = db.kv.Sync(ctx)
+		// The flush's writes bypass the WAL (the head log holds their
+		// samples until the truncation below): durable once in tables.
+		err = db.kv.Flush(ctx)
 	}
 	if err == nil && db.opts.WAL {
 		// The cut samples are durable in sample blocks: the records they
@@ -148,7 +150,7 @@ func (db *DB) writeCuts(ctx context.Context, cuts []cutSeries, maxT int64) (int6
 		if b.Len() == 0 {
 			return nil
 		}
-		if err := db.kv.Write(ctx, &b, false); err != nil {
+		if err := db.kv.WriteUnlogged(ctx, &b); err != nil {
 			return err
 		}
 		b = kvBatch{}
@@ -199,7 +201,7 @@ func (db *DB) writePartitionIndex(ctx context.Context, p *headPart, maxT int64) 
 		b.Put(postingsKey(p.start, name, value), enc)
 		size += len(enc) + len(name) + len(value) + 11
 		if size >= maxBatchBytes {
-			if err := db.kv.Write(ctx, &b, false); err != nil {
+			if err := db.kv.WriteUnlogged(ctx, &b); err != nil {
 				return err
 			}
 			b, size = kvBatch{}, 0
@@ -218,7 +220,7 @@ func (db *DB) writePartitionIndex(ctx context.Context, p *headPart, maxT int64) 
 	}
 	b.Put(allSeriesKey(p.start), index.EncodePostings(nil, all))
 	b.Put(registryKey(p.start), partitionMeta{closed: true, maxT: maxT}.encode())
-	if err := db.kv.Write(ctx, &b, false); err != nil {
+	if err := db.kv.WriteUnlogged(ctx, &b); err != nil {
 		return fmt.Errorf("close partition %d: %w", p.start, err)
 	}
 	db.metrics.partitionsClosed.Inc()

@@ -14,6 +14,13 @@ type kv interface {
 	// Write. With durable it returns once the batch, and so every earlier
 	// write, is durable in the object store.
 	Write(ctx context.Context, b *kvBatch, durable bool) error
+	// WriteUnlogged applies the batch like Write but leaves it out of the
+	// write-ahead log: it is durable only after the next Flush, and a later
+	// logged write may survive a crash that it does not. For bulk writes
+	// the caller can rebuild from its own log (head flushes).
+	WriteUnlogged(ctx context.Context, b *kvBatch) error
+	// Flush makes every write so far durable in the store's tables.
+	Flush(ctx context.Context) error
 	// Sync makes every write so far durable: in the write-ahead log when the
 	// store has one, otherwise in its tables.
 	Sync(ctx context.Context) error

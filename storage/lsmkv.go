@@ -99,6 +99,12 @@ func (w *lsmWriter) Write(ctx context.Context, b *kvBatch, durable bool) error {
 	return w.check(w.db.Write(ctx, toLSMBatch(b), lsm.WriteOptions{AwaitDurable: durable}))
 }
 
+func (w *lsmWriter) WriteUnlogged(ctx context.Context, b *kvBatch) error {
+	return w.check(w.db.Write(ctx, toLSMBatch(b), lsm.WriteOptions{SkipWAL: true}))
+}
+
+func (w *lsmWriter) Flush(ctx context.Context) error { return w.check(w.db.Flush(ctx)) }
+
 func (w *lsmWriter) Sync(ctx context.Context) error {
 	if w.wal {
 		return w.check(w.db.FlushWAL(ctx))
@@ -156,6 +162,10 @@ type lsmReader struct {
 
 func (r *lsmReader) Write(context.Context, *kvBatch, bool) error { return ErrReadOnly }
 func (r *lsmReader) Sync(context.Context) error                  { return nil }
+func (r *lsmReader) Flush(context.Context) error                 { return nil }
+func (r *lsmReader) WriteUnlogged(context.Context, *kvBatch) error {
+	return ErrReadOnly
+}
 
 func (r *lsmReader) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
 	return r.r.Get(ctx, key)

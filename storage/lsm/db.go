@@ -421,7 +421,7 @@ func (db *DB) Write(ctx context.Context, b *Batch, opts WriteOptions) error {
 	now := db.clock.Now()
 	seq := db.lastSeq
 	mem := db.mem
-	wal := db.opts.WALEnabled
+	wal := db.opts.WALEnabled && !opts.SkipWAL
 	buf := db.walCur
 	for i := range b.ops {
 		seq++

@@ -206,6 +206,12 @@ type WriteOptions struct {
 	// store: in a WAL object with the WAL on, in an L0 table with it off
 	// (which waits for the next memtable flush: by size, age or Flush).
 	AwaitDurable bool
+	// SkipWAL leaves the write out of the WAL even when it is on: it
+	// becomes durable only when its memtable reaches L0 (Flush). For bulk
+	// writes whose content the caller can rebuild after a crash (from its
+	// own log) until it has called Flush. A later write that went through
+	// the WAL may survive a crash that this one does not.
+	SkipWAL bool
 }
 
 func (c *Components) withDefaults() Components {
