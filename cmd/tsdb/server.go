@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
 	"sync/atomic"
 	"time"
 
@@ -142,6 +144,12 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) error {
 		return fmt.Errorf("open block cache: %w", err)
 	}
 	defer blockCache.Close()
+	if cfg.memoryLimit > 0 {
+		debug.SetMemoryLimit(int64(cfg.memoryLimit))
+	}
+	pacerCtx, stopPacer := context.WithCancel(ctx)
+	defer stopPacer()
+	go paceGC(pacerCtx, func() int64 { return blockCache.Stats().Memory.Bytes }, logger)
 
 	comps := storage.Components{Logger: logger, Registerer: reg}
 	var db *storage.DB
@@ -274,10 +282,67 @@ func flagMap(cfg *config) map[string]string {
 		"cache.disk-path":             cfg.cacheDiskPath,
 		"cache.disk-size":             cfg.cacheDiskSize.String(),
 		"cache.warm-age":              cfg.cacheWarmAge.String(),
+		"memory.limit":                cfg.memoryLimit.String(),
 		"query.timeout":               cfg.queryTimeout.String(),
 		"query.max-samples":           fmt.Sprint(cfg.queryMaxSamples),
 		"query.max-concurrency":       fmt.Sprint(cfg.queryMaxConcurrent),
 		"query.lookback-delta":        cfg.queryLookback.String(),
 		"log.level":                   cfg.log.Level.String(),
 	}
+}
+
+// minGCPercent bounds how low paceGC takes GOGC, so that a heap made almost
+// only of cached blocks does not collect after every few allocations.
+const minGCPercent = 10
+
+// paceGC keeps the block cache's RAM tier from being counted twice by the
+// garbage collector. With GOGC=100 the heap grows to twice the live heap
+// before a collection; the cached blocks are live, long-lived and hold no
+// pointers (cheap to mark), yet they would raise that goal by their own size:
+// a full 512 MiB cache costs another 512 MiB of RSS in garbage headroom. Every
+// second paceGC sets GOGC so that the headroom is the configured percentage
+// (the GOGC environment variable, default 100) of the live heap apart from
+// the cache. It does nothing when GOGC is off. It returns when ctx ends.
+func paceGC(ctx context.Context, cached func() int64, logger *slog.Logger) {
+	base := debug.SetGCPercent(100)
+	debug.SetGCPercent(base)
+	if base <= 0 {
+		return
+	}
+	defer debug.SetGCPercent(base)
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	cur := base
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		metrics.Read(sample)
+		if sample[0].Value.Kind() != metrics.KindUint64 {
+			logger.Warn("GC pacing off: the runtime does not report the live heap")
+			return
+		}
+		p := gcPercent(base, int64(sample[0].Value.Uint64()), cached())
+		// Small changes are not worth a new heap goal.
+		if p != cur && (p < cur*15/16 || p > cur*17/16 || p == base) {
+			debug.SetGCPercent(p)
+			cur = p
+		}
+	}
+}
+
+// gcPercent is the GOGC value that makes the heap goal live + (live -
+// cached) * base/100: headroom for the heap apart from the cache only. It is
+// base when the cache is empty or the live heap unknown, and never below
+// minGCPercent (nor above base).
+func gcPercent(base int, live, cached int64) int {
+	if live <= 0 || cached <= 0 {
+		return base
+	}
+	rest := max(live-cached, 0)
+	p := int(int64(base) * rest / live)
+	return min(max(p, minGCPercent), base)
 }
