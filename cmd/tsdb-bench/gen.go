@@ -18,8 +18,8 @@ type kind uint8
 
 const (
 	kindConst   kind = iota // rarely changes (node_memory_MemTotal_bytes, info metrics)
-	kindCounter             // grows by a random step with two decimals
-	kindGauge               // random walk with two decimals
+	kindCounter             // grows by a random step with two decimals (hundredths of a unit)
+	kindGauge               // random walk with two decimals (hundredths of a unit)
 	kindBucket              // cumulative histogram bucket: integer counter
 )
 
@@ -177,6 +177,7 @@ type shard struct {
 	perSeries int // samples of each series in one request (consecutive scrapes)
 	series    []seriesDef
 	kinds     []kind
+	units     []int64 // each series' value in its kind's integer unit
 	values    []float64
 	raw       []byte // uncompressed payload
 	valueOffs []int  // offset of the 8 value bytes of sample j of series i at [i*perSeries+j]
@@ -188,10 +189,12 @@ type shard struct {
 func newShard(version, perSeries int, series []seriesDef, rng *rand.Rand) (*shard, error) {
 	s := &shard{version: version, perSeries: max(1, perSeries), series: series}
 	s.kinds = make([]kind, len(series))
+	s.units = make([]int64, len(series))
 	s.values = make([]float64, len(series))
 	for i, sd := range series {
 		s.kinds[i] = sd.kind
-		s.values[i] = initialValue(sd.kind, rng)
+		s.units[i] = initialUnits(sd.kind, rng)
+		s.values[i] = valueOf(sd.kind, s.units[i])
 	}
 	var err error
 	switch version {
@@ -205,17 +208,28 @@ func newShard(version, perSeries int, series []seriesDef, rng *rand.Rand) (*shar
 	return s, err
 }
 
-func initialValue(k kind, rng *rand.Rand) float64 {
+// initialUnits returns a series' first value in its kind's integer unit.
+func initialUnits(k kind, rng *rand.Rand) int64 {
 	switch k {
 	case kindConst:
-		return float64(rng.IntN(1<<20)) * 4096
-	case kindCounter:
-		return float64(rng.IntN(1_000_000)) / 100
+		return int64(rng.IntN(1<<20)) * 4096
 	case kindBucket:
-		return float64(rng.IntN(10000))
-	default:
-		return float64(rng.IntN(1_000_000)) / 100
+		return int64(rng.IntN(10000))
+	default: // counters and gauges, in hundredths
+		return int64(rng.IntN(1_000_000))
 	}
+}
+
+// valueOf is the sample value of units. As real exporters do (CPU seconds
+// are kernel ticks / 100, bytes are integers), each value is computed from
+// an integer, not accumulated in floating point: adding 0.01 steps to a
+// float64 would drift to values like 12345.670000000002 that no exporter
+// sends and that need all 17 significant digits.
+func valueOf(k kind, units int64) float64 {
+	if k == kindCounter || k == kindGauge {
+		return float64(units) / 100
+	}
+	return float64(units)
 }
 
 // appendSampleField appends TimeSeries field 2 (one Sample) with placeholder
@@ -310,20 +324,21 @@ func (s *shard) buildV2() error {
 // advance moves every series' value one scrape forward.
 func (s *shard) advance(rng *rand.Rand) {
 	for i, k := range s.kinds {
-		v := s.values[i]
+		u := s.units[i]
 		switch k {
 		case kindConst:
 			if rng.IntN(1000) == 0 {
-				v += 4096
+				u += 4096
 			}
 		case kindCounter:
-			v += float64(rng.IntN(1500)) / 100
+			u += int64(rng.IntN(1500))
 		case kindGauge:
-			v += float64(rng.IntN(2001)-1000) / 100
+			u += int64(rng.IntN(2001) - 1000)
 		case kindBucket:
-			v += float64(rng.IntN(20))
+			u += int64(rng.IntN(20))
 		}
-		s.values[i] = v
+		s.units[i] = u
+		s.values[i] = valueOf(k, u)
 	}
 }
 

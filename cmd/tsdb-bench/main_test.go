@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -635,5 +636,25 @@ func TestSmokeShale(t *testing.T) {
 	rep, err := os.ReadFile(filepath.Join(o.out, "report.md"))
 	if err != nil || !strings.Contains(string(rep), "| sustained ingest | samples/s |") {
 		t.Errorf("report.md: %v\n%s", err, rep)
+	}
+}
+
+// TestValuesStayExporterLike: after many scrapes every value still has at
+// most two decimals, as values computed from integers (ticks / 100, bytes)
+// do; float accumulation would drift to 17 significant digits.
+func TestValuesStayExporterLike(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	s, err := newShard(1, 1, testSeries(t, 200), rng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5000 {
+		s.advance(rng)
+	}
+	for i, v := range s.values {
+		str := strconv.FormatFloat(v, 'f', -1, 64)
+		if dot := strings.IndexByte(str, '.'); dot >= 0 && len(str)-dot-1 > 2 {
+			t.Fatalf("series %d (%v) has value %s after 5000 scrapes", i, s.kinds[i], str)
+		}
 	}
 }
