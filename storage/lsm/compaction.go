@@ -182,8 +182,15 @@ func (db *DB) runCompaction(ctx context.Context, man *manifest, plan *compaction
 			src.man.Runs = append(src.man.Runs, man.Runs[i])
 		}
 	}
-	it := newInternalIter(ctx, db.s, src, ^uint64(0), nil, nil, false)
+	it := newCompactionIter(ctx, db.s, src.man)
 	defer it.close()
+	var inputBytes int64
+	for i := range src.man.L0 {
+		inputBytes += src.man.L0[i].Size
+	}
+	for i := range src.man.Runs {
+		inputBytes += src.man.Runs[i].size()
+	}
 
 	var (
 		out     []tableMeta
@@ -216,6 +223,9 @@ func (db *DB) runCompaction(ctx context.Context, man *manifest, plan *compaction
 	emit := func(e *entry) error {
 		if w == nil {
 			buf.Reset()
+			// The table is built whole before its upload: room for all of
+			// it up front, instead of doubling a buffer past twice its size.
+			buf.Grow(int(max(min(db.opts.TargetTableBytes, inputBytes-written), 0) + outputSlack))
 			curID = newTableID(db.clock.Now())
 			db.protect(curID, true)
 			w = sst.NewWriter(&buf, db.opts.Table)
@@ -289,6 +299,109 @@ func (db *DB) runCompaction(ctx context.Context, man *manifest, plan *compaction
 	db.m.compactionBytes.Add(float64(written))
 	db.logger.Info("lsm: compaction done", "plan", plan.String(), "tables", len(out), "bytes", written, "took", time.Since(start))
 	return nil
+}
+
+// outputSlack is what a compaction output table may hold beyond
+// TargetTableBytes (or its sources' bytes): the split is checked between
+// keys, and output blocks may compress a little worse than the sources'.
+const outputSlack = 1 << 20
+
+// newCompactionIter merges the tables of man, reading each with a scan that
+// bypasses the block cache (sst.Table.NewScanIter): a compaction reads every
+// block once and replaces the tables, so its reads must not evict the blocks
+// queries use, nor fill the cache and its disk-tier write queue with blocks
+// that are garbage once the compaction commits.
+func newCompactionIter(ctx context.Context, s *store, man *manifest) *mergeIter {
+	m := &mergeIter{}
+	for i := range man.L0 {
+		m.children = append(m.children, &scanRunIter{ctx: ctx, s: s, tables: man.L0[i : i+1]})
+	}
+	for i := range man.Runs {
+		m.children = append(m.children, &scanRunIter{ctx: ctx, s: s, tables: man.Runs[i].Tables})
+	}
+	first := make([]*tableMeta, 0, len(m.children))
+	for _, c := range m.children {
+		if r := c.(*scanRunIter); len(r.tables) > 0 {
+			first = append(first, &r.tables[0])
+		}
+	}
+	s.openAll(ctx, first)
+	return m
+}
+
+// scanRunIter walks every entry of the tables of a sorted run (or one L0
+// table) in order, with scan iterators.
+type scanRunIter struct {
+	ctx    context.Context
+	s      *store
+	tables []tableMeta
+	i      int
+	cur    tableIter
+	open   bool
+	e      error
+}
+
+// seekGE supports only a seek to the first entry: compactions read whole
+// tables.
+func (r *scanRunIter) seekGE(key []byte) bool {
+	if key != nil {
+		r.e = fmt.Errorf("lsm compaction: seek to a key is not supported")
+		return false
+	}
+	r.closeCur()
+	return r.startAt(0)
+}
+
+// startAt opens table i, or the first non-empty one after it, at its first
+// entry.
+func (r *scanRunIter) startAt(i int) bool {
+	for ; i < len(r.tables) && r.e == nil; i++ {
+		r.i = i
+		h, err := r.s.table(r.ctx, &r.tables[i])
+		if err != nil {
+			r.e = err
+			return false
+		}
+		r.cur, r.open = tableIter{it: h.NewScanIter(r.ctx, nil, nil)}, true
+		if r.cur.seekGE(nil) {
+			return true
+		}
+		r.closeCur()
+	}
+	return false
+}
+
+func (r *scanRunIter) closeCur() {
+	if !r.open {
+		return
+	}
+	// Err before Close: a closed sst.Iter reports that it is closed.
+	if err := r.cur.err(); err != nil && r.e == nil {
+		r.e = err
+	}
+	if err := r.cur.close(); err != nil && r.e == nil {
+		r.e = err
+	}
+	r.cur, r.open = tableIter{}, false
+}
+
+func (r *scanRunIter) next() bool {
+	if !r.open || r.e != nil {
+		return false
+	}
+	if r.cur.next() {
+		return true
+	}
+	r.closeCur()
+	return r.startAt(r.i + 1)
+}
+
+func (r *scanRunIter) valid() bool  { return r.open && r.e == nil && r.cur.valid() }
+func (r *scanRunIter) entry() entry { return r.cur.entry() }
+func (r *scanRunIter) err() error   { return r.e }
+func (r *scanRunIter) close() error {
+	r.closeCur()
+	return r.e
 }
 
 // compactor rewrites the versions of one key at a time. With no snapshots

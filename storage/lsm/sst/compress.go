@@ -98,6 +98,13 @@ func growCap(b []byte, n int) []byte {
 // which a caller sets when raw is part of a larger read that a cached block
 // must not pin; a compressed block's content is always new memory.
 func decodeBlock(raw []byte, clone bool) ([]byte, error) {
+	return decodeBlockReuse(raw, clone, nil)
+}
+
+// decodeBlockReuse is decodeBlock that decompresses a compressed block into
+// reuse when it is large enough, for a caller done with reuse's previous
+// content.
+func decodeBlockReuse(raw []byte, clone bool, reuse []byte) ([]byte, error) {
 	if len(raw) < blockTrailerLen {
 		return nil, corruptf("block of %d bytes is shorter than its trailer", len(raw))
 	}
@@ -127,13 +134,13 @@ func decodeBlock(raw []byte, clone bool) ([]byte, error) {
 		if dl, err := s2.DecodedLen(payload); err != nil || uint64(dl) != n {
 			return nil, corruptf("s2 block length mismatch (%d, %v)", n, err)
 		}
-		out, err := s2.Decode(make([]byte, n), payload)
+		out, err := s2.Decode(reuseOrMake(reuse, int(n)), payload)
 		if err != nil {
 			return nil, corruptf("s2 block: %v", err)
 		}
 		return out, nil
 	case CompressionZstd:
-		out, err := zstdDecoder().DecodeAll(payload, make([]byte, 0, n))
+		out, err := zstdDecoder().DecodeAll(payload, reuseOrMake(reuse, int(n))[:0])
 		if err != nil {
 			return nil, corruptf("zstd block: %v", err)
 		}
@@ -144,6 +151,15 @@ func decodeBlock(raw []byte, clone bool) ([]byte, error) {
 	default:
 		return nil, corruptf("unknown block compression %d", uint8(typ))
 	}
+}
+
+// reuseOrMake returns b resliced to n bytes, or new memory when b is too
+// small.
+func reuseOrMake(b []byte, n int) []byte {
+	if cap(b) >= n {
+		return b[:n]
+	}
+	return make([]byte, n)
 }
 
 // cloneExact copies b into memory of exactly its length (bytes.Clone rounds

@@ -39,10 +39,14 @@ type Iter struct {
 	nextRun int64        // byte budget of the next run read
 	misses  atomic.Int64 // cache misses loaded for this iterator
 
-	// Without a cache, the raw bytes of blocks [runFirst, runLast].
+	// Without a cache (or for a scan), the raw bytes of blocks [runFirst,
+	// runLast].
 	run      []byte
 	runFirst int
 	runLast  int
+
+	scan bool   // read past the cache; see NewScanIter
+	dec  []byte // a scan's decompressed block, reused block after block
 }
 
 // NewIter returns an iterator over keys in [lower, upper); a nil bound is
@@ -55,6 +59,19 @@ func (t *Table) NewIter(ctx context.Context, lower, upper []byte) *Iter {
 		it.lastBlock = min(t.findBlock(upper), it.lastBlock)
 		it.nextRun = boundedReadahead
 	}
+	return it
+}
+
+// NewScanIter returns an iterator for one pass over [lower, upper), as a
+// compaction makes: it reads data blocks from the table's Readable in runs
+// that grow to 2 MiB, past the cache, neither looking blocks up nor adding
+// them. A pass over whole tables about to be replaced would otherwise evict
+// the blocks that queries use for blocks nobody reads again, and hold them in
+// memory meanwhile. Unlike NewIter's, Entry values are valid only until the
+// next positioning call.
+func (t *Table) NewScanIter(ctx context.Context, lower, upper []byte) *Iter {
+	it := t.NewIter(ctx, lower, upper)
+	it.scan = true
 	return it
 }
 
@@ -135,7 +152,7 @@ func (it *Iter) load(i int) bool {
 	}
 	var content []byte
 	var err error
-	if it.t.c == nil {
+	if it.t.c == nil || it.scan {
 		content, err = it.fetchUncached(i)
 	} else {
 		before := it.misses.Load()
@@ -158,8 +175,8 @@ func (it *Iter) growReadahead() {
 	it.nextRun = min(max(2*it.nextRun, minReadahead), maxReadahead)
 }
 
-// fetchUncached returns block i of a table without a cache, from the run of
-// blocks last read or from a new run.
+// fetchUncached returns block i of a table without a cache (or of a scan),
+// from the run of blocks last read or from a new run.
 func (it *Iter) fetchUncached(i int) ([]byte, error) {
 	hs := it.t.ix.handles
 	if i < it.runFirst || i > it.runLast || it.run == nil {
@@ -173,7 +190,15 @@ func (it *Iter) fetchUncached(i int) ([]byte, error) {
 		it.run, it.runFirst, it.runLast = raw, i, j
 	}
 	base := hs[it.runFirst].off
-	return decodeBlock(it.run[hs[i].off-base:hs[i].end()-base], false)
+	raw := it.run[hs[i].off-base : hs[i].end()-base]
+	if !it.scan {
+		return decodeBlock(raw, false)
+	}
+	content, err := decodeBlockReuse(raw, false, it.dec)
+	if err == nil && len(content) > 0 && len(raw) > 0 && &content[0] != &raw[0] {
+		it.dec = content
+	}
+	return content, err
 }
 
 // Valid reports whether the iterator is at an entry.
@@ -200,7 +225,7 @@ func (it *Iter) Close() error {
 	}
 	err := it.err
 	it.closed = true
-	it.run = nil
+	it.run, it.dec = nil, nil
 	it.valid = false
 	it.blk = blockIter{}
 	if it.err == nil {

@@ -766,3 +766,54 @@ func TestSeparator(t *testing.T) {
 		}
 	}
 }
+
+func TestScanIterBypassesCache(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	// Repetitive values compress; random ones do not: both decode paths.
+	entries := genEntries(rng, genSpec{keys: 20000, maxVersions: 2, maxValue: 100, emptyShare: 0.1})
+	for i := range entries {
+		if i%3 == 0 {
+			entries[i].Value = bytes.Repeat([]byte{'v'}, len(entries[i].Value))
+		}
+	}
+	for _, tc := range []struct {
+		name         string
+		compression  Compression
+		lower, upper []byte
+	}{
+		{"none", CompressionNone, nil, nil},
+		{"s2", CompressionS2, nil, nil},
+		{"zstd", CompressionZstd, nil, nil},
+		{"s2-bounded", CompressionS2, entries[5000].Key, entries[15000].Key},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data, info := buildTable(t, entries, WriterOptions{Compression: tc.compression})
+			r := &countingReadable{data: data}
+			c := newMapCache()
+			tb, err := Open(context.Background(), r, "tbl", c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cachedMeta, loads := c.count(cache.ClassMeta), c.loads
+			r.reset()
+			it := tb.NewScanIter(context.Background(), tc.lower, tc.upper)
+			got := collect(t, it, it.First())
+			if err := it.Close(); err != nil {
+				t.Fatal(err)
+			}
+			want := entries
+			if tc.lower != nil {
+				want = entries[lowerBound(entries, tc.lower):lowerBound(entries, tc.upper)]
+			}
+			checkEntries(t, "scan", got, want)
+			if n := c.count(cache.ClassData); n != 0 || c.loads != loads || c.count(cache.ClassMeta) != cachedMeta {
+				t.Fatalf("scan touched the cache: %d data blocks, %d loads", n, c.loads-loads)
+			}
+			reads, n := r.stats()
+			t.Logf("%d blocks, %d bytes: %d reads, %d bytes", info.NumDataBlocks, info.DataSize, reads, n)
+			if maxReads := int(info.DataSize/maxReadahead) + 8; reads > maxReads || n > info.DataSize {
+				t.Fatalf("%d reads of %d bytes; want at most %d reads of %d bytes", reads, n, maxReads, info.DataSize)
+			}
+		})
+	}
+}
