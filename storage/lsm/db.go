@@ -900,8 +900,10 @@ func (db *DB) readable() error {
 }
 
 // Close flushes every write to L0 (retrying object store errors for up to
-// Options.CloseTimeout), stops background work and releases the DB. A
-// fenced DB closes without flushing.
+// Options.CloseTimeout), stops background work and releases the DB. When no
+// Reader holds a live lease it then deletes every object the last manifest
+// does not need, without waiting for the grace period; the DB's iterators
+// must be closed before. A fenced DB closes without flushing.
 func (db *DB) Close() error {
 	db.mu.Lock()
 	if db.err == ErrClosed {
@@ -914,6 +916,9 @@ func (db *DB) Close() error {
 	if failed == nil {
 		timer := time.AfterFunc(db.opts.CloseTimeout, db.cancel)
 		ferr = db.Flush(context.Background())
+		if ferr == nil {
+			db.collectAtClose(db.ctx)
+		}
 		timer.Stop()
 	} else if failed != ErrFenced {
 		ferr = failed

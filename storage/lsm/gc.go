@@ -35,6 +35,12 @@ func (db *DB) gcLoop() {
 // older than the newest Options.ManifestsToKeep. It returns how many objects
 // it deleted.
 func (db *DB) CollectGarbage(ctx context.Context) (int, error) {
+	return db.collectGarbage(ctx, db.opts.GCGracePeriod, min(db.opts.GCGracePeriod, db.opts.WALGCGracePeriod))
+}
+
+// collectGarbage deletes tables and manifests unneeded for longer than grace
+// and WAL objects unneeded for longer than walGrace.
+func (db *DB) collectGarbage(ctx context.Context, grace, walGrace time.Duration) (int, error) {
 	s := db.s
 	// Decide from the manifest in the store, not the one in memory: if a
 	// newer writer took over, its tables must not be mistaken for garbage.
@@ -45,7 +51,8 @@ func (db *DB) CollectGarbage(ctx context.Context) (int, error) {
 	if man.WriterEpoch > db.epoch {
 		return 0, ErrFenced
 	}
-	cutoff := db.clock.Now().Add(-db.opts.GCGracePeriod)
+	now := db.clock.Now()
+	cutoff, walCutoff := now.Add(-grace), now.Add(-walGrace)
 	deleted := 0
 	del := func(name string) error {
 		if err := s.delete(ctx, name); err != nil {
@@ -95,22 +102,24 @@ func (db *DB) CollectGarbage(ctx context.Context) (int, error) {
 		}
 		return settled
 	}
-	// WAL objects a reader of a manifest within the grace period may replay
-	// stay too: only ids at or below the replay position in force at the
-	// cutoff go.
+	// WAL objects a reader of a manifest within the WAL grace period may
+	// replay stay too: only ids at or below the position in force at the
+	// WAL cutoff go. (A reader that finds one gone reloads the manifest,
+	// so that grace can be short.)
+	walSettled := db.openedAt.Before(walCutoff)
 	replayCut := uint64(0)
-	if settled {
+	if walSettled {
 		replayCut = db.openReplay
 	}
 	keep := db.replayMoves[:0]
 	for _, mv := range db.replayMoves {
-		if mv.at.Before(cutoff) {
+		if mv.at.Before(walCutoff) {
 			replayCut = max(replayCut, mv.replayAfter)
 		} else {
 			keep = append(keep, mv)
 		}
 	}
-	if settled && len(keep) < len(db.replayMoves) {
+	if walSettled && len(keep) < len(db.replayMoves) {
 		db.openReplay = replayCut
 	}
 	db.replayMoves = keep
@@ -150,7 +159,7 @@ func (db *DB) CollectGarbage(ctx context.Context) (int, error) {
 	}
 	for _, o := range objs {
 		wid, ok := s.paths.parseWAL(o.Name)
-		if !ok || wid > replayCut || !o.LastModified.Before(cutoff) {
+		if !ok || wid > replayCut || !o.LastModified.Before(walCutoff) {
 			continue
 		}
 		if err := del(o.Name); err != nil {
@@ -169,6 +178,18 @@ func (db *DB) CollectGarbage(ctx context.Context) (int, error) {
 		}
 		if err := del(o.Name); err != nil {
 			return deleted, err
+		}
+	}
+	// Leases of readers that stopped without deleting them.
+	objs, err = s.list(ctx, s.paths.readersDir(), "")
+	if err != nil {
+		return deleted, fmt.Errorf("lsm gc: list reader leases: %w", err)
+	}
+	for _, o := range objs {
+		if o.LastModified.Before(now.Add(-10 * readerLeaseTTL)) {
+			if err := del(o.Name); err != nil {
+				return deleted, err
+			}
 		}
 	}
 	if deleted > 0 {

@@ -103,6 +103,10 @@ type Options struct {
 	// GCGracePeriod is how old an unreferenced object must be before it is
 	// deleted; it protects readers that still use an older manifest.
 	GCGracePeriod time.Duration
+	// WALGCGracePeriod is the same for WAL objects (at most GCGracePeriod).
+	// A reader reads WAL objects only while refreshing and reloads the
+	// manifest when one is gone, so it can be short.
+	WALGCGracePeriod time.Duration
 	// ManifestsToKeep is how many manifest versions before the latest are
 	// never collected.
 	ManifestsToKeep int
@@ -135,6 +139,7 @@ func DefaultOptions() Options {
 		CompactionInterval:  5 * time.Second,
 		GCInterval:          time.Minute,
 		GCGracePeriod:       10 * time.Minute,
+		WALGCGracePeriod:    30 * time.Second,
 		ManifestsToKeep:     8,
 		CloseTimeout:        30 * time.Second,
 		RetryBackoff:        10 * time.Millisecond,
@@ -163,6 +168,7 @@ func (o *Options) Validate() error {
 	check(o.CompactionInterval >= 0, "CompactionInterval must not be negative")
 	check(o.GCInterval >= 0, "GCInterval must not be negative")
 	check(o.GCGracePeriod >= 0, "GCGracePeriod must not be negative")
+	check(o.WALGCGracePeriod >= 0, "WALGCGracePeriod must not be negative")
 	check(o.ManifestsToKeep >= 1, "ManifestsToKeep must be at least 1, got %d", o.ManifestsToKeep)
 	check(o.CloseTimeout > 0, "CloseTimeout must be positive")
 	check(o.RetryBackoff > 0, "RetryBackoff must be positive")

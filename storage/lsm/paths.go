@@ -14,8 +14,10 @@ import (
 //	<prefix>/manifest/<id:020d>.manifest
 //	<prefix>/wal/<id:020d>.wal
 //	<prefix>/sst/<table id>.sst
+//	<prefix>/readers/<reader id>     lease of a live reader (empty object)
 //
-// With an empty prefix the names start at "manifest/", "wal/" and "sst/".
+// With an empty prefix the names start at "manifest/", "wal/", "sst/" and
+// "readers/".
 type paths struct{ root string }
 
 func newPaths(prefix string) paths {
@@ -26,9 +28,11 @@ func newPaths(prefix string) paths {
 	return paths{root: prefix + "/"}
 }
 
-func (p paths) manifestDir() string { return p.root + "manifest/" }
-func (p paths) walDir() string      { return p.root + "wal/" }
-func (p paths) sstDir() string      { return p.root + "sst/" }
+func (p paths) manifestDir() string    { return p.root + "manifest/" }
+func (p paths) walDir() string         { return p.root + "wal/" }
+func (p paths) sstDir() string         { return p.root + "sst/" }
+func (p paths) readersDir() string     { return p.root + "readers/" }
+func (p paths) lease(id string) string { return p.readersDir() + id }
 
 func (p paths) manifest(id uint64) string {
 	return fmt.Sprintf("%s%020d.manifest", p.manifestDir(), id)

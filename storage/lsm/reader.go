@@ -24,6 +24,8 @@ type Reader struct {
 	refreshMu sync.Mutex // one refresh at a time
 	wals      map[uint64][]entry
 	lastWAL   uint64
+	leaseID   string
+	leaseAt   time.Time // when the lease was last written
 
 	mu     sync.Mutex
 	v      *view
@@ -42,13 +44,14 @@ func OpenReader(ctx context.Context, bucket objstore.Bucket, prefix string, opts
 	}
 	comp = comp.withDefaults()
 	r := &Reader{
-		opts:   opts,
-		s:      newStore(bucket, prefix, comp.Cache, newMetrics(comp.Registerer), comp.Logger, opts.RetryBackoff),
-		merge:  comp.Merge,
-		clock:  comp.Clock,
-		logger: comp.Logger.With("lsm_reader", prefix),
-		wals:   map[uint64][]entry{},
-		v:      &view{man: &manifest{}},
+		opts:    opts,
+		s:       newStore(bucket, prefix, comp.Cache, newMetrics(comp.Registerer), comp.Logger, opts.RetryBackoff),
+		merge:   comp.Merge,
+		clock:   comp.Clock,
+		logger:  comp.Logger.With("lsm_reader", prefix),
+		wals:    map[uint64][]entry{},
+		v:       &view{man: &manifest{}},
+		leaseID: newLeaseID(),
 	}
 	if err := r.Refresh(ctx); err != nil {
 		return nil, err
@@ -81,6 +84,11 @@ func OpenReader(ctx context.Context, bucket objstore.Bucket, prefix string, opts
 func (r *Reader) Refresh(ctx context.Context) error {
 	r.refreshMu.Lock()
 	defer r.refreshMu.Unlock()
+	// The lease is written before the first manifest is read, so a writer
+	// closing after that read sees it.
+	if err := r.renewLease(ctx); err != nil {
+		return err
+	}
 	for attempt := 0; ; attempt++ {
 		err := r.refresh(ctx)
 		// A WAL object collected under us: a newer manifest covers it.
@@ -230,5 +238,6 @@ func (r *Reader) Close() error {
 		r.cancel()
 		r.wg.Wait()
 	}
+	r.dropLease()
 	return nil
 }

@@ -106,6 +106,18 @@ func (s *store) putIfAbsent(ctx context.Context, kind, name string, data []byte)
 	})
 }
 
+// put writes data under name, replacing any object there.
+func (s *store) put(ctx context.Context, kind, name string, data []byte) error {
+	return s.retry(ctx, "put "+name, func() error {
+		_, err := objstore.PutBytes(ctx, s.bucket, name, data, objstore.PutOptions{})
+		s.count("put", err)
+		if err == nil {
+			s.metrics.bytesWritten.WithLabelValues(kind).Add(float64(len(data)))
+		}
+		return err
+	})
+}
+
 // list returns the names of all objects under dir that sort after startAfter.
 func (s *store) list(ctx context.Context, dir, startAfter string) ([]objstore.Attributes, error) {
 	var out []objstore.Attributes
