@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // kind is what an entry does to its key. The first three values are the
@@ -45,12 +46,33 @@ const (
 	arenaChunk   = 256 << 10
 	nodeSlab     = 512
 	towerSlab    = 2048
-	nodeOverhead = 64 // rough per-entry bookkeeping counted into the size
+	nodeOverhead = 64 // per-entry bookkeeping counted into the size: a node and its tower
 )
 
 type node struct {
-	e    entry
+	e    nodeEntry
 	next []atomic.Pointer[node]
+}
+
+// nodeEntry is an entry as a memtable keeps it: key and value lie one after
+// the other in the arena from kv. One pointer and two lengths instead of two
+// slice headers make a node 64 bytes instead of 96, which at the small
+// entries of a large head flush (about 100 bytes of key and value) is a fifth
+// of the memtable's memory. Lengths fit in 32 bits: a table block holds at
+// most 1 GiB.
+type nodeEntry struct {
+	kv         *byte
+	klen, vlen uint32
+	seq        uint64
+	expireAt   int64
+	kind       kind
+}
+
+func (n *nodeEntry) key() []byte { return unsafe.Slice(n.kv, n.klen) }
+
+func (n *nodeEntry) entry() entry {
+	kv := unsafe.Slice(n.kv, int(n.klen)+int(n.vlen))
+	return entry{key: kv[:n.klen:n.klen], value: kv[n.klen:], seq: n.seq, expireAt: n.expireAt, kind: n.kind}
 }
 
 // memtable is a skiplist ordered by key ascending, then seq descending. One
@@ -156,15 +178,18 @@ func (m *memtable) add(e entry) {
 	buf := m.alloc(len(e.key) + len(e.value))
 	copy(buf, e.key)
 	copy(buf[len(e.key):], e.value)
+	ne := nodeEntry{klen: uint32(len(e.key)), vlen: uint32(len(e.value)), seq: e.seq, expireAt: e.expireAt, kind: e.kind}
+	if len(buf) > 0 {
+		ne.kv = &buf[0]
+	}
 	e.key = buf[:len(e.key):len(e.key)]
-	e.value = buf[len(e.key):]
 
 	h := int(m.height.Load())
 	x := &m.head
 	for level := h - 1; level >= 0; level-- {
 		for {
 			nx := x.next[level].Load()
-			if nx == nil || !entryLess(nx.e.key, nx.e.seq, e.key, e.seq) {
+			if nx == nil || !entryLess(nx.e.key(), nx.e.seq, e.key, e.seq) {
 				break
 			}
 			x = nx
@@ -179,7 +204,7 @@ func (m *memtable) add(e entry) {
 		m.height.Store(int32(nh))
 	}
 	n := m.newNode(nh)
-	n.e = e
+	n.e = ne
 	for level := 0; level < nh; level++ {
 		n.next[level].Store(m.prev[level].next[level].Load())
 		m.prev[level].next[level].Store(n)
@@ -223,7 +248,7 @@ func (m *memtable) seek(key []byte, seq uint64) *node {
 	for level := int(m.height.Load()) - 1; level >= 0; level-- {
 		for {
 			nx := x.next[level].Load()
-			if nx == nil || !entryLess(nx.e.key, nx.e.seq, key, seq) {
+			if nx == nil || !entryLess(nx.e.key(), nx.e.seq, key, seq) {
 				break
 			}
 			x = nx
@@ -234,8 +259,8 @@ func (m *memtable) seek(key []byte, seq uint64) *node {
 
 // get appends the entries of key with seq <= snap, newest first.
 func (m *memtable) get(key []byte, snap uint64, dst []entry) []entry {
-	for n := m.seek(key, snap); n != nil && bytes.Equal(n.e.key, key); n = n.next[0].Load() {
-		dst = append(dst, n.e)
+	for n := m.seek(key, snap); n != nil && bytes.Equal(n.e.key(), key); n = n.next[0].Load() {
+		dst = append(dst, n.e.entry())
 	}
 	return dst
 }
@@ -260,6 +285,6 @@ func (it *memIter) next() bool {
 }
 
 func (it *memIter) valid() bool  { return it.cur != nil }
-func (it *memIter) entry() entry { return it.cur.e }
+func (it *memIter) entry() entry { return it.cur.e.entry() }
 func (it *memIter) err() error   { return nil }
 func (it *memIter) close() error { return nil }
