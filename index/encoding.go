@@ -16,7 +16,14 @@ import (
 // uvarint value length, value bytes, in lset's (sorted) order. See
 // docs/format/index.md.
 func EncodeLabels(dst []byte, lset labels.Labels) []byte {
-	dst = binary.AppendUvarint(dst, uint64(lset.Len()))
+	n := 0
+	size := 0
+	lset.Range(func(l labels.Label) {
+		n++
+		size += uvarintLen(uint64(len(l.Name))) + len(l.Name) + uvarintLen(uint64(len(l.Value))) + len(l.Value)
+	})
+	dst = slices.Grow(dst, uvarintLen(uint64(n))+size)
+	dst = binary.AppendUvarint(dst, uint64(n))
 	lset.Range(func(l labels.Label) {
 		dst = binary.AppendUvarint(dst, uint64(len(l.Name)))
 		dst = append(dst, l.Name...)

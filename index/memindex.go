@@ -31,7 +31,9 @@ type MemIndex struct {
 	symtab  []string          // id -> string
 
 	// The series dictionary: labels hash -> first ref with that hash, and the
-	// rarely needed further refs when distinct label sets share a hash.
+	// rarely needed further refs when distinct label sets share a hash. It
+	// is built on the first GetOrCreate: an index filled only by Add (the
+	// head keeps its own dictionary) does without it.
 	byHash     map[uint64]uint32
 	collisions map[uint64][]uint32
 
@@ -67,7 +69,6 @@ const (
 func NewMemIndex() *MemIndex {
 	return &MemIndex{
 		symbols:  make(map[string]uint32),
-		byHash:   make(map[uint64]uint32),
 		postings: make(map[string]*namePostings),
 		hash:     labels.Labels.Hash,
 	}
@@ -99,10 +100,52 @@ func (ix *MemIndex) GetOrCreate(lset labels.Labels) (ref uint32, created bool) {
 
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
+	if ix.byHash == nil {
+		ix.buildDictionaryLocked()
+	}
 	if ref, ok := ix.lookupLocked(h, lset); ok {
 		return ref, false
 	}
-	return ix.createLocked(h, lset), true
+	ref = ix.createLocked(lset)
+	ix.addToDictionaryLocked(h, ref)
+	return ref, true
+}
+
+// Add adds the series lset without looking for it, for a caller that keeps
+// its own series dictionary and knows lset is new, and returns its ref.
+// lset must be sorted by name, without duplicate names or empty values.
+// Adding a series the index holds makes a second series of the same labels.
+func (ix *MemIndex) Add(lset labels.Labels) uint32 {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ref := ix.createLocked(lset)
+	if ix.byHash != nil {
+		ix.addToDictionaryLocked(ix.hash(lset), ref)
+	}
+	return ref
+}
+
+// buildDictionaryLocked starts the dictionary with the series that Add put
+// in without it.
+func (ix *MemIndex) buildDictionaryLocked() {
+	ix.byHash = make(map[uint64]uint32, len(ix.offsets))
+	builder := labels.NewScratchBuilder(16)
+	for ref := range uint32(len(ix.offsets)) {
+		builder.Reset()
+		ix.addLabelsLocked(ref, &builder)
+		ix.addToDictionaryLocked(ix.hash(builder.Labels()), ref)
+	}
+}
+
+func (ix *MemIndex) addToDictionaryLocked(h uint64, ref uint32) {
+	if _, taken := ix.byHash[h]; taken {
+		if ix.collisions == nil {
+			ix.collisions = make(map[uint64][]uint32)
+		}
+		ix.collisions[h] = append(ix.collisions[h], ref)
+	} else {
+		ix.byHash[h] = ref
+	}
 }
 
 func hasEmptyValue(lset labels.Labels) bool {
@@ -170,7 +213,7 @@ func (ix *MemIndex) internLocked(s string) (uint32, string) {
 	return id, s
 }
 
-func (ix *MemIndex) createLocked(h uint64, lset labels.Labels) uint32 {
+func (ix *MemIndex) createLocked(lset labels.Labels) uint32 {
 	ref := uint32(len(ix.offsets))
 	if uint64(ref) == 1<<32-1 {
 		panic("index: partition holds 2^32-1 series")
@@ -203,15 +246,6 @@ func (ix *MemIndex) createLocked(h uint64, lset labels.Labels) uint32 {
 		np.all.add(ref)
 	})
 	ix.offsets = append(ix.offsets, ix.appendSeriesLocked(enc))
-
-	if _, taken := ix.byHash[h]; taken {
-		if ix.collisions == nil {
-			ix.collisions = make(map[uint64][]uint32)
-		}
-		ix.collisions[h] = append(ix.collisions[h], ref)
-	} else {
-		ix.byHash[h] = ref
-	}
 	return ref
 }
 

@@ -97,6 +97,55 @@ func TestMemIndexHashCollisions(t *testing.T) {
 	}
 }
 
+// TestMemIndexAdd checks an index filled by Add, which keeps no dictionary
+// until GetOrCreate needs one, and Add after that.
+func TestMemIndexAdd(t *testing.T) {
+	for _, collide := range []bool{false, true} {
+		t.Run(fmt.Sprintf("collide=%v", collide), func(t *testing.T) {
+			ix := NewMemIndex()
+			if collide {
+				ix.hash = func(lset labels.Labels) uint64 { return uint64(lset.Len() % 2) }
+			}
+			rng := rand.New(rand.NewPCG(3, 3))
+			seen := map[string]bool{}
+			var sets []labels.Labels
+			for len(sets) < 200 {
+				lset := randomSeries(rng).WithoutEmpty()
+				if !seen[lset.String()] {
+					seen[lset.String()] = true
+					sets = append(sets, lset)
+				}
+			}
+			for i, lset := range sets[:100] {
+				if ref := ix.Add(lset); ref != uint32(i) {
+					t.Fatalf("Add(%s) = %d, want %d", lset, ref, i)
+				}
+			}
+			// The first GetOrCreate finds what Add put in.
+			for i, lset := range sets[:100] {
+				if ref, created := ix.GetOrCreate(lset); created || ref != uint32(i) {
+					t.Fatalf("GetOrCreate(%s) = %d, %v, want %d, false", lset, ref, created, i)
+				}
+			}
+			// Add keeps the dictionary up to date once it exists.
+			for i, lset := range sets[100:] {
+				if ref := ix.Add(lset); ref != uint32(100+i) {
+					t.Fatalf("Add(%s) = %d, want %d", lset, ref, 100+i)
+				}
+			}
+			for i, lset := range sets {
+				ref, created := ix.GetOrCreate(lset)
+				if created || ref != uint32(i) || !labels.Equal(ix.Labels(ref), lset) {
+					t.Fatalf("GetOrCreate(%s) = %d, %v with labels %s, want %d", lset, ref, created, ix.Labels(ref), i)
+				}
+			}
+			if ref, created := ix.GetOrCreate(labels.FromStrings("__name__", "new")); !created || ref != 200 {
+				t.Fatalf("new series: ref %d created %v, want 200 true", ref, created)
+			}
+		})
+	}
+}
+
 // TestMemIndexConcurrent runs appenders and queries together; under -race
 // it checks the locking, and afterwards that every label set got exactly
 // one dense ref and the index agrees with a brute-force scan.
