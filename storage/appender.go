@@ -113,28 +113,11 @@ func (a *appender) Append(ref promstorage.SeriesRef, lset labels.Labels, st, t i
 		db.metrics.rejected.WithLabelValues("too_old").Inc()
 		return 0, fmt.Errorf("%w: sample at %d is older than %d, the oldest time accepted (newest sample %d)", promstorage.ErrOutOfBounds, t, minT, maxT)
 	}
-	if hasEmptyValues(lset) {
-		lset = lset.WithoutEmpty()
-	}
-	if err := validateLabels(lset); err != nil {
-		db.metrics.rejected.WithLabelValues("invalid_labels").Inc()
-		return 0, err
-	}
-	p, err := db.headPartFor(a.ctx, t)
+	s, err := a.series(t, lset)
 	if err != nil {
 		return 0, err
 	}
-	if p == nil {
-		db.metrics.rejected.WithLabelValues("too_old").Inc()
-		return 0, fmt.Errorf("%w: sample at %d falls in a partition already written out", promstorage.ErrOutOfBounds, t)
-	}
-	s := a.last
-	if s == nil || s.part != p || !labels.Equal(s.lset, lset) {
-		if s, err = p.getOrCreate(lset, db.persistSeries(p.start)); err != nil {
-			return 0, err
-		}
-		a.last = s
-	}
+	p := s.part
 	smp := sample{t: t, v: v, h: h, fh: fh}
 	if err := a.check(s, smp, maxT, opts.RejectOutOfOrder || a.opts.RejectOutOfOrder); err != nil {
 		return 0, err
@@ -157,6 +140,55 @@ func (a *appender) Append(ref promstorage.SeriesRef, lset labels.Labels, st, t i
 		a.meta = append(a.meta, pendingMetadata{family: family, m: opts.Metadata})
 	}
 	return promstorage.SeriesRef(s.ref) + 1, nil
+}
+
+// series returns the series lset of the open partition of time t, creating
+// it (and the partition) if needed. A series the partition holds is found
+// without checking its labels again: they are the very labels checked when
+// it was created.
+func (a *appender) series(t int64, lset labels.Labels) (*memSeries, error) {
+	db := a.db
+	var (
+		h      uint64
+		missed *headPart // the partition that does not hold lset, hashed h
+	)
+	if p := db.head.openPart(db.partitionOf(t)); p != nil {
+		if s := a.last; s != nil && s.part == p && labels.Equal(s.lset, lset) {
+			return s, nil
+		}
+		h = lset.Hash()
+		if s := p.get(h, lset); s != nil {
+			a.last = s
+			return s, nil
+		}
+		missed = p
+	}
+	if hasEmptyValues(lset) {
+		lset, missed = lset.WithoutEmpty(), nil
+	}
+	if err := validateLabels(lset); err != nil {
+		db.metrics.rejected.WithLabelValues("invalid_labels").Inc()
+		return nil, err
+	}
+	p, err := db.headPartFor(a.ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	if p == nil {
+		db.metrics.rejected.WithLabelValues("too_old").Inc()
+		return nil, fmt.Errorf("%w: sample at %d falls in a partition already written out", promstorage.ErrOutOfBounds, t)
+	}
+	var s *memSeries
+	if p == missed {
+		s, err = p.create(h, lset, db.persistSeries(p.start))
+	} else {
+		s, err = p.getOrCreate(lset, db.persistSeries(p.start))
+	}
+	if err != nil {
+		return nil, err
+	}
+	a.last = s
+	return s, nil
 }
 
 // hasEmptyValues reports whether a label has an empty value (an absent

@@ -36,12 +36,15 @@ type head struct {
 type headPart struct {
 	start, end int64
 
-	// mu guards byHash and series, and serialises series creation so that
-	// forward-index entries reach the LSM in ref order.
-	mu     sync.RWMutex
-	byHash map[uint64][]*memSeries
-	series []*memSeries // by ref
-	idx    *index.MemIndex
+	// mu guards byHash, collided and series, and serialises series creation
+	// so that forward-index entries reach the LSM in ref order.
+	mu sync.RWMutex
+	// byHash is the series dictionary: labels hash -> the series, and in
+	// collided the rare further series whose labels hash alike.
+	byHash   map[uint64]*memSeries
+	collided map[uint64][]*memSeries
+	series   []*memSeries // by ref
+	idx      *index.MemIndex
 
 	// closed is set, under head.mu held for writing, when the partition is
 	// being written out for good; commits no longer add to it.
@@ -63,13 +66,22 @@ func (p *headPart) noteTime(t int64) {
 }
 
 func newHeadPart(start, end int64) *headPart {
-	p := &headPart{start: start, end: end, byHash: map[uint64][]*memSeries{}, idx: index.NewMemIndex()}
+	p := &headPart{start: start, end: end, byHash: map[uint64]*memSeries{}, idx: index.NewMemIndex()}
 	p.minT.Store(math.MaxInt64)
 	return p
 }
 
-func (p *headPart) lookup(h uint64, lset labels.Labels) *memSeries {
-	for _, s := range p.byHash[h] {
+// lookupLocked returns the series lset, whose labels hash is h, or nil. The
+// caller holds p.mu.
+func (p *headPart) lookupLocked(h uint64, lset labels.Labels) *memSeries {
+	s := p.byHash[h]
+	if s == nil {
+		return nil
+	}
+	if labels.Equal(s.lset, lset) {
+		return s
+	}
+	for _, s := range p.collided[h] {
 		if labels.Equal(s.lset, lset) {
 			return s
 		}
@@ -77,26 +89,40 @@ func (p *headPart) lookup(h uint64, lset labels.Labels) *memSeries {
 	return nil
 }
 
+// get returns the series lset, whose labels hash is h, or nil.
+func (p *headPart) get(h uint64, lset labels.Labels) *memSeries {
+	p.mu.RLock()
+	s := p.lookupLocked(h, lset)
+	p.mu.RUnlock()
+	return s
+}
+
 // getOrCreate returns the series lset of the partition. A new series gets the
 // next ref, and its forward-index entry is handed to persist while the
 // partition's lock is held, so entries reach the LSM in ref order and a ref
-// is never used before its entry is written.
+// is never used before its entry is written. lset must be valid labels
+// without empty values; it may alias the caller's buffers.
 func (p *headPart) getOrCreate(lset labels.Labels, persist func(ref uint32, lset labels.Labels) error) (*memSeries, error) {
 	h := lset.Hash()
-	p.mu.RLock()
-	s := p.lookup(h, lset)
-	p.mu.RUnlock()
-	if s != nil {
+	if s := p.get(h, lset); s != nil {
 		return s, nil
 	}
+	return p.create(h, lset, persist)
+}
+
+// create adds the series lset, whose labels hash is h, unless another
+// appender added it first.
+func (p *headPart) create(h uint64, lset labels.Labels, persist func(ref uint32, lset labels.Labels) error) (*memSeries, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if s := p.lookup(h, lset); s != nil {
+	if s := p.lookupLocked(h, lset); s != nil {
 		return s, nil
 	}
 	return p.createLocked(h, lset.Copy(), persist)
 }
 
+// createLocked adds the series lset, which the partition does not hold and
+// which is the caller's to keep, with labels hash h. The caller holds p.mu.
 func (p *headPart) createLocked(h uint64, lset labels.Labels, persist func(ref uint32, lset labels.Labels) error) (*memSeries, error) {
 	ref := uint32(len(p.series))
 	if len(p.series) == math.MaxUint32 {
@@ -107,13 +133,22 @@ func (p *headPart) createLocked(h uint64, lset labels.Labels, persist func(ref u
 			return nil, err
 		}
 	}
-	if got, created := p.idx.GetOrCreate(lset); !created || got != ref {
-		return nil, fmt.Errorf("partition %d: index gave ref %d (created %v) for new series %d %s", p.start, got, created, ref, lset)
+	// The partition's dictionary is the index's too: the index is told the
+	// series is new rather than asked.
+	if got := p.idx.Add(lset); got != ref {
+		return nil, fmt.Errorf("partition %d: index gave ref %d for new series %d %s", p.start, got, ref, lset)
 	}
 	s := newMemSeries(ref, lset)
 	s.part = p
 	p.series = append(p.series, s)
-	p.byHash[h] = append(p.byHash[h], s)
+	if _, taken := p.byHash[h]; taken {
+		if p.collided == nil {
+			p.collided = map[uint64][]*memSeries{}
+		}
+		p.collided[h] = append(p.collided[h], s)
+	} else {
+		p.byHash[h] = s
+	}
 	return s, nil
 }
 
@@ -130,6 +165,17 @@ func (p *headPart) allSeries() []*memSeries {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	return p.series[:len(p.series):len(p.series)]
+}
+
+// openPart returns the partition that starts at start if it is open and
+// not closing, or nil.
+func (h *head) openPart(start int64) *headPart {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if p := h.parts[start]; p != nil && !p.closed {
+		return p
+	}
+	return nil
 }
 
 // partitionMeta is the registry entry of a partition.

@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"strings"
+	"sync"
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/exemplar"
@@ -21,7 +22,29 @@ type IngestAppender struct {
 
 // IngestAppender returns an appender for one remote-write request.
 func (db *DB) IngestAppender(ctx context.Context) *IngestAppender {
-	return &IngestAppender{a: appender{db: db, ctx: ctx}}
+	ia := &IngestAppender{a: appender{db: db, ctx: ctx}}
+	if buf, ok := pendingPool.Get().(*[]pendingSample); ok {
+		ia.a.pending = *buf
+	}
+	return ia
+}
+
+// pendingPool recycles the pending-sample buffers of finished ingest
+// appenders: a request appends hundreds of samples, and growing a buffer
+// for each was most of the bytes the ingest allocated per sample.
+var pendingPool sync.Pool // of *[]pendingSample
+
+// maxPooledPending bounds the buffers kept (48 bytes a sample).
+const maxPooledPending = 1 << 14
+
+// recycle gives the buffer of a finished transaction back to the pool.
+func recycle(pending []pendingSample) {
+	if cap(pending) == 0 || cap(pending) > maxPooledPending {
+		return
+	}
+	clear(pending) // what lies beyond len is zero already
+	pending = pending[:0]
+	pendingPool.Put(&pending)
 }
 
 // Append adds a float sample. When 0 < st < t and the series has nothing at
@@ -108,7 +131,19 @@ func metricFamily(name string, m metadata.Metadata) string {
 }
 
 // Commit stores the request's samples (durably, with the WAL on).
-func (ia *IngestAppender) Commit() error { return ia.a.Commit() }
+func (ia *IngestAppender) Commit() error {
+	err := ia.a.Commit()
+	if ia.a.done {
+		recycle(ia.a.pending)
+		ia.a.pending = nil
+	}
+	return err
+}
 
 // Rollback drops the request's samples.
-func (ia *IngestAppender) Rollback() error { return ia.a.Rollback() }
+func (ia *IngestAppender) Rollback() error {
+	pending := ia.a.pending
+	err := ia.a.Rollback()
+	recycle(pending)
+	return err
+}

@@ -1,0 +1,189 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/shaledb/shale/storage/objstore"
+)
+
+// TestAppendLabels checks the label rules of Append, for a series met for
+// the first time and for one the head holds already (found without a second
+// check of its labels).
+func TestAppendLabels(t *testing.T) {
+	dup := labels.NewScratchBuilder(2)
+	dup.Add("__name__", "up")
+	dup.Add("job", "a")
+	dup.Add("job", "b")
+	up := labels.FromStrings("__name__", "up", "job", "a")
+
+	for _, tc := range []struct {
+		name string
+		lset labels.Labels
+		// stored is the series the sample lands in; empty: rejected as
+		// ErrInvalidSeries.
+		stored labels.Labels
+	}{
+		{"new series", labels.FromStrings("__name__", "up", "job", "b"), labels.FromStrings("__name__", "up", "job", "b")},
+		{"known series", up, up},
+		{"empty value is an absent label", labels.FromStrings("__name__", "up", "job", "a", "zone", ""), up},
+		{"empty value of a new series", labels.FromStrings("__name__", "up", "job", "c", "zone", ""), labels.FromStrings("__name__", "up", "job", "c")},
+		{"empty label set", labels.EmptyLabels(), labels.EmptyLabels()},
+		{"only empty values", labels.FromStrings("job", ""), labels.EmptyLabels()},
+		{"empty name", labels.FromStrings("", "x", "__name__", "up"), labels.EmptyLabels()},
+		{"repeated name", dup.Labels(), labels.EmptyLabels()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := openTestDB(t, objstore.NewMemoryBucket(), DefaultOptions())
+			defer db.Close()
+			appendFloats(t, db, up, tsample{1000, 1})
+			app := db.Appender(context.Background())
+			_, err := app.Append(0, tc.lset, 2000, 2)
+			if got, want := errors.Is(err, ErrInvalidSeries), tc.stored.IsEmpty(); got != want {
+				t.Fatalf("Append(%s): error %v, want ErrInvalidSeries %v", tc.lset, err, want)
+			}
+			if err := app.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			want := map[string][]tsample{up.String(): {{1000, 1}}}
+			if !tc.stored.IsEmpty() {
+				want[tc.stored.String()] = append(want[tc.stored.String()], tsample{2000, 2})
+			}
+			got := queryFloats(t, db, math.MinInt64, math.MaxInt64, labels.MustNewMatcher(labels.MatchRegexp, "__name__", ".+"))
+			if len(got) != len(want) {
+				t.Fatalf("got %v, want %v", got, want)
+			}
+			for k, w := range want {
+				if !sameSamples(got[k], w) {
+					t.Fatalf("got %v, want %v", got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestAppendAliasedLabels appends from one label buffer rewritten for each
+// series, as the remote-write receiver does: the head must keep copies.
+func TestAppendAliasedLabels(t *testing.T) {
+	db := openTestDB(t, objstore.NewMemoryBucket(), DefaultOptions())
+	defer db.Close()
+	var (
+		sb   = labels.NewScratchBuilder(2)
+		lset labels.Labels
+	)
+	jobs := []string{"a", "bb", "c", "dd"}
+	for ts := int64(1); ts <= 3; ts++ {
+		app := db.Appender(context.Background())
+		for _, job := range jobs {
+			sb.Reset()
+			sb.Add("__name__", "up")
+			sb.Add("job", job)
+			sb.Overwrite(&lset)
+			if _, err := app.Append(0, lset, ts*1000, float64(ts)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := app.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := queryFloats(t, db, math.MinInt64, math.MaxInt64, labels.MustNewMatcher(labels.MatchEqual, "__name__", "up"))
+	want := []tsample{{1000, 1}, {2000, 2}, {3000, 3}}
+	for _, job := range jobs {
+		key := labels.FromStrings("__name__", "up", "job", job).String()
+		if !sameSamples(got[key], want) {
+			t.Fatalf("%s: got %v, want %v (all: %v)", key, got[key], want, got)
+		}
+	}
+	if len(got) != len(jobs) {
+		t.Fatalf("got %d series, want %d: %v", len(got), len(jobs), got)
+	}
+}
+
+// TestHeadPartHashCollision gives distinct series one labels hash.
+func TestHeadPartHashCollision(t *testing.T) {
+	p := newHeadPart(0, 1000)
+	sets := []labels.Labels{
+		labels.FromStrings("__name__", "a"),
+		labels.FromStrings("__name__", "b"),
+		labels.FromStrings("__name__", "c"),
+	}
+	const h = 42
+	for i, lset := range sets {
+		if s := p.get(h, lset); s != nil {
+			t.Fatalf("%s found before it was created", lset)
+		}
+		s, err := p.create(h, lset, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.ref != uint32(i) {
+			t.Fatalf("%s: ref %d, want %d", lset, s.ref, i)
+		}
+	}
+	for i, lset := range sets {
+		s := p.get(h, lset)
+		if s == nil || s.ref != uint32(i) || !labels.Equal(s.lset, lset) {
+			t.Fatalf("get(%s) = %v, want ref %d", lset, s, i)
+		}
+		if again, err := p.create(h, lset, nil); err != nil || again != s {
+			t.Fatalf("create(%s) again = %v, %v; want the series it holds", lset, again, err)
+		}
+		if got := p.idx.Labels(uint32(i)); !labels.Equal(got, lset) {
+			t.Fatalf("index labels of ref %d = %s, want %s", i, got, lset)
+		}
+	}
+	if s := p.get(h, labels.FromStrings("__name__", "d")); s != nil {
+		t.Fatalf("found a series never created: %s", s.lset)
+	}
+}
+
+// TestIngestAppenderReuse runs requests one after another, committed and
+// rolled back, so that each reuses the pending buffer of the one before: no
+// sample of one request may reach another.
+func TestIngestAppenderReuse(t *testing.T) {
+	db := openTestDB(t, objstore.NewMemoryBucket(), DefaultOptions())
+	defer db.Close()
+	lsets := []labels.Labels{
+		labels.FromStrings("__name__", "up", "job", "a"),
+		labels.FromStrings("__name__", "up", "job", "b"),
+		labels.FromStrings("__name__", "up", "job", "c"),
+	}
+	want := map[string][]tsample{}
+	for i := range 20 {
+		ts := int64(i+1) * 1000
+		commit := i%3 != 1
+		n := 1 + i%len(lsets) // requests of different sizes
+		app := db.IngestAppender(context.Background())
+		for _, lset := range lsets[:n] {
+			if _, err := app.Append(0, lset, 0, ts, float64(i)); err != nil {
+				t.Fatal(err)
+			}
+			if commit {
+				want[lset.String()] = append(want[lset.String()], tsample{ts, float64(i)})
+			}
+		}
+		var err error
+		if commit {
+			err = app.Commit()
+		} else {
+			err = app.Rollback()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := queryFloats(t, db, math.MinInt64, math.MaxInt64, labels.MustNewMatcher(labels.MatchEqual, "__name__", "up"))
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for k, w := range want {
+		if !sameSamples(got[k], w) {
+			t.Fatalf("%s: got %v, want %v", k, got[k], w)
+		}
+	}
+}
