@@ -33,6 +33,9 @@ type seriesRec struct {
 	helpRef, unitRef uint32
 	hasMeta          bool
 	createdTS        int64 // TimeSeries field 6 of 2.0-rc.3 senders.
+	// 1.0 only: the label fields are adjacent and all their bytes ASCII, so
+	// every name and value is valid UTF-8 (see seriesV1).
+	asciiLabels bool
 }
 
 type exemplarRec struct {
@@ -184,7 +187,13 @@ func (d *decoder) seriesV1(b []byte) error {
 		histograms: rng{pos32(len(d.hists)), 0},
 		exemplars:  rng{pos32(len(d.exemplars)), 0},
 	}
+	// Label fields from lblLo to lblHi: when they are adjacent, one pass
+	// over their bytes finds whether all are ASCII, framing included (tags,
+	// and lengths under 128), which makes every name and value valid UTF-8
+	// without checking strings one by one.
+	lblLo, lblHi, adjacent := -1, -1, true
 	for i := 0; i < len(b); {
+		start := i
 		field, wt, next, err := tag(b, i)
 		if err != nil {
 			return err
@@ -205,6 +214,12 @@ func (d *decoder) seriesV1(b []byte) error {
 					return fmt.Errorf("label %d: %w", len(d.labels)-int(s.labels.lo), err)
 				}
 				d.labels = append(d.labels, l)
+				if lblLo < 0 {
+					lblLo = start
+				} else if start != lblHi {
+					adjacent = false
+				}
+				lblHi = i
 			case 2:
 				var smp sample
 				if smp, err = sampleMsg(msg, false); err != nil {
@@ -230,8 +245,22 @@ func (d *decoder) seriesV1(b []byte) error {
 	s.samples.hi = pos32(len(d.samples))
 	s.histograms.hi = pos32(len(d.hists))
 	s.exemplars.hi = pos32(len(d.exemplars))
+	s.asciiLabels = lblLo >= 0 && adjacent && isASCII(b[lblLo:lblHi])
 	d.series = append(d.series, s)
 	return nil
+}
+
+// isASCII reports whether every byte of b is below 0x80.
+func isASCII(b []byte) bool {
+	var or uint64
+	for len(b) >= 8 {
+		or |= binary.LittleEndian.Uint64(b)
+		b = b[8:]
+	}
+	for _, c := range b {
+		or |= uint64(c)
+	}
+	return or&0x8080808080808080 == 0
 }
 
 func labelPair(b []byte) (labels.Label, error) {

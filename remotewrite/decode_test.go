@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"github.com/prometheus/common/model"
 	"math/rand/v2"
+	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 
+	"github.com/golang/snappy"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/prometheus/prometheus/model/exemplar"
@@ -382,5 +385,72 @@ func exemplarOf(rng *rand.Rand) exemplar.Exemplar {
 		Value:  rng.Float64(),
 		Ts:     rng.Int64N(1 << 45),
 		HasTs:  true,
+	}
+}
+
+// TestASCIILabelsV1 checks when the 1.0 decoder vouches for the UTF-8 of a
+// series' labels without checking each string, and that invalid UTF-8 is
+// still refused when it cannot (labels apart, long strings).
+func TestASCIILabelsV1(t *testing.T) {
+	label := func(b []byte, name, value string) []byte {
+		var m []byte
+		m = appendTag(m, 1, wireBytes)
+		m = appendVarint(m, uint64(len(name)))
+		m = append(m, name...)
+		m = appendTag(m, 2, wireBytes)
+		m = appendVarint(m, uint64(len(value)))
+		m = append(m, value...)
+		b = appendTag(b, 1, wireBytes)
+		b = appendVarint(b, uint64(len(m)))
+		return append(b, m...)
+	}
+	sampleField := func(b []byte) []byte {
+		m := appendTag(nil, 1, wireFixed64)
+		m = append(m, 0, 0, 0, 0, 0, 0, 0xf0, 0x3f) // 1.0
+		m = appendTag(m, 2, wireVarint)
+		m = appendVarint(m, uint64(testNow))
+		b = appendTag(b, 2, wireBytes)
+		b = appendVarint(b, uint64(len(m)))
+		return append(b, m...)
+	}
+	request := func(series []byte) []byte {
+		b := appendTag(nil, 1, wireBytes)
+		b = appendVarint(b, uint64(len(series)))
+		return append(b, series...)
+	}
+	long := strings.Repeat("v", 200)
+	for _, tc := range []struct {
+		name   string
+		series []byte
+		ascii  bool
+		// valid: the handler stores the sample (else: not valid UTF-8).
+		valid bool
+	}{
+		{"adjacent ascii", sampleField(label(label(nil, "__name__", "up"), "job", "a")), true, true},
+		{"adjacent, sample first", label(label(sampleField(nil), "__name__", "up"), "job", "a"), true, true},
+		{"utf-8 beyond ascii", sampleField(label(label(nil, "__name__", "up"), "job", "é")), false, true},
+		{"apart ascii", label(sampleField(label(nil, "__name__", "up")), "job", "a"), false, true},
+		{"long value", sampleField(label(label(nil, "__name__", "up"), "job", long)), false, true},
+		{"invalid value", sampleField(label(label(nil, "__name__", "up"), "job", "\xff")), false, false},
+		{"invalid value apart", label(sampleField(label(nil, "__name__", "up")), "job", "\xff"), false, false},
+		{"invalid name apart", label(sampleField(label(nil, "__name__", "up")), "\xc3", "a"), false, false},
+		{"invalid long value", sampleField(label(label(nil, "__name__", "up"), "job", long+"\xff")), false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := decoder{maxSeries: 10}
+			if err := d.decodeV1(request(tc.series)); err != nil {
+				t.Fatal(err)
+			}
+			if len(d.series) != 1 || d.series[0].asciiLabels != tc.ascii {
+				t.Fatalf("asciiLabels = %v, want %v", d.series[0].asciiLabels, tc.ascii)
+			}
+			h, _ := newTestHandler(t, newRecorder(), func(o *Options) { o.MaxLabelValueLength = 1000 })
+			resp := post(t, h, "", "snappy", snappy.Encode(nil, request(tc.series)))
+			if tc.valid {
+				assertCode(t, resp, http.StatusOK, "")
+			} else {
+				assertCode(t, resp, http.StatusBadRequest, "not valid UTF-8")
+			}
+		})
 	}
 }

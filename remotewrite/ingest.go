@@ -103,6 +103,7 @@ func (h *Handler) ingest(r *http.Request, st *reqState, version int) result {
 			}
 		} else {
 			lbls = d.labels[s.labels.lo:s.labels.hi]
+			knownUTF8 = s.asciiLabels
 		}
 		if reason, err := h.buildLabels(&st.sb, &st.ls, lbls, false, knownUTF8); err != nil {
 			rejectSeries(reason, fmt.Errorf("series %s: %w", describe(lbls), err))
