@@ -916,10 +916,16 @@ func (db *DB) Close() error {
 	if failed == nil {
 		timer := time.AfterFunc(db.opts.CloseTimeout, db.cancel)
 		ferr = db.Flush(context.Background())
-		if ferr == nil {
-			db.collectAtClose(db.ctx)
-		}
 		timer.Stop()
+		if ferr == nil {
+			// Background work stops first, so that no compaction is
+			// midway: its output would be left behind unreferenced.
+			db.cancel()
+			db.wg.Wait()
+			ctx, cancel := context.WithTimeout(context.Background(), db.opts.CloseTimeout)
+			db.collectAtClose(ctx)
+			cancel()
+		}
 	} else if failed != ErrFenced {
 		ferr = failed
 	}
