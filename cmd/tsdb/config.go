@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -116,5 +118,20 @@ func openBucket(ctx context.Context, configPath, storagePath string) (objstore.B
 		return b, oc.Prefix, "filesystem:" + fc.Path, nil
 	default:
 		return nil, "", "", fmt.Errorf("object store config %s: unknown type %q (want s3 or filesystem)", configPath, oc.Type)
+	}
+}
+
+// walFlushInterval is the group-commit interval: the flag's value, or when
+// it is 0, 100ms for S3 (every WAL object is a billed PUT: 10 a second at
+// most) and 10ms for a local folder (no per-request cost; a write waits for
+// the next object, so the interval is ingest latency).
+func walFlushInterval(flag time.Duration, where string) time.Duration {
+	switch {
+	case flag > 0:
+		return flag
+	case strings.HasPrefix(where, "s3:"):
+		return 100 * time.Millisecond
+	default:
+		return 10 * time.Millisecond
 	}
 }

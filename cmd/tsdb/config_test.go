@@ -87,3 +87,21 @@ func TestObjstoreConfig(t *testing.T) {
 		t.Fatalf("config file: %v %+v", err, cfg.RemoteWrite)
 	}
 }
+
+func TestWALFlushInterval(t *testing.T) {
+	for _, tc := range []struct {
+		flag  time.Duration
+		where string
+		want  time.Duration
+	}{
+		{0, "s3:bucket/prefix", 100 * time.Millisecond},
+		{0, "filesystem:/data", 10 * time.Millisecond},
+		{0, "/var/lib/shale/data", 10 * time.Millisecond},
+		{250 * time.Millisecond, "s3:bucket/prefix", 250 * time.Millisecond},
+		{5 * time.Millisecond, "filesystem:/data", 5 * time.Millisecond},
+	} {
+		if got := walFlushInterval(tc.flag, tc.where); got != tc.want {
+			t.Errorf("walFlushInterval(%s, %q) = %s, want %s", tc.flag, tc.where, got, tc.want)
+		}
+	}
+}

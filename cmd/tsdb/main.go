@@ -85,8 +85,8 @@ func parseFlags(args []string) (*config, error) {
 		Default("").StringVar(&cfg.objstoreConfig)
 	app.Flag("storage.wal", "Acknowledge a remote write only once its samples are durable in the object store. Off: acknowledge once in memory; a crash loses at most --storage.head-flush-interval.").
 		Default("true").SetValue(&cfg.wal)
-	app.Flag("storage.wal.flush-interval", "How often the write-ahead log groups pending writes into one object (group commit).").
-		Default("100ms").DurationVar(&cfg.walFlushInterval)
+	app.Flag("storage.wal.flush-interval", "How often the write-ahead log groups pending writes into one object (group commit); a write waits for it. 0 picks 100ms for S3, where each object is a billed request, and 10ms for the local folder.").
+		Default("0s").DurationVar(&cfg.walFlushInterval)
 	app.Flag("storage.retention.time", "How long to keep data (e.g. 15d, 12h); whole partitions older than this are dropped. 0 keeps everything.").
 		Default("15d").SetValue(&cfg.retention)
 	app.Flag("storage.out-of-order-window", "How far behind the newest sample a sample may arrive and still be accepted. 0 rejects out-of-order samples.").

@@ -127,6 +127,7 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) error {
 		shutdownHTTP()
 		return err
 	}
+	cfg.walFlushInterval = walFlushInterval(cfg.walFlushInterval, where)
 	bucket = objstore.NewMetricsBucket(objstore.NewRetryingBucket(bucket, objstore.DefaultRetryConfig()), reg, "tsdb")
 	defer bucket.Close()
 
