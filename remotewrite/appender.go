@@ -84,6 +84,21 @@ type Appender interface {
 	Rollback() error
 }
 
+// SeriesResolver is an Appender that can look up many series at once. The
+// handler gives it the label sets of a batch of a request's series before
+// appending their samples, so that the storage can overlap the memory loads
+// of many lookups rather than wait for each in turn.
+type SeriesResolver interface {
+	Appender
+
+	// ResolveSeries sets refs[i] to a ref of the series lsets[i], whose
+	// first sample in the request is at time ts[i] (ms), or to 0 when it
+	// has none to give (a new series, say). The refs follow the rules of
+	// refs an Appender returns. The label sets are valid, and alias the
+	// handler's buffers, as for Append.
+	ResolveSeries(lsets []labels.Labels, ts []int64, refs []SeriesRef)
+}
+
 // ErrOverloaded may be returned (wrapped) by an Appender, or produced by the
 // handler's own in-flight limit, to ask the sender to back off: 429.
 var ErrOverloaded = errors.New("overloaded")

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/metadata"
 )
 
 // Response headers of remote write 2.0.
@@ -94,6 +95,12 @@ type reqState struct {
 	symOK      []uint8        // per 2.0 symbol: unchecked, valid or invalid UTF-8
 	h          histogram.Histogram
 	fh         histogram.FloatHistogram
+	slots      []seriesSlot // a batch of series (ingest)
+	// Scratch of resolveBatch.
+	rIdx   []int
+	rLsets []labels.Labels
+	rTs    []int64
+	rRefs  []SeriesRef
 
 	problems  []string
 	nProblems int
@@ -121,6 +128,10 @@ func (h *Handler) putState(st *reqState) {
 	st.nProblems = 0
 	st.h = histogram.Histogram{}
 	st.fh = histogram.FloatHistogram{}
+	for i := range st.slots {
+		sl := &st.slots[i]
+		sl.meta, sl.ref, sl.reason, sl.err = metadata.Metadata{}, 0, "", nil
+	}
 	h.states.Put(st)
 }
 

@@ -69,166 +69,154 @@ func (h *Handler) ingest(r *http.Request, st *reqState, version int) result {
 		}
 		return abort(http.StatusInternalServerError, "storage_error", err)
 	}
-	for si := range d.series {
-		s := &d.series[si]
-		nS, nH := s.samples.len(), s.histograms.len()
-		rejectSeries := func(reason string, err error) {
-			rejectSamples.WithLabelValues(reason).Add(float64(nS))
-			rejectHists.WithLabelValues(reason).Add(float64(nH))
-			m.exemplarsRejected.WithLabelValues(reason).Add(float64(s.exemplars.len()))
-			rejSamples += nS
-			rejHists += nH
-			exRejected += s.exemplars.len()
-			st.problem(h.opts.MaxErrorMessages, "%v", err)
+	resolver, _ := app.(SeriesResolver)
+	if len(st.slots) < seriesBatch {
+		st.slots = make([]seriesSlot, seriesBatch)
+	}
+	// Series go in batches: the labels of a whole batch are checked and
+	// built first (and, when the storage can, looked up together), then
+	// the samples of each series are appended in order.
+	for lo := 0; lo < len(d.series); lo += seriesBatch {
+		slots := st.slots[:min(seriesBatch, len(d.series)-lo)]
+		for j := range slots {
+			h.prepareSeries(st, version, lo+j, &slots[j])
 		}
-
-		var lbls []labels.Label
-		var meta metadata.Metadata
-		knownUTF8 := false
-		if version == 2 {
-			var err error
-			if lbls, knownUTF8, err = st.resolve(d, d.refs[s.labels.lo:s.labels.hi], &st.lbls); err != nil {
-				rejectSeries("invalid_symbol_ref", fmt.Errorf("series %d: labels: %w", si, err))
+		if resolver != nil {
+			st.resolveBatch(resolver, lo, slots)
+		}
+		for j := range slots {
+			si := lo + j
+			sl := &slots[j]
+			s := &d.series[si]
+			nS, nH := s.samples.len(), s.histograms.len()
+			rejectSeries := func(reason string, err error) {
+				rejectSamples.WithLabelValues(reason).Add(float64(nS))
+				rejectHists.WithLabelValues(reason).Add(float64(nH))
+				m.exemplarsRejected.WithLabelValues(reason).Add(float64(s.exemplars.len()))
+				rejSamples += nS
+				rejHists += nH
+				exRejected += s.exemplars.len()
+				st.problem(h.opts.MaxErrorMessages, "%v", err)
+			}
+			if sl.err != nil {
+				rejectSeries(sl.reason, sl.err)
 				continue
 			}
-			if s.hasMeta {
-				help, ok1 := symbol(d.symbols, s.helpRef)
-				unit, ok2 := symbol(d.symbols, s.unitRef)
-				if !ok1 || !ok2 {
-					rejectSeries("invalid_symbol_ref", fmt.Errorf("series %s: metadata refers to a symbol out of range (help %d, unit %d, %d symbols)",
-						describe(lbls), s.helpRef, s.unitRef, len(d.symbols)))
+			ls := sl.ls
+			ref := sl.ref
+			if version == 2 {
+				if newRef, err := app.UpdateMetadata(0, ls, sl.meta); err != nil {
+					h.logger.Debug("remote write: metadata not stored", "series", ls.String(), "err", err)
+				} else if newRef != 0 {
+					ref = newRef
+				}
+			}
+
+			for i := s.samples.lo; i < s.samples.hi; i++ {
+				smp := &d.samples[i]
+				if reason, bad := window(smp.t, minT, maxT); bad {
+					rejectSamples.WithLabelValues(reason).Inc()
+					rejSamples++
+					st.problem(h.opts.MaxErrorMessages, "series %s: sample at %d: %s", ls, smp.t, windowMsg(reason, h.opts))
 					continue
 				}
-				meta = metadata.Metadata{Type: metricType(s.metaType), Help: help, Unit: unit}
-			}
-		} else {
-			lbls = d.labels[s.labels.lo:s.labels.hi]
-			knownUTF8 = s.asciiLabels
-		}
-		if reason, err := h.buildLabels(&st.sb, &st.ls, lbls, false, knownUTF8); err != nil {
-			rejectSeries(reason, fmt.Errorf("series %s: %w", describe(lbls), err))
-			continue
-		}
-		if version == 2 && nS+nH+s.exemplars.len() == 0 {
-			// 2.0-rc.4 allows a series with only exemplars, not one with
-			// nothing.
-			rejectSeries("no_samples", fmt.Errorf("series %s: has no samples, histograms or exemplars", describe(lbls)))
-			continue
-		}
-		ls := st.ls
-		var ref SeriesRef
-		if version == 2 {
-			if newRef, err := app.UpdateMetadata(0, ls, meta); err != nil {
-				h.logger.Debug("remote write: metadata not stored", "series", ls.String(), "err", err)
-			} else {
+				sts := smp.st
+				if sts == 0 {
+					sts = s.createdTS
+				}
+				newRef, err := app.Append(ref, ls, sts, smp.t, smp.v)
+				if err != nil {
+					if !IsBadData(err) {
+						return retryable(err)
+					}
+					rejectSamples.WithLabelValues(rejectReason(err)).Inc()
+					rejSamples++
+					st.problem(h.opts.MaxErrorMessages, "series %s: sample at %d: %v", ls, smp.t, err)
+					continue
+				}
 				ref = newRef
+				res.samples++
 			}
-		}
 
-		for i := s.samples.lo; i < s.samples.hi; i++ {
-			smp := &d.samples[i]
-			if reason, bad := window(smp.t, minT, maxT); bad {
-				rejectSamples.WithLabelValues(reason).Inc()
-				rejSamples++
-				st.problem(h.opts.MaxErrorMessages, "series %s: sample at %d: %s", ls, smp.t, windowMsg(reason, h.opts))
-				continue
-			}
-			sts := smp.st
-			if sts == 0 {
-				sts = s.createdTS
-			}
-			newRef, err := app.Append(ref, ls, sts, smp.t, smp.v)
-			if err != nil {
-				if !IsBadData(err) {
-					return retryable(err)
+			for i := s.histograms.lo; i < s.histograms.hi; i++ {
+				hr := &d.hists[i]
+				if reason, bad := window(hr.t, minT, maxT); bad {
+					rejectHists.WithLabelValues(reason).Inc()
+					rejHists++
+					st.problem(h.opts.MaxErrorMessages, "series %s: histogram at %d: %s", ls, hr.t, windowMsg(reason, h.opts))
+					continue
 				}
-				rejectSamples.WithLabelValues(rejectReason(err)).Inc()
-				rejSamples++
-				st.problem(h.opts.MaxErrorMessages, "series %s: sample at %d: %v", ls, smp.t, err)
-				continue
-			}
-			ref = newRef
-			res.samples++
-		}
-
-		for i := s.histograms.lo; i < s.histograms.hi; i++ {
-			hr := &d.hists[i]
-			if reason, bad := window(hr.t, minT, maxT); bad {
-				rejectHists.WithLabelValues(reason).Inc()
-				rejHists++
-				st.problem(h.opts.MaxErrorMessages, "series %s: histogram at %d: %s", ls, hr.t, windowMsg(reason, h.opts))
-				continue
-			}
-			hi, fh := st.histogram(d, hr)
-			var verr error
-			if fh != nil {
-				verr = fh.Validate()
-			} else {
-				verr = hi.Validate()
-			}
-			if verr != nil {
-				rejectHists.WithLabelValues("invalid_histogram").Inc()
-				rejHists++
-				st.problem(h.opts.MaxErrorMessages, "series %s: histogram at %d: %v", ls, hr.t, verr)
-				continue
-			}
-			sts := hr.st
-			if sts == 0 {
-				sts = s.createdTS
-			}
-			newRef, err := app.AppendHistogram(ref, ls, sts, hr.t, hi, fh)
-			if err != nil {
-				if !IsBadData(err) {
-					return retryable(err)
+				hi, fh := st.histogram(d, hr)
+				var verr error
+				if fh != nil {
+					verr = fh.Validate()
+				} else {
+					verr = hi.Validate()
 				}
-				rejectHists.WithLabelValues(rejectReason(err)).Inc()
-				rejHists++
-				st.problem(h.opts.MaxErrorMessages, "series %s: histogram at %d: %v", ls, hr.t, err)
-				continue
+				if verr != nil {
+					rejectHists.WithLabelValues("invalid_histogram").Inc()
+					rejHists++
+					st.problem(h.opts.MaxErrorMessages, "series %s: histogram at %d: %v", ls, hr.t, verr)
+					continue
+				}
+				sts := hr.st
+				if sts == 0 {
+					sts = s.createdTS
+				}
+				newRef, err := app.AppendHistogram(ref, ls, sts, hr.t, hi, fh)
+				if err != nil {
+					if !IsBadData(err) {
+						return retryable(err)
+					}
+					rejectHists.WithLabelValues(rejectReason(err)).Inc()
+					rejHists++
+					st.problem(h.opts.MaxErrorMessages, "series %s: histogram at %d: %v", ls, hr.t, err)
+					continue
+				}
+				ref = newRef
+				res.histograms++
 			}
-			ref = newRef
-			res.histograms++
-		}
 
-		if s.exemplars.len() > 0 {
-			exs := d.exemplars[s.exemplars.lo:s.exemplars.hi]
-			slices.SortStableFunc(exs, func(a, b exemplarRec) int { return cmp.Compare(a.ts, b.ts) })
-			for j := range exs {
-				e := &exs[j]
-				var elbls []labels.Label
-				exUTF8 := false
-				if version == 2 {
-					var err error
-					if elbls, exUTF8, err = st.resolve(d, d.exRefs[e.labels.lo:e.labels.hi], &st.exlb); err != nil {
-						m.exemplarsRejected.WithLabelValues("invalid_symbol_ref").Inc()
+			if s.exemplars.len() > 0 {
+				exs := d.exemplars[s.exemplars.lo:s.exemplars.hi]
+				slices.SortStableFunc(exs, func(a, b exemplarRec) int { return cmp.Compare(a.ts, b.ts) })
+				for j := range exs {
+					e := &exs[j]
+					var elbls []labels.Label
+					exUTF8 := false
+					if version == 2 {
+						var err error
+						if elbls, exUTF8, err = st.resolve(d, d.exRefs[e.labels.lo:e.labels.hi], &st.exlb); err != nil {
+							m.exemplarsRejected.WithLabelValues("invalid_symbol_ref").Inc()
+							exRejected++
+							st.problem(h.opts.MaxErrorMessages, "series %s: exemplar: %v", ls, err)
+							continue
+						}
+					} else {
+						elbls = d.exLabels[e.labels.lo:e.labels.hi]
+					}
+					if reason, err := h.buildLabels(&st.exsb, &st.exls, elbls, true, exUTF8); err != nil {
+						m.exemplarsRejected.WithLabelValues(reason).Inc()
 						exRejected++
-						st.problem(h.opts.MaxErrorMessages, "series %s: exemplar: %v", ls, err)
+						st.problem(h.opts.MaxErrorMessages, "series %s: exemplar %s: %v", ls, describe(elbls), err)
 						continue
 					}
-				} else {
-					elbls = d.exLabels[e.labels.lo:e.labels.hi]
-				}
-				if reason, err := h.buildLabels(&st.exsb, &st.exls, elbls, true, exUTF8); err != nil {
-					m.exemplarsRejected.WithLabelValues(reason).Inc()
-					exRejected++
-					st.problem(h.opts.MaxErrorMessages, "series %s: exemplar %s: %v", ls, describe(elbls), err)
-					continue
-				}
-				ex := exemplar.Exemplar{Labels: st.exls, Value: e.v, Ts: e.ts, HasTs: e.ts != 0}
-				newRef, err := app.AppendExemplar(ref, ls, ex)
-				if err != nil {
-					// Senders resend exemplars, so out-of-order and duplicate
-					// exemplars are routine; they never fail the request.
-					reason, unexpected := exemplarRejectReason(err)
-					if unexpected {
-						h.logger.Warn("remote write: exemplar not stored", "series", ls.String(), "err", err)
+					ex := exemplar.Exemplar{Labels: st.exls, Value: e.v, Ts: e.ts, HasTs: e.ts != 0}
+					newRef, err := app.AppendExemplar(ref, ls, ex)
+					if err != nil {
+						// Senders resend exemplars, so out-of-order and duplicate
+						// exemplars are routine; they never fail the request.
+						reason, unexpected := exemplarRejectReason(err)
+						if unexpected {
+							h.logger.Warn("remote write: exemplar not stored", "series", ls.String(), "err", err)
+						}
+						m.exemplarsRejected.WithLabelValues(reason).Inc()
+						exRejected++
+						continue
 					}
-					m.exemplarsRejected.WithLabelValues(reason).Inc()
-					exRejected++
-					continue
+					ref = newRef
+					res.exemplars++
 				}
-				ref = newRef
-				res.exemplars++
 			}
 		}
 	}
@@ -268,6 +256,98 @@ func (h *Handler) ingest(r *http.Request, st *reqState, version int) result {
 	res.code = http.StatusBadRequest
 	res.msg = st.report(res)
 	return res
+}
+
+// seriesBatch is the number of series whose labels are built, and looked up,
+// together.
+const seriesBatch = 128
+
+// seriesSlot is one series of a batch: its labels, built in the slot's own
+// buffer so that a whole batch stays valid at once, or why it is rejected.
+type seriesSlot struct {
+	sb   labels.ScratchBuilder
+	ls   labels.Labels
+	meta metadata.Metadata // 2.0
+	ref  SeriesRef         // from SeriesResolver, or 0
+	// err rejects the whole series, counted under reason.
+	reason string
+	err    error
+}
+
+// prepareSeries checks and builds the labels (and 2.0 metadata) of series si
+// in sl.
+func (h *Handler) prepareSeries(st *reqState, version, si int, sl *seriesSlot) {
+	d := &st.dec
+	s := &d.series[si]
+	sl.meta, sl.ref, sl.reason, sl.err = metadata.Metadata{}, 0, "", nil
+	reject := func(reason string, err error) {
+		sl.reason, sl.err = reason, err
+	}
+	var lbls []labels.Label
+	knownUTF8 := false
+	if version == 2 {
+		var err error
+		if lbls, knownUTF8, err = st.resolve(d, d.refs[s.labels.lo:s.labels.hi], &st.lbls); err != nil {
+			reject("invalid_symbol_ref", fmt.Errorf("series %d: labels: %w", si, err))
+			return
+		}
+		if s.hasMeta {
+			help, ok1 := symbol(d.symbols, s.helpRef)
+			unit, ok2 := symbol(d.symbols, s.unitRef)
+			if !ok1 || !ok2 {
+				reject("invalid_symbol_ref", fmt.Errorf("series %s: metadata refers to a symbol out of range (help %d, unit %d, %d symbols)",
+					describe(lbls), s.helpRef, s.unitRef, len(d.symbols)))
+				return
+			}
+			sl.meta = metadata.Metadata{Type: metricType(s.metaType), Help: help, Unit: unit}
+		}
+	} else {
+		lbls = d.labels[s.labels.lo:s.labels.hi]
+		knownUTF8 = s.asciiLabels
+	}
+	if reason, err := h.buildLabels(&sl.sb, &sl.ls, lbls, false, knownUTF8); err != nil {
+		reject(reason, fmt.Errorf("series %s: %w", describe(lbls), err))
+		return
+	}
+	if version == 2 && s.samples.len()+s.histograms.len()+s.exemplars.len() == 0 {
+		// 2.0-rc.4 allows a series with only exemplars, not one with
+		// nothing.
+		reject("no_samples", fmt.Errorf("series %s: has no samples, histograms or exemplars", describe(lbls)))
+	}
+}
+
+// resolveBatch asks r for the refs of the accepted series of a batch that
+// starts at series lo, by the time of each one's first sample.
+func (st *reqState) resolveBatch(r SeriesResolver, lo int, slots []seriesSlot) {
+	d := &st.dec
+	st.rIdx, st.rLsets, st.rTs = st.rIdx[:0], st.rLsets[:0], st.rTs[:0]
+	for j := range slots {
+		if slots[j].err != nil {
+			continue
+		}
+		s := &d.series[lo+j]
+		var t int64
+		switch {
+		case s.samples.len() > 0:
+			t = d.samples[s.samples.lo].t
+		case s.histograms.len() > 0:
+			t = d.hists[s.histograms.lo].t
+		default:
+			continue
+		}
+		st.rIdx = append(st.rIdx, j)
+		st.rLsets = append(st.rLsets, slots[j].ls)
+		st.rTs = append(st.rTs, t)
+	}
+	if len(st.rIdx) == 0 {
+		return
+	}
+	st.rRefs = slices.Grow(st.rRefs[:0], len(st.rIdx))[:len(st.rIdx)]
+	r.ResolveSeries(st.rLsets, st.rTs, st.rRefs)
+	for k, j := range st.rIdx {
+		slots[j].ref = st.rRefs[k]
+	}
+	clear(st.rLsets)
 }
 
 func commitReason(err error) string {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/prometheus/model/labels"
+	promstorage "github.com/prometheus/prometheus/storage"
 
 	"github.com/shaledb/shale/storage/objstore"
 )
@@ -178,6 +179,67 @@ func TestIngestAppenderReuse(t *testing.T) {
 		}
 	}
 	got := queryFloats(t, db, math.MinInt64, math.MaxInt64, labels.MustNewMatcher(labels.MatchEqual, "__name__", "up"))
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for k, w := range want {
+		if !sameSamples(got[k], w) {
+			t.Fatalf("%s: got %v, want %v", k, got[k], w)
+		}
+	}
+}
+
+// TestIngestAppenderResolveSeries looks series up in a batch and appends by
+// the refs it gave, and by refs that do not match their labels, which must
+// not send a sample to another series.
+func TestIngestAppenderResolveSeries(t *testing.T) {
+	db := openTestDB(t, objstore.NewMemoryBucket(), DefaultOptions())
+	defer db.Close()
+	a := labels.FromStrings("__name__", "up", "job", "a")
+	b := labels.FromStrings("__name__", "up", "job", "b")
+	c := labels.FromStrings("__name__", "up", "job", "c") // new in the second request
+	appendFloats(t, db, a, tsample{1000, 1})
+	appendFloats(t, db, b, tsample{1000, 1})
+
+	app := db.IngestAppender(context.Background())
+	lsets := []labels.Labels{a, c, b, labels.FromStrings("__name__", "up", "job", "a", "zone", "")}
+	refs := make([]promstorage.SeriesRef, len(lsets))
+	app.ResolveSeries(lsets, []int64{2000, 2000, 2000, 2000}, refs)
+	if refs[0] == 0 || refs[2] == 0 || refs[0] == refs[2] {
+		t.Fatalf("refs of known series: %v, want two distinct non-zero", refs)
+	}
+	if refs[1] != 0 || refs[3] != 0 {
+		t.Fatalf("refs %v: want 0 for a new series and for labels with an empty value", refs)
+	}
+	for i, lset := range lsets[:3] {
+		ref, err := app.Append(refs[i], lset, 0, 2000, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if refs[i] != 0 && ref != refs[i] {
+			t.Fatalf("Append(%d, %s) returned ref %d", refs[i], lset, ref)
+		}
+		refs[i] = ref
+	}
+	// The ref of a with the labels of b: the labels win.
+	if _, err := app.Append(refs[0], b, 0, 3000, 3); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := app.Append(refs[2], b, 0, 4000, 4); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := app.Append(99, c, 0, 3000, 3); err != nil { // a ref never given
+		t.Fatal(err)
+	}
+	if err := app.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	got := queryFloats(t, db, math.MinInt64, math.MaxInt64, labels.MustNewMatcher(labels.MatchEqual, "__name__", "up"))
+	want := map[string][]tsample{
+		a.String(): {{1000, 1}, {2000, 2}},
+		b.String(): {{1000, 1}, {2000, 2}, {3000, 3}, {4000, 4}},
+		c.String(): {{2000, 2}, {3000, 3}},
+	}
 	if len(got) != len(want) {
 		t.Fatalf("got %v, want %v", got, want)
 	}

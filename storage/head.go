@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -95,6 +96,30 @@ func (p *headPart) get(h uint64, lset labels.Labels) *memSeries {
 	s := p.lookupLocked(h, lset)
 	p.mu.RUnlock()
 	return s
+}
+
+// getMany sets found[i] to the series lsets[i], whose labels hash is
+// hashes[i], or nil. It works in passes (dictionary, then series, then
+// labels) so that the cache misses of different series overlap instead of
+// following one another; scratch is reused and returned.
+func (p *headPart) getMany(hashes []uint64, lsets []labels.Labels, found []*memSeries, scratch []labels.Labels) []labels.Labels {
+	scratch = slices.Grow(scratch[:0], len(lsets))[:len(lsets)]
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	for i, h := range hashes {
+		found[i] = p.byHash[h]
+	}
+	for i, s := range found {
+		if s != nil {
+			scratch[i] = s.lset
+		}
+	}
+	for i, s := range found {
+		if s != nil && !labels.Equal(scratch[i], lsets[i]) {
+			found[i] = p.lookupLocked(hashes[i], lsets[i]) // another series of the same hash
+		}
+	}
+	return scratch
 }
 
 // getOrCreate returns the series lset of the partition. A new series gets the

@@ -16,6 +16,9 @@ func (a ingestAppendable) Appender(ctx context.Context) remotewrite.Appender {
 	return a.db.IngestAppender(ctx)
 }
 
+// The receiver looks up a request's series in batches through it.
+var _ remotewrite.SeriesResolver = (*storage.IngestAppender)(nil)
+
 // cardinality serves /api/v1/status/tsdb from the head's newest partition.
 type cardinality struct{ db *storage.DB }
 

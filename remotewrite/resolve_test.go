@@ -1,0 +1,147 @@
+package remotewrite
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/prometheus/model/exemplar"
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/metadata"
+	"github.com/prometheus/prometheus/prompb"
+	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
+)
+
+// resolvingRecorder is a recorder whose appenders are SeriesResolvers: they
+// hand out refs of their own from ResolveSeries and check that the handler
+// passes each one back only with its label set.
+type resolvingRecorder struct {
+	*recorder
+	calls    int
+	resolved []string // label sets given to ResolveSeries, in order
+	firstT   map[string]int64
+}
+
+// resolvedBase offsets the refs ResolveSeries gives from those Append gives.
+const resolvedBase = 1 << 30
+
+type resolvingAppender struct {
+	*recAppender
+	rr   *resolvingRecorder
+	refs []string // ResolveSeries ref resolvedBase+i+1 is refs[i]
+}
+
+func (r *resolvingRecorder) Appender(ctx context.Context) Appender {
+	return &resolvingAppender{recAppender: r.recorder.Appender(ctx).(*recAppender), rr: r}
+}
+
+func (a *resolvingAppender) ResolveSeries(lsets []labels.Labels, ts []int64, refs []SeriesRef) {
+	a.rr.calls++
+	for i, lset := range lsets {
+		key := lset.String()
+		a.rr.resolved = append(a.rr.resolved, key)
+		a.rr.firstT[key] = ts[i]
+		a.refs = append(a.refs, key)
+		refs[i] = SeriesRef(resolvedBase + len(a.refs))
+	}
+}
+
+// check takes a ref from ResolveSeries out of the way of recAppender's own
+// check, after checking it.
+func (a *resolvingAppender) check(ref SeriesRef, lset labels.Labels) SeriesRef {
+	if ref <= resolvedBase {
+		return ref
+	}
+	if i := int(ref - resolvedBase - 1); i >= len(a.refs) || a.refs[i] != lset.String() {
+		a.r.mu.Lock()
+		a.r.refErrors = append(a.r.refErrors, fmt.Sprintf("resolved ref %d passed for %s", ref, lset))
+		a.r.mu.Unlock()
+	}
+	return 0
+}
+
+func (a *resolvingAppender) Append(ref SeriesRef, lset labels.Labels, st, t int64, v float64) (SeriesRef, error) {
+	return a.recAppender.Append(a.check(ref, lset), lset, st, t, v)
+}
+
+func (a *resolvingAppender) AppendHistogram(ref SeriesRef, lset labels.Labels, st, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) (SeriesRef, error) {
+	return a.recAppender.AppendHistogram(a.check(ref, lset), lset, st, t, h, fh)
+}
+
+func (a *resolvingAppender) AppendExemplar(ref SeriesRef, lset labels.Labels, e exemplar.Exemplar) (SeriesRef, error) {
+	return a.recAppender.AppendExemplar(a.check(ref, lset), lset, e)
+}
+
+func (a *resolvingAppender) UpdateMetadata(ref SeriesRef, lset labels.Labels, m metadata.Metadata) (SeriesRef, error) {
+	return a.recAppender.UpdateMetadata(a.check(ref, lset), lset, m)
+}
+
+// TestResolveSeries sends requests of more series than one batch, valid and
+// invalid series mixed, to an Appender that resolves series: every valid
+// series is looked up once, by its first sample's time, its ref comes back
+// with its samples only, and the rejections read as they do without
+// batches.
+func TestResolveSeries(t *testing.T) {
+	const n = 2*seriesBatch + 17
+	bad := []prompb.Label{{Name: "__name__", Value: "m"}, {Name: "a", Value: "\xff"}}
+	badAt := []int{0, 5, seriesBatch, seriesBatch + 1, n}
+	for _, version := range []int{1, 2} {
+		t.Run(fmt.Sprintf("version=%d", version), func(t *testing.T) {
+			good := nodePayload(n, 3, testNow)
+			rr := &resolvingRecorder{recorder: newRecorder(), firstT: map[string]int64{}}
+			plain := newRecorder()
+			var body []byte
+			if version == 1 {
+				req := toV1(good)
+				for i, at := range badAt {
+					ts := prompb.TimeSeries{Labels: bad, Samples: []prompb.Sample{{Value: float64(i), Timestamp: testNow}}}
+					req.Timeseries = slices.Insert(req.Timeseries, at, ts)
+				}
+				body = encodeV1(t, req)
+			} else {
+				req := toV2(good)
+				refs := []uint32{symbolize(req, bad[0].Name), symbolize(req, bad[0].Value), symbolize(req, bad[1].Name), symbolize(req, bad[1].Value)}
+				for i, at := range badAt {
+					ts := writev2.TimeSeries{LabelsRefs: refs, Samples: []writev2.Sample{{Value: float64(i), Timestamp: testNow}}}
+					req.Timeseries = slices.Insert(req.Timeseries, at, ts)
+				}
+				body = encodeV2(t, req)
+			}
+			var msgs [2]string
+			for i, app := range []Appendable{rr, plain} {
+				h, _ := newTestHandler(t, app, nil)
+				resp := post(t, h, contentType(version), "snappy", body)
+				msgs[i] = assertCode(t, resp, http.StatusBadRequest, "not valid UTF-8")
+				if got := testutil.ToFloat64(h.m.samplesRejected.WithLabelValues("invalid_labels")); got != float64(len(badAt)) {
+					t.Fatalf("rejected{reason=invalid_labels} = %v, want %d", got, len(badAt))
+				}
+			}
+			if msgs[0] != msgs[1] {
+				t.Fatalf("response with batches resolved:\n%s\nwithout:\n%s", msgs[0], msgs[1])
+			}
+			assertSeries(t, good, rr.all())
+			if len(rr.refErrors) > 0 {
+				t.Fatalf("ref contract violated: %v", rr.refErrors)
+			}
+			if want := (n + len(badAt) + seriesBatch - 1) / seriesBatch; rr.calls != want {
+				t.Fatalf("ResolveSeries called %d times, want %d", rr.calls, want)
+			}
+			if len(rr.resolved) != n {
+				t.Fatalf("%d series resolved, want %d", len(rr.resolved), n)
+			}
+			for i, s := range good {
+				if key := s.Labels.String(); rr.resolved[i] != key || rr.firstT[key] != s.Samples[0].T {
+					t.Fatalf("series %d: resolved %s at %d, want %s at %d", i, rr.resolved[i], rr.firstT[key], key, s.Samples[0].T)
+				}
+			}
+			if strings.Count(msgs[0], "not valid UTF-8") != len(badAt) {
+				t.Fatalf("response names %d invalid series, want %d:\n%s", strings.Count(msgs[0], "not valid UTF-8"), len(badAt), msgs[0])
+			}
+		})
+	}
+}
