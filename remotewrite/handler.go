@@ -118,6 +118,7 @@ func (h *Handler) putState(st *reqState) {
 	}
 	if cap(st.raw) > maxPooledRaw {
 		st.raw = nil
+		st.forget()
 	}
 	st.dec.reset()
 	st.dec.trim(maxPooledElems)
@@ -133,6 +134,16 @@ func (h *Handler) putState(st *reqState) {
 		sl.meta, sl.ref, sl.reason, sl.err = metadata.Metadata{}, 0, "", nil
 	}
 	h.states.Put(st)
+}
+
+// forget drops the references into the decoded body that outlive a request,
+// for when the buffer that holds it goes.
+func (st *reqState) forget() {
+	st.dec.forget()
+	st.sb, st.exsb = labels.ScratchBuilder{}, labels.ScratchBuilder{}
+	for i := range st.slots {
+		st.slots[i].sb = labels.ScratchBuilder{}
+	}
 }
 
 // result is the outcome of one request.
@@ -231,6 +242,7 @@ func (h *Handler) serve(r *http.Request) (version int, res result) {
 		return version, fail(http.StatusRequestEntityTooLarge, "decoded body of %d bytes exceeds max_decompressed_bytes=%d", n, h.opts.MaxDecompressedBytes)
 	}
 	if cap(st.raw) < n {
+		st.forget() // strings of earlier requests point into the old buffer
 		st.raw = make([]byte, n)
 	}
 	st.raw, err = s2.Decode(st.raw[:cap(st.raw)], st.body)

@@ -69,15 +69,20 @@ func (h *Handler) ingest(r *http.Request, st *reqState, version int) result {
 		}
 		return abort(http.StatusInternalServerError, "storage_error", err)
 	}
-	resolver, _ := app.(SeriesResolver)
-	if len(st.slots) < seriesBatch {
-		st.slots = make([]seriesSlot, seriesBatch)
-	}
 	// Series go in batches: the labels of a whole batch are checked and
-	// built first (and, when the storage can, looked up together), then
-	// the samples of each series are appended in order.
-	for lo := 0; lo < len(d.series); lo += seriesBatch {
-		slots := st.slots[:min(seriesBatch, len(d.series)-lo)]
+	// built first and looked up together, then the samples of each series
+	// are appended in order. Without a SeriesResolver, a batch is one series:
+	// one label buffer, warm in the cache, serves them all.
+	resolver, _ := app.(SeriesResolver)
+	batch := 1
+	if resolver != nil {
+		batch = seriesBatch
+	}
+	if len(st.slots) < batch {
+		st.slots = make([]seriesSlot, batch)
+	}
+	for lo := 0; lo < len(d.series); lo += batch {
+		slots := st.slots[:min(batch, len(d.series)-lo)]
 		for j := range slots {
 			h.prepareSeries(st, version, lo+j, &slots[j])
 		}
