@@ -229,6 +229,26 @@ func (a *Appender) AppendBlock(dst []byte) []byte {
 	return dst
 }
 
+// Clone returns an Appender holding the samples appended so far, for reading
+// them later without holding the lock that serialises appends to a: it shares
+// a's encoded memory, which a only ever appends to, and copies the little
+// state that a rewrites. Appending to either one afterwards leaves the other
+// unchanged. Clone costs a few allocations, not a pass over the samples.
+func (a *Appender) Clone() *Appender {
+	c := *a
+	c.sealed = a.sealed[:len(a.sealed):len(a.sealed)]
+	c.w.buf = a.w.buf[:len(a.w.buf):len(a.w.buf)]
+	if a.h != nil {
+		// A histogram run rewrites its open chunk in place: copy that one and
+		// keep it as a sealed part, so a later append to c opens a new chunk.
+		c.h = &histRun{kind: a.h.kind, sealed: a.h.appendParts(nil)}
+		if n := len(c.h.sealed); n > len(a.h.sealed) {
+			c.h.sealed[n-1].data = append([]byte(nil), c.h.sealed[n-1].data...)
+		}
+	}
+	return &c
+}
+
 // Iterator returns an iterator over the samples appended so far, reusing it
 // when not nil. The iterator holds its own copy of the samples: once
 // Iterator returns, the caller may append again while iterating.

@@ -49,6 +49,8 @@ type Iterator struct {
 	// multi-part block as they are decoded.
 	pmint, pmaxt int64
 	pcheck       bool
+
+	merge *floatMerge // ResetMerge's scratch, nil until used
 }
 
 var _ chunkenc.Iterator = (*Iterator)(nil)

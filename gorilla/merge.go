@@ -231,3 +231,169 @@ func (m *merger) floatRuns(its []*Iterator) bool {
 	}
 	return true
 }
+
+// Source is one input of Iterator.ResetMerge: an encoded block, or when App
+// is not nil the samples of an Appender that is no longer appended to (see
+// Appender.Clone).
+type Source struct {
+	Block []byte
+	App   *Appender
+}
+
+func (s *Source) empty() bool {
+	if s.App != nil {
+		return s.App.Count() == 0
+	}
+	return len(s.Block) == 0
+}
+
+// floatOnly reports whether the source holds float samples only.
+func (s *Source) floatOnly() bool {
+	if s.App != nil {
+		return s.App.Kind() == KindFloat
+	}
+	return len(s.Block) > 0 && Kind(s.Block[0]) == KindFloat
+}
+
+// ResetMerge makes the iterator walk the union of the samples of srcs in
+// time order, as Reset would walk the block MergeAll makes of them: where
+// several sources hold a sample at one timestamp, the later source's is
+// kept. Float samples are merged in the iterator's memory without encoding
+// a block; sources holding histograms are merged through MergeAll. Blocks
+// must stay unchanged until the iterator is reset again. On error the
+// iterator is exhausted and Err returns the error too.
+func (it *Iterator) ResetMerge(srcs []Source) error {
+	// Empty sources hold nothing; a lone source needs no merge.
+	n, last := 0, -1
+	for i := range srcs {
+		if !srcs[i].empty() {
+			n, last = n+1, i
+		}
+	}
+	switch {
+	case n == 0:
+		it.clear()
+		it.done = true
+		return nil
+	case n == 1 && srcs[last].App != nil:
+		srcs[last].App.Iterator(it)
+		return it.err
+	case n == 1:
+		return it.Reset(srcs[last].Block)
+	}
+	for i := range srcs {
+		if !srcs[i].empty() && !srcs[i].floatOnly() {
+			return it.resetMergeBlocks(srcs)
+		}
+	}
+	if it.merge == nil {
+		it.merge = &floatMerge{}
+	}
+	m := it.merge
+	m.its = m.its[:0]
+	for i := range srcs {
+		s := &srcs[i]
+		if s.empty() {
+			continue
+		}
+		if len(m.its) == cap(m.its) {
+			m.its = append(m.its, &Iterator{})
+		} else {
+			m.its = m.its[:len(m.its)+1]
+			if m.its[len(m.its)-1] == nil {
+				m.its[len(m.its)-1] = &Iterator{}
+			}
+		}
+		sub := m.its[len(m.its)-1]
+		if s.App != nil {
+			s.App.Iterator(sub)
+		} else {
+			_ = sub.Reset(s.Block)
+		}
+		if err := sub.Err(); err != nil {
+			it.clear()
+			it.fail(fmt.Errorf("merge source %d: %w", i, err))
+			return it.err
+		}
+	}
+	it.clear()
+	it.dec.ts, it.dec.vs = m.merge(it.dec.ts[:0], it.dec.vs[:0])
+	it.ts, it.vs = it.dec.ts, it.dec.vs
+	return nil
+}
+
+// resetMergeBlocks is ResetMerge through MergeAll, for sources that hold
+// histograms.
+func (it *Iterator) resetMergeBlocks(srcs []Source) error {
+	if it.merge == nil {
+		it.merge = &floatMerge{}
+	}
+	m := it.merge
+	m.blocks = m.blocks[:0]
+	for i := range srcs {
+		s := &srcs[i]
+		switch {
+		case s.empty():
+		case s.App != nil:
+			m.blocks = append(m.blocks, s.App.AppendBlock(nil))
+		default:
+			m.blocks = append(m.blocks, s.Block)
+		}
+	}
+	// The iterator aliases the bytes of histogram blocks, so the merged
+	// block gets fresh memory rather than reusing the last one's.
+	blk, err := MergeAll(nil, m.blocks...)
+	clear(m.blocks)
+	if err != nil {
+		it.clear()
+		it.fail(err)
+		return err
+	}
+	return it.Reset(blk)
+}
+
+// floatMerge is the scratch space of ResetMerge.
+type floatMerge struct {
+	its    []*Iterator // one per source holding samples, decoded
+	pos    []int
+	blocks [][]byte
+}
+
+// merge appends the union of the float samples of m.its to ts and vs in
+// time order, the later iterator's sample winning on equal timestamps.
+func (m *floatMerge) merge(ts []int64, vs []float64) ([]int64, []float64) {
+	its := m.its
+	// Sources that follow each other in time, the usual case of blocks
+	// flushed one after another, are concatenated.
+	disjoint := true
+	for k := 1; k < len(its) && disjoint; k++ {
+		prev, cur := its[k-1], its[k]
+		disjoint = len(prev.ts) == 0 || len(cur.ts) == 0 || prev.ts[len(prev.ts)-1] < cur.ts[0]
+	}
+	if disjoint {
+		for _, sub := range its {
+			ts = append(ts, sub.ts...)
+			vs = append(vs, sub.vs...)
+		}
+		return ts, vs
+	}
+	m.pos = append(m.pos[:0], make([]int, len(its))...)
+	for {
+		win, t := -1, int64(math.MaxInt64)
+		for k, sub := range its {
+			if p := m.pos[k]; p < len(sub.ts) && sub.ts[p] <= t {
+				win, t = k, sub.ts[p]
+			}
+		}
+		if win < 0 {
+			return ts, vs
+		}
+		ts = append(ts, t)
+		vs = append(vs, its[win].vs[m.pos[win]])
+		for k, sub := range its {
+			if p := m.pos[k]; p < len(sub.ts) && sub.ts[p] == t {
+				m.pos[k]++
+			}
+		}
+	}
+}

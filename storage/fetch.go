@@ -12,6 +12,7 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/prometheus/prometheus/model/labels"
 
+	"github.com/shaledb/shale/gorilla"
 	"github.com/shaledb/shale/index"
 	"github.com/shaledb/shale/storage/lsm"
 )
@@ -274,7 +275,7 @@ func (db *DB) fetchBlocks(ctx context.Context, segs []*qSegment) error {
 					s := seg(ref)
 					// Each ref is in exactly one range, so one worker
 					// writes each segment.
-					s.blocks = append([][]byte{bytes.Clone(v)}, s.blocks...)
+					s.srcs = append([]gorilla.Source{{Block: bytes.Clone(v)}}, s.srcs...)
 					return nil
 				},
 			})

@@ -118,10 +118,10 @@ func (q *querier) Close() error { return nil }
 
 // qSegment is one series' data in one partition.
 type qSegment struct {
-	part   int64
-	ref    uint32
-	head   *memSeries
-	blocks [][]byte // oldest writes first
+	part int64
+	ref  uint32
+	head *memSeries
+	srcs []gorilla.Source // oldest writes first
 }
 
 type qSeries struct {
@@ -188,12 +188,12 @@ func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples bo
 					// so a flush in between shows samples twice (merged
 					// away) but never loses them.
 					s.mu.Lock()
-					blks, err := s.snapshotLocked(nil)
+					srcs, err := s.querySourcesLocked(nil)
 					s.mu.Unlock()
 					if err != nil {
 						return nil, err
 					}
-					seg.blocks = blks
+					seg.srcs = srcs
 					fetch = append(fetch, seg)
 				}
 			}
@@ -323,13 +323,12 @@ func (s *series) Iterator(reuse chunkenc.Iterator) chunkenc.Iterator {
 }
 
 // seriesIterator iterates a series' samples in [mint, maxt] across its
-// partitions, each partition's blocks merged into one.
+// partitions, each partition's sources merged as they are decoded.
 type seriesIterator struct {
 	segs       []*qSegment
 	mint, maxt int64
 	seg        int
 	it         gorilla.Iterator
-	merged     []byte
 	cur        chunkenc.ValueType
 	err        error
 	started    bool
@@ -347,21 +346,11 @@ func (it *seriesIterator) openNext() bool {
 		if it.seg >= len(it.segs) {
 			return false
 		}
-		blks := it.segs[it.seg].blocks
-		if len(blks) == 0 {
+		srcs := it.segs[it.seg].srcs
+		if len(srcs) == 0 {
 			continue
 		}
-		blk := blks[0]
-		if len(blks) > 1 {
-			var err error
-			it.merged, err = gorilla.MergeAll(it.merged[:0], blks...)
-			if err != nil {
-				it.err = fmt.Errorf("merge blocks of partition %d series %d: %w", it.segs[it.seg].part, it.segs[it.seg].ref, err)
-				return false
-			}
-			blk = it.merged
-		}
-		if err := it.it.Reset(blk); err != nil {
+		if err := it.it.ResetMerge(srcs); err != nil {
 			it.err = fmt.Errorf("read block of partition %d series %d: %w", it.segs[it.seg].part, it.segs[it.seg].ref, err)
 			return false
 		}
@@ -438,6 +427,58 @@ func (it *seriesIterator) Seek(t int64) chunkenc.ValueType {
 		it.cur = vt
 		return vt
 	}
+}
+
+// querySourcesLocked appends the sources of the samples s holds in memory,
+// oldest writes first, for a query. The open appender is cloned rather than
+// encoded into a block: the query decodes it later without s.mu. The caller
+// holds s.mu.
+func (s *memSeries) querySourcesLocked(dst []gorilla.Source) ([]gorilla.Source, error) {
+	var err error
+	if s.flushing != nil {
+		if dst, err = s.flushing.appendSources(dst); err != nil {
+			return nil, err
+		}
+	}
+	for _, b := range s.sealed {
+		dst = append(dst, gorilla.Source{Block: b})
+	}
+	if s.app != nil && s.app.Count() > 0 {
+		dst = append(dst, gorilla.Source{App: s.app.Clone()})
+	}
+	return appendOOOSources(dst, s.ooo)
+}
+
+// appendSources appends the cut's sources, oldest writes first. A cut's
+// appender is no longer appended to, so it is read as it is.
+func (c *cutData) appendSources(dst []gorilla.Source) ([]gorilla.Source, error) {
+	if c.prev != nil {
+		var err error
+		if dst, err = c.prev.appendSources(dst); err != nil {
+			return nil, err
+		}
+	}
+	for _, b := range c.sealed {
+		dst = append(dst, gorilla.Source{Block: b})
+	}
+	if c.app != nil && c.app.Count() > 0 {
+		dst = append(dst, gorilla.Source{App: c.app})
+	}
+	return appendOOOSources(dst, c.ooo)
+}
+
+func appendOOOSources(dst []gorilla.Source, ooo []sample) ([]gorilla.Source, error) {
+	if len(ooo) == 0 {
+		return dst, nil
+	}
+	blks, err := encodeSamples(nil, ooo)
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range blks {
+		dst = append(dst, gorilla.Source{Block: b})
+	}
+	return dst, nil
 }
 
 func (it *seriesIterator) At() (int64, float64) { return it.it.At() }

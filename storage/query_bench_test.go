@@ -1,0 +1,126 @@
+//go:build unix
+
+package storage
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql"
+
+	"github.com/shaledb/shale/cache"
+	"github.com/shaledb/shale/storage/objstore"
+)
+
+// BenchmarkQueryWarm runs dashboard range queries through the upstream
+// PromQL engine over 24 h of 15 s counters (decimal values, as exporters
+// report them) held the way a server holds them right after an ingest: the
+// head flushed every 30 min of data, so each series' sample key holds a
+// few merge operands, and a block cache in RAM. state=head leaves the open
+// partition in the head with its last 20 min not flushed yet;
+// state=flushed closes every partition. cpu-ms/op is the process CPU time of
+// one query, all goroutines: steadier than latency on a shared machine.
+//
+//	go test -run '^$' -bench BenchmarkQueryWarm -benchtime 20x -count 6 ./storage/ | tee warm.txt
+//	benchstat -col /state warm.txt
+func BenchmarkQueryWarm(b *testing.B) {
+	const series = 1000
+	for _, state := range []string{"head", "flushed"} {
+		b.Run("state="+state, func(b *testing.B) {
+			db := warmQueryDB(b, series, state == "flushed")
+			eng := promql.NewEngine(promql.EngineOpts{MaxSamples: 100_000_000, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})
+			end := time.UnixMilli(db.head.maxT.Load())
+			for _, rng := range []time.Duration{time.Hour, 6 * time.Hour, 24 * time.Hour} {
+				for _, q := range []struct{ name, expr string }{
+					{"sum_rate", `sum by (job) (rate(x[5m]))`},
+					{"count", `count by (job) (x)`},
+				} {
+					b.Run(fmt.Sprintf("range=%dh/query=%s", int(rng.Hours()), q.name), func(b *testing.B) {
+						run := func() {
+							qry, err := eng.NewRangeQuery(context.Background(), db, nil, q.expr, end.Add(-rng), end, rng/240)
+							if err != nil {
+								b.Fatal(err)
+							}
+							res := qry.Exec(context.Background())
+							if res.Err != nil {
+								b.Fatal(res.Err)
+							}
+							if m, err := res.Matrix(); err != nil || len(m) != 10 {
+								b.Fatalf("%d series in the result (%v), want 10", len(m), err)
+							}
+							qry.Close()
+						}
+						run()
+						b.ReportAllocs()
+						var cpu time.Duration
+						for b.Loop() {
+							c0 := cpuTime(b)
+							run()
+							cpu += cpuTime(b) - c0
+						}
+						b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/op")
+					})
+				}
+			}
+		})
+	}
+}
+
+// warmQueryDB returns a DB with 24 h of n counters at 15 s, see
+// BenchmarkQueryWarm.
+func warmQueryDB(b *testing.B, n int, closeAll_ bool) *DB {
+	b.Helper()
+	copts := cache.DefaultOptions()
+	copts.MemoryBytes = 1 << 30
+	c, err := cache.New(copts, cache.Components{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	opts := DefaultOptions()
+	opts.WAL = false
+	opts.Retention = 0
+	opts.HeadFlushSamples = 0
+	db, err := Open(context.Background(), objstore.NewMemoryBucket(), "tsdb", opts, testLSMOptions(), c, Components{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { db.Close() })
+	lsets := make([]labels.Labels, n)
+	vals := make([]float64, n)
+	for i := range lsets {
+		lsets[i] = labels.FromStrings("__name__", "x", "instance", "host-"+strconv.Itoa(i), "job", "job-"+strconv.Itoa(i%10))
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	const step = 15_000
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+	end := start + 24*time.Hour.Milliseconds()
+	for t := start; t <= end; t += step {
+		app := db.Appender(context.Background())
+		for i, l := range lsets {
+			vals[i] += float64(rng.IntN(10000)) / 100
+			if _, err := app.Append(0, l, t+int64(rng.IntN(5)), vals[i]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := app.Commit(); err != nil {
+			b.Fatal(err)
+		}
+		if (t-start)%(30*time.Minute).Milliseconds() == 0 && end-t > (20*time.Minute).Milliseconds() {
+			if err := db.Flush(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if closeAll_ {
+		if err := db.flushHead(context.Background(), closeAll); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return db
+}
