@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strconv"
 	"testing"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -247,5 +248,45 @@ func TestIngestAppenderResolveSeries(t *testing.T) {
 		if !sameSamples(got[k], w) {
 			t.Fatalf("%s: got %v, want %v", k, got[k], w)
 		}
+	}
+}
+
+// TestSeriesTable fills the dictionary through several growths, with hashes
+// that collide in full and in their low bits, and checks every lookup.
+func TestSeriesTable(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		hash func(i int) uint64
+	}{
+		{"distinct", func(i int) uint64 { return uint64(i) * 0x9e3779b97f4a7c15 }},
+		{"same low bits", func(i int) uint64 { return uint64(i) << 40 }},
+		{"full collisions", func(i int) uint64 { return uint64(i % 7) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var tab seriesTable
+			const n = 3000
+			series := make([]*memSeries, n)
+			for i := range series {
+				series[i] = newMemSeries(uint32(i), labels.FromStrings("__name__", "m", "i", strconv.Itoa(i)))
+				if s := tab.get(tc.hash(i), series[i].lset); s != nil {
+					t.Fatalf("series %d found before it was added", i)
+				}
+				tab.add(tc.hash(i), series[i])
+			}
+			if tab.n != n || len(tab.slots)*3 < n*4 {
+				t.Fatalf("%d series in %d slots", tab.n, len(tab.slots))
+			}
+			for i, want := range series {
+				if got := tab.get(tc.hash(i), want.lset); got != want {
+					t.Fatalf("get(series %d) = %v", i, got)
+				}
+				if got := tab.first(tc.hash(i)); got == nil || tab.get(tc.hash(i), got.lset) != got {
+					t.Fatalf("first(hash of series %d) = %v", i, got)
+				}
+			}
+			if s := tab.get(tc.hash(5), labels.FromStrings("__name__", "absent")); s != nil {
+				t.Fatalf("found a series never added: %s", s.lset)
+			}
+		})
 	}
 }

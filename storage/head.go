@@ -37,15 +37,12 @@ type head struct {
 type headPart struct {
 	start, end int64
 
-	// mu guards byHash, collided and series, and serialises series creation
-	// so that forward-index entries reach the LSM in ref order.
-	mu sync.RWMutex
-	// byHash is the series dictionary: labels hash -> the series, and in
-	// collided the rare further series whose labels hash alike.
-	byHash   map[uint64]*memSeries
-	collided map[uint64][]*memSeries
-	series   []*memSeries // by ref
-	idx      *index.MemIndex
+	// mu guards dict and series, and serialises series creation so that
+	// forward-index entries reach the LSM in ref order.
+	mu     sync.RWMutex
+	dict   seriesTable  // the series dictionary, by labels hash
+	series []*memSeries // by ref
+	idx    *index.MemIndex
 
 	// closed is set, under head.mu held for writing, when the partition is
 	// being written out for good; commits no longer add to it.
@@ -67,7 +64,7 @@ func (p *headPart) noteTime(t int64) {
 }
 
 func newHeadPart(start, end int64) *headPart {
-	p := &headPart{start: start, end: end, byHash: map[uint64]*memSeries{}, idx: index.NewMemIndex()}
+	p := &headPart{start: start, end: end, idx: index.NewMemIndex()}
 	p.minT.Store(math.MaxInt64)
 	return p
 }
@@ -75,19 +72,7 @@ func newHeadPart(start, end int64) *headPart {
 // lookupLocked returns the series lset, whose labels hash is h, or nil. The
 // caller holds p.mu.
 func (p *headPart) lookupLocked(h uint64, lset labels.Labels) *memSeries {
-	s := p.byHash[h]
-	if s == nil {
-		return nil
-	}
-	if labels.Equal(s.lset, lset) {
-		return s
-	}
-	for _, s := range p.collided[h] {
-		if labels.Equal(s.lset, lset) {
-			return s
-		}
-	}
-	return nil
+	return p.dict.get(h, lset)
 }
 
 // get returns the series lset, whose labels hash is h, or nil.
@@ -107,7 +92,7 @@ func (p *headPart) getMany(hashes []uint64, lsets []labels.Labels, found []*memS
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	for i, h := range hashes {
-		found[i] = p.byHash[h]
+		found[i] = p.dict.first(h)
 	}
 	for i, s := range found {
 		if s != nil {
@@ -116,7 +101,7 @@ func (p *headPart) getMany(hashes []uint64, lsets []labels.Labels, found []*memS
 	}
 	for i, s := range found {
 		if s != nil && !labels.Equal(scratch[i], lsets[i]) {
-			found[i] = p.lookupLocked(hashes[i], lsets[i]) // another series of the same hash
+			found[i] = p.dict.get(hashes[i], lsets[i]) // another series of the same hash
 		}
 	}
 	return scratch
@@ -166,15 +151,76 @@ func (p *headPart) createLocked(h uint64, lset labels.Labels, persist func(ref u
 	s := newMemSeries(ref, lset)
 	s.part = p
 	p.series = append(p.series, s)
-	if _, taken := p.byHash[h]; taken {
-		if p.collided == nil {
-			p.collided = map[uint64][]*memSeries{}
-		}
-		p.collided[h] = append(p.collided[h], s)
-	} else {
-		p.byHash[h] = s
-	}
+	p.dict.add(h, s)
 	return s, nil
+}
+
+// seriesTable maps labels hashes to series: open addressing with linear
+// probing in one array of (hash, series) slots. A lookup costs one cache
+// miss for the slot, where a Go map costs a walk through its directory and
+// table first, and runs inline, so that the lookups of a batch overlap.
+// Series of one hash (a collision) lie in the probe sequence one after
+// another. Series are never removed.
+type seriesTable struct {
+	slots []seriesSlot // len is a power of two; s == nil marks a free slot
+	n     int
+}
+
+type seriesSlot struct {
+	h uint64
+	s *memSeries
+}
+
+// first returns the first series of hash h, or nil: the one wanted unless
+// another has the same hash.
+func (t *seriesTable) first(h uint64) *memSeries {
+	if len(t.slots) == 0 {
+		return nil
+	}
+	mask := uint64(len(t.slots) - 1)
+	i := h & mask
+	for t.slots[i].s != nil && t.slots[i].h != h {
+		i = (i + 1) & mask
+	}
+	return t.slots[i].s
+}
+
+// get returns the series lset, whose labels hash is h, or nil.
+func (t *seriesTable) get(h uint64, lset labels.Labels) *memSeries {
+	if len(t.slots) == 0 {
+		return nil
+	}
+	mask := uint64(len(t.slots) - 1)
+	for i := h & mask; t.slots[i].s != nil; i = (i + 1) & mask {
+		if e := &t.slots[i]; e.h == h && labels.Equal(e.s.lset, lset) {
+			return e.s
+		}
+	}
+	return nil
+}
+
+// add adds s, whose labels hash is h and which the table does not hold.
+func (t *seriesTable) add(h uint64, s *memSeries) {
+	if (t.n+1)*4 > len(t.slots)*3 { // at most 3/4 full
+		old := t.slots
+		t.slots = make([]seriesSlot, max(64, 2*len(old)))
+		for _, e := range old {
+			if e.s != nil {
+				t.insert(e.h, e.s)
+			}
+		}
+	}
+	t.insert(h, s)
+	t.n++
+}
+
+func (t *seriesTable) insert(h uint64, s *memSeries) {
+	mask := uint64(len(t.slots) - 1)
+	i := h & mask
+	for t.slots[i].s != nil {
+		i = (i + 1) & mask
+	}
+	t.slots[i] = seriesSlot{h, s}
 }
 
 func (p *headPart) seriesByRef(ref uint32) *memSeries {
