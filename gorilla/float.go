@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 	"sync"
 )
 
@@ -129,14 +130,19 @@ func (e *floatEncoder) encode(dst []byte, ts []int64, vs []float64) []byte {
 	}
 	var vp intPlan
 	var exp uint
+	valBits := uint64(0)
 	if vmode != valConst {
 		xorCost := 64 + xorBits(vs)
 		var decCost uint64
 		exp, decCost = e.planDecimal(vs, &vp)
+		valBits = xorCost
 		if decCost < xorCost {
-			vmode = valDecimal
+			vmode, valBits = valDecimal, decCost
 		}
 	}
+	// The plans know the size of what follows: take the memory at once
+	// rather than growing the block as the bit writer fills it.
+	dst = slices.Grow(dst, 32+int((tp.bits+valBits)/8))
 
 	dst = append(dst, vmode)
 	switch vmode {
