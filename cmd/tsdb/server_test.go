@@ -1,6 +1,10 @@
 package main
 
-import "testing"
+import (
+	"os"
+	"runtime/debug"
+	"testing"
+)
 
 func TestGCPercent(t *testing.T) {
 	const mib = 1 << 20
@@ -21,6 +25,35 @@ func TestGCPercent(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			if got := gcPercent(c.base, c.live, c.cached); got != c.want {
 				t.Errorf("gcPercent(%d, %d, %d) = %d, want %d", c.base, c.live, c.cached, got, c.want)
+			}
+		})
+	}
+}
+
+func TestGCBase(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	for _, c := range []struct {
+		env  string // "" leaves GOGC unset
+		set  int    // GOGC as the runtime read it from the environment
+		want int
+	}{
+		{"", 100, defaultGCPercent},
+		{"200", 200, 200},
+		{"off", -1, -1},
+	} {
+		t.Run("GOGC="+c.env, func(t *testing.T) {
+			if c.env != "" {
+				t.Setenv("GOGC", c.env)
+			} else if old, ok := os.LookupEnv("GOGC"); ok {
+				os.Unsetenv("GOGC")
+				t.Cleanup(func() { os.Setenv("GOGC", old) })
+			}
+			debug.SetGCPercent(c.set)
+			if got := gcBase(); got != c.want {
+				t.Fatalf("gcBase() = %d, want %d", got, c.want)
+			}
+			if got := debug.SetGCPercent(100); got != c.want {
+				t.Fatalf("GOGC after gcBase = %d, want %d", got, c.want)
 			}
 		})
 	}
