@@ -289,16 +289,24 @@ func xorWrite(w *bitWriter, x uint64, lead, trail uint) (uint, uint) {
 		return lead, trail
 	}
 	lz, tz := min(uint(bits.LeadingZeros64(x)), 31), uint(bits.TrailingZeros64(x))
+	// Control bits and value go out in one write when they fit 64 bits.
 	if lead != 0xff && lz >= lead && tz >= trail {
-		w.write(0b10, 2)
-		w.write(x>>trail, 64-lead-trail)
+		if sig := 64 - lead - trail; sig <= 62 {
+			w.write(0b10<<sig|x>>trail, 2+sig)
+		} else {
+			w.write(0b10, 2)
+			w.write(x>>trail, sig)
+		}
 		return lead, trail
 	}
 	sig := 64 - lz - tz
-	w.write(0b11, 2)
-	w.write(uint64(lz), 5)
-	w.write(uint64(sig&63), 6)
-	w.write(x>>tz, sig)
+	ctl := 0b11<<11 | uint64(lz)<<6 | uint64(sig&63)
+	if sig <= 51 {
+		w.write(ctl<<sig|x>>tz, 13+sig)
+	} else {
+		w.write(ctl, 13)
+		w.write(x>>tz, sig)
+	}
 	return lz, tz
 }
 

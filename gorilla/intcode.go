@@ -79,6 +79,11 @@ func (cw *codeWriter) init(c *prefixCode) {
 
 func (cw *codeWriter) write(w *bitWriter, u uint64) {
 	i := cw.bucket[bits.Len64(u)]
+	if pl, wd := cw.plen[i], cw.width[i]; pl+wd <= 64 {
+		// u fits its bucket's width, so prefix and residual go out at once.
+		w.write(cw.prefix[i]<<wd|u, pl+wd)
+		return
+	}
 	w.write(cw.prefix[i], cw.plen[i])
 	w.write(u, cw.width[i])
 }
