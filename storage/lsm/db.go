@@ -647,7 +647,11 @@ func (db *DB) writeL0(m *memtable, id string) (*tableMeta, error) {
 		}
 		return false
 	}
-	data, info, err := buildTable(db.opts.Table, func(add func(e *entry) error) error {
+	// The table is about the memtable's key and value bytes (less when its
+	// blocks compress): one allocation of that size instead of a buffer
+	// doubling past it, with two copies alive at each growth.
+	hint := m.size.Load() - m.count.Load()*nodeOverhead + 1<<20
+	data, info, err := buildTable(db.opts.Table, hint, func(add func(e *entry) error) error {
 		it := memIter{m: m}
 		for ok := it.seekGE(nil); ok; ok = it.next() {
 			e := it.entry()
@@ -684,8 +688,11 @@ func (db *DB) protect(id string, on bool) {
 }
 
 // buildTable writes the entries fed by each into one table in memory.
-func buildTable(opts sst.WriterOptions, each func(add func(e *entry) error) error) ([]byte, sst.Info, error) {
+func buildTable(opts sst.WriterOptions, sizeHint int64, each func(add func(e *entry) error) error) ([]byte, sst.Info, error) {
 	var buf bytes.Buffer
+	if sizeHint > 0 {
+		buf.Grow(int(sizeHint))
+	}
 	w := sst.NewWriter(&buf, opts)
 	err := each(func(e *entry) error {
 		return w.Add(sst.Entry{Key: e.key, Seq: e.seq, Kind: sst.Kind(e.kind), ExpireAt: e.expireAt, Value: e.value})
