@@ -195,14 +195,6 @@ func (db *DB) recover(ctx context.Context) error {
 	return nil
 }
 
-func uint64FromKey(b []byte) uint64 {
-	var v uint64
-	for _, c := range b[:8] {
-		v = v<<8 | uint64(c)
-	}
-	return v
-}
-
 // headPartFor returns the open partition that holds time t, creating it if
 // needed. It returns nil if t is older than the head accepts.
 func (db *DB) headPartFor(ctx context.Context, t int64) (*headPart, error) {

@@ -27,8 +27,6 @@ type head struct {
 
 	// maxT is the newest sample time committed to the head.
 	maxT atomic.Int64
-	// logSeq is the sequence number of the newest head log record.
-	logSeq atomic.Uint64
 	// unflushed counts samples committed since the last flush cut.
 	unflushed atomic.Int64
 }
