@@ -25,6 +25,7 @@ import (
 // partition in the head with its last 20 min not flushed yet;
 // state=flushed closes every partition. cpu-ms/op is the process CPU time of
 // one query, all goroutines: steadier than latency on a shared machine.
+// range=instant is an alerting rule's instant query of 100 series.
 //
 //	go test -run '^$' -bench BenchmarkQueryWarm -benchtime 20x -count 6 ./storage/ | tee warm.txt
 //	benchstat -col /state warm.txt
@@ -35,6 +36,24 @@ func BenchmarkQueryWarm(b *testing.B) {
 			db := warmQueryDB(b, series, state == "flushed")
 			eng := promql.NewEngine(promql.EngineOpts{MaxSamples: 100_000_000, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})
 			end := time.UnixMilli(db.head.maxT.Load())
+			b.Run("range=instant/query=rate", func(b *testing.B) {
+				b.ReportAllocs()
+				var cpu time.Duration
+				for b.Loop() {
+					c0 := cpuTime(b)
+					qry, err := eng.NewInstantQuery(context.Background(), db, nil, `rate(x{job="job-1"}[5m])`, end)
+					if err != nil {
+						b.Fatal(err)
+					}
+					res := qry.Exec(context.Background())
+					if v, err := res.Vector(); err != nil || len(v) != series/10 {
+						b.Fatalf("%d series in the result (%v), want %d", len(v), err, series/10)
+					}
+					qry.Close()
+					cpu += cpuTime(b) - c0
+				}
+				b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/op")
+			})
 			for _, rng := range []time.Duration{time.Hour, 6 * time.Hour, 24 * time.Hour} {
 				for _, q := range []struct{ name, expr string }{
 					{"sum_rate", `sum by (job) (rate(x[5m]))`},
