@@ -86,6 +86,9 @@ func TestDecodersRejectDamage(t *testing.T) {
 func FuzzDecodeManifest(f *testing.F) {
 	f.Add(appendManifest(nil, sampleManifest()))
 	f.Add(appendManifest(nil, &manifest{}))
+	logged := sampleManifest()
+	logged.LogAfter = logged.ReplayAfter / 2
+	f.Add(appendManifest(nil, logged))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkManifestDecode(t, data)
 		// Also with a valid frame, so the fuzzer reaches the body's parser.
@@ -113,6 +116,8 @@ func FuzzDecodeWAL(f *testing.F) {
 	e := entry{kind: kindMerge, seq: 5, key: []byte("k"), value: []byte("operand")}
 	f.Add(finishWAL(appendWALRecord(appendWALHeader(nil), &e)))
 	f.Add(finishWAL(appendWALHeader(nil)))
+	lg := entry{kind: kindLog, value: []byte("log record")}
+	f.Add(finishWAL(appendWALRecord(appendWALRecord(appendWALHeader(nil), &e), &lg)))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkWALDecode(t, data)
 		checkWALDecode(t, finishWAL(append([]byte(walMagic), data...)))
