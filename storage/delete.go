@@ -55,6 +55,9 @@ func (db *DB) Delete(ctx context.Context, mint, maxt int64, ms ...*labels.Matche
 			if !ok {
 				continue
 			}
+			if v, err = mergedSampleValue(v); err != nil {
+				return fmt.Errorf("delete: series %d of partition %d: %w", ref, pv.start, err)
+			}
 			kept, err := filterBlock(v, mint, maxt)
 			if err != nil {
 				return fmt.Errorf("delete: series %d of partition %d: %w", ref, pv.start, err)

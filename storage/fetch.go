@@ -274,8 +274,17 @@ func (db *DB) fetchBlocks(ctx context.Context, segs []*qSegment) error {
 					}
 					s := seg(ref)
 					// Each ref is in exactly one range, so one worker
-					// writes each segment.
-					s.srcs = append([]gorilla.Source{{Block: bytes.Clone(v)}}, s.srcs...)
+					// writes each segment. The LSM's blocks are older
+					// than the head's and come first, oldest first.
+					var lsmSrcs []gorilla.Source
+					err := sampleBlocks(bytes.Clone(v), func(blk []byte) error {
+						lsmSrcs = append(lsmSrcs, gorilla.Source{Block: blk})
+						return nil
+					})
+					if err != nil {
+						return fmt.Errorf("sample value of series %d in partition %d: %w", ref, part, err)
+					}
+					s.srcs = append(lsmSrcs, s.srcs...)
 					return nil
 				},
 			})

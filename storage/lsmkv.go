@@ -27,6 +27,7 @@ func Open(ctx context.Context, bucket objstore.Bucket, prefix string, opts Optio
 		Logger:     comps.Logger,
 		Registerer: comps.Registerer,
 		Merge:      mergeValues,
+		ReadMerge:  readMergeValues,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open LSM: %w", err)
@@ -49,6 +50,7 @@ func OpenReadOnly(ctx context.Context, bucket objstore.Bucket, prefix string, op
 		Logger:     comps.Logger,
 		Registerer: comps.Registerer,
 		Merge:      mergeValues,
+		ReadMerge:  readMergeValues,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open LSM reader: %w", err)

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/shaledb/shale/gorilla"
@@ -40,4 +41,86 @@ func mergeValues(key, existing []byte, operands [][]byte) ([]byte, error) {
 		return existing, nil
 	}
 	return operands[len(operands)-1], nil
+}
+
+// sampleFrames marks a value read from the LSM that holds several sample
+// blocks of one key unmerged (readMergeValues): no gorilla block starts with
+// this byte.
+//
+//	frames := 0xfe count(uvarint) (len(uvarint) block)*   blocks oldest first
+const sampleFrames = 0xfe
+
+// readMergeValues is the LSM merge operator of reads. Sample blocks are
+// framed together instead of merged: the querier merges them while decoding
+// (gorilla.Iterator.ResetMerge), so a read right after ingest, before
+// compaction has merged a key's operands, does not decode and re-encode
+// them first. Other keys merge as mergeValues does.
+func readMergeValues(key, existing []byte, operands [][]byte) ([]byte, error) {
+	if len(key) < 10 || key[0] != keyPart || key[9] != subSamples {
+		return mergeValues(key, existing, operands)
+	}
+	n, size := 0, 0
+	for _, blk := range append([][]byte{existing}, operands...) {
+		if len(blk) > 0 {
+			n++
+			size += len(blk) + binary.MaxVarintLen32
+		}
+	}
+	if n <= 1 {
+		return mergeValues(key, existing, operands)
+	}
+	out := make([]byte, 0, 1+binary.MaxVarintLen32+size)
+	out = append(out, sampleFrames)
+	out = binary.AppendUvarint(out, uint64(n))
+	for _, blk := range append([][]byte{existing}, operands...) {
+		if len(blk) > 0 {
+			out = binary.AppendUvarint(out, uint64(len(blk)))
+			out = append(out, blk...)
+		}
+	}
+	return out, nil
+}
+
+// sampleBlocks calls fn with each block of a sample value read from the
+// LSM, oldest first: the value itself, or the blocks readMergeValues framed.
+// The blocks alias v.
+func sampleBlocks(v []byte, fn func(blk []byte) error) error {
+	if len(v) == 0 || v[0] != sampleFrames {
+		return fn(v)
+	}
+	b := v[1:]
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)) {
+		return fmt.Errorf("%w: bad frame count", gorilla.ErrCorrupt)
+	}
+	b = b[k:]
+	for i := uint64(0); i < n; i++ {
+		l, k := binary.Uvarint(b)
+		if k <= 0 || l > uint64(len(b)-k) {
+			return fmt.Errorf("%w: bad frame %d", gorilla.ErrCorrupt, i)
+		}
+		if err := fn(b[k : k+int(l)]); err != nil {
+			return err
+		}
+		b = b[k+int(l):]
+	}
+	if len(b) != 0 {
+		return fmt.Errorf("%w: %d bytes after the frames", gorilla.ErrCorrupt, len(b))
+	}
+	return nil
+}
+
+// mergedSampleValue returns a sample value read from the LSM as one block.
+func mergedSampleValue(v []byte) ([]byte, error) {
+	if len(v) == 0 || v[0] != sampleFrames {
+		return v, nil
+	}
+	var blks [][]byte
+	if err := sampleBlocks(v, func(blk []byte) error {
+		blks = append(blks, blk)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return gorilla.MergeAll(nil, blks...)
 }

@@ -52,8 +52,10 @@ type DB struct {
 	logger *slog.Logger
 	m      *metrics
 	merge  MergeOperator
-	clock  Clock
-	epoch  uint64
+	// readMerge is Components.ReadMerge, or merge.
+	readMerge MergeOperator
+	clock     Clock
+	epoch     uint64
 
 	ctx    context.Context // cancelled when the DB stops for good
 	cancel context.CancelFunc
@@ -119,6 +121,7 @@ func Open(ctx context.Context, bucket objstore.Bucket, prefix string, opts Optio
 		logger:    comp.Logger.With("lsm", prefix),
 		m:         m,
 		merge:     comp.Merge,
+		readMerge: comp.readMerge(),
 		clock:     comp.Clock,
 		changed:   make(chan struct{}),
 		walKick:   make(chan struct{}, 1),
@@ -877,7 +880,7 @@ func (db *DB) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
 	}
 	for attempt := 0; ; attempt++ {
 		v, snap := db.snapshot()
-		val, ok, err := get(ctx, db.s, v, snap, key, db.merge, db.clock.Now().UnixMilli())
+		val, ok, err := get(ctx, db.s, v, snap, key, db.readMerge, db.clock.Now().UnixMilli())
 		// A table collected under a view taken just before a compaction
 		// commit: the newer view no longer needs it.
 		if err == nil || !isNotFound(err) || attempt == 2 {
@@ -893,7 +896,7 @@ func (db *DB) NewIterator(ctx context.Context, lower, upper []byte) (*Iterator, 
 		return nil, err
 	}
 	v, snap := db.snapshot()
-	r := resolver{merge: db.merge, now: db.clock.Now().UnixMilli(), tombs: v.tombs(snap)}
+	r := resolver{merge: db.readMerge, now: db.clock.Now().UnixMilli(), tombs: v.tombs(snap)}
 	return newIterator(ctx, newInternalIter(ctx, db.s, v, snap, lower, upper, true), lower, upper, r), nil
 }
 

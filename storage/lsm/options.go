@@ -51,6 +51,10 @@ type Components struct {
 	// Merge is required for Merge writes; reads of keys that have merge
 	// operands fail without it.
 	Merge MergeOperator
+	// ReadMerge, if set, replaces Merge on reads (Get, iterators; not
+	// compaction): a caller that can combine operands while decoding them
+	// may return them framed together instead of merged.
+	ReadMerge MergeOperator
 }
 
 // Options are the writer's settings. Start from DefaultOptions.
@@ -229,4 +233,12 @@ func (c *Components) withDefaults() Components {
 		d.Clock = SystemClock
 	}
 	return d
+}
+
+// readMerge is the merge operator of reads.
+func (c *Components) readMerge() MergeOperator {
+	if c.ReadMerge != nil {
+		return c.ReadMerge
+	}
+	return c.Merge
 }

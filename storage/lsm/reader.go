@@ -46,7 +46,7 @@ func OpenReader(ctx context.Context, bucket objstore.Bucket, prefix string, opts
 	r := &Reader{
 		opts:    opts,
 		s:       newStore(bucket, prefix, comp.Cache, newMetrics(comp.Registerer), comp.Logger, opts.RetryBackoff),
-		merge:   comp.Merge,
+		merge:   comp.readMerge(),
 		clock:   comp.Clock,
 		logger:  comp.Logger.With("lsm_reader", prefix),
 		wals:    map[uint64][]entry{},
