@@ -397,29 +397,8 @@ func (db *DB) Write(ctx context.Context, b *Batch, opts WriteOptions) error {
 	if err := b.validate(db.merge != nil); err != nil {
 		return err
 	}
-	db.mu.Lock()
-	stalled := false
-	for {
-		if db.err != nil {
-			err := db.err
-			db.mu.Unlock()
-			return err
-		}
-		if !db.stalledLocked() {
-			break
-		}
-		if !stalled {
-			stalled = true
-			db.m.writeStalls.Inc()
-		}
-		ch := db.changed
-		db.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		db.mu.Lock()
+	if err := db.lockWhenWritable(ctx, db.stalledLocked); err != nil {
+		return err
 	}
 	now := db.clock.Now()
 	seq := db.lastSeq
@@ -461,6 +440,36 @@ func (db *DB) Write(ctx context.Context, b *Batch, opts WriteOptions) error {
 		return mem.flushErr
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// lockWhenWritable takes mu once the DB can take a write: no sticky error
+// and stalled false (back-pressure). It returns with mu held, or with an
+// error and mu released.
+func (db *DB) lockWhenWritable(ctx context.Context, stalled func() bool) error {
+	db.mu.Lock()
+	counted := false
+	for {
+		if db.err != nil {
+			err := db.err
+			db.mu.Unlock()
+			return err
+		}
+		if !stalled() {
+			return nil
+		}
+		if !counted {
+			counted = true
+			db.m.writeStalls.Inc()
+		}
+		ch := db.changed
+		db.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		db.mu.Lock()
 	}
 }
 

@@ -37,29 +37,9 @@ func (db *DB) Log(ctx context.Context, rec []byte) error {
 	if !db.opts.WALEnabled {
 		return ErrNoWAL
 	}
-	db.mu.Lock()
-	stalled := false
-	for {
-		if db.err != nil {
-			err := db.err
-			db.mu.Unlock()
-			return err
-		}
-		if db.walBytes <= db.opts.MaxUnflushedBytes {
-			break
-		}
-		if !stalled {
-			stalled = true
-			db.m.writeStalls.Inc()
-		}
-		ch := db.changed
-		db.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		db.mu.Lock()
+	walFull := func() bool { return db.walBytes > db.opts.MaxUnflushedBytes }
+	if err := db.lockWhenWritable(ctx, walFull); err != nil {
+		return err
 	}
 	buf := db.walCur
 	buf.data = appendWALRecord(buf.data, &entry{kind: kindLog, value: rec})
