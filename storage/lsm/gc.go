@@ -95,8 +95,11 @@ func (db *DB) collectGarbage(ctx context.Context, grace, walGrace time.Duration)
 	// by an earlier writer) wait a grace period after open.
 	db.inflightMu.Lock()
 	settled := db.openedAt.Before(cutoff)
+	// Called with inflightMu released: commits record drops concurrently.
 	droppedBefore := func(id string) bool {
+		db.inflightMu.Lock()
 		at, ok := db.droppedAt[id]
+		db.inflightMu.Unlock()
 		if ok {
 			return at.Before(cutoff)
 		}
