@@ -600,6 +600,9 @@ func (db *DB) flushImms() error {
 		m := db.imms[len(db.imms)-1]
 		db.mu.Unlock()
 		if err := db.flushMemtable(m); err != nil {
+			// Sticky before the memtable's waiters wake, so that no
+			// write after a failed Flush (ErrFenced) is accepted.
+			db.fail(err)
 			m.markFlushed(err)
 			return err
 		}
