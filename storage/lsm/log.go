@@ -128,16 +128,22 @@ func (db *DB) ReplayLog(ctx context.Context, fn func(rec []byte) error) error {
 // ReaderOptions.ReplayWAL) at or after from that the writer has not
 // truncated, in log order, and returns the WAL id the log is truncated at
 // (records in WAL ids <= it are gone). A caller that applied records before
-// the truncation point must drop what they built. rec is valid only during
-// the call.
+// the truncation point must drop what they built. fn runs without the
+// reader's locks held, so it may read through the reader; rec must not be
+// modified.
 func (r *Reader) ReadLog(from LogPos, fn func(pos LogPos, rec []byte) error) (uint64, error) {
+	type logRec struct {
+		pos LogPos
+		rec []byte
+	}
+	var recs []logRec
 	r.refreshMu.Lock()
-	defer r.refreshMu.Unlock()
 	r.mu.Lock()
 	man := r.v.man
 	closed := r.closed
 	r.mu.Unlock()
 	if closed {
+		r.refreshMu.Unlock()
 		return 0, ErrClosed
 	}
 	start := max(from.WAL, man.LogAfter+1)
@@ -153,12 +159,17 @@ func (r *Reader) ReadLog(from LogPos, fn func(pos LogPos, rec []byte) error) (ui
 			}
 			pos := LogPos{WAL: id, Index: idx}
 			idx++
-			if pos.Less(from) {
-				continue
+			if !pos.Less(from) {
+				// WAL objects are immutable once loaded: the records
+				// stay valid after the lock is released.
+				recs = append(recs, logRec{pos, ents[i].value})
 			}
-			if err := fn(pos, ents[i].value); err != nil {
-				return man.LogAfter, err
-			}
+		}
+	}
+	r.refreshMu.Unlock()
+	for _, lr := range recs {
+		if err := fn(lr.pos, lr.rec); err != nil {
+			return man.LogAfter, err
 		}
 	}
 	return man.LogAfter, nil
