@@ -80,6 +80,13 @@ func (m *memoryTier) set(key string, value []byte, class Class) {
 	m.pools[classIndex(class)].SetIfAbsent(key, value)
 }
 
+// drop removes key from both pools.
+func (m *memoryTier) drop(key string) {
+	for _, p := range m.pools {
+		p.Invalidate(key)
+	}
+}
+
 // reserveMeta grows the meta pool at the data pool's expense, so that a meta
 // block of weight w fits without evicting another, within the meta share.
 func (m *memoryTier) reserveMeta(w int64) {

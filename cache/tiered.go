@@ -94,6 +94,13 @@ func (c *Tiered) Set(key string, value []byte, class Class) {
 	}
 }
 
+// Drop removes the block under key from the RAM tier, for a caller that
+// knows it will not be read again (a table replaced by a compaction). The
+// disk tier keeps it until its own eviction.
+func (c *Tiered) Drop(key string) {
+	c.mem.drop(key)
+}
+
 // GetOrLoad returns the block under key, calling load on a miss in every tier
 // and caching its result. Concurrent misses of one key call load once and
 // share its result or error; errors are not cached. load runs under a context

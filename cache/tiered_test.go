@@ -164,3 +164,15 @@ func TestNewRejectsInvalidOptions(t *testing.T) {
 		t.Fatal("New accepted MetaShare 2")
 	}
 }
+
+func TestDrop(t *testing.T) {
+	c := newTestCache(t, DefaultOptions())
+	c.Set("a", []byte("1"), ClassMeta)
+	c.Set("b", []byte("2"), ClassData)
+	c.Drop("b")
+	c.Drop("never-set")
+	mustGet(t, c, "a", []byte("1"))
+	if _, ok := c.Get("b"); ok {
+		t.Fatal("dropped block still in the RAM tier")
+	}
+}

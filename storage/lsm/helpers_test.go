@@ -65,6 +65,22 @@ func (c *mapCache) Set(key string, value []byte, _ cache.Class) {
 	c.m[key] = value
 }
 
+func (c *mapCache) Drop(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, key)
+}
+
+func (c *mapCache) keys() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, 0, len(c.m))
+	for k := range c.m {
+		out = append(out, k)
+	}
+	return out
+}
+
 func (c *mapCache) GetOrLoad(ctx context.Context, key string, class cache.Class, load func(context.Context) ([]byte, error)) ([]byte, error) {
 	if v, ok := c.Get(key); ok {
 		return v, nil

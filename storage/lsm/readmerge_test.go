@@ -2,6 +2,7 @@ package lsm
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -57,5 +58,49 @@ func TestReadMerge(t *testing.T) {
 	defer it.Close()
 	if !it.First() || string(it.Value()) != "abcd" {
 		t.Fatalf("after compaction (Merge): %q", it.Value())
+	}
+}
+
+// TestCompactionDropsReplacedBlocks: once a compaction's manifest commits,
+// the block cache no longer holds data blocks of the tables it replaced.
+func TestCompactionDropsReplacedBlocks(t *testing.T) {
+	ctx := context.Background()
+	c := newMapCache()
+	db := openDB(t, objstore.NewMemoryBucket(), testOptions(), Components{Cache: c})
+	defer db.Close()
+	for round := 0; round < 4; round++ {
+		writeKeys(t, db, fmt.Sprintf("r%d-", round), 50)
+		if err := db.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := db.viewp.Load().man.tableIDs()
+	for round := 0; round < 4; round++ {
+		if _, ok := mustGet(t, db, fmt.Sprintf("r%d-0007", round)); !ok {
+			t.Fatal("key missing")
+		}
+	}
+	if err := db.Compact(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after := db.viewp.Load().man.tableIDs()
+	replaced := 0
+	for id := range before {
+		if !after[id] {
+			replaced++
+		}
+	}
+	if replaced == 0 {
+		t.Fatal("the compaction replaced no table")
+	}
+	for _, k := range c.keys() {
+		name, _, _ := strings.Cut(k, "#")
+		id, ok := db.s.paths.parseSST(name)
+		if !ok {
+			t.Fatalf("cache key %q does not name a table", k)
+		}
+		if before[id] && !after[id] {
+			t.Fatalf("block %s of a replaced table still cached", k)
+		}
 	}
 }

@@ -294,9 +294,12 @@ func (s *store) openAll(ctx context.Context, ts []*tableMeta) {
 func (s *store) forgetTables(keep map[string]bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for id := range s.tables {
+	for id, h := range s.tables {
 		if !keep[id] {
 			delete(s.tables, id)
+			// Its blocks are read again only by a read still on an older
+			// view, which reloads them.
+			h.DropCached()
 		}
 	}
 }

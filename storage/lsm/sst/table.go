@@ -28,6 +28,7 @@ type Table struct {
 	ix        index
 	filter    bloomFilter
 	hasFilter bool
+	metaOffs  []int64 // offsets of the meta blocks read through the cache
 }
 
 // Open reads the footer, index and bloom filter (meta blocks) of a table,
@@ -78,6 +79,7 @@ func OpenHint(ctx context.Context, r Readable, id string, c cache.Cache, metaSiz
 			return decodeBlock(raw, true)
 		}
 	}
+	t.metaOffs = append(t.metaOffs, footerOff, f.index.off)
 	ixContent, err := t.meta(ctx, f.index.off, loadBlock(f.index))
 	if err != nil {
 		return nil, fmt.Errorf("sst %s: index block: %w", id, err)
@@ -86,6 +88,7 @@ func OpenHint(ctx context.Context, r Readable, id string, c cache.Cache, metaSiz
 		return nil, fmt.Errorf("sst %s: %w", id, err)
 	}
 	if f.filter.len > 0 {
+		t.metaOffs = append(t.metaOffs, f.filter.off)
 		fc, err := t.meta(ctx, f.filter.off, loadBlock(f.filter))
 		if err != nil {
 			return nil, fmt.Errorf("sst %s: filter block: %w", id, err)
@@ -147,6 +150,27 @@ func (m *metaReader) read(ctx context.Context, from, off, length int64) ([]byte,
 		m.tail, m.tailOff = append(b, m.tail...), start
 	}
 	return m.tail[off-m.tailOff : off-m.tailOff+length], nil
+}
+
+// Dropper is a cache.Cache that can forget a block early.
+type Dropper interface {
+	Drop(key string)
+}
+
+// DropCached removes the table's blocks (data and meta) from the block
+// cache when the cache can (Dropper): for a table that left the LSM's
+// manifest, whose blocks would otherwise hold cache memory until evicted.
+func (t *Table) DropCached() {
+	d, ok := t.c.(Dropper)
+	if !ok {
+		return
+	}
+	for _, h := range t.ix.handles {
+		d.Drop(t.cacheKey(h.off))
+	}
+	for _, off := range t.metaOffs {
+		d.Drop(t.cacheKey(off))
+	}
 }
 
 func (t *Table) cacheKey(off int64) string {
