@@ -60,11 +60,15 @@ func readMergeValues(key, existing []byte, operands [][]byte) ([]byte, error) {
 		return mergeValues(key, existing, operands)
 	}
 	n, size := 0, 0
-	for _, blk := range append([][]byte{existing}, operands...) {
+	count := func(blk []byte) {
 		if len(blk) > 0 {
 			n++
 			size += len(blk) + binary.MaxVarintLen32
 		}
+	}
+	count(existing)
+	for _, op := range operands {
+		count(op)
 	}
 	if n <= 1 {
 		return mergeValues(key, existing, operands)
@@ -72,11 +76,15 @@ func readMergeValues(key, existing []byte, operands [][]byte) ([]byte, error) {
 	out := make([]byte, 0, 1+binary.MaxVarintLen32+size)
 	out = append(out, sampleFrames)
 	out = binary.AppendUvarint(out, uint64(n))
-	for _, blk := range append([][]byte{existing}, operands...) {
+	frame := func(blk []byte) {
 		if len(blk) > 0 {
 			out = binary.AppendUvarint(out, uint64(len(blk)))
 			out = append(out, blk...)
 		}
+	}
+	frame(existing)
+	for _, op := range operands {
+		frame(op)
 	}
 	return out, nil
 }
