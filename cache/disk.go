@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -397,6 +398,41 @@ func (d *diskTier) enqueue(key string, value []byte, class Class) {
 	default:
 		d.pending.Add(-n)
 		d.ctr.diskDrops[dropQueueFull].Add(1)
+	}
+}
+
+// enqueueWait is enqueue for a writer that would rather wait than lose the
+// block: while the queue is full it waits for the queued blocks to be
+// written, until ctx ends.
+func (d *diskTier) enqueueWait(ctx context.Context, key string, value []byte, class Class) {
+	if d.closed.Load() {
+		return
+	}
+	if len(key) == 0 || len(key) > maxKeyLen || int64(recordSize(len(key), len(value))) > d.maxRecord() {
+		d.ctr.diskDrops[dropTooLarge].Add(1)
+		return
+	}
+	if d.contains(key) {
+		return
+	}
+	n := int64(len(value))
+	for {
+		// A block larger than the whole queue goes in alone.
+		if p := d.pending.Add(n); p <= d.queueBytes || p == n {
+			select {
+			case d.queue <- writeReq{key: key, value: value, class: class}:
+				return
+			case <-ctx.Done():
+			case <-d.exited:
+			}
+			d.pending.Add(-n)
+			return
+		}
+		d.pending.Add(-n)
+		if ctx.Err() != nil || d.closed.Load() {
+			return
+		}
+		d.flush()
 	}
 }
 

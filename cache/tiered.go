@@ -94,6 +94,31 @@ func (c *Tiered) Set(key string, value []byte, class Class) {
 	}
 }
 
+// Holds reports whether a tier holds the block under key, without reading
+// it, promoting it to RAM or counting a hit or miss.
+func (c *Tiered) Holds(key string) bool {
+	if _, ok := c.mem.get(key, ClassData); ok {
+		return true
+	}
+	if _, ok := c.mem.get(key, ClassMeta); ok {
+		return true
+	}
+	return c.disk != nil && c.disk.contains(key)
+}
+
+// Stash stores a block read ahead of any query (the cache warmer's): in the
+// disk tier when there is one, where it costs no RAM until a read promotes
+// it, else in RAM. Rather than drop the block when the disk tier's write
+// queue is full, Stash waits for the queue to drain; it returns early, with
+// the block dropped, when ctx ends.
+func (c *Tiered) Stash(ctx context.Context, key string, value []byte, class Class) {
+	if c.disk == nil {
+		c.mem.set(key, value, class)
+		return
+	}
+	c.disk.enqueueWait(ctx, key, value, class)
+}
+
 // Drop removes the block under key from the RAM tier, for a caller that
 // knows it will not be read again (a table replaced by a compaction). The
 // disk tier keeps it until its own eviction.

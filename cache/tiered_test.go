@@ -176,3 +176,54 @@ func TestDrop(t *testing.T) {
 		t.Fatal("dropped block still in the RAM tier")
 	}
 }
+
+func TestStash(t *testing.T) {
+	ctx := context.Background()
+	t.Run("disk tier", func(t *testing.T) {
+		o := diskOptions(t)
+		o.DiskWriteQueueBytes = 100 // smaller than one block: Stash must wait, not drop
+		c := newTestCache(t, o)
+		for i := range 10 {
+			c.Stash(ctx, testKey(i), testValue(i, 500), ClassData)
+		}
+		c.Flush()
+		s := c.Stats()
+		if s.DiskWriteDrops != 0 || s.DiskWrites != 10 {
+			t.Fatalf("drops %d writes %d, want 0 and 10", s.DiskWriteDrops, s.DiskWrites)
+		}
+		if s.Memory.Entries != 0 {
+			t.Fatalf("stashed blocks took %d RAM entries, want 0", s.Memory.Entries)
+		}
+		for i := range 10 {
+			if !c.Holds(testKey(i)) {
+				t.Fatalf("Holds(%q) = false after Stash", testKey(i))
+			}
+		}
+		if s := c.Stats(); s.Memory.Hits+s.Memory.Misses+s.Disk.Hits+s.Disk.Misses != 0 {
+			t.Fatalf("Holds counted lookups: %+v", s)
+		}
+		mustGet(t, c, testKey(4), testValue(4, 500))
+		if s := c.Stats(); s.Memory.Entries != 1 || s.Disk.Hits != 1 {
+			t.Fatalf("after a read: %d RAM entries, %d disk hits; want the block promoted", s.Memory.Entries, s.Disk.Hits)
+		}
+		if c.Holds("never-set") {
+			t.Fatal("Holds reports a block never set")
+		}
+	})
+	t.Run("memory only", func(t *testing.T) {
+		c := newTestCache(t, DefaultOptions())
+		c.Stash(ctx, "a", []byte("1"), ClassData)
+		if !c.Holds("a") {
+			t.Fatal("Holds = false after Stash without a disk tier")
+		}
+		mustGet(t, c, "a", []byte("1"))
+	})
+	t.Run("cancelled", func(t *testing.T) {
+		o := diskOptions(t)
+		c := newTestCache(t, o)
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		c.Stash(cctx, "a", []byte("1"), ClassData) // must return
+		c.Flush()
+	})
+}

@@ -32,6 +32,10 @@ type PrefetchStats struct {
 // cached are not read again; each run of adjacent missing blocks is one
 // ranged read. Tables are read in parallel. Memtables are not touched: they
 // are in memory already. Without a cache it only opens the tables.
+//
+// Prefetch is for blocks no query asked for yet: when the cache can keep
+// them outside RAM (sst.Stasher, a cache with a disk tier) they go there, and
+// a query's first read promotes them.
 func (db *DB) Prefetch(ctx context.Context, lower, upper []byte) (PrefetchStats, error) {
 	if err := db.readable(); err != nil {
 		return PrefetchStats{}, err
@@ -118,7 +122,7 @@ func prefetchTable(ctx context.Context, s *store, t *tableMeta, lower, upper []b
 		}
 		return fmt.Errorf("prefetch: open table %s: %w", name, err)
 	}
-	if err := h.Prefetch(ctx, lower, upper); err != nil {
+	if err := h.Stash(ctx, lower, upper); err != nil {
 		if isNotFound(err) {
 			return nil
 		}

@@ -16,8 +16,35 @@ const maxPrefetchRun = 8 << 20
 // It lets a caller warm a cold range in few round trips before iterating or
 // Getting. Without a cache it does nothing.
 func (t *Table) Prefetch(ctx context.Context, lower, upper []byte) error {
+	return t.prefetch(ctx, lower, upper, nil)
+}
+
+// Stasher is a cache.Cache that can keep blocks read ahead of any query
+// without spending RAM on them (in a disk tier), and tell which blocks it
+// holds without promoting them to RAM.
+type Stasher interface {
+	Holds(key string) bool
+	Stash(ctx context.Context, key string, value []byte, class cache.Class)
+}
+
+// Stash is Prefetch for blocks no query asked for yet (the cache warmer's):
+// when the cache is a Stasher they go where it keeps such blocks, its disk
+// tier, and blocks any tier holds are not read again.
+func (t *Table) Stash(ctx context.Context, lower, upper []byte) error {
+	s, _ := t.c.(Stasher)
+	return t.prefetch(ctx, lower, upper, s)
+}
+
+func (t *Table) prefetch(ctx context.Context, lower, upper []byte, s Stasher) error {
 	if t.c == nil || len(t.ix.handles) == 0 {
 		return nil
+	}
+	cached := func(i int) bool {
+		if s != nil {
+			return s.Holds(t.cacheKey(t.ix.handles[i].off))
+		}
+		_, ok := t.c.Get(t.cacheKey(t.ix.handles[i].off))
+		return ok
 	}
 	first, last := 0, len(t.ix.handles)-1
 	if lower != nil {
@@ -28,18 +55,15 @@ func (t *Table) Prefetch(ctx context.Context, lower, upper []byte) error {
 	}
 	hs := t.ix.handles
 	for i := first; i <= last; {
-		if _, ok := t.c.Get(t.cacheKey(hs[i].off)); ok {
+		if cached(i) {
 			i++
 			continue
 		}
 		j := i
-		for j+1 <= last && hs[j+1].end()-hs[i].off <= maxPrefetchRun {
-			if _, ok := t.c.Get(t.cacheKey(hs[j+1].off)); ok {
-				break
-			}
+		for j+1 <= last && hs[j+1].end()-hs[i].off <= maxPrefetchRun && !cached(j+1) {
 			j++
 		}
-		if err := t.prefetchRun(ctx, i, j); err != nil {
+		if err := t.prefetchRun(ctx, i, j, s); err != nil {
 			return err
 		}
 		i = j + 1
@@ -47,8 +71,9 @@ func (t *Table) Prefetch(ctx context.Context, lower, upper []byte) error {
 	return nil
 }
 
-// prefetchRun reads blocks [i, j] in one read and caches them.
-func (t *Table) prefetchRun(ctx context.Context, i, j int) error {
+// prefetchRun reads blocks [i, j] in one read and caches them, through s
+// when it is not nil.
+func (t *Table) prefetchRun(ctx context.Context, i, j int, s Stasher) error {
 	raw, err := t.readRange(ctx, i, j)
 	if err != nil {
 		return fmt.Errorf("sst %s: prefetch blocks %d-%d: %w", t.id, i, j, err)
@@ -60,7 +85,11 @@ func (t *Table) prefetchRun(ctx context.Context, i, j int) error {
 		if err != nil {
 			return fmt.Errorf("sst %s: prefetch data block %d: %w", t.id, k, err)
 		}
-		t.c.Set(t.cacheKey(hs[k].off), content, cache.ClassData)
+		if s != nil {
+			s.Stash(ctx, t.cacheKey(hs[k].off), content, cache.ClassData)
+		} else {
+			t.c.Set(t.cacheKey(hs[k].off), content, cache.ClassData)
+		}
 	}
 	return nil
 }

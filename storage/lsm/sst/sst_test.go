@@ -817,3 +817,55 @@ func TestScanIterBypassesCache(t *testing.T) {
 		})
 	}
 }
+
+// TestStash checks that the warmer's prefetch puts data blocks in the disk
+// tier, not in RAM, and that reads then find them there without the object
+// store.
+func TestStash(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 9))
+	entries := genEntries(rng, genSpec{keys: 5000, maxVersions: 1, maxValue: 60})
+	data, _ := buildTable(t, entries, DefaultWriterOptions())
+	r := &countingReadable{data: data}
+	o := cache.DefaultOptions()
+	o.DiskPath = t.TempDir()
+	c, err := cache.New(o, cache.Components{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	tb, err := Open(ctx, r, "tbl", c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	metaEntries := c.Stats().Memory.Entries
+	lower, upper := entries[1000].Key, entries[3000].Key
+	r.reset()
+	if err := tb.Stash(ctx, lower, upper); err != nil {
+		t.Fatal(err)
+	}
+	c.Flush()
+	if reads, _ := r.stats(); reads != 1 {
+		t.Fatalf("stash made %d reads, want 1", reads)
+	}
+	st := c.Stats()
+	if st.Memory.Entries != metaEntries || st.Disk.Entries == 0 {
+		t.Fatalf("after stash: %d RAM entries (%d before), %d on disk; want data blocks on disk only",
+			st.Memory.Entries, metaEntries, st.Disk.Entries)
+	}
+	r.reset()
+	if err := tb.Stash(ctx, lower, upper); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1000; i < 3000; i += 50 {
+		if _, err := tb.Get(ctx, entries[i].Key, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if reads, _ := r.stats(); reads != 0 {
+		t.Fatalf("second stash and reads made %d object reads, want 0", reads)
+	}
+	if st := c.Stats(); st.Disk.Hits == 0 || st.Memory.Entries == metaEntries {
+		t.Fatalf("reads after stash: %d disk hits, %d RAM entries; want blocks promoted from disk", st.Disk.Hits, st.Memory.Entries)
+	}
+}
