@@ -15,9 +15,11 @@ import (
 // fenceCheckInterval is how often Run looks for a newer writer (one LIST).
 const fenceCheckInterval = 5 * time.Second
 
-// maxBatchBytes bounds one LSM write of a flush.
-const maxBatchBytes = 4 << 20
+// maxBatchBytes bounds one LSM write of a flush (a variable so that tests
+// can make flushes of many batches).
+var maxBatchBytes = 4 << 20
 
+// cutSeries is a series' cut waiting for its batch to be applied.
 type cutSeries struct {
 	part int64
 	s    *memSeries
@@ -53,13 +55,22 @@ func (db *DB) flushHead(ctx context.Context, mode closeMode) error {
 }
 
 // flushHeadLocked is flushHead; the caller holds db.flushMu.
+//
+// The head's lock is held only to take the head log mark and to mark the
+// partitions that close: every commit whose record is at or before the mark
+// has then applied its samples. Series are cut afterwards, a few at a time,
+// so a cut takes those samples and perhaps later ones (which the log keeps,
+// and which replay after a crash merges away as duplicates). A cut's samples
+// leave memory as soon as its batch is in the LSM's memtable, where reads
+// find them: a query takes the head's samples before it reads the LSM, so it
+// sees them in one place or both, never neither. The memtable reaches a table
+// with kv.Flush below; if that fails the LSM stops taking writes and the head
+// log, not truncated, brings the samples back at the next open.
 func (db *DB) flushHeadLocked(ctx context.Context, mode closeMode) error {
 	start := time.Now()
 
 	h := db.head
 	h.mu.Lock()
-	// Every head log record whose samples this cut takes is at or before
-	// the mark (commits log and append under the head's read lock).
 	var logMark uint64
 	if db.opts.WAL {
 		logMark = db.kv.LogMark()
@@ -67,23 +78,16 @@ func (db *DB) flushHeadLocked(ctx context.Context, mode closeMode) error {
 	maxT := h.maxT.Load()
 	h.unflushed.Store(0)
 	var closing []*headPart
-	var cuts []cutSeries
-	for _, p := range h.sortedPartsLocked() {
+	parts := h.sortedPartsLocked()
+	for _, p := range parts {
 		if mode == closeAll || (mode == closeOld && p.end <= db.minValidTime(maxT)) {
 			p.closed = true
 			closing = append(closing, p)
 		}
-		for _, s := range p.allSeries() {
-			s.mu.Lock()
-			if s.dirtyLocked() || s.flushing != nil {
-				cuts = append(cuts, cutSeries{part: p.start, s: s, c: s.cutLocked()})
-			}
-			s.mu.Unlock()
-		}
 	}
 	h.mu.Unlock()
 
-	samplesBytes, err := db.writeCuts(ctx, cuts, maxT)
+	st, err := db.writeCuts(ctx, parts, maxT)
 	if err == nil {
 		for _, p := range closing {
 			if err = db.writePartitionIndex(ctx, p, maxT); err != nil {
@@ -102,8 +106,8 @@ func (db *DB) flushHeadLocked(ctx context.Context, mode closeMode) error {
 		err = db.kv.TruncateLog(ctx, logMark)
 	}
 	if err != nil {
-		// The cuts stay in s.flushing and are written by the next flush; the
-		// partitions stay in the head.
+		// Cuts not written stay in s.flushing and are written by the next
+		// flush; the partitions stay in the head.
 		db.metrics.flushFailures.Inc()
 		h.mu.Lock()
 		for _, p := range closing {
@@ -113,13 +117,6 @@ func (db *DB) flushHeadLocked(ctx context.Context, mode closeMode) error {
 		return fmt.Errorf("flush head: %w", err)
 	}
 	db.legacyLog.Store(false)
-	for _, cs := range cuts {
-		cs.s.mu.Lock()
-		if cs.s.flushing == cs.c {
-			cs.s.flushing = nil
-		}
-		cs.s.mu.Unlock()
-	}
 	if len(closing) > 0 {
 		h.mu.Lock()
 		for _, p := range closing {
@@ -128,54 +125,79 @@ func (db *DB) flushHeadLocked(ctx context.Context, mode closeMode) error {
 		h.mu.Unlock()
 	}
 	db.metrics.flushes.Inc()
-	db.metrics.flushedSeries.Add(float64(len(cuts)))
-	db.metrics.flushedBytes.Add(float64(samplesBytes))
+	db.metrics.flushedSeries.Add(float64(st.series))
+	db.metrics.flushedBytes.Add(float64(st.bytes))
 	db.metrics.flushDuration.Observe(time.Since(start).Seconds())
-	db.logger.Debug("head flushed", "series", len(cuts), "bytes", samplesBytes,
+	db.logger.Debug("head flushed", "series", st.series, "bytes", st.bytes,
 		"closed_partitions", len(closing), "duration", time.Since(start))
 	return nil
 }
 
-// writeCuts writes the cut samples as merge operands of their series' sample
-// keys and records the head's newest time in the registry of each partition
-// written.
-func (db *DB) writeCuts(ctx context.Context, cuts []cutSeries, maxT int64) (int64, error) {
+// cutStats says what writeCuts wrote.
+type cutStats struct {
+	series int   // series cut
+	bytes  int64 // bytes of sample blocks
+}
+
+// writeCuts cuts the series of parts and writes the cut samples as merge
+// operands of their series' sample keys, in batches of about maxBatchBytes;
+// the cuts of a batch are let go once it is applied. It records the head's
+// newest time in the registry of each partition written.
+func (db *DB) writeCuts(ctx context.Context, parts []*headPart, maxT int64) (cutStats, error) {
 	var (
-		b     kvBatch
-		size  int
-		total int64
-		parts = map[int64]struct{}{}
+		b       kvBatch
+		size    int
+		st      cutStats
+		pending []cutSeries
+		written = map[int64]struct{}{}
 	)
 	apply := func() error {
-		if b.Len() == 0 {
-			return nil
+		if b.Len() > 0 {
+			if err := db.kv.WriteUnlogged(ctx, &b); err != nil {
+				return err
+			}
 		}
-		if err := db.kv.WriteUnlogged(ctx, &b); err != nil {
-			return err
+		for i, cs := range pending {
+			cs.s.mu.Lock()
+			if cs.s.flushing == cs.c {
+				cs.s.flushing = nil
+			}
+			cs.s.mu.Unlock()
+			pending[i] = cutSeries{}
 		}
-		b = kvBatch{}
-		size = 0
+		b, size, pending = kvBatch{}, 0, pending[:0]
 		return nil
 	}
-	for _, cs := range cuts {
-		blk, err := cs.c.block()
-		if err != nil {
-			return 0, fmt.Errorf("encode series %d of partition %d: %w", cs.s.ref, cs.part, err)
-		}
-		if len(blk) == 0 {
-			continue
-		}
-		parts[cs.part] = struct{}{}
-		b.Merge(samplesKey(cs.part, cs.s.ref), blk)
-		size += len(blk) + 14
-		total += int64(len(blk))
-		if size >= maxBatchBytes {
-			if err := apply(); err != nil {
-				return 0, err
+	for _, p := range parts {
+		for _, s := range p.allSeries() {
+			s.mu.Lock()
+			if !s.dirtyLocked() && s.flushing == nil {
+				s.mu.Unlock()
+				continue
+			}
+			c := s.cutLocked()
+			s.mu.Unlock()
+			st.series++
+			pending = append(pending, cutSeries{part: p.start, s: s, c: c})
+			blk, err := c.block()
+			if err != nil {
+				return st, fmt.Errorf("encode series %d of partition %d: %w", s.ref, p.start, err)
+			}
+			if len(blk) == 0 {
+				continue
+			}
+			written[p.start] = struct{}{}
+			b.Merge(samplesKey(p.start, s.ref), blk)
+			size += len(blk) + 14
+			st.bytes += int64(len(blk))
+			if size >= maxBatchBytes {
+				if err := apply(); err != nil {
+					return st, err
+				}
 			}
 		}
 	}
-	for part := range parts {
+	for part := range written {
 		b.Put(registryKey(part), partitionMeta{maxT: maxT}.encode())
 	}
 	if db.legacyLog.Load() {
@@ -183,10 +205,7 @@ func (db *DB) writeCuts(ctx context.Context, cuts []cutSeries, maxT int64) (int6
 		// open, written out by this flush.
 		b.DeleteRange([]byte{keyHeadLog}, []byte{keyHeadLog + 1})
 	}
-	if err := apply(); err != nil {
-		return 0, err
-	}
-	return total, nil
+	return st, apply()
 }
 
 // writePartitionIndex writes the postings and label names of a partition the
