@@ -165,7 +165,9 @@ func (db *DB) writeCuts(ctx context.Context, parts []*headPart, maxT int64) (cut
 			cs.s.mu.Unlock()
 			pending[i] = cutSeries{}
 		}
-		b, size, pending = kvBatch{}, 0, pending[:0]
+		clear(b.ops) // let go of the blocks
+		b.Reset()
+		size, pending = 0, pending[:0]
 		return nil
 	}
 	for _, p := range parts {

@@ -81,7 +81,11 @@ func (w *lsmWriter) check(err error) error {
 }
 
 func toLSMBatch(b *kvBatch) *lsm.Batch {
-	var lb lsm.Batch
+	n := 0
+	for _, op := range b.ops {
+		n += len(op.key) + len(op.value)
+	}
+	lb := lsm.NewBatch(len(b.ops), n)
 	for _, op := range b.ops {
 		switch op.op {
 		case opPut:
@@ -94,7 +98,7 @@ func toLSMBatch(b *kvBatch) *lsm.Batch {
 			lb.DeleteRange(op.key, op.value)
 		}
 	}
-	return &lb
+	return lb
 }
 
 func (w *lsmWriter) Write(ctx context.Context, b *kvBatch, durable bool) error {

@@ -21,6 +21,12 @@ type batchOp struct {
 	ttl        time.Duration
 }
 
+// NewBatch returns an empty batch with room for ops operations of n key and
+// value bytes in all, for a caller that knows its size.
+func NewBatch(ops, n int) *Batch {
+	return &Batch{buf: make([]byte, 0, n), ops: make([]batchOp, 0, ops)}
+}
+
 func (b *Batch) add(k kind, key, value []byte, ttl time.Duration) {
 	op := batchOp{kind: k, ttl: ttl}
 	op.key = [2]int{len(b.buf), len(b.buf) + len(key)}
