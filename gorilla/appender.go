@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -24,23 +25,26 @@ import (
 //
 // The zero value is ready to use. An Appender is not safe for concurrent
 // use; the caller serialises Append, AppendBlock and Iterator.
+//
+// The fields are laid out in 128 bytes (a size class of the Go allocator):
+// the head of the storage engine holds one Appender per active series.
 type Appender struct {
-	kind  Kind // 0 until the first sample
-	count int
-	mint  int64
-	t     int64 // last timestamp
+	kind        Kind  // 0 until the first sample
+	lead, trail uint8 // float stream: XOR window, lead 0xff when unset
+	scount      uint8 // float stream: samples in it, at most sealSamples
+	count       int32 // at most MaxBlockSamples
+	mint        int64
+	t           int64 // last timestamp
 
 	// Sealed float samples: float blocks, each behind its uvarint length,
 	// oldest first.
 	sealed []byte
 
 	// Float stream state.
-	scount      int    // samples in the stream
-	smint       int64  // first timestamp of the stream
-	delta       int64  // last timestamp delta
-	first, v    uint64 // first and last value bits of the stream
-	lead, trail uint8  // XOR window, lead 0xff when unset
-	w           bitWriter
+	smint    int64  // first timestamp of the stream
+	delta    int64  // last timestamp delta
+	first, v uint64 // first and last value bits of the stream
+	w        bitWriter
 
 	h *histRun
 }
@@ -85,11 +89,11 @@ func (a *Appender) Append(t int64, v float64) error {
 	}
 	vb := math.Float64bits(v)
 	if free := cap(a.w.buf) - len(a.w.buf); free < maxAppendBytes {
-		// Grow by a quarter rather than doubling: the head holds many
-		// appenders and their slack adds up.
-		buf := make([]byte, len(a.w.buf), len(a.w.buf)+maxAppendBytes+max(64, len(a.w.buf)/4))
-		copy(buf, a.w.buf)
-		a.w.buf = buf
+		// Grow by a quarter rather than doubling, from a small start: the
+		// head holds many appenders and their slack adds up. slices.Grow
+		// rounds the capacity up to the allocator's size class, which
+		// would be allocated anyway.
+		a.w.buf = slices.Grow(a.w.buf, maxAppendBytes+max(32, len(a.w.buf)/4))
 	}
 	if a.count == 0 {
 		a.kind, a.mint = KindFloat, t
@@ -117,6 +121,15 @@ func (a *Appender) Append(t int64, v float64) error {
 // a block. Blocks of this size take about half the stream's bytes on real
 // data; smaller ones pay their headers too often.
 const sealSamples = 240
+
+// Compile-time checks of the Appender's layout: scount holds sealSamples,
+// count holds MaxBlockSamples, and the struct stays within 128 bytes.
+const (
+	_ = uint8(sealSamples)
+	_ = int32(MaxBlockSamples)
+)
+
+var _ [128 - unsafe.Sizeof(Appender{})]struct{}
 
 // seal encodes the stream into a block appended to a.sealed and empties it.
 func (a *Appender) seal() {
@@ -180,7 +193,7 @@ func (a *Appender) appendHist(kind Kind, t int64, h *histogram.Histogram, fh *hi
 func (a *Appender) Kind() Kind { return a.kind }
 
 // Count returns the number of samples appended.
-func (a *Appender) Count() int { return a.count }
+func (a *Appender) Count() int { return int(a.count) }
 
 // MinTime returns the first timestamp appended; it is meaningless while
 // Count is 0.
@@ -224,7 +237,7 @@ func (a *Appender) AppendBlock(dst []byte) []byte {
 		scratchPool.Put(s)
 	case KindHistogram, KindFloatHistogram:
 		var ps [8]part
-		dst = appendParts(dst, a.kind, a.count, a.mint, a.t, a.h.appendParts(ps[:0]))
+		dst = appendParts(dst, a.kind, int(a.count), a.mint, a.t, a.h.appendParts(ps[:0]))
 	}
 	return dst
 }
@@ -314,7 +327,7 @@ func (a *Appender) decodeAll(d, part *floatDecoder) error {
 
 // decodeStream appends the samples of the float stream to d.ts and d.vs.
 func (a *Appender) decodeStream(d *floatDecoder) error {
-	off, n := len(d.ts), a.scount
+	off, n := len(d.ts), int(a.scount)
 	d.ts = append(d.ts, make([]int64, n)...)[:off+n]
 	d.vs = append(d.vs, make([]float64, n)...)[:off+n]
 	ts, vs := d.ts[off:], d.vs[off:]

@@ -98,13 +98,13 @@ func (s *memSeries) deleteRange(mint, maxt int64) error {
 	if err != nil {
 		return err
 	}
-	s.app, s.sealed, s.ooo, s.flushing = nil, nil, nil, nil
+	s.app, s.x, s.flushing = nil, nil, nil
 	if len(kept) > 0 {
 		blks, err := encodeSamples(nil, kept)
 		if err != nil {
 			return err
 		}
-		s.sealed = blks
+		s.x = &seriesExtra{sealed: blks}
 	}
 	return nil
 }

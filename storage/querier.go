@@ -440,13 +440,13 @@ func (s *memSeries) querySourcesLocked(dst []gorilla.Source) ([]gorilla.Source, 
 			return nil, err
 		}
 	}
-	for _, b := range s.sealed {
+	for _, b := range s.sealedLocked() {
 		dst = append(dst, gorilla.Source{Block: b})
 	}
 	if s.app != nil && s.app.Count() > 0 {
 		dst = append(dst, gorilla.Source{App: s.app.Clone()})
 	}
-	return appendOOOSources(dst, s.ooo)
+	return appendOOOSources(dst, s.oooLocked())
 }
 
 // appendSources appends the cut's sources, oldest writes first. A cut's

@@ -111,7 +111,7 @@ func (db *DB) followHeadLog(ctx context.Context) error {
 	for _, p := range f.parts {
 		for _, s := range p.allSeries() {
 			s.mu.Lock()
-			s.app, s.sealed, s.ooo, s.maxT = nil, nil, nil, math.MinInt64
+			s.app, s.x, s.maxT = nil, nil, math.MinInt64
 			s.mu.Unlock()
 		}
 	}

@@ -14,30 +14,63 @@ import (
 )
 
 // memSeries is one series of one head partition: the samples it received
-// since the head last wrote them to the LSM.
+// since the head last wrote them to the LSM. It is 80 bytes, and the head
+// holds one per active series: what few series have (blocks sealed at a
+// change of sample kind, out-of-order samples) is behind x.
 type memSeries struct {
-	ref  uint32
-	lset labels.Labels
-	part *headPart
-
 	mu sync.Mutex
+	// lastFloat says that lastV is the newest value written at maxT, a
+	// float, to tell a resent duplicate from a conflicting one.
+	lastFloat bool
+	ref       uint32
+	lset      labels.Labels
+	part      *headPart
+
 	// app holds in-order samples since the last cut; nil when empty.
 	app *gorilla.Appender
-	// sealed are finished blocks since the last cut (a block is sealed when
-	// the sample kind changes).
-	sealed [][]byte
-	// ooo holds out-of-order and rewritten samples since the last cut, sorted
-	// by time, one per timestamp (the later write wins).
-	ooo []sample
-	// maxT is the newest in-order sample time ever appended.
-	maxT int64
-	// lastV is the newest value written at maxT when it is a float
-	// (lastFloat), to tell a resent duplicate from a conflicting one.
-	lastV     float64
-	lastFloat bool
+	// x holds sealed blocks and out-of-order samples since the last cut;
+	// nil when there are none.
+	x *seriesExtra
 	// flushing is what the last cut took, visible to queries until the LSM
 	// holds it.
 	flushing *cutData
+	// maxT is the newest in-order sample time ever appended.
+	maxT  int64
+	lastV float64
+}
+
+// seriesExtra is the part of a series few series need.
+type seriesExtra struct {
+	// sealed are finished blocks (a block is sealed when the sample kind
+	// changes).
+	sealed [][]byte
+	// ooo holds out-of-order and rewritten samples, sorted by time, one per
+	// timestamp (the later write wins).
+	ooo []sample
+}
+
+// extraLocked returns s.x, creating it if need be.
+func (s *memSeries) extraLocked() *seriesExtra {
+	if s.x == nil {
+		s.x = &seriesExtra{}
+	}
+	return s.x
+}
+
+// sealedLocked returns the sealed blocks since the last cut.
+func (s *memSeries) sealedLocked() [][]byte {
+	if s.x == nil {
+		return nil
+	}
+	return s.x.sealed
+}
+
+// oooLocked returns the out-of-order samples since the last cut.
+func (s *memSeries) oooLocked() []sample {
+	if s.x == nil {
+		return nil
+	}
+	return s.x.ooo
 }
 
 // sample is a float or histogram sample held in memory.
@@ -86,7 +119,8 @@ func (s *memSeries) appendInOrderLocked(smp sample) error {
 	}
 	err := appendTo(s.app, smp)
 	if errors.Is(err, errKindChange) {
-		s.sealed = append(s.sealed, s.app.AppendBlock(nil))
+		x := s.extraLocked()
+		x.sealed = append(x.sealed, s.app.AppendBlock(nil))
 		s.app = gorilla.NewAppender()
 		err = appendTo(s.app, smp)
 	}
@@ -105,26 +139,27 @@ func appendTo(app *gorilla.Appender, smp sample) error {
 }
 
 func (s *memSeries) insertOOOLocked(smp sample) {
-	i := sort.Search(len(s.ooo), func(i int) bool { return s.ooo[i].t >= smp.t })
-	if i < len(s.ooo) && s.ooo[i].t == smp.t {
-		s.ooo[i] = smp
+	x := s.extraLocked()
+	i := sort.Search(len(x.ooo), func(i int) bool { return x.ooo[i].t >= smp.t })
+	if i < len(x.ooo) && x.ooo[i].t == smp.t {
+		x.ooo[i] = smp
 		return
 	}
-	s.ooo = append(s.ooo, sample{})
-	copy(s.ooo[i+1:], s.ooo[i:])
-	s.ooo[i] = smp
+	x.ooo = append(x.ooo, sample{})
+	copy(x.ooo[i+1:], x.ooo[i:])
+	x.ooo[i] = smp
 }
 
 // dirtyLocked reports whether the series holds samples not yet cut.
 func (s *memSeries) dirtyLocked() bool {
-	return (s.app != nil && s.app.Count() > 0) || len(s.sealed) > 0 || len(s.ooo) > 0
+	return (s.app != nil && s.app.Count() > 0) || len(s.sealedLocked()) > 0 || len(s.oooLocked()) > 0
 }
 
 // cutLocked takes the samples held since the last cut and leaves the series
 // empty, ready for new appends. The result stays visible as s.flushing.
 func (s *memSeries) cutLocked() *cutData {
-	c := &cutData{prev: s.flushing, app: s.app, sealed: s.sealed, ooo: s.ooo}
-	s.app, s.sealed, s.ooo = nil, nil, nil
+	c := &cutData{prev: s.flushing, app: s.app, sealed: s.sealedLocked(), ooo: s.oooLocked()}
+	s.app, s.x = nil, nil
 	s.flushing = c
 	return c
 }
@@ -138,7 +173,7 @@ func (s *memSeries) snapshotLocked(dst [][]byte) ([][]byte, error) {
 			return nil, err
 		}
 	}
-	live := cutData{app: s.app, sealed: s.sealed, ooo: s.ooo}
+	live := cutData{app: s.app, sealed: s.sealedLocked(), ooo: s.oooLocked()}
 	return live.appendBlocks(dst)
 }
 
