@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
 
 	"github.com/shaledb/shale/storage/objstore"
 )
@@ -102,5 +103,55 @@ func TestQueriesDuringFlush(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(db.metrics.flushes); n < 2 {
 		t.Fatalf("%g flushes ran beside the writes, want several", n)
+	}
+}
+
+// TestCutKeepsClonesIntact checks that a series' appender, emptied by a cut
+// and appended to again, leaves alone what a query cloned before the cut, and
+// that a series idle since the last cut gives its appender up.
+func TestCutKeepsClonesIntact(t *testing.T) {
+	s := newMemSeries(0, labels.FromStrings("__name__", "m"))
+	appendN := func(from, to int64) {
+		for ts := from; ts <= to; ts++ {
+			if err := s.appendLocked(sample{t: ts * 1000, v: float64(ts) * 1.5}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	appendN(1, 300) // past a seal of the stream
+	srcs, err := s.querySourcesLocked(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := s.app
+	s.cutLocked()
+	if s.app != app {
+		t.Fatal("the cut replaced the series' appender")
+	}
+	appendN(301, 700)
+	var got []int64
+	for _, src := range srcs {
+		if src.App == nil {
+			t.Fatalf("source %+v: want the clone of the open appender", src)
+		}
+		it := src.App.Iterator(nil)
+		for it.Next() == chunkenc.ValFloat {
+			ts, v := it.At()
+			if v != float64(ts/1000)*1.5 {
+				t.Fatalf("sample at %d = %g", ts, v)
+			}
+			got = append(got, ts)
+		}
+		if err := it.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(got) != 300 || got[0] != 1000 || got[299] != 300000 {
+		t.Fatalf("clone read %d samples (%v...), want 1..300 s", len(got), got[:min(3, len(got))])
+	}
+	s.cutLocked() // takes 301..700
+	s.cutLocked() // nothing since: the appender goes
+	if s.app != nil {
+		t.Fatal("an idle series kept its appender")
 	}
 }

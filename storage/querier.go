@@ -449,8 +449,7 @@ func (s *memSeries) querySourcesLocked(dst []gorilla.Source) ([]gorilla.Source, 
 	return appendOOOSources(dst, s.oooLocked())
 }
 
-// appendSources appends the cut's sources, oldest writes first. A cut's
-// appender is no longer appended to, so it is read as it is.
+// appendSources appends the cut's sources, oldest writes first.
 func (c *cutData) appendSources(dst []gorilla.Source) ([]gorilla.Source, error) {
 	if c.prev != nil {
 		var err error
@@ -460,9 +459,6 @@ func (c *cutData) appendSources(dst []gorilla.Source) ([]gorilla.Source, error) 
 	}
 	for _, b := range c.sealed {
 		dst = append(dst, gorilla.Source{Block: b})
-	}
-	if c.app != nil && c.app.Count() > 0 {
-		dst = append(dst, gorilla.Source{App: c.app})
 	}
 	return appendOOOSources(dst, c.ooo)
 }

@@ -84,8 +84,8 @@ type sample struct {
 // cutData is a series' samples taken by a head flush. It is immutable.
 type cutData struct {
 	// prev is an earlier cut whose write failed; it is written with this one.
-	prev   *cutData
-	app    *gorilla.Appender
+	prev *cutData
+	// sealed are the cut's in-order samples as blocks, oldest first.
 	sealed [][]byte
 	ooo    []sample
 }
@@ -157,9 +157,24 @@ func (s *memSeries) dirtyLocked() bool {
 
 // cutLocked takes the samples held since the last cut and leaves the series
 // empty, ready for new appends. The result stays visible as s.flushing.
+//
+// The open appender's samples become a block here, and the appender, emptied,
+// stays with the series for the samples to come: at 1M active series a new
+// one for every series at every flush was a tenth of the bytes the ingest
+// allocated. Queries may hold clones of it, which share its encoded memory,
+// so it starts over without that memory rather than overwrite it. A series
+// that received nothing since the last cut gives its appender up.
 func (s *memSeries) cutLocked() *cutData {
-	c := &cutData{prev: s.flushing, app: s.app, sealed: s.sealedLocked(), ooo: s.oooLocked()}
-	s.app, s.x = nil, nil
+	c := &cutData{prev: s.flushing, sealed: s.sealedLocked(), ooo: s.oooLocked()}
+	s.x = nil
+	if s.app != nil {
+		if s.app.Count() > 0 {
+			c.sealed = append(c.sealed, s.app.AppendBlock(nil))
+			*s.app = gorilla.Appender{}
+		} else {
+			s.app = nil
+		}
+	}
 	s.flushing = c
 	return c
 }
@@ -173,8 +188,11 @@ func (s *memSeries) snapshotLocked(dst [][]byte) ([][]byte, error) {
 			return nil, err
 		}
 	}
-	live := cutData{app: s.app, sealed: s.sealedLocked(), ooo: s.oooLocked()}
-	return live.appendBlocks(dst)
+	dst = append(dst, s.sealedLocked()...)
+	if s.app != nil && s.app.Count() > 0 {
+		dst = append(dst, s.app.AppendBlock(nil))
+	}
+	return appendOOOBlocks(dst, s.oooLocked())
 }
 
 // appendBlocks appends the cut's blocks, oldest writes first.
@@ -186,17 +204,19 @@ func (c *cutData) appendBlocks(dst [][]byte) ([][]byte, error) {
 		}
 	}
 	dst = append(dst, c.sealed...)
-	if c.app != nil && c.app.Count() > 0 {
-		dst = append(dst, c.app.AppendBlock(nil))
+	return appendOOOBlocks(dst, c.ooo)
+}
+
+// appendOOOBlocks appends blocks of the out-of-order samples ooo.
+func appendOOOBlocks(dst [][]byte, ooo []sample) ([][]byte, error) {
+	if len(ooo) == 0 {
+		return dst, nil
 	}
-	if len(c.ooo) > 0 {
-		blks, err := encodeSamples(nil, c.ooo)
-		if err != nil {
-			return nil, err
-		}
-		dst = append(dst, blks...)
+	blks, err := encodeSamples(nil, ooo)
+	if err != nil {
+		return nil, err
 	}
-	return dst, nil
+	return append(dst, blks...), nil
 }
 
 // block merges the cut into one block.
