@@ -26,19 +26,16 @@ import (
 // The zero value is ready to use. An Appender is not safe for concurrent
 // use; the caller serialises Append, AppendBlock and Iterator.
 //
-// The fields are laid out in 128 bytes (a size class of the Go allocator):
-// the head of the storage engine holds one Appender per active series.
+// The fields are laid out in 96 bytes (a size class of the Go allocator): the
+// head of the storage engine holds one Appender per active series, most of
+// them with a few float samples in their stream, so what only histograms and
+// long streams need is behind x.
 type Appender struct {
 	kind        Kind  // 0 until the first sample
 	lead, trail uint8 // float stream: XOR window, lead 0xff when unset
 	scount      uint8 // float stream: samples in it, at most sealSamples
 	count       int32 // at most MaxBlockSamples
-	mint        int64
 	t           int64 // last timestamp
-
-	// Sealed float samples: float blocks, each behind its uvarint length,
-	// oldest first.
-	sealed []byte
 
 	// Float stream state.
 	smint    int64  // first timestamp of the stream
@@ -46,7 +43,27 @@ type Appender struct {
 	first, v uint64 // first and last value bits of the stream
 	w        bitWriter
 
-	h *histRun
+	x *appendExtra
+}
+
+// appendExtra is the part of an Appender that holds sealed float blocks or
+// histogram samples.
+type appendExtra struct {
+	// mint is the first timestamp appended: for floats the stream's until
+	// the first seal.
+	mint int64
+	// Sealed float samples: float blocks, each behind its uvarint length,
+	// oldest first.
+	sealed []byte
+	h      *histRun
+}
+
+// sealedBytes returns the sealed float blocks.
+func (a *Appender) sealedBytes() []byte {
+	if a.x == nil {
+		return nil
+	}
+	return a.x.sealed
 }
 
 // NewAppender returns an empty Appender.
@@ -93,10 +110,10 @@ func (a *Appender) Append(t int64, v float64) error {
 		// head holds many appenders and their slack adds up. slices.Grow
 		// rounds the capacity up to the allocator's size class, which
 		// would be allocated anyway.
-		a.w.buf = slices.Grow(a.w.buf, maxAppendBytes+max(32, len(a.w.buf)/4))
+		a.w.buf = slices.Grow(a.w.buf, maxAppendBytes+max(16, len(a.w.buf)/4))
 	}
 	if a.count == 0 {
-		a.kind, a.mint = KindFloat, t
+		a.kind, a.x = KindFloat, nil
 	}
 	if a.scount == 0 {
 		a.smint, a.first, a.lead, a.delta = t, vb, 0xff, 0
@@ -123,15 +140,16 @@ func (a *Appender) Append(t int64, v float64) error {
 const sealSamples = 240
 
 // Compile-time checks of the Appender's layout: scount holds sealSamples,
-// count holds MaxBlockSamples, and the struct stays within 128 bytes.
+// count holds MaxBlockSamples, and the struct stays within 96 bytes.
 const (
 	_ = uint8(sealSamples)
 	_ = int32(MaxBlockSamples)
 )
 
-var _ [128 - unsafe.Sizeof(Appender{})]struct{}
+var _ [96 - unsafe.Sizeof(Appender{})]struct{}
 
-// seal encodes the stream into a block appended to a.sealed and empties it.
+// seal encodes the stream into a block appended to the sealed blocks and
+// empties it.
 func (a *Appender) seal() {
 	s := scratchPool.Get().(*scratchSamples)
 	s.dec.ts, s.dec.vs = s.dec.ts[:0], s.dec.vs[:0]
@@ -143,11 +161,14 @@ func (a *Appender) seal() {
 	s.blk = e.encode(s.blk[:0], s.dec.ts, s.dec.vs)
 	encoderPool.Put(e)
 	// Grow exactly: seals are rare and the head holds many appenders.
-	n := len(a.sealed) + binary.MaxVarintLen32 + len(s.blk)
-	sealed := make([]byte, len(a.sealed), n)
-	copy(sealed, a.sealed)
+	if a.x == nil {
+		a.x = &appendExtra{mint: a.smint} // the first seal: the stream began it all
+	}
+	n := len(a.x.sealed) + binary.MaxVarintLen32 + len(s.blk)
+	sealed := make([]byte, len(a.x.sealed), n)
+	copy(sealed, a.x.sealed)
 	sealed = binary.AppendUvarint(sealed, uint64(len(s.blk)))
-	a.sealed = append(sealed, s.blk...)
+	a.x.sealed = append(sealed, s.blk...)
 	scratchPool.Put(s)
 	a.scount = 0
 	a.w = bitWriter{} // let the stream regrow from its small start
@@ -169,20 +190,23 @@ func (a *Appender) appendHist(kind Kind, t int64, h *histogram.Histogram, fh *hi
 	if err := a.check(kind, t); err != nil {
 		return err
 	}
-	if a.h == nil {
-		a.h = &histRun{}
+	if a.count == 0 {
+		a.x = &appendExtra{mint: t}
+	}
+	if a.x.h == nil {
+		a.x.h = &histRun{}
 	}
 	var err error
 	if h != nil {
-		err = a.h.appendHistogram(t, h)
+		err = a.x.h.appendHistogram(t, h)
 	} else {
-		err = a.h.appendFloatHistogram(t, fh)
+		err = a.x.h.appendFloatHistogram(t, fh)
 	}
 	if err != nil {
 		return err
 	}
 	if a.count == 0 {
-		a.kind, a.mint = kind, t
+		a.kind = kind
 	}
 	a.t = t
 	a.count++
@@ -197,7 +221,12 @@ func (a *Appender) Count() int { return int(a.count) }
 
 // MinTime returns the first timestamp appended; it is meaningless while
 // Count is 0.
-func (a *Appender) MinTime() int64 { return a.mint }
+func (a *Appender) MinTime() int64 {
+	if a.x != nil {
+		return a.x.mint
+	}
+	return a.smint
+}
 
 // MaxTime returns the last timestamp appended; it is meaningless while
 // Count is 0.
@@ -205,9 +234,12 @@ func (a *Appender) MaxTime() int64 { return a.t }
 
 // Size returns the bytes of memory the Appender holds.
 func (a *Appender) Size() int {
-	n := int(unsafe.Sizeof(*a)) + cap(a.w.buf) + cap(a.sealed)
-	if a.h != nil {
-		n += a.h.size()
+	n := int(unsafe.Sizeof(*a)) + cap(a.w.buf)
+	if a.x != nil {
+		n += int(unsafe.Sizeof(*a.x)) + cap(a.x.sealed)
+		if a.x.h != nil {
+			n += a.x.h.size()
+		}
 	}
 	return n
 }
@@ -237,7 +269,7 @@ func (a *Appender) AppendBlock(dst []byte) []byte {
 		scratchPool.Put(s)
 	case KindHistogram, KindFloatHistogram:
 		var ps [8]part
-		dst = appendParts(dst, a.kind, int(a.count), a.mint, a.t, a.h.appendParts(ps[:0]))
+		dst = appendParts(dst, a.kind, int(a.count), a.x.mint, a.t, a.x.h.appendParts(ps[:0]))
 	}
 	return dst
 }
@@ -249,15 +281,20 @@ func (a *Appender) AppendBlock(dst []byte) []byte {
 // unchanged. Clone costs a few allocations, not a pass over the samples.
 func (a *Appender) Clone() *Appender {
 	c := *a
-	c.sealed = a.sealed[:len(a.sealed):len(a.sealed)]
 	c.w.buf = a.w.buf[:len(a.w.buf):len(a.w.buf)]
-	if a.h != nil {
-		// A histogram run rewrites its open chunk in place: copy that one and
-		// keep it as a sealed part, so a later append to c opens a new chunk.
-		c.h = &histRun{kind: a.h.kind, sealed: a.h.appendParts(nil)}
-		if n := len(c.h.sealed); n > len(a.h.sealed) {
-			c.h.sealed[n-1].data = append([]byte(nil), c.h.sealed[n-1].data...)
+	if a.x != nil {
+		cx := *a.x
+		cx.sealed = a.x.sealed[:len(a.x.sealed):len(a.x.sealed)]
+		if h := a.x.h; h != nil {
+			// A histogram run rewrites its open chunk in place: copy that one
+			// and keep it as a sealed part, so a later append to c opens a
+			// new chunk.
+			cx.h = &histRun{kind: h.kind, sealed: h.appendParts(nil)}
+			if n := len(cx.h.sealed); n > len(h.sealed) {
+				cx.h.sealed[n-1].data = append([]byte(nil), cx.h.sealed[n-1].data...)
+			}
 		}
+		c.x = &cx
 	}
 	return &c
 }
@@ -283,11 +320,11 @@ func (a *Appender) Iterator(it *Iterator) *Iterator {
 	case KindHistogram, KindFloatHistogram:
 		var ps [8]part
 		it.hbuf = it.hbuf[:0]
-		for _, p := range a.h.appendParts(ps[:0]) {
+		for _, p := range a.x.h.appendParts(ps[:0]) {
 			it.hbuf = append(it.hbuf, p.data...)
 		}
 		off := 0
-		for _, p := range a.h.appendParts(ps[:0]) {
+		for _, p := range a.x.h.appendParts(ps[:0]) {
 			it.parts = append(it.parts, part{kind: p.kind, data: it.hbuf[off : off+len(p.data)]})
 			off += len(p.data)
 		}
@@ -301,7 +338,7 @@ func (a *Appender) Iterator(it *Iterator) *Iterator {
 // using part for each sealed block.
 func (a *Appender) decodeAll(d, part *floatDecoder) error {
 	d.ts, d.vs = d.ts[:0], d.vs[:0]
-	for b := a.sealed; len(b) > 0; {
+	for b := a.sealedBytes(); len(b) > 0; {
 		l, n := binary.Uvarint(b)
 		if n <= 0 || l > uint64(len(b)-n) {
 			return corruptf("sealed samples")

@@ -233,10 +233,10 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, p := range ha.h.appendParts(nil) {
+	for i, p := range ha.x.h.appendParts(nil) {
 		write("FuzzHistogramChunk", fmt.Sprintf("histogram-%d", i), []byte("false"), p.data)
 	}
-	for i, p := range fa.h.appendParts(nil) {
+	for i, p := range fa.x.h.appendParts(nil) {
 		write("FuzzHistogramChunk", fmt.Sprintf("floathistogram-%d", i), []byte("true"), p.data)
 	}
 	write("FuzzDecode", "histogram", hb)

@@ -2,6 +2,7 @@ package gorilla
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -372,4 +373,34 @@ func TestSeekDoesNotAllocate(t *testing.T) {
 	}); a != 0 {
 		t.Errorf("Seek allocates %v times", a)
 	}
+}
+
+// TestAppenderBounds checks MinTime, MaxTime and Count of float appenders
+// across seals of the stream, of histogram appenders, and of their clones.
+func TestAppenderBounds(t *testing.T) {
+	check := func(name string, a *Appender, n int, mint, maxt int64) {
+		t.Helper()
+		for _, x := range []*Appender{a, a.Clone()} {
+			if x.Count() != n || x.MinTime() != mint || x.MaxTime() != maxt {
+				t.Errorf("%s: count %d min %d max %d, want %d %d %d", name, x.Count(), x.MinTime(), x.MaxTime(), n, mint, maxt)
+			}
+		}
+	}
+	a := NewAppender()
+	for i := int64(0); i < 3*sealSamples+7; i++ {
+		if err := a.Append(5000+i*15000, float64(i)); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 || i == sealSamples-1 || i == sealSamples || i == 2*sealSamples+3 {
+			check(fmt.Sprintf("float after %d", i+1), a, int(i+1), 5000, 5000+i*15000)
+		}
+	}
+	check("float", a, 3*sealSamples+7, 5000, 5000+(3*sealSamples+6)*15000)
+	h := NewAppender()
+	for i, hs := range tsdbutil.GenerateTestHistograms(5) {
+		if err := h.AppendHistogram(int64(i+3)*1000, hs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("histogram", h, 5, 3000, 7000)
 }
