@@ -180,12 +180,14 @@ func (a *appender) series(t int64, lset labels.Labels) (*memSeries, error) {
 		db.metrics.rejected.WithLabelValues("too_old").Inc()
 		return nil, fmt.Errorf("%w: sample at %d falls in a partition already written out", promstorage.ErrOutOfBounds, t)
 	}
-	var s *memSeries
-	if p == missed {
-		s, err = p.create(h, lset, db.persistSeries(p.start))
-	} else {
-		s, err = p.getOrCreate(lset, db.persistSeries(p.start))
+	if p != missed {
+		h = lset.Hash()
+		if s := p.get(h, lset); s != nil {
+			a.last = s
+			return s, nil
+		}
 	}
+	s, err := p.createWith(h, lset, db.head.labelsFor(h, lset, p), db.persistSeries(p.start))
 	if err != nil {
 		return nil, err
 	}
@@ -316,7 +318,7 @@ func (a *appender) Commit() error {
 	}
 	h.mu.RUnlock()
 	db.metrics.appended.Add(float64(len(a.pending) - dropped))
-	if n := h.unflushed.Add(int64(len(a.pending) - dropped)); db.opts.HeadFlushSamples > 0 && n >= db.opts.HeadFlushSamples {
+	if n := h.unflushed.Add(int64(len(a.pending) - dropped)); db.opts.HeadFlushSamples > 0 && n >= h.flushAt.Load() {
 		select {
 		case db.flushNow <- struct{}{}:
 		default: // a flush is already asked for

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"testing"
+	"unsafe"
 
 	"github.com/prometheus/prometheus/model/labels"
 	promstorage "github.com/prometheus/prometheus/storage"
@@ -288,5 +289,32 @@ func TestSeriesTable(t *testing.T) {
 				t.Fatalf("found a series never added: %s", s.lset)
 			}
 		})
+	}
+}
+
+// TestSeriesShareLabelsAcrossPartitions checks that a series met again in a
+// new partition while the previous one is open keeps the labels of the
+// previous partition's series rather than a copy of its own.
+func TestSeriesShareLabelsAcrossPartitions(t *testing.T) {
+	if unsafe.Sizeof(labels.Labels{}) != unsafe.Sizeof("") {
+		t.Skip("labels are not one string in this build")
+	}
+	data := func(ls labels.Labels) *byte { return unsafe.StringData(*(*string)(unsafe.Pointer(&ls))) }
+	db := openTestDB(t, objstore.NewMemoryBucket(), DefaultOptions())
+	defer db.Close()
+	lset := labels.FromStrings("__name__", "up", "job", "a")
+	part := DefaultOptions().PartitionDuration.Milliseconds()
+	appendFloats(t, db, lset, tsample{part - 15000, 1})
+	appendFloats(t, db, labels.FromStrings("__name__", "up", "job", "a"), tsample{part + 15000, 1})
+	parts := db.head.partsOverlapping(0, 2*part)
+	if len(parts) != 2 {
+		t.Fatalf("%d open partitions, want 2", len(parts))
+	}
+	a, b := parts[0].seriesByRef(0), parts[1].seriesByRef(0)
+	if a == nil || b == nil || !labels.Equal(a.lset, lset) || !labels.Equal(b.lset, lset) {
+		t.Fatalf("series of the two partitions: %v, %v", a, b)
+	}
+	if data(a.lset) != data(b.lset) {
+		t.Fatal("the series of the new partition copied its labels")
 	}
 }

@@ -29,6 +29,25 @@ type head struct {
 	maxT atomic.Int64
 	// unflushed counts samples committed since the last flush cut.
 	unflushed atomic.Int64
+	// flushAt is the number of unflushed samples at which a commit asks
+	// for an early flush; see flushThreshold.
+	flushAt atomic.Int64
+}
+
+// flushSamplesPerSeries is the fewest samples per series, on average, the
+// head holds before the sample count asks for an early flush. The cost of a
+// flush, and of compacting what it wrote, grows with the series it writes, not
+// with their samples: at 1M active series a flush every 8M samples wrote one
+// block of 8 samples per series, and encoding those blocks, then merging them
+// again in compactions, took a third of the server's CPU. Memory grows by
+// about a byte and a half per sample held.
+const flushSamplesPerSeries = 24
+
+// flushThreshold returns the unflushed samples at which a commit asks for an
+// early flush when series series receive samples: base (Options.
+// HeadFlushSamples) or flushSamplesPerSeries per series, whichever is more.
+func flushThreshold(base int64, series int) int64 {
+	return max(base, flushSamplesPerSeries*int64(series))
 }
 
 // headPart is one open partition.
@@ -105,28 +124,45 @@ func (p *headPart) getMany(hashes []uint64, lsets []labels.Labels, found []*memS
 	return scratch
 }
 
-// getOrCreate returns the series lset of the partition. A new series gets the
-// next ref, and its forward-index entry is handed to persist while the
-// partition's lock is held, so entries reach the LSM in ref order and a ref
-// is never used before its entry is written. lset must be valid labels
-// without empty values; it may alias the caller's buffers.
-func (p *headPart) getOrCreate(lset labels.Labels, persist func(ref uint32, lset labels.Labels) error) (*memSeries, error) {
-	h := lset.Hash()
-	if s := p.get(h, lset); s != nil {
-		return s, nil
-	}
-	return p.create(h, lset, persist)
+// create adds the series lset, whose labels hash is h, unless another
+// appender added it first. A new series gets the next ref, and its
+// forward-index entry is handed to persist while the partition's lock is
+// held, so entries reach the LSM in ref order and a ref is never used before
+// its entry is written. lset must be valid labels without empty values; it
+// may alias the caller's buffers.
+func (p *headPart) create(h uint64, lset labels.Labels, persist func(ref uint32, lset labels.Labels) error) (*memSeries, error) {
+	return p.createWith(h, lset, lset.Copy(), persist)
 }
 
-// create adds the series lset, whose labels hash is h, unless another
-// appender added it first.
-func (p *headPart) create(h uint64, lset labels.Labels, persist func(ref uint32, lset labels.Labels) error) (*memSeries, error) {
+// createWith is create for a caller that has the labels to keep, own (equal
+// to lset and never modified).
+func (p *headPart) createWith(h uint64, lset, own labels.Labels, persist func(ref uint32, lset labels.Labels) error) (*memSeries, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if s := p.lookupLocked(h, lset); s != nil {
 		return s, nil
 	}
-	return p.createLocked(h, lset.Copy(), persist)
+	return p.createLocked(h, own, persist)
+}
+
+// labelsFor returns labels to keep for the series lset, hashed hash, that
+// partition p is about to add: those of the same series in another open
+// partition when there is one, else a copy of lset. After a partition
+// boundary every active series is in two partitions for up to half a
+// partition (the window in which in-order samples may still land in the
+// old one); sharing their labels saves a copy of each.
+func (h *head) labelsFor(hash uint64, lset labels.Labels, p *headPart) labels.Labels {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for _, o := range h.parts {
+		if o == p {
+			continue
+		}
+		if s := o.get(hash, lset); s != nil {
+			return s.lset
+		}
+	}
+	return lset.Copy()
 }
 
 // createLocked adds the series lset, which the partition does not hold and
