@@ -93,6 +93,7 @@ func open(ctx context.Context, store kv, opts Options, comps Components, readOnl
 			return nil, fmt.Errorf("recover head: %w", err)
 		}
 	}
+	db.head.flushAt.Store(flushThreshold(opts.HeadFlushSamples, db.head.numSeries()))
 	db.metrics.register(db)
 	return db, nil
 }

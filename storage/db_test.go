@@ -305,6 +305,20 @@ func TestHeadFlushSamplesAsksForFlush(t *testing.T) {
 	if n := db.head.unflushed.Load(); n != 0 {
 		t.Fatalf("unflushed samples after a flush: %d", n)
 	}
+
+	// With many series the threshold is a few samples per series: 10 series
+	// written by a flush call for 10*flushSamplesPerSeries samples, more
+	// than the 100 set.
+	appendFloats(t, db, s, tsample{200_000, 1})
+	for i := range 9 {
+		appendFloats(t, db, labels.FromStrings("__name__", "other", "i", fmt.Sprint(i)), tsample{200_000, 1})
+	}
+	if err := db.flushHead(context.Background(), closeNone); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := db.head.flushAt.Load(), int64(10*flushSamplesPerSeries); got != want {
+		t.Fatalf("flush threshold with 10 series: %d, want %d", got, want)
+	}
 }
 
 // TestHeadStatsAcrossPartitions checks that cardinality counts a series in

@@ -124,6 +124,9 @@ func (db *DB) flushHeadLocked(ctx context.Context, mode closeMode) error {
 		}
 		h.mu.Unlock()
 	}
+	// Series that received nothing since the last cut (those of a partition
+	// past its end, say) cost the next flush nothing: count those cut here.
+	h.flushAt.Store(flushThreshold(db.opts.HeadFlushSamples, st.series))
 	db.metrics.flushes.Inc()
 	db.metrics.flushedSeries.Add(float64(st.series))
 	db.metrics.flushedBytes.Add(float64(st.bytes))
