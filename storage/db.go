@@ -202,8 +202,9 @@ func (db *DB) headPartFor(ctx context.Context, t int64) (*headPart, error) {
 	part := db.partitionOf(t)
 	db.head.mu.RLock()
 	p := db.head.parts[part]
+	open := p != nil && !p.closed // closed is written under the head's lock
 	db.head.mu.RUnlock()
-	if p != nil && !p.closed {
+	if open {
 		return p, nil
 	}
 	db.head.mu.Lock()
