@@ -95,7 +95,7 @@ func parseFlags(args []string) (*config, error) {
 		Default(sd.PartitionDuration.String()).DurationVar(&cfg.partition)
 	app.Flag("storage.head-flush-interval", "How often the head writes its samples to the object store as sample blocks.").
 		Default(sd.HeadFlushInterval.String()).DurationVar(&cfg.headFlushInterval)
-	app.Flag("storage.head-flush-samples", "Flush the head early once it holds this many samples not yet written out (bounds memory during backfills and bursts). 0: by interval only.").
+	app.Flag("storage.head-flush-samples", "Flush the head early once it holds this many samples not yet written out, or 24 per series the last flush wrote if that is more (bounds memory during backfills and bursts). 0: by interval only.").
 		Default("8000000").Int64Var(&cfg.headFlushSamples)
 	app.Flag("storage.reader.poll-interval", "In reader mode, how often to look for the writer's new data.").
 		Default("5s").DurationVar(&cfg.readerPoll)
