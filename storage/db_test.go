@@ -13,6 +13,7 @@ import (
 	promstorage "github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 
+	"github.com/shaledb/shale/gorilla"
 	"github.com/shaledb/shale/storage/lsm"
 	"github.com/shaledb/shale/storage/objstore"
 )
@@ -336,5 +337,55 @@ func TestHeadStatsAcrossPartitions(t *testing.T) {
 	st, mint, maxt, ok := db.HeadStats(10)
 	if !ok || st.NumSeries != 3 || mint != hour-2000 || maxt != hour+2000 {
 		t.Fatalf("head stats: %d series, [%d, %d], ok %v; want 3 series, [%d, %d]", st.NumSeries, mint, maxt, ok, hour-2000, hour+2000)
+	}
+}
+
+// TestOverlappingSources checks which in-memory and stored sources a query
+// of [mint, maxt] decodes.
+func TestOverlappingSources(t *testing.T) {
+	block := func(ts ...int64) []byte {
+		var smps []sample
+		for _, t := range ts {
+			smps = append(smps, sample{t: t, v: 1})
+		}
+		blks, err := encodeSamples(nil, smps)
+		if err != nil || len(blks) != 1 {
+			t.Fatal(blks, err)
+		}
+		return blks[0]
+	}
+	app := gorilla.NewAppender()
+	for _, ts := range []int64{500, 600} {
+		if err := app.Append(ts, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srcs := []gorilla.Source{
+		{Block: block(100, 200)},
+		{Block: block(250, 300)},
+		{Block: []byte{0xff}}, // damaged: kept for the iterator to report
+		{App: app},
+		{App: gorilla.NewAppender()}, // empty
+		{Block: nil},
+	}
+	for _, c := range []struct {
+		mint, maxt int64
+		want       []int // indexes into srcs
+	}{
+		{math.MinInt64, math.MaxInt64, []int{0, 1, 2, 3}},
+		{201, 299, []int{1, 2}},
+		{300, 500, []int{1, 2, 3}},
+		{601, 700, []int{2}},
+		{0, 99, []int{2}},
+	} {
+		got := overlapping(nil, srcs, c.mint, c.maxt)
+		if len(got) != len(c.want) {
+			t.Fatalf("[%d, %d]: %d sources, want %v", c.mint, c.maxt, len(got), c.want)
+		}
+		for i, w := range c.want {
+			if got[i].App != srcs[w].App || string(got[i].Block) != string(srcs[w].Block) {
+				t.Fatalf("[%d, %d]: source %d is not srcs[%d]", c.mint, c.maxt, i, w)
+			}
+		}
 	}
 }

@@ -332,6 +332,8 @@ type seriesIterator struct {
 	cur        chunkenc.ValueType
 	err        error
 	started    bool
+	// srcs is the scratch of openNext.
+	srcs []gorilla.Source
 }
 
 func (it *seriesIterator) reset(s *series) {
@@ -346,16 +348,41 @@ func (it *seriesIterator) openNext() bool {
 		if it.seg >= len(it.segs) {
 			return false
 		}
-		srcs := it.segs[it.seg].srcs
-		if len(srcs) == 0 {
+		it.srcs = overlapping(it.srcs[:0], it.segs[it.seg].srcs, it.mint, it.maxt)
+		if len(it.srcs) == 0 {
 			continue
 		}
-		if err := it.it.ResetMerge(srcs); err != nil {
+		if err := it.it.ResetMerge(it.srcs); err != nil {
 			it.err = fmt.Errorf("read block of partition %d series %d: %w", it.segs[it.seg].part, it.segs[it.seg].ref, err)
 			return false
 		}
 		return true
 	}
+}
+
+// overlapping appends to dst the sources of srcs, in order, that may hold
+// samples in [mint, maxt]: the others need not be decoded. A partition's
+// sample key holds one block per head flush until compaction merges them,
+// and an instant query or the newest points of a dashboard need the last
+// one or two. A block whose header does not parse is kept, so that the
+// iterator reports it.
+func overlapping(dst, srcs []gorilla.Source, mint, maxt int64) []gorilla.Source {
+	for _, src := range srcs {
+		switch {
+		case src.App != nil:
+			if src.App.Count() == 0 || src.App.MaxTime() < mint || src.App.MinTime() > maxt {
+				continue
+			}
+		case len(src.Block) == 0:
+			continue
+		default:
+			if m, err := gorilla.ReadMeta(src.Block); err == nil && (m.Count == 0 || m.MaxTime < mint || m.MinTime > maxt) {
+				continue
+			}
+		}
+		dst = append(dst, src)
+	}
+	return dst
 }
 
 func (it *seriesIterator) Next() chunkenc.ValueType {

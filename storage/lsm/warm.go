@@ -231,6 +231,11 @@ func prefetchRanges(ctx context.Context, s *store, man *manifest, ranges []KeyRa
 		if isPoint(j.r) && !h.MayContain(j.r.Lower) {
 			continue
 		}
+		// A warm query's blocks are all cached: checking here costs a few
+		// lookups, a goroutine per range costs more.
+		if h.Cached(j.r.Lower, j.r.Upper) {
+			continue
+		}
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():

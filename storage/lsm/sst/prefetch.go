@@ -35,24 +35,53 @@ func (t *Table) Stash(ctx context.Context, lower, upper []byte) error {
 	return t.prefetch(ctx, lower, upper, s)
 }
 
-func (t *Table) prefetch(ctx context.Context, lower, upper []byte, s Stasher) error {
-	if t.c == nil || len(t.ix.handles) == 0 {
-		return nil
+// Cached reports whether every data block that may hold keys in [lower,
+// upper) is in the cache, in any tier, so that a Prefetch of the range would
+// read nothing. With a Stasher it neither promotes blocks nor counts
+// lookups. Without a cache it reports true.
+func (t *Table) Cached(lower, upper []byte) bool {
+	if t.c == nil {
+		return true
 	}
-	cached := func(i int) bool {
-		if s != nil {
-			return s.Holds(t.cacheKey(t.ix.handles[i].off))
+	s, _ := t.c.(Stasher)
+	first, last := t.blockSpan(lower, upper)
+	for i := first; i <= last; i++ {
+		if !t.holds(s, i) {
+			return false
 		}
-		_, ok := t.c.Get(t.cacheKey(t.ix.handles[i].off))
-		return ok
 	}
-	first, last := 0, len(t.ix.handles)-1
+	return true
+}
+
+// holds reports whether the cache holds data block i, through s when it is
+// not nil.
+func (t *Table) holds(s Stasher, i int) bool {
+	if s != nil {
+		return s.Holds(t.cacheKey(t.ix.handles[i].off))
+	}
+	_, ok := t.c.Get(t.cacheKey(t.ix.handles[i].off))
+	return ok
+}
+
+// blockSpan returns the first and last data blocks that may hold keys in
+// [lower, upper); first > last when there are none.
+func (t *Table) blockSpan(lower, upper []byte) (first, last int) {
+	first, last = 0, len(t.ix.handles)-1
 	if lower != nil {
 		first = t.findBlock(lower)
 	}
 	if upper != nil {
 		last = min(last, t.findBlock(upper))
 	}
+	return first, last
+}
+
+func (t *Table) prefetch(ctx context.Context, lower, upper []byte, s Stasher) error {
+	if t.c == nil || len(t.ix.handles) == 0 {
+		return nil
+	}
+	cached := func(i int) bool { return t.holds(s, i) }
+	first, last := t.blockSpan(lower, upper)
 	hs := t.ix.handles
 	for i := first; i <= last; {
 		if cached(i) {

@@ -456,12 +456,18 @@ func TestPrefetch(t *testing.T) {
 		t.Fatal(err)
 	}
 	lower, upper := entries[1000].Key, entries[3000].Key
+	if tb.Cached(lower, upper) {
+		t.Fatal("Cached before any read")
+	}
 	r.reset()
 	if err := tb.Prefetch(ctx, lower, upper); err != nil {
 		t.Fatal(err)
 	}
 	if reads, _ := r.stats(); reads != 1 {
 		t.Fatalf("prefetch made %d reads", reads)
+	}
+	if !tb.Cached(lower, upper) || tb.Cached(lower, nil) {
+		t.Fatalf("Cached after the prefetch: %v for the range, %v to the end", tb.Cached(lower, upper), tb.Cached(lower, nil))
 	}
 	r.reset()
 	it := tb.NewIter(ctx, lower, upper)
