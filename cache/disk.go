@@ -375,16 +375,23 @@ func (d *diskTier) corrupt(h uint64, loc diskLoc, err error) {
 	d.log.Warn("cache: disk tier record dropped", "err", err)
 }
 
-// enqueue hands a block to the writer, or drops it when the queue is full.
-func (d *diskTier) enqueue(key string, value []byte, class Class) {
+// wants reports whether the tier would write the block: it is open, the
+// record fits a segment (else the drop is counted) and the key is not
+// stored yet.
+func (d *diskTier) wants(key string, value []byte) bool {
 	if d.closed.Load() {
-		return
+		return false
 	}
 	if len(key) == 0 || len(key) > maxKeyLen || int64(recordSize(len(key), len(value))) > d.maxRecord() {
 		d.ctr.diskDrops[dropTooLarge].Add(1)
-		return
+		return false
 	}
-	if d.contains(key) {
+	return !d.contains(key)
+}
+
+// enqueue hands a block to the writer, or drops it when the queue is full.
+func (d *diskTier) enqueue(key string, value []byte, class Class) {
+	if !d.wants(key, value) {
 		return
 	}
 	n := int64(len(value))
@@ -405,14 +412,7 @@ func (d *diskTier) enqueue(key string, value []byte, class Class) {
 // block: while the queue is full it waits for the queued blocks to be
 // written, until ctx ends.
 func (d *diskTier) enqueueWait(ctx context.Context, key string, value []byte, class Class) {
-	if d.closed.Load() {
-		return
-	}
-	if len(key) == 0 || len(key) > maxKeyLen || int64(recordSize(len(key), len(value))) > d.maxRecord() {
-		d.ctr.diskDrops[dropTooLarge].Add(1)
-		return
-	}
-	if d.contains(key) {
+	if !d.wants(key, value) {
 		return
 	}
 	n := int64(len(value))
