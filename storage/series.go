@@ -26,7 +26,9 @@ type memSeries struct {
 	lset      labels.Labels
 	part      *headPart
 
-	// app holds in-order samples since the last cut; nil when empty.
+	// app holds in-order samples since the last cut. A cut empties it and
+	// the series keeps it; it is nil before the first sample and after a
+	// flush interval without one.
 	app *gorilla.Appender
 	// x holds sealed blocks and out-of-order samples since the last cut;
 	// nil when there are none.
