@@ -60,11 +60,7 @@ func TestAppendLabels(t *testing.T) {
 			if len(got) != len(want) {
 				t.Fatalf("got %v, want %v", got, want)
 			}
-			for k, w := range want {
-				if !sameSamples(got[k], w) {
-					t.Fatalf("got %v, want %v", got, want)
-				}
-			}
+			compareResults(t, tc.name, got, want)
 		})
 	}
 }
@@ -184,11 +180,7 @@ func TestIngestAppenderReuse(t *testing.T) {
 	if len(got) != len(want) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
-	for k, w := range want {
-		if !sameSamples(got[k], w) {
-			t.Fatalf("%s: got %v, want %v", k, got[k], w)
-		}
-	}
+	compareResults(t, t.Name(), got, want)
 }
 
 // TestIngestAppenderResolveSeries looks series up in a batch and appends by
@@ -245,11 +237,7 @@ func TestIngestAppenderResolveSeries(t *testing.T) {
 	if len(got) != len(want) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
-	for k, w := range want {
-		if !sameSamples(got[k], w) {
-			t.Fatalf("%s: got %v, want %v", k, got[k], w)
-		}
-	}
+	compareResults(t, t.Name(), got, want)
 }
 
 // TestSeriesTable fills the dictionary through several growths, with hashes

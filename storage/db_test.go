@@ -57,9 +57,19 @@ func appendFloats(t testing.TB, db *DB, lset labels.Labels, samples ...tsample) 
 
 func queryFloats(t testing.TB, db *DB, mint, maxt int64, ms ...*labels.Matcher) map[string][]tsample {
 	t.Helper()
-	q, err := db.Querier(mint, maxt)
+	out, err := tryQueryFloats(db, mint, maxt, ms...)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return out
+}
+
+// tryQueryFloats is queryFloats for goroutines other than the test's, which
+// must not call t.Fatal.
+func tryQueryFloats(db *DB, mint, maxt int64, ms ...*labels.Matcher) (map[string][]tsample, error) {
+	q, err := db.Querier(mint, maxt)
+	if err != nil {
+		return nil, err
 	}
 	defer q.Close()
 	ss := q.Select(context.Background(), true, nil, ms...)
@@ -75,13 +85,13 @@ func queryFloats(t testing.TB, db *DB, mint, maxt int64, ms ...*labels.Matcher) 
 			out[key] = append(out[key], tsample{ts, v})
 		}
 		if err := it.Err(); err != nil {
-			t.Fatalf("iterate %s: %v", key, err)
+			return nil, fmt.Errorf("iterate %s: %w", key, err)
 		}
 	}
 	if err := ss.Err(); err != nil {
-		t.Fatalf("select: %v", err)
+		return nil, fmt.Errorf("select: %w", err)
 	}
-	return out
+	return out, nil
 }
 
 func sameSamples(a, b []tsample) bool {

@@ -77,7 +77,11 @@ func TestQueriesDuringFlush(t *testing.T) {
 			default:
 			}
 			before := committed.Load()
-			got := queryFloats(t, db, math.MinInt64, math.MaxInt64, m)
+			got, err := tryQueryFloats(db, math.MinInt64, math.MaxInt64, m)
+			if err != nil {
+				errs <- err
+				return
+			}
 			for _, ls := range lsets {
 				smps := got[ls.String()]
 				if int64(len(smps)) < before {
