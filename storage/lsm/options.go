@@ -127,19 +127,24 @@ type Options struct {
 }
 
 // DefaultOptions returns the default writer settings.
+//
+// Memtables, the L0 tables built from them and compaction output are held
+// whole in memory until written: at 1M active series 32 MiB memtables, 128 MiB
+// unflushed and 16 MiB output tables keep RSS about 10 % lower than 64, 256
+// and 64 MiB, for a few percent more CPU per sample (docs/benchmarks.md).
 func DefaultOptions() Options {
 	return Options{
 		WALEnabled:          true,
 		WALFlushInterval:    100 * time.Millisecond,
 		WALMaxBytes:         8 << 20,
-		MemtableBytes:       64 << 20,
+		MemtableBytes:       32 << 20,
 		MemtableMaxAge:      10 * time.Minute,
-		MaxUnflushedBytes:   256 << 20,
+		MaxUnflushedBytes:   128 << 20,
 		L0CompactionTrigger: 4,
 		L0StallTables:       24,
 		MaxSortedRuns:       8,
 		SizeRatio:           4,
-		TargetTableBytes:    64 << 20,
+		TargetTableBytes:    16 << 20,
 		CompactionInterval:  5 * time.Second,
 		GCInterval:          time.Minute,
 		GCGracePeriod:       10 * time.Minute,
