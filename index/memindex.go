@@ -174,6 +174,27 @@ func (ix *MemIndex) lookupLocked(h uint64, lset labels.Labels) (uint32, bool) {
 	return 0, false
 }
 
+// Equal reports whether series ref has the labels lset, comparing them
+// without building the series' labels; false if there is no such series.
+func (ix *MemIndex) Equal(ref uint32, lset labels.Labels) bool {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return int(ref) < len(ix.offsets) && ix.equalLocked(ref, lset)
+}
+
+// EqualEach is Equal for many series under one lock: for every i with
+// refs[i] >= 0 it reports whether series refs[i] has the labels lsets[i] by
+// setting refs[i] to -1 when it has not.
+func (ix *MemIndex) EqualEach(refs []int64, lsets []labels.Labels) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	for i, ref := range refs {
+		if ref >= 0 && (ref >= int64(len(ix.offsets)) || !ix.equalLocked(uint32(ref), lsets[i])) {
+			refs[i] = -1
+		}
+	}
+}
+
 // equalLocked compares the stored series ref with lset without building it.
 func (ix *MemIndex) equalLocked(ref uint32, lset labels.Labels) bool {
 	b := ix.seriesBytesLocked(ref)

@@ -146,6 +146,60 @@ func TestMemIndexAdd(t *testing.T) {
 	}
 }
 
+// TestMemIndexEqual compares stored series with label sets that differ in
+// a name, a value, a label more or a label less, one at a time and in a batch.
+func TestMemIndexEqual(t *testing.T) {
+	ix := NewMemIndex()
+	rng := rand.New(rand.NewPCG(4, 4))
+	var sets []labels.Labels
+	for len(sets) < 100 {
+		lset := randomSeries(rng).WithoutEmpty()
+		if _, created := ix.GetOrCreate(lset); created {
+			sets = append(sets, lset)
+		}
+	}
+	var refs []int64
+	var others []labels.Labels
+	for i, lset := range sets {
+		if !ix.Equal(uint32(i), lset) {
+			t.Fatalf("Equal(%d, %s) = false", i, lset)
+		}
+		b := labels.NewBuilder(lset)
+		name := lset.Get("__name__")
+		for _, other := range []labels.Labels{
+			b.Set("__name__", name+"x").Labels(),
+			labels.NewBuilder(lset).Set("zz_extra", "v").Labels(),
+			labels.NewBuilder(lset).Del("__name__").Labels(),
+			labels.FromStrings("__name__", name),
+			labels.EmptyLabels(),
+		} {
+			if labels.Equal(other, lset) {
+				continue
+			}
+			if ix.Equal(uint32(i), other) {
+				t.Fatalf("Equal(%d, %s) = true for the series %s", i, other, lset)
+			}
+			refs = append(refs, int64(i))
+			others = append(others, other)
+		}
+		refs = append(refs, int64(i))
+		others = append(others, lset)
+	}
+	if ix.Equal(uint32(len(sets)), sets[0]) {
+		t.Fatal("Equal is true for a ref past the last series")
+	}
+	refs = append(refs, int64(len(sets)), -1)
+	others = append(others, sets[0], sets[0])
+	orig := slices.Clone(refs)
+	ix.EqualEach(refs, others)
+	for i, ref := range refs {
+		want := i < len(refs)-2 && labels.Equal(sets[orig[i]], others[i])
+		if (ref >= 0) != want {
+			t.Fatalf("EqualEach: entry %d (%s) left %d", i, others[i], ref)
+		}
+	}
+}
+
 // TestMemIndexConcurrent runs appenders and queries together; under -race
 // it checks the locking, and afterwards that every label set got exactly
 // one dense ref and the index agrees with a brute-force scan.

@@ -132,7 +132,7 @@ func (a *appender) Append(ref promstorage.SeriesRef, lset labels.Labels, st, t i
 	}
 	a.pending = append(a.pending, pendingSample{part: p, s: s, smp: smp})
 	for _, e := range opts.Exemplars {
-		a.ex = append(a.ex, pendingExemplar{lset: s.lset, e: e})
+		a.ex = append(a.ex, pendingExemplar{lset: s.lset(), e: e})
 	}
 	if opts.Metadata.Type != "" || opts.Metadata.Help != "" || opts.Metadata.Unit != "" {
 		family := opts.MetricFamilyName
@@ -155,7 +155,7 @@ func (a *appender) series(t int64, lset labels.Labels) (*memSeries, error) {
 		missed *headPart // the partition that does not hold lset, hashed h
 	)
 	if p := db.head.openPart(db.partitionOf(t)); p != nil {
-		if s := a.last; s != nil && s.part == p && labels.Equal(s.lset, lset) {
+		if s := a.last; s != nil && s.part == p && s.is(lset) {
 			return s, nil
 		}
 		h = lset.Hash()
@@ -187,7 +187,7 @@ func (a *appender) series(t int64, lset labels.Labels) (*memSeries, error) {
 			return s, nil
 		}
 	}
-	s, err := p.createWith(h, lset, db.head.labelsFor(h, lset, p), db.persistSeries(p.start))
+	s, err := p.create(h, lset, db.persistSeries(p.start))
 	if err != nil {
 		return nil, err
 	}
@@ -221,10 +221,10 @@ func (a *appender) check(s *memSeries, smp sample, maxT int64, rejectOOO bool) e
 	if rejectOOO || window == 0 {
 		if smp.t == seriesMaxT {
 			db.metrics.rejected.WithLabelValues("duplicate").Inc()
-			return fmt.Errorf("%w: series %s at %d", promstorage.ErrDuplicateSampleForTimestamp, s.lset, smp.t)
+			return fmt.Errorf("%w: series %s at %d", promstorage.ErrDuplicateSampleForTimestamp, s.lset(), smp.t)
 		}
 		db.metrics.rejected.WithLabelValues("out_of_order").Inc()
-		return fmt.Errorf("%w: series %s at %d, newest is %d", promstorage.ErrOutOfOrderSample, s.lset, smp.t, seriesMaxT)
+		return fmt.Errorf("%w: series %s at %d, newest is %d", promstorage.ErrOutOfOrderSample, s.lset(), smp.t, seriesMaxT)
 	}
 	if maxT != math.MinInt64 && smp.t < maxT-window {
 		db.metrics.rejected.WithLabelValues("too_old").Inc()

@@ -126,7 +126,7 @@ func TestHeadPartHashCollision(t *testing.T) {
 	}
 	for i, lset := range sets {
 		s := p.get(h, lset)
-		if s == nil || s.ref != uint32(i) || !labels.Equal(s.lset, lset) {
+		if s == nil || s.ref != uint32(i) || !labels.Equal(s.lset(), lset) {
 			t.Fatalf("get(%s) = %v, want ref %d", lset, s, i)
 		}
 		if again, err := p.create(h, lset, nil); err != nil || again != s {
@@ -137,7 +137,7 @@ func TestHeadPartHashCollision(t *testing.T) {
 		}
 	}
 	if s := p.get(h, labels.FromStrings("__name__", "d")); s != nil {
-		t.Fatalf("found a series never created: %s", s.lset)
+		t.Fatalf("found a series never created: %s", s.lset())
 	}
 }
 
@@ -241,7 +241,8 @@ func TestIngestAppenderResolveSeries(t *testing.T) {
 }
 
 // TestSeriesTable fills the dictionary through several growths, with hashes
-// that collide in full and in their low bits, and checks every lookup.
+// that collide in full, in their low bits and in the 32 bits a slot keeps,
+// and checks every lookup.
 func TestSeriesTable(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -249,60 +250,67 @@ func TestSeriesTable(t *testing.T) {
 	}{
 		{"distinct", func(i int) uint64 { return uint64(i) * 0x9e3779b97f4a7c15 }},
 		{"same low bits", func(i int) uint64 { return uint64(i) << 40 }},
+		{"same folded bits", func(i int) uint64 { return uint64(i)<<32 | uint64(i) }},
 		{"full collisions", func(i int) uint64 { return uint64(i % 7) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var tab seriesTable
+			p := newHeadPart(0, 1000)
 			const n = 3000
-			series := make([]*memSeries, n)
-			for i := range series {
-				series[i] = newMemSeries(uint32(i), labels.FromStrings("__name__", "m", "i", strconv.Itoa(i)))
-				if s := tab.get(tc.hash(i), series[i].lset); s != nil {
+			lsets := make([]labels.Labels, n)
+			for i := range lsets {
+				lsets[i] = labels.FromStrings("__name__", "m", "i", strconv.Itoa(i))
+				if s := p.dict.get(tc.hash(i), lsets[i], p.series); s != nil {
 					t.Fatalf("series %d found before it was added", i)
 				}
-				tab.add(tc.hash(i), series[i])
+				s, err := p.create(tc.hash(i), lsets[i], nil)
+				if err != nil || s.ref != uint32(i) {
+					t.Fatalf("create(series %d) = %v, %v", i, s, err)
+				}
 			}
-			if tab.n != n || len(tab.slots)*3 < n*4 {
+			if tab := &p.dict; tab.n != n || len(tab.slots)*3 < n*4 {
 				t.Fatalf("%d series in %d slots", tab.n, len(tab.slots))
 			}
-			for i, want := range series {
-				if got := tab.get(tc.hash(i), want.lset); got != want {
+			for i, lset := range lsets {
+				got := p.dict.get(tc.hash(i), lset, p.series)
+				if got == nil || got.ref != uint32(i) || !labels.Equal(got.lset(), lset) {
 					t.Fatalf("get(series %d) = %v", i, got)
 				}
-				if got := tab.first(tc.hash(i)); got == nil || tab.get(tc.hash(i), got.lset) != got {
-					t.Fatalf("first(hash of series %d) = %v", i, got)
+				if first := p.dict.first(tc.hash(i), p.series); first == nil || p.dict.get(tc.hash(i), first.lset(), p.series) != first {
+					t.Fatalf("first(hash of series %d) = %v", i, first)
 				}
 			}
-			if s := tab.get(tc.hash(5), labels.FromStrings("__name__", "absent")); s != nil {
-				t.Fatalf("found a series never added: %s", s.lset)
+			if s := p.dict.get(tc.hash(5), labels.FromStrings("__name__", "absent"), p.series); s != nil {
+				t.Fatalf("found a series never added: %s", s.lset())
 			}
 		})
 	}
 }
 
-// TestSeriesShareLabelsAcrossPartitions checks that a series met again in a
-// new partition while the previous one is open keeps the labels of the
-// previous partition's series rather than a copy of its own.
-func TestSeriesShareLabelsAcrossPartitions(t *testing.T) {
-	if unsafe.Sizeof(labels.Labels{}) != unsafe.Sizeof("") {
-		t.Skip("labels are not one string in this build")
+// TestHeadSeriesLabels checks that a head series' labels, which only the
+// partition's index holds, come back intact after the buffers they were
+// created from are overwritten, and that a ref given for labels is trusted
+// while other labels are checked.
+func TestHeadSeriesLabels(t *testing.T) {
+	p := newHeadPart(0, 1000)
+	buf := []byte("node_cpu_seconds_total")
+	b := labels.NewScratchBuilder(2)
+	b.Add("__name__", unsafe.String(&buf[0], len(buf)))
+	b.Add("cpu", "0")
+	lset := b.Labels()
+	want := lset.Copy()
+	s, err := p.create(lset.Hash(), lset, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	data := func(ls labels.Labels) *byte { return unsafe.StringData(*(*string)(unsafe.Pointer(&ls))) }
-	db := openTestDB(t, objstore.NewMemoryBucket(), DefaultOptions())
-	defer db.Close()
-	lset := labels.FromStrings("__name__", "up", "job", "a")
-	part := DefaultOptions().PartitionDuration.Milliseconds()
-	appendFloats(t, db, lset, tsample{part - 15000, 1})
-	appendFloats(t, db, labels.FromStrings("__name__", "up", "job", "a"), tsample{part + 15000, 1})
-	parts := db.head.partsOverlapping(0, 2*part)
-	if len(parts) != 2 {
-		t.Fatalf("%d open partitions, want 2", len(parts))
+	copy(buf, "XXXXXXXXXXXXXXXXXXXXXX")
+	if got := s.lset(); !labels.Equal(got, want) {
+		t.Fatalf("labels after the caller's buffer changed: %s, want %s", got, want)
 	}
-	a, b := parts[0].seriesByRef(0), parts[1].seriesByRef(0)
-	if a == nil || b == nil || !labels.Equal(a.lset, lset) || !labels.Equal(b.lset, lset) {
-		t.Fatalf("series of the two partitions: %v, %v", a, b)
+	if !s.is(want) || s.is(labels.FromStrings("__name__", "node_cpu_seconds_total")) || s.is(labels.FromStrings("__name__", "node_cpu_seconds_total", "cpu", "1")) {
+		t.Fatal("is compares labels wrongly")
 	}
-	if data(a.lset) != data(b.lset) {
-		t.Fatal("the series of the new partition copied its labels")
+	var lb labels.ScratchBuilder
+	if got := s.labelSet(&lb); !labels.Equal(got, want) {
+		t.Fatalf("labelSet = %s, want %s", got, want)
 	}
 }

@@ -114,7 +114,7 @@ func TestQueriesDuringFlush(t *testing.T) {
 // and appended to again, leaves alone what a query cloned before the cut, and
 // that a series idle since the last cut gives its appender up.
 func TestCutKeepsClonesIntact(t *testing.T) {
-	s := newMemSeries(0, labels.FromStrings("__name__", "m"))
+	s := newMemSeries(0, newHeadPart(0, 1000))
 	appendN := func(from, to int64) {
 		for ts := from; ts <= to; ts++ {
 			if err := s.appendLocked(sample{t: ts * 1000, v: float64(ts) * 1.5}); err != nil {

@@ -36,7 +36,7 @@ type ingestBuffers struct {
 	// Scratch of ResolveSeries.
 	hashes []uint64
 	found  []*memSeries
-	lsets  []labels.Labels
+	refs   []int64
 }
 
 var ingestPool = sync.Pool{New: func() any { return new(ingestBuffers) }}
@@ -64,7 +64,6 @@ func (ia *IngestAppender) release(pending []pendingSample) {
 	clear(pending)
 	clear(buf.series)
 	clear(buf.found)
-	clear(buf.lsets)
 	buf.pending, buf.series = pending[:0], buf.series[:0]
 	ingestPool.Put(buf)
 }
@@ -94,7 +93,7 @@ func (ia *IngestAppender) ResolveSeries(lsets []labels.Labels, ts []int64, refs 
 			j++
 		}
 		if p := db.head.openPart(start); p != nil {
-			buf.lsets = p.getMany(buf.hashes[i:j], lsets[i:j], buf.found[i:j], buf.lsets[:0])
+			buf.refs = p.getMany(buf.hashes[i:j], lsets[i:j], buf.found[i:j], buf.refs[:0])
 		} else {
 			clear(buf.found[i:j])
 		}
@@ -161,7 +160,7 @@ func (ia *IngestAppender) stZero(lset labels.Labels, st, t int64, h *histogram.H
 	if st <= 0 || st >= t {
 		return
 	}
-	if s := ia.a.last; s != nil && labels.Equal(s.lset, lset) {
+	if s := ia.a.last; s != nil && s.is(lset) {
 		s.mu.Lock()
 		known := s.maxT >= st
 		s.mu.Unlock()

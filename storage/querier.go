@@ -164,6 +164,7 @@ func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples bo
 		all = append(all, s)
 	}
 	var fetch []*qSegment
+	var lb labels.ScratchBuilder
 	for _, pv := range parts {
 		r := db.indexReader(pv)
 		bm, err := index.Select(ctx, r, ms...)
@@ -182,7 +183,7 @@ func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples bo
 					continue
 				}
 				seg := &qSegment{part: pv.start, ref: ref, head: s}
-				add(s.lset, seg)
+				add(s.labelSet(&lb), seg)
 				if withSamples {
 					// The head's blocks are taken before the LSM is read,
 					// so a flush in between shows samples twice (merged

@@ -1,7 +1,9 @@
 package storage
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"math"
 	"sort"
 	"sync"
@@ -23,8 +25,8 @@ type memSeries struct {
 	// float, to tell a resent duplicate from a conflicting one.
 	lastFloat bool
 	ref       uint32
-	lset      labels.Labels
-	part      *headPart
+	// part holds the series; its index has the series' labels under ref.
+	part *headPart
 
 	// app holds in-order samples since the last cut. A cut empties it and
 	// the series keeps it; it is nil before the first sample and after a
@@ -92,8 +94,29 @@ type cutData struct {
 	ooo    []sample
 }
 
-func newMemSeries(ref uint32, lset labels.Labels) *memSeries {
-	return &memSeries{ref: ref, lset: lset, maxT: math.MinInt64}
+func newMemSeries(ref uint32, p *headPart) *memSeries {
+	return &memSeries{ref: ref, part: p, maxT: math.MinInt64}
+}
+
+// labelSet returns the series' labels, built in b.
+func (s *memSeries) labelSet(b *labels.ScratchBuilder) labels.Labels {
+	lset, err := s.part.idx.Series(context.Background(), s.ref, b)
+	if err != nil {
+		// The partition's index takes every series before it is published.
+		panic(fmt.Sprintf("head series %d of partition %d: %v", s.ref, s.part.start, err))
+	}
+	return lset
+}
+
+// lset returns the series' labels.
+func (s *memSeries) lset() labels.Labels {
+	var b labels.ScratchBuilder
+	return s.labelSet(&b)
+}
+
+// is reports whether the series' labels are lset.
+func (s *memSeries) is(lset labels.Labels) bool {
+	return s.part.idx.Equal(s.ref, lset)
 }
 
 var errKindChange = gorilla.ErrKindChange

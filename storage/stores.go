@@ -164,8 +164,9 @@ func (db *DB) HeadStats(topN int) (st index.Stats, mint, maxt int64, ok bool) {
 	}
 	union := index.NewMemIndex()
 	for _, p := range parts {
+		var b labels.ScratchBuilder
 		for _, s := range p.allSeries() {
-			union.GetOrCreate(s.lset)
+			union.GetOrCreate(s.labelSet(&b))
 		}
 	}
 	return union.Stats(topN), mint, db.head.maxT.Load(), true
