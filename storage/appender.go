@@ -50,7 +50,10 @@ type appender struct {
 	// last is the series of the previous Append, a cheap cache for senders
 	// that send a series' samples one after another.
 	last *memSeries
-	done bool
+	// known is last when the caller vouched that lset is its labels (see
+	// IngestAppender.hint), nil otherwise.
+	known *memSeries
+	done  bool
 }
 
 type pendingExemplar struct {
@@ -155,7 +158,7 @@ func (a *appender) series(t int64, lset labels.Labels) (*memSeries, error) {
 		missed *headPart // the partition that does not hold lset, hashed h
 	)
 	if p := db.head.openPart(db.partitionOf(t)); p != nil {
-		if s := a.last; s != nil && s.part == p && s.is(lset) {
+		if s := a.last; s != nil && s.part == p && (s == a.known || s.is(lset)) {
 			return s, nil
 		}
 		h = lset.Hash()

@@ -240,6 +240,56 @@ func TestIngestAppenderResolveSeries(t *testing.T) {
 	compareResults(t, t.Name(), got, want)
 }
 
+// TestIngestAppenderStaleRef reuses a label buffer, as the remote-write
+// handler does between batches: a ref given before the last ResolveSeries,
+// whose labels were rewritten in place since, must not send the sample to
+// the ref's series.
+func TestIngestAppenderStaleRef(t *testing.T) {
+	db := openTestDB(t, objstore.NewMemoryBucket(), DefaultOptions())
+	defer db.Close()
+	a := labels.FromStrings("__name__", "up", "job", "a")
+	b := labels.FromStrings("__name__", "up", "job", "b")
+	appendFloats(t, db, a, tsample{1000, 1})
+	appendFloats(t, db, b, tsample{1000, 1})
+
+	// shared holds the labels of one series at a time: Overwrite reuses its
+	// memory (with stringlabels; other builds copy, and never alias).
+	sb := labels.NewScratchBuilder(2)
+	sb.Add("__name__", "up")
+	sb.Add("job", "a")
+	var shared labels.Labels
+	sb.Overwrite(&shared)
+
+	app := db.IngestAppender(context.Background())
+	refs := make([]promstorage.SeriesRef, 1)
+	app.ResolveSeries([]labels.Labels{shared}, []int64{2000}, refs)
+	if refs[0] == 0 {
+		t.Fatal("no ref for a known series")
+	}
+	refA := refs[0]
+	if _, err := app.Append(refA, shared, 0, 2000, 2); err != nil {
+		t.Fatal(err)
+	}
+	// The next batch: the same buffer now says job="b".
+	sb.Reset()
+	sb.Add("__name__", "up")
+	sb.Add("job", "b")
+	sb.Overwrite(&shared)
+	app.ResolveSeries([]labels.Labels{labels.FromStrings("__name__", "up", "job", "c")}, []int64{3000}, refs)
+	if _, err := app.Append(refA, shared, 0, 3000, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	got := queryFloats(t, db, math.MinInt64, math.MaxInt64, labels.MustNewMatcher(labels.MatchEqual, "__name__", "up"))
+	want := map[string][]tsample{
+		a.String(): {{1000, 1}, {2000, 2}},
+		b.String(): {{1000, 1}, {3000, 3}},
+	}
+	compareResults(t, t.Name(), got, want)
+}
+
 // TestSeriesTable fills the dictionary through several growths, with hashes
 // that collide in full, in their low bits and in the 32 bits a slot keeps,
 // and checks every lookup.

@@ -20,9 +20,18 @@ import (
 //
 // The refs it returns index the series it met in this request (see
 // ResolveSeries); they are meaningless to any other appender.
+//
+// Labels given to ResolveSeries, and to an Append that returned a new ref,
+// must stay unchanged until the next ResolveSeries, Commit or Rollback: an
+// Append whose ref was given since the last ResolveSeries, with labels equal
+// to those the ref was given for, goes to the ref's series without the
+// series' labels being read from the index again.
 type IngestAppender struct {
 	a   appender
 	buf *ingestBuffers
+	// gen is the first index of buf.series given since the last
+	// ResolveSeries.
+	gen int
 }
 
 // ingestBuffers are the buffers of one ingest appender, recycled through
@@ -31,8 +40,10 @@ type IngestAppender struct {
 // allocated per sample.
 type ingestBuffers struct {
 	pending []pendingSample
-	// series are the series met in the request; ref i+1 is series[i].
+	// series are the series met in the request; ref i+1 is series[i],
+	// met with the labels lsets[i].
 	series []*memSeries
+	lsets  []labels.Labels
 	// Scratch of ResolveSeries.
 	hashes []uint64
 	found  []*memSeries
@@ -64,7 +75,8 @@ func (ia *IngestAppender) release(pending []pendingSample) {
 	clear(pending)
 	clear(buf.series)
 	clear(buf.found)
-	buf.pending, buf.series = pending[:0], buf.series[:0]
+	clear(buf.lsets)
+	buf.pending, buf.series, buf.lsets = pending[:0], buf.series[:0], buf.lsets[:0]
 	ingestPool.Put(buf)
 }
 
@@ -80,6 +92,7 @@ func (ia *IngestAppender) ResolveSeries(lsets []labels.Labels, ts []int64, refs 
 	if buf == nil || ia.a.done || db.readOnly || len(lsets) == 0 {
 		return
 	}
+	ia.gen = len(buf.series)
 	buf.hashes = slices.Grow(buf.hashes[:0], len(lsets))[:len(lsets)]
 	buf.found = slices.Grow(buf.found[:0], len(lsets))[:len(lsets)]
 	for i, lset := range lsets {
@@ -102,6 +115,7 @@ func (ia *IngestAppender) ResolveSeries(lsets []labels.Labels, ts []int64, refs 
 	for i, s := range buf.found {
 		if s != nil {
 			buf.series = append(buf.series, s)
+			buf.lsets = append(buf.lsets, lsets[i])
 			refs[i] = promstorage.SeriesRef(len(buf.series))
 		}
 	}
@@ -109,19 +123,27 @@ func (ia *IngestAppender) ResolveSeries(lsets []labels.Labels, ts []int64, refs 
 }
 
 // hint makes the series that ref names, if any, the first one the appender
-// tries for the next sample, and returns it.
-func (ia *IngestAppender) hint(ref promstorage.SeriesRef) *memSeries {
+// tries for the next sample, and returns it. If ref was given since the last
+// ResolveSeries for labels equal to lset, the appender takes the series
+// without reading its labels from the index (until unhint).
+func (ia *IngestAppender) hint(ref promstorage.SeriesRef, lset labels.Labels) *memSeries {
 	if ia.buf == nil || ref == 0 || uint64(ref) > uint64(len(ia.buf.series)) {
 		return nil
 	}
 	s := ia.buf.series[ref-1]
 	ia.a.last = s
+	if int(ref-1) >= ia.gen && labels.Equal(lset, ia.buf.lsets[ref-1]) {
+		ia.a.known = s
+	}
 	return s
 }
 
+// unhint ends what hint said.
+func (ia *IngestAppender) unhint() { ia.a.known = nil }
+
 // refOf returns the ref of the series the last append went to: the ref the
 // caller gave if it names that series, else a new one.
-func (ia *IngestAppender) refOf(ref promstorage.SeriesRef, hinted *memSeries) promstorage.SeriesRef {
+func (ia *IngestAppender) refOf(ref promstorage.SeriesRef, lset labels.Labels, hinted *memSeries) promstorage.SeriesRef {
 	s := ia.a.last
 	if s == nil || ia.buf == nil {
 		return 0
@@ -130,6 +152,7 @@ func (ia *IngestAppender) refOf(ref promstorage.SeriesRef, hinted *memSeries) pr
 		return ref
 	}
 	ia.buf.series = append(ia.buf.series, s)
+	ia.buf.lsets = append(ia.buf.lsets, lset)
 	return promstorage.SeriesRef(len(ia.buf.series))
 }
 
@@ -137,22 +160,24 @@ func (ia *IngestAppender) refOf(ref promstorage.SeriesRef, hinted *memSeries) pr
 // or after st yet, a zero sample is stored at st first, as Prometheus does
 // with created timestamps.
 func (ia *IngestAppender) Append(ref promstorage.SeriesRef, lset labels.Labels, st, t int64, v float64) (promstorage.SeriesRef, error) {
-	hinted := ia.hint(ref)
+	hinted := ia.hint(ref, lset)
+	defer ia.unhint()
 	ia.stZero(lset, st, t, nil, nil)
 	if _, err := ia.a.Append(0, lset, 0, t, v, nil, nil, promstorage.AppendV2Options{}); err != nil {
 		return 0, err
 	}
-	return ia.refOf(ref, hinted), nil
+	return ia.refOf(ref, lset, hinted), nil
 }
 
 // AppendHistogram adds a native histogram sample (h or fh).
 func (ia *IngestAppender) AppendHistogram(ref promstorage.SeriesRef, lset labels.Labels, st, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) (promstorage.SeriesRef, error) {
-	hinted := ia.hint(ref)
+	hinted := ia.hint(ref, lset)
+	defer ia.unhint()
 	ia.stZero(lset, st, t, h, fh)
 	if _, err := ia.a.Append(0, lset, 0, t, 0, h, fh, promstorage.AppendV2Options{}); err != nil {
 		return 0, err
 	}
-	return ia.refOf(ref, hinted), nil
+	return ia.refOf(ref, lset, hinted), nil
 }
 
 // stZero stores the zero sample of a created timestamp when it is new.
@@ -160,7 +185,7 @@ func (ia *IngestAppender) stZero(lset labels.Labels, st, t int64, h *histogram.H
 	if st <= 0 || st >= t {
 		return
 	}
-	if s := ia.a.last; s != nil && s.is(lset) {
+	if s := ia.a.last; s != nil && (s == ia.a.known || s.is(lset)) {
 		s.mu.Lock()
 		known := s.maxT >= st
 		s.mu.Unlock()
