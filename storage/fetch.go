@@ -328,21 +328,26 @@ func (db *DB) rangePrefetcher() rangePrefetcher {
 // then hit the cache, so a cold Select costs about three round trips
 // whatever the number of partitions. It does nothing without a block cache.
 // Errors are left for the reads that follow to report.
-func (db *DB) prefetchSelect(ctx context.Context, parts []partView, ms []*labels.Matcher, withSamples bool) {
+//
+// It returns the series each partition's Select gave, by the index of the
+// partition in parts, for the caller to use instead of selecting again; an
+// entry is nil where it did not select (or the Select failed).
+func (db *DB) prefetchSelect(ctx context.Context, parts []partView, ms []*labels.Matcher, withSamples bool) []*roaring.Bitmap {
 	p := db.rangePrefetcher()
 	if p == nil || !p.Cached() || len(parts) == 0 {
-		return
+		return nil
 	}
 	if len(parts) == 1 && parts[0].head != nil && !withSamples {
-		return
+		return nil
 	}
+	sels := make([]*roaring.Bitmap, len(parts))
 	var (
 		wg     sync.WaitGroup
 		mu     sync.Mutex
 		ranges []lsm.KeyRange
 		sem    = make(chan struct{}, fetchConcurrency)
 	)
-	for _, pv := range parts {
+	for i, pv := range parts {
 		if pv.head != nil && !withSamples {
 			continue
 		}
@@ -365,7 +370,11 @@ func (db *DB) prefetchSelect(ctx context.Context, parts []partView, ms []*labels
 				_ = p.PrefetchRanges(ctx, rs, len(rs))
 			}
 			bm, err := index.Select(ctx, db.indexReader(pv), ms...)
-			if err != nil || bm.IsEmpty() {
+			if err != nil {
+				return
+			}
+			sels[i] = bm
+			if bm.IsEmpty() {
 				return
 			}
 			refs := bm.ToArray()
@@ -389,4 +398,5 @@ func (db *DB) prefetchSelect(ctx context.Context, parts []partView, ms []*labels
 	if err := p.PrefetchRanges(ctx, ranges, fetchConcurrency); err != nil {
 		db.logger.Debug("query prefetch failed; reading block by block", "err", err)
 	}
+	return sels
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	promstorage "github.com/prometheus/prometheus/storage"
@@ -148,7 +149,7 @@ func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples bo
 	if err != nil {
 		return nil, err
 	}
-	db.prefetchSelect(ctx, parts, ms, withSamples)
+	sels := db.prefetchSelect(ctx, parts, ms, withSamples)
 	byKey := map[uint64][]*qSeries{}
 	var all []*qSeries
 	add := func(lset labels.Labels, seg *qSegment) {
@@ -165,11 +166,16 @@ func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples bo
 	}
 	var fetch []*qSegment
 	var lb labels.ScratchBuilder
-	for _, pv := range parts {
-		r := db.indexReader(pv)
-		bm, err := index.Select(ctx, r, ms...)
-		if err != nil {
-			return nil, fmt.Errorf("select in partition %d: %w", pv.start, err)
+	for i, pv := range parts {
+		var bm *roaring.Bitmap
+		if i < len(sels) {
+			bm = sels[i]
+		}
+		if bm == nil {
+			var err error
+			if bm, err = index.Select(ctx, db.indexReader(pv), ms...); err != nil {
+				return nil, fmt.Errorf("select in partition %d: %w", pv.start, err)
+			}
 		}
 		if bm.IsEmpty() {
 			continue
