@@ -128,7 +128,7 @@ func TestCutKeepsClonesIntact(t *testing.T) {
 		t.Fatal(err)
 	}
 	app := s.app
-	s.cutLocked()
+	s.cutLocked(true)
 	if s.app != app {
 		t.Fatal("the cut replaced the series' appender")
 	}
@@ -153,9 +153,49 @@ func TestCutKeepsClonesIntact(t *testing.T) {
 	if len(got) != 300 || got[0] != 1000 || got[299] != 300000 {
 		t.Fatalf("clone read %d samples (%v...), want 1..300 s", len(got), got[:min(3, len(got))])
 	}
-	s.cutLocked() // takes 301..700
-	s.cutLocked() // nothing since: the appender goes
+	s.cutLocked(true) // takes 301..700
+	s.cutLocked(true) // nothing since: the appender goes
 	if s.app != nil {
 		t.Fatal("an idle series kept its appender")
 	}
+}
+
+// TestFlushPastPartitionEnd checks that a flush after the head moved past a
+// partition's end lets that partition's series give their appenders up,
+// while their samples stay readable and a late sample still lands.
+func TestFlushPastPartitionEnd(t *testing.T) {
+	db := openTestDB(t, objstore.NewMemoryBucket(), DefaultOptions())
+	defer db.Close()
+	part := DefaultOptions().PartitionDuration.Milliseconds()
+	lset := labels.FromStrings("__name__", "up", "job", "a")
+	appendFloats(t, db, lset, tsample{part - 30000, 1})
+	appendFloats(t, db, labels.FromStrings("__name__", "up", "job", "b"), tsample{part + 15000, 2})
+	if err := db.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	parts := db.head.partsOverlapping(0, 2*part)
+	if len(parts) != 2 {
+		t.Fatalf("%d open partitions, want 2", len(parts))
+	}
+	old := parts[0].seriesByRef(0)
+	old.mu.Lock()
+	app := old.app
+	old.mu.Unlock()
+	if app != nil {
+		t.Fatal("a series of a partition the head has moved past kept its appender")
+	}
+	newer := parts[1].seriesByRef(0)
+	newer.mu.Lock()
+	app = newer.app
+	newer.mu.Unlock()
+	if app == nil {
+		t.Fatal("a series of the newest partition gave its appender up")
+	}
+	appendFloats(t, db, lset, tsample{part - 15000, 3}) // late, still in order
+	got := queryFloats(t, db, math.MinInt64, math.MaxInt64, labels.MustNewMatcher(labels.MatchEqual, "__name__", "up"))
+	want := map[string][]tsample{
+		lset.String(): {{part - 30000, 1}, {part - 15000, 3}},
+		labels.FromStrings("__name__", "up", "job", "b").String(): {{part + 15000, 2}},
+	}
+	compareResults(t, t.Name(), got, want)
 }

@@ -188,13 +188,16 @@ func (s *memSeries) dirtyLocked() bool {
 // one for every series at every flush was a tenth of the bytes the ingest
 // allocated. Queries may hold clones of it, which share its encoded memory,
 // so it starts over without that memory rather than overwrite it. A series
-// that received nothing since the last cut gives its appender up.
-func (s *memSeries) cutLocked() *cutData {
+// that received nothing since the last cut gives its appender up, and so does
+// every series when keepApp is false.
+func (s *memSeries) cutLocked(keepApp bool) *cutData {
 	c := &cutData{prev: s.flushing, sealed: s.sealedLocked(), ooo: s.oooLocked()}
 	s.x = nil
 	if s.app != nil {
 		if s.app.Count() > 0 {
 			c.sealed = append(c.sealed, s.app.AppendBlock(nil))
+		}
+		if s.app.Count() > 0 && keepApp {
 			*s.app = gorilla.Appender{}
 		} else {
 			s.app = nil
