@@ -225,10 +225,7 @@ func TestIngestAppenderResolveSeries(t *testing.T) {
 	if _, err := app.Append(99, c, 0, 3000, 3); err != nil { // a ref never given
 		t.Fatal(err)
 	}
-	if err := app.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	got := queryFloats(t, db, math.MinInt64, math.MaxInt64, labels.MustNewMatcher(labels.MatchEqual, "__name__", "up"))
+	got := commitAndQueryUp(t, db, app)
 	want := map[string][]tsample{
 		a.String(): {{1000, 1}, {2000, 2}},
 		b.String(): {{1000, 1}, {2000, 2}, {3000, 3}, {4000, 4}},
@@ -238,6 +235,16 @@ func TestIngestAppenderResolveSeries(t *testing.T) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
 	compareResults(t, t.Name(), got, want)
+}
+
+// commitAndQueryUp commits app and returns every sample of the series of
+// the metric up.
+func commitAndQueryUp(t *testing.T, db *DB, app *IngestAppender) map[string][]tsample {
+	t.Helper()
+	if err := app.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return queryFloats(t, db, math.MinInt64, math.MaxInt64, labels.MustNewMatcher(labels.MatchEqual, "__name__", "up"))
 }
 
 // TestIngestAppenderStaleRef reuses a label buffer, as the remote-write
@@ -279,10 +286,7 @@ func TestIngestAppenderStaleRef(t *testing.T) {
 	if _, err := app.Append(refA, shared, 0, 3000, 3); err != nil {
 		t.Fatal(err)
 	}
-	if err := app.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	got := queryFloats(t, db, math.MinInt64, math.MaxInt64, labels.MustNewMatcher(labels.MatchEqual, "__name__", "up"))
+	got := commitAndQueryUp(t, db, app)
 	want := map[string][]tsample{
 		a.String(): {{1000, 1}, {2000, 2}},
 		b.String(): {{1000, 1}, {3000, 3}},
