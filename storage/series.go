@@ -16,7 +16,7 @@ import (
 )
 
 // memSeries is one series of one head partition: the samples it received
-// since the head last wrote them to the LSM. It is 80 bytes, and the head
+// since the head last wrote them to the LSM. It is 64 bytes, and the head
 // holds one per active series: what few series have (blocks sealed at a
 // change of sample kind, out-of-order samples) is behind x.
 type memSeries struct {
