@@ -14,7 +14,8 @@ import (
 
 // Appender builds a block one sample at a time, as the head does for each
 // open series. It keeps float samples in a compact stream (delta-of-delta
-// timestamps, XOR values) and no raw samples; every sealSamples samples it
+// timestamps; values as deltas of decimal integers, or XOR when they are not
+// short decimals) and no raw samples; every sealSamples samples it
 // encodes the stream into a block and starts a new stream, so its memory
 // stays near the compressed size of what it holds plus ~150 bytes.
 // AppendBlock re-encodes everything into one block.
@@ -31,8 +32,10 @@ import (
 // them with a few float samples in their stream, so what only histograms and
 // long streams need is behind x.
 type Appender struct {
-	kind        Kind  // 0 until the first sample
-	lead, trail uint8 // float stream: XOR window, lead 0xff when unset
+	kind Kind // 0 until the first sample
+	// Float stream: the XOR window (lead 0xff when unset), or, with lead
+	// leadDecimal, the decimal exponent in trail.
+	lead, trail uint8
 	scount      uint8 // float stream: samples in it, at most sealSamples
 	count       int32 // at most MaxBlockSamples
 	t           int64 // last timestamp
@@ -73,9 +76,106 @@ func NewAppender() *Appender { return &Appender{} }
 // 0 in one bit, jitter up to ±15 ms in 7 bits, up to ±32 s in 18 bits.
 var streamCode = prefixCode{nb: 4, width: [maxBuckets]uint8{0, 5, 16, 64}}
 
-// maxAppendBytes bounds the bytes one Append flushes to the stream: a
-// timestamp of at most 67 bits and a value of at most 77, plus pending bits.
-const maxAppendBytes = 8 + (67+77+7)/8
+// maxValueBits bounds the bits of one stream value: a decimal exponent
+// change (4 + 64 bits) followed by the widest delta (4 + 64); a raw escape
+// (4 + 64 + 64) and an XOR value (2 + 5 + 6 + 64) take fewer. With a
+// timestamp's 67 bits it must stay within maxStepBits.
+const maxValueBits = 4 + 64 + 4 + 64
+
+var _ [maxStepBits - 67 - maxValueBits]struct{}
+
+// A decimal stream writes each value v as m / 10^e for the stream's
+// exponent e, m as the zigzag delta from the previous value's integer with
+// this code: 0 for no change (1 bit), then 10, 110 and 1110 before 6, 12
+// and 24 bits, and 1111 before 64. Deltas never reach 2^62 in the 64-bit
+// bucket (integers are at most 2^53 in magnitude), so values from
+// escapeTag up are escapes: escapeTag|e raises the exponent to e, and a
+// delta at the new exponent follows; escapeRaw is followed by the value's 64
+// bits, and the stream continues in XOR. On real node_exporter data in
+// streams of 24 samples this takes 0.52 bytes per value against XOR's 0.73;
+// on random-walk values with two decimals 1.8 against 6.4.
+const (
+	leadDecimal  = 0xfe // lead of a decimal stream
+	maxStreamExp = 9    // a first value needing more decimals starts an XOR stream
+	escapeTag    = uint64(3) << 62
+	escapeRaw    = escapeTag | 0xff
+)
+
+var decWidth = [5]uint{0, 6, 12, 24, 64}
+
+// writeDecimalDelta writes the zigzag delta z of a decimal stream.
+func writeDecimalDelta(w *bitWriter, z uint64) {
+	switch l := bits.Len64(z); {
+	case l == 0:
+		w.write(0, 1)
+	case l <= 6:
+		w.write(0b10<<6|z, 2+6)
+	case l <= 12:
+		w.write(0b110<<12|z, 3+12)
+	case l <= 24:
+		w.write(0b1110<<24|z, 4+24)
+	default:
+		w.write(0b1111, 4)
+		w.write(z, 64)
+	}
+}
+
+// readDecimalDelta reads what writeDecimalDelta wrote (or an escape).
+func readDecimalDelta(r *bitReader) uint64 {
+	b := uint(min(bits.LeadingZeros64(^r.peek()), 4))
+	r.pos += min(b+1, 4)
+	return r.read(decWidth[b])
+}
+
+// streamExp returns the exponent of a decimal stream whose first value is
+// v, or false when the stream holds XOR values.
+func streamExp(v float64) (uint, bool) {
+	_, e, ok := decimalFrom(v, 0)
+	return e, ok && e <= maxStreamExp
+}
+
+// decimalAt returns m with v == m / 10^e exactly, or false.
+func decimalAt(v float64, vb uint64, e uint) (int64, bool) {
+	x := v * pow10f[e]
+	if !(math.Abs(x) <= maxExactIn) { // also false for NaN
+		return 0, false
+	}
+	m := int64(math.Round(x))
+	return m, math.Float64bits(decimalValue(m, e)) == vb
+}
+
+// scaledPrev is the integer the delta of the value after prev starts from,
+// computed alike by writer and reader.
+func scaledPrev(prev float64, e uint) int64 {
+	x := prev * pow10f[e]
+	if !(math.Abs(x) <= maxExactIn) {
+		return 0
+	}
+	return int64(math.Round(x))
+}
+
+// writeDecimal writes the value v (bits vb) of a decimal stream.
+func (a *Appender) writeDecimal(v float64, vb uint64) {
+	e := uint(a.trail)
+	prev := math.Float64frombits(a.v)
+	if m, ok := decimalAt(v, vb, e); ok {
+		writeDecimalDelta(&a.w, zigzag(m-scaledPrev(prev, e)))
+		return
+	}
+	if e < maxStreamExp {
+		if _, e2, ok := decimalFrom(v, e+1); ok && e < e2 && e2 <= maxStreamExp &&
+			math.Abs(prev*pow10f[e2]) <= maxExactIn {
+			m, _ := decimalAt(v, vb, e2)
+			writeDecimalDelta(&a.w, escapeTag|uint64(e2))
+			writeDecimalDelta(&a.w, zigzag(m-scaledPrev(prev, e2)))
+			a.trail = uint8(e2)
+			return
+		}
+	}
+	writeDecimalDelta(&a.w, escapeRaw)
+	a.w.write(vb, 64)
+	a.lead, a.trail = 0xff, 0
+}
 
 var streamWriter = func() (cw codeWriter) {
 	cw.init(&streamCode)
@@ -105,24 +205,36 @@ func (a *Appender) Append(t int64, v float64) error {
 		return err
 	}
 	vb := math.Float64bits(v)
-	if free := cap(a.w.buf) - len(a.w.buf); free < maxAppendBytes {
-		// Grow by a quarter rather than doubling, from a small start: the
-		// head holds many appenders and their slack adds up. slices.Grow
-		// rounds the capacity up to the allocator's size class, which
-		// would be allocated anyway.
-		a.w.buf = slices.Grow(a.w.buf, maxAppendBytes+max(16, len(a.w.buf)/4))
-	}
 	if a.count == 0 {
 		a.kind, a.x = KindFloat, nil
 	}
-	if a.scount == 0 {
-		a.smint, a.first, a.lead, a.delta = t, vb, 0xff, 0
-	} else {
+	switch {
+	case a.scount == 0:
+		a.smint, a.first, a.delta = t, vb, 0
+		a.lead, a.trail = 0xff, 0
+		if e, ok := streamExp(v); ok {
+			a.lead, a.trail = leadDecimal, uint8(e)
+		}
+	default:
+		if cap(a.w.buf)-len(a.w.buf) < 8 {
+			// The writer appends whole 8-byte words: make room for one,
+			// growing by a quarter rather than doubling, from a small
+			// start, since the head holds many appenders and their slack
+			// adds up. slices.Grow rounds the capacity up to the
+			// allocator's size class, which would be allocated anyway. A
+			// sample that fills two words (an escape, a wide XOR value)
+			// lets append grow the buffer for the second.
+			a.w.buf = slices.Grow(a.w.buf, 8+max(8, len(a.w.buf)/4))
+		}
 		d := t - a.t
 		streamWriter.write(&a.w, zigzag(d-a.delta))
 		a.delta = d
-		lead, trail := xorWrite(&a.w, vb^a.v, uint(a.lead), uint(a.trail))
-		a.lead, a.trail = uint8(lead), uint8(trail)
+		if a.lead == leadDecimal {
+			a.writeDecimal(v, vb)
+		} else {
+			lead, trail := xorWrite(&a.w, vb^a.v, uint(a.lead), uint(a.trail))
+			a.lead, a.trail = uint8(lead), uint8(trail)
+		}
 	}
 	a.v = vb
 	a.t = t
@@ -382,6 +494,7 @@ func (a *Appender) decodeStream(d *floatDecoder) error {
 	last := int(streamCode.nb) - 1
 	t, delta, v := a.smint, int64(0), a.first
 	ts[0], vs[0] = t, math.Float64frombits(v)
+	e, decimal := streamExp(vs[0])
 	lead, sig := uint(0), uint(0)
 	for i := 1; i < n; i++ {
 		b := min(bits.LeadingZeros64(^r.peek()), last)
@@ -390,29 +503,48 @@ func (a *Appender) decodeStream(d *floatDecoder) error {
 		t += delta
 		ts[i] = t
 
-		pk := r.peek()
-		switch {
-		case pk>>63 == 0:
-			r.pos++
-		case pk>>62 == 0b10:
-			r.pos += 2
-			v ^= r.read(sig) << (64 - lead - sig)
-		default:
-			lead = uint(pk>>57) & 31
-			sig = uint(pk>>51) & 63
-			if sig == 0 {
-				sig = 64
+		if decimal {
+			prev := vs[i-1]
+			z := readDecimalDelta(&r)
+			switch {
+			case z == escapeRaw:
+				v, decimal = r.read(64), false
+				vs[i] = math.Float64frombits(v)
+			case z >= escapeTag:
+				if e = uint(z &^ escapeTag); e > maxStreamExp {
+					return corruptf("appender stream exponent %d at sample %d", e, i)
+				}
+				z = readDecimalDelta(&r)
+				fallthrough
+			default:
+				vs[i] = decimalValue(scaledPrev(prev, e)+unzigzag(z), e)
+				v = math.Float64bits(vs[i])
 			}
-			r.pos += 13
-			v ^= r.read(sig) << (64 - lead - sig)
+		} else {
+			pk := r.peek()
+			switch {
+			case pk>>63 == 0:
+				r.pos++
+			case pk>>62 == 0b10:
+				r.pos += 2
+				v ^= r.read(sig) << (64 - lead - sig)
+			default:
+				lead = uint(pk>>57) & 31
+				sig = uint(pk>>51) & 63
+				if sig == 0 {
+					sig = 64
+				}
+				r.pos += 13
+				v ^= r.read(sig) << (64 - lead - sig)
+			}
+			vs[i] = math.Float64frombits(v)
 		}
-		vs[i] = math.Float64frombits(v)
 		if r.overrun() {
 			return corruptf("appender stream overrun at sample %d", i)
 		}
 	}
-	if t != a.t {
-		return corruptf("appender stream ends at %d, want %d", t, a.t)
+	if t != a.t || v != a.v {
+		return corruptf("appender stream ends at %d (value %x), want %d (%x)", t, v, a.t, a.v)
 	}
 	return nil
 }

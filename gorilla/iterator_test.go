@@ -404,3 +404,76 @@ func TestAppenderBounds(t *testing.T) {
 	}
 	check("histogram", h, 5, 3000, 7000)
 }
+
+// TestAppenderDecimalStream drives every path of the decimal stream: plain
+// deltas of each width, an exponent raise, a raw escape that turns the
+// stream to XOR, and first values that start an XOR stream. Each case checks
+// the samples come back bit for bit and the mode the stream ends in.
+func TestAppenderDecimalStream(t *testing.T) {
+	cases := []struct {
+		name    string
+		vs      []float64
+		decimal bool // the stream is decimal after the last value
+		exp     uint // and has this exponent
+	}{
+		{"unchanged", []float64{5, 5, 5}, true, 0},
+		{"widths", []float64{1, 2, 40, 3000, 1e6, -1e6, 1e15, -1e15, 9007199254740992, -9007199254740992}, true, 0},
+		{"two-decimals", []float64{12.34, 12.35, 11.99, 1e6 + 0.01, 0.07}, true, 2},
+		{"raise", []float64{12.5, 12.57, 12.571, 13}, true, 3},
+		{"raise-past-max", []float64{1.5, 1.0000000001, 2}, false, 0},
+		{"raise-out-of-range", []float64{4e15, 1.5, 2}, false, 0},
+		{"stale-marker", []float64{1.25, 2.5, staleNaN, 3.75, 3.75}, false, 0},
+		{"negative-zero", []float64{1, math.Copysign(0, -1), 0}, false, 0},
+		{"specials", []float64{0, math.Inf(1), math.NaN(), 1}, false, 0},
+		{"first-not-decimal", []float64{1.0 / 3, 0.5, 0.25}, false, 0},
+		{"first-stale", []float64{staleNaN, 1, 2}, false, 0},
+		{"first-too-many-decimals", []float64{0.0000000001, 1, 2}, false, 0},
+		{"first-huge", []float64{1e300, 1, 2}, false, 0},
+	}
+	var it Iterator
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var a Appender
+			ts := make([]int64, len(tc.vs))
+			for i, v := range tc.vs {
+				ts[i] = 1796014823533 + int64(i)*15000
+				if err := a.Append(ts[i], v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			checkSamples(t, a.Iterator(&it), ts, tc.vs)
+			blk, err := Encode(nil, ts, tc.vs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(a.AppendBlock(nil)) != string(blk) {
+				t.Fatal("AppendBlock differs from Encode")
+			}
+			if got := a.lead == leadDecimal; got != tc.decimal || got && uint(a.trail) != tc.exp {
+				t.Errorf("stream ends decimal=%v exponent %d, want decimal=%v exponent %d", got, a.trail, tc.decimal, tc.exp)
+			}
+		})
+	}
+}
+
+// TestAppenderDecimalStreamSize checks that values with two decimals, as
+// exporters send CPU seconds, take the decimal stream's bytes and not XOR's.
+// A random walk of up to ±10.00 per scrape takes a 15-bit delta; XOR takes
+// about 50 bits for the same values.
+func TestAppenderDecimalStreamSize(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var a Appender
+	u := int64(rng.IntN(1_000_000))
+	const n = 200 // below sealSamples: all in the stream
+	for i := range n {
+		u += int64(rng.IntN(2001) - 1000)
+		if err := a.Append(int64(i)*15000, float64(u)/100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bits := a.w.bits()
+	// Each later sample: 1 bit of timestamp, at most 3+12 bits of value.
+	if max := (n - 1) * (1 + 3 + 12); bits > max {
+		t.Errorf("stream of %d two-decimal values takes %d bits, want at most %d", n, bits, max)
+	}
+}
