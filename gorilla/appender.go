@@ -27,27 +27,44 @@ import (
 // The zero value is ready to use. An Appender is not safe for concurrent
 // use; the caller serialises Append, AppendBlock and Iterator.
 //
-// The fields are laid out in 96 bytes (a size class of the Go allocator): the
-// head of the storage engine holds one Appender per active series, most of
-// them with a few float samples in their stream, so what only histograms and
-// long streams need is behind x.
+// The fields are laid out in 88 bytes: the head of the storage engine holds
+// one Appender per active series, inside the series, most of them with a few
+// float samples in their stream, so what only histograms and long streams
+// need is behind x. The stream holds count % sealSamples samples.
 type Appender struct {
 	kind Kind // 0 until the first sample
 	// Float stream: the XOR window (lead 0xff when unset), or, with lead
 	// leadDecimal, the decimal exponent in trail.
 	lead, trail uint8
-	scount      uint8 // float stream: samples in it, at most sealSamples
+	nbits       uint8 // float stream: bits pending in acc, 0..63
 	count       int32 // at most MaxBlockSamples
 	t           int64 // last timestamp
 
-	// Float stream state.
+	// Float stream state: a bitWriter's fields (buf, acc, nbits) kept apart
+	// so that the small ones share a word.
 	smint    int64  // first timestamp of the stream
 	delta    int64  // last timestamp delta
 	first, v uint64 // first and last value bits of the stream
-	w        bitWriter
+	buf      []byte
+	acc      uint64
 
 	x *appendExtra
 }
+
+// stream returns the stream's writer; setStream stores it back.
+func (a *Appender) stream() bitWriter {
+	return bitWriter{buf: a.buf, acc: a.acc, n: uint(a.nbits)}
+}
+
+func (a *Appender) setStream(w *bitWriter) { a.buf, a.acc, a.nbits = w.buf, w.acc, uint8(w.n) }
+
+// scount returns the samples in the float stream: a float appender seals
+// its stream every sealSamples samples.
+func (a *Appender) scount() int { return int(a.count % sealSamples) }
+
+// Reset empties the Appender for new samples and lets go of its memory (a
+// Clone may still share it). MaxTime returns t until the next sample.
+func (a *Appender) Reset(t int64) { *a = Appender{t: t} }
 
 // appendExtra is the part of an Appender that holds sealed float blocks or
 // histogram samples.
@@ -154,26 +171,26 @@ func scaledPrev(prev float64, e uint) int64 {
 	return int64(math.Round(x))
 }
 
-// writeDecimal writes the value v (bits vb) of a decimal stream.
-func (a *Appender) writeDecimal(v float64, vb uint64) {
+// writeDecimal writes the value v (bits vb) of a decimal stream to w.
+func (a *Appender) writeDecimal(w *bitWriter, v float64, vb uint64) {
 	e := uint(a.trail)
 	prev := math.Float64frombits(a.v)
 	if m, ok := decimalAt(v, vb, e); ok {
-		writeDecimalDelta(&a.w, zigzag(m-scaledPrev(prev, e)))
+		writeDecimalDelta(w, zigzag(m-scaledPrev(prev, e)))
 		return
 	}
 	if e < maxStreamExp {
 		if _, e2, ok := decimalFrom(v, e+1); ok && e < e2 && e2 <= maxStreamExp &&
 			math.Abs(prev*pow10f[e2]) <= maxExactIn {
 			m, _ := decimalAt(v, vb, e2)
-			writeDecimalDelta(&a.w, escapeTag|uint64(e2))
-			writeDecimalDelta(&a.w, zigzag(m-scaledPrev(prev, e2)))
+			writeDecimalDelta(w, escapeTag|uint64(e2))
+			writeDecimalDelta(w, zigzag(m-scaledPrev(prev, e2)))
 			a.trail = uint8(e2)
 			return
 		}
 	}
-	writeDecimalDelta(&a.w, escapeRaw)
-	a.w.write(vb, 64)
+	writeDecimalDelta(w, escapeRaw)
+	w.write(vb, 64)
 	a.lead, a.trail = 0xff, 0
 }
 
@@ -209,14 +226,15 @@ func (a *Appender) Append(t int64, v float64) error {
 		a.kind, a.x = KindFloat, nil
 	}
 	switch {
-	case a.scount == 0:
+	case a.scount() == 0:
 		a.smint, a.first, a.delta = t, vb, 0
 		a.lead, a.trail = 0xff, 0
 		if e, ok := streamExp(v); ok {
 			a.lead, a.trail = leadDecimal, uint8(e)
 		}
 	default:
-		if cap(a.w.buf)-len(a.w.buf) < 8 {
+		w := a.stream()
+		if cap(w.buf)-len(w.buf) < 8 {
 			// The writer appends whole 8-byte words: make room for one,
 			// growing by a quarter rather than doubling, from a small
 			// start, since the head holds many appenders and their slack
@@ -224,23 +242,23 @@ func (a *Appender) Append(t int64, v float64) error {
 			// allocator's size class, which would be allocated anyway. A
 			// sample that fills two words (an escape, a wide XOR value)
 			// lets append grow the buffer for the second.
-			a.w.buf = slices.Grow(a.w.buf, 8+max(8, len(a.w.buf)/4))
+			w.buf = slices.Grow(w.buf, 8+max(8, len(w.buf)/4))
 		}
 		d := t - a.t
-		streamWriter.write(&a.w, zigzag(d-a.delta))
+		streamWriter.write(&w, zigzag(d-a.delta))
 		a.delta = d
 		if a.lead == leadDecimal {
-			a.writeDecimal(v, vb)
+			a.writeDecimal(&w, v, vb)
 		} else {
-			lead, trail := xorWrite(&a.w, vb^a.v, uint(a.lead), uint(a.trail))
+			lead, trail := xorWrite(&w, vb^a.v, uint(a.lead), uint(a.trail))
 			a.lead, a.trail = uint8(lead), uint8(trail)
 		}
+		a.setStream(&w)
 	}
 	a.v = vb
 	a.t = t
 	a.count++
-	a.scount++
-	if a.scount >= sealSamples {
+	if a.scount() == 0 {
 		a.seal()
 	}
 	return nil
@@ -251,21 +269,18 @@ func (a *Appender) Append(t int64, v float64) error {
 // data; smaller ones pay their headers too often.
 const sealSamples = 240
 
-// Compile-time checks of the Appender's layout: scount holds sealSamples,
-// count holds MaxBlockSamples, and the struct stays within 96 bytes.
-const (
-	_ = uint8(sealSamples)
-	_ = int32(MaxBlockSamples)
-)
+// Compile-time checks of the Appender's layout: count holds
+// MaxBlockSamples, and the struct stays within 88 bytes.
+const _ = int32(MaxBlockSamples)
 
-var _ [96 - unsafe.Sizeof(Appender{})]struct{}
+var _ [88 - unsafe.Sizeof(Appender{})]struct{}
 
 // seal encodes the stream into a block appended to the sealed blocks and
 // empties it.
 func (a *Appender) seal() {
 	s := scratchPool.Get().(*scratchSamples)
 	s.dec.ts, s.dec.vs = s.dec.ts[:0], s.dec.vs[:0]
-	if err := a.decodeStream(&s.dec); err != nil {
+	if err := a.decodeStream(&s.dec, sealSamples); err != nil {
 		// The stream is our own memory; failing to read it back is a bug.
 		panic(err)
 	}
@@ -282,8 +297,7 @@ func (a *Appender) seal() {
 	sealed = binary.AppendUvarint(sealed, uint64(len(s.blk)))
 	a.x.sealed = append(sealed, s.blk...)
 	scratchPool.Put(s)
-	a.scount = 0
-	a.w = bitWriter{} // let the stream regrow from its small start
+	a.buf, a.acc, a.nbits = nil, 0, 0 // let the stream regrow from its small start
 }
 
 // AppendHistogram adds an integer histogram sample; see Append for t. h is
@@ -340,13 +354,13 @@ func (a *Appender) MinTime() int64 {
 	return a.smint
 }
 
-// MaxTime returns the last timestamp appended; it is meaningless while
-// Count is 0.
+// MaxTime returns the last timestamp appended, or after Reset the time it
+// was given.
 func (a *Appender) MaxTime() int64 { return a.t }
 
 // Size returns the bytes of memory the Appender holds.
 func (a *Appender) Size() int {
-	n := int(unsafe.Sizeof(*a)) + cap(a.w.buf)
+	n := int(unsafe.Sizeof(*a)) + cap(a.buf)
 	if a.x != nil {
 		n += int(unsafe.Sizeof(*a.x)) + cap(a.x.sealed)
 		if a.x.h != nil {
@@ -393,7 +407,7 @@ func (a *Appender) AppendBlock(dst []byte) []byte {
 // unchanged. Clone costs a few allocations, not a pass over the samples.
 func (a *Appender) Clone() *Appender {
 	c := *a
-	c.w.buf = a.w.buf[:len(a.w.buf):len(a.w.buf)]
+	c.buf = a.buf[:len(a.buf):len(a.buf)]
 	if a.x != nil {
 		cx := *a.x
 		cx.sealed = a.x.sealed[:len(a.x.sealed):len(a.x.sealed)]
@@ -468,20 +482,21 @@ func (a *Appender) decodeAll(d, part *floatDecoder) error {
 		d.ts = append(d.ts, part.ts...)
 		d.vs = append(d.vs, part.vs...)
 	}
-	if a.scount == 0 {
+	if a.scount() == 0 {
 		return nil
 	}
-	return a.decodeStream(d)
+	return a.decodeStream(d, a.scount())
 }
 
-// decodeStream appends the samples of the float stream to d.ts and d.vs.
-func (a *Appender) decodeStream(d *floatDecoder) error {
-	off, n := len(d.ts), int(a.scount)
+// decodeStream appends the n samples of the float stream to d.ts and d.vs.
+func (a *Appender) decodeStream(d *floatDecoder, n int) error {
+	off := len(d.ts)
 	d.ts = append(d.ts, make([]int64, n)...)[:off+n]
 	d.vs = append(d.vs, make([]float64, n)...)[:off+n]
 	ts, vs := d.ts[off:], d.vs[off:]
-	d.buf = a.w.appendTo(d.buf[:0])
-	end := uint(a.w.bits())
+	w := a.stream()
+	d.buf = w.appendTo(d.buf[:0])
+	end := uint(w.bits())
 	var zero [readPad]byte
 	d.buf = append(d.buf, zero[:]...)
 	r := bitReader{data: d.buf, end: end}

@@ -471,9 +471,40 @@ func TestAppenderDecimalStreamSize(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	bits := a.w.bits()
+	w := a.stream()
+	bits := w.bits()
 	// Each later sample: 1 bit of timestamp, at most 3+12 bits of value.
 	if max := (n - 1) * (1 + 3 + 12); bits > max {
 		t.Errorf("stream of %d two-decimal values takes %d bits, want at most %d", n, bits, max)
 	}
+}
+
+// TestAppenderReset checks that Reset empties the Appender, lets go of its
+// memory without touching what a Clone reads, and keeps the time it is given
+// as MaxTime.
+func TestAppenderReset(t *testing.T) {
+	var a Appender
+	for i := range int64(300) { // past a seal
+		if err := a.Append(i*1000, float64(i)/4); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := a.Clone()
+	a.Reset(299000)
+	if a.Count() != 0 || a.MaxTime() != 299000 || a.Size() != (&Appender{}).Size() {
+		t.Fatalf("after Reset: count %d, max time %d, size %d", a.Count(), a.MaxTime(), a.Size())
+	}
+	ts, vs := []int64{300000, 301000}, []float64{0.1, math.Inf(1)}
+	for i := range ts {
+		if err := a.Append(ts[i], vs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkSamples(t, a.Iterator(nil), ts, vs)
+	var cts []int64
+	var cvs []float64
+	for i := range int64(300) {
+		cts, cvs = append(cts, i*1000), append(cvs, float64(i)/4)
+	}
+	checkSamples(t, c.Iterator(nil), cts, cvs)
 }

@@ -213,10 +213,10 @@ func hasEmptyValues(lset labels.Labels) bool {
 // out-of-order samples are off.
 func (a *appender) check(s *memSeries, smp sample, maxT int64, rejectOOO bool) error {
 	db := a.db
-	s.mu.Lock()
-	seriesMaxT := s.maxT
+	s.lock()
+	seriesMaxT := s.maxT()
 	dup := s.isDuplicateLocked(smp)
-	s.mu.Unlock()
+	s.unlock()
 	if smp.t > seriesMaxT || dup {
 		return nil
 	}
@@ -291,18 +291,18 @@ func (a *appender) Commit() error {
 			continue
 		}
 		s := ps.s
-		s.mu.Lock()
-		if ps.smp.t <= s.maxT && db.opts.OutOfOrderWindow == 0 && !s.isDuplicateLocked(ps.smp) {
+		s.lock()
+		if ps.smp.t <= s.maxT() && db.opts.OutOfOrderWindow == 0 && !s.isDuplicateLocked(ps.smp) {
 			dropped++ // another appender got a newer sample in first
-			s.mu.Unlock()
+			s.unlock()
 			continue
 		}
 		if s.isDuplicateLocked(ps.smp) {
-			s.mu.Unlock()
+			s.unlock()
 			continue
 		}
 		err := s.appendLocked(ps.smp)
-		s.mu.Unlock()
+		s.unlock()
 		if err != nil {
 			if firstErr == nil {
 				firstErr = err

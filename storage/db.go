@@ -168,8 +168,8 @@ func (db *DB) recover(ctx context.Context) error {
 			samples++
 			maxT = max(maxT, e.t)
 			p.noteTime(e.t)
-			s.mu.Lock()
-			defer s.mu.Unlock()
+			s.lock()
+			defer s.unlock()
 			return s.appendLocked(sample{t: e.t, v: e.v, h: e.h, fh: e.fh})
 		})
 	}

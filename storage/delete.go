@@ -84,8 +84,8 @@ func (db *DB) Delete(ctx context.Context, mint, maxt int64, ms ...*labels.Matche
 
 // deleteRange drops the series' in-memory samples in [mint, maxt].
 func (s *memSeries) deleteRange(mint, maxt int64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	blks, err := s.snapshotLocked(nil)
 	if err != nil || len(blks) == 0 {
 		return err
@@ -98,7 +98,8 @@ func (s *memSeries) deleteRange(mint, maxt int64) error {
 	if err != nil {
 		return err
 	}
-	s.app, s.x, s.flushing = nil, nil, nil
+	s.app.Reset(s.maxT())
+	s.x, s.flushing = nil, nil
 	if len(kept) > 0 {
 		blks, err := encodeSamples(nil, kept)
 		if err != nil {

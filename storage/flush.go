@@ -161,11 +161,11 @@ func (db *DB) writeCuts(ctx context.Context, parts []*headPart, maxT int64) (cut
 			}
 		}
 		for i, cs := range pending {
-			cs.s.mu.Lock()
+			cs.s.lock()
 			if cs.s.flushing == cs.c {
 				cs.s.flushing = nil
 			}
-			cs.s.mu.Unlock()
+			cs.s.unlock()
 			pending[i] = cutSeries{}
 		}
 		clear(b.ops) // let go of the blocks
@@ -174,19 +174,14 @@ func (db *DB) writeCuts(ctx context.Context, parts []*headPart, maxT int64) (cut
 		return nil
 	}
 	for _, p := range parts {
-		// Once the head has samples past the partition's end its series
-		// have moved on to the next partition: they give their appenders up
-		// now rather than at the next flush (at 1M series, 96 MB for the
-		// half partition the old one stays open).
-		keepApp := p.end > maxT
 		for _, s := range p.allSeries() {
-			s.mu.Lock()
+			s.lock()
 			if !s.dirtyLocked() && s.flushing == nil {
-				s.mu.Unlock()
+				s.unlock()
 				continue
 			}
-			c := s.cutLocked(keepApp)
-			s.mu.Unlock()
+			c := s.cutLocked()
+			s.unlock()
 			st.series++
 			pending = append(pending, cutSeries{part: p.start, s: s, c: c})
 			blk, err := c.block()

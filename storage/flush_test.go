@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 
+	"github.com/shaledb/shale/gorilla"
 	"github.com/shaledb/shale/storage/objstore"
 )
 
@@ -112,7 +113,7 @@ func TestQueriesDuringFlush(t *testing.T) {
 
 // TestCutKeepsClonesIntact checks that a series' appender, emptied by a cut
 // and appended to again, leaves alone what a query cloned before the cut, and
-// that a series idle since the last cut gives its appender up.
+// that a cut lets go of the appender's memory.
 func TestCutKeepsClonesIntact(t *testing.T) {
 	s := newMemSeries(0, newHeadPart(0, 1000))
 	appendN := func(from, to int64) {
@@ -127,10 +128,12 @@ func TestCutKeepsClonesIntact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app := s.app
-	s.cutLocked(true)
-	if s.app != app {
-		t.Fatal("the cut replaced the series' appender")
+	s.cutLocked()
+	if got, want := s.app.Size(), (&gorilla.Appender{}).Size(); got != want {
+		t.Fatalf("the cut left the appender %d bytes, want %d", got, want)
+	}
+	if s.maxT() != 300000 {
+		t.Fatalf("maxT %d after the cut, want 300000", s.maxT())
 	}
 	appendN(301, 700)
 	var got []int64
@@ -153,16 +156,19 @@ func TestCutKeepsClonesIntact(t *testing.T) {
 	if len(got) != 300 || got[0] != 1000 || got[299] != 300000 {
 		t.Fatalf("clone read %d samples (%v...), want 1..300 s", len(got), got[:min(3, len(got))])
 	}
-	s.cutLocked(true) // takes 301..700
-	s.cutLocked(true) // nothing since: the appender goes
-	if s.app != nil {
-		t.Fatal("an idle series kept its appender")
+	s.flushing = nil   // as once the first cut's batch is applied
+	c := s.cutLocked() // takes 301..700
+	blk, err := c.block()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := gorilla.ReadMeta(blk); err != nil || m.Count != 400 || m.MinTime != 301000 || m.MaxTime != 700000 {
+		t.Fatalf("second cut: %+v, %v; want 400 samples 301..700 s", m, err)
 	}
 }
 
-// TestFlushPastPartitionEnd checks that a flush after the head moved past a
-// partition's end lets that partition's series give their appenders up,
-// while their samples stay readable and a late sample still lands.
+// TestFlushPastPartitionEnd checks that after a flush past a partition's
+// end the partition's samples stay readable and a late sample still lands.
 func TestFlushPastPartitionEnd(t *testing.T) {
 	db := openTestDB(t, objstore.NewMemoryBucket(), DefaultOptions())
 	defer db.Close()
@@ -176,20 +182,6 @@ func TestFlushPastPartitionEnd(t *testing.T) {
 	parts := db.head.partsOverlapping(0, 2*part)
 	if len(parts) != 2 {
 		t.Fatalf("%d open partitions, want 2", len(parts))
-	}
-	old := parts[0].seriesByRef(0)
-	old.mu.Lock()
-	app := old.app
-	old.mu.Unlock()
-	if app != nil {
-		t.Fatal("a series of a partition the head has moved past kept its appender")
-	}
-	newer := parts[1].seriesByRef(0)
-	newer.mu.Lock()
-	app = newer.app
-	newer.mu.Unlock()
-	if app == nil {
-		t.Fatal("a series of the newest partition gave its appender up")
 	}
 	appendFloats(t, db, lset, tsample{part - 15000, 3}) // late, still in order
 	got := queryFloats(t, db, math.MinInt64, math.MaxInt64, labels.MustNewMatcher(labels.MatchEqual, "__name__", "up"))

@@ -70,7 +70,15 @@ type headPart struct {
 	// minT is the oldest sample time committed to the partition since it
 	// opened here (math.MaxInt64 when none).
 	minT atomic.Int64
+
+	// seriesMu are the series' locks: series ref uses seriesMu[ref %
+	// seriesLocks]. A lock of its own would take 8 of a series' bytes;
+	// no code holds two series' locks at once.
+	seriesMu [seriesLocks]sync.Mutex
 }
+
+// seriesLocks is the number of series locks of a partition (8 KiB).
+const seriesLocks = 1024
 
 // noteTime lowers p.minT to t if t is older.
 func (p *headPart) noteTime(t int64) {

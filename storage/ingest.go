@@ -186,9 +186,9 @@ func (ia *IngestAppender) stZero(lset labels.Labels, st, t int64, h *histogram.H
 		return
 	}
 	if s := ia.a.last; s != nil && (s == ia.a.known || s.is(lset)) {
-		s.mu.Lock()
-		known := s.maxT >= st
-		s.mu.Unlock()
+		s.lock()
+		known := s.maxT() >= st
+		s.unlock()
 		if known {
 			return
 		}

@@ -194,9 +194,9 @@ func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples bo
 					// The head's blocks are taken before the LSM is read,
 					// so a flush in between shows samples twice (merged
 					// away) but never loses them.
-					s.mu.Lock()
+					s.lock()
 					srcs, err := s.querySourcesLocked(nil)
-					s.mu.Unlock()
+					s.unlock()
 					if err != nil {
 						return nil, err
 					}
@@ -465,8 +465,8 @@ func (it *seriesIterator) Seek(t int64) chunkenc.ValueType {
 
 // querySourcesLocked appends the sources of the samples s holds in memory,
 // oldest writes first, for a query. The open appender is cloned rather than
-// encoded into a block: the query decodes it later without s.mu. The caller
-// holds s.mu.
+// encoded into a block: the query decodes it later without the series'
+// lock. The caller holds it.
 func (s *memSeries) querySourcesLocked(dst []gorilla.Source) ([]gorilla.Source, error) {
 	var err error
 	if s.flushing != nil {
@@ -477,7 +477,7 @@ func (s *memSeries) querySourcesLocked(dst []gorilla.Source) ([]gorilla.Source, 
 	for _, b := range s.sealedLocked() {
 		dst = append(dst, gorilla.Source{Block: b})
 	}
-	if s.app != nil && s.app.Count() > 0 {
+	if s.app.Count() > 0 {
 		dst = append(dst, gorilla.Source{App: s.app.Clone()})
 	}
 	return appendOOOSources(dst, s.oooLocked())

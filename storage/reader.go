@@ -92,8 +92,8 @@ func (db *DB) followHeadLog(ctx context.Context) error {
 			if s == nil {
 				return nil // its forward-index entry is not visible yet; the next call sees it
 			}
-			s.mu.Lock()
-			defer s.mu.Unlock()
+			s.lock()
+			defer s.unlock()
 			return s.appendLocked(sample{t: e.t, v: e.v, h: e.h, fh: e.fh})
 		})
 		if err != nil {
@@ -110,9 +110,10 @@ func (db *DB) followHeadLog(ctx context.Context) error {
 	// sample blocks now. Start over from the first record left.
 	for _, p := range f.parts {
 		for _, s := range p.allSeries() {
-			s.mu.Lock()
-			s.app, s.x, s.maxT = nil, nil, math.MinInt64
-			s.mu.Unlock()
+			s.lock()
+			s.app.Reset(math.MinInt64)
+			s.x = nil
+			s.unlock()
 		}
 	}
 	f.logAfter, f.logNext = after, lsm.LogPos{}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"sync"
+	"unsafe"
 
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
@@ -16,11 +16,12 @@ import (
 )
 
 // memSeries is one series of one head partition: the samples it received
-// since the head last wrote them to the LSM. It is 64 bytes, and the head
-// holds one per active series: what few series have (blocks sealed at a
-// change of sample kind, out-of-order samples) is behind x.
+// since the head last wrote them to the LSM. The head holds one per active
+// series, so it is laid out in 128 bytes (a size class of the allocator),
+// its appender inside and its lock in the partition: what few series have
+// (blocks sealed at a change of sample kind, out-of-order samples) is behind
+// x. Methods named ...Locked need the series' lock (lock, unlock).
 type memSeries struct {
-	mu sync.Mutex
 	// lastFloat says that lastV is the newest value written at maxT, a
 	// float, to tell a resent duplicate from a conflicting one.
 	lastFloat bool
@@ -28,20 +29,26 @@ type memSeries struct {
 	// part holds the series; its index has the series' labels under ref.
 	part *headPart
 
-	// app holds in-order samples since the last cut. A cut empties it and
-	// the series keeps it; it is nil before the first sample and after a
-	// flush interval without one.
-	app *gorilla.Appender
 	// x holds sealed blocks and out-of-order samples since the last cut;
 	// nil when there are none.
 	x *seriesExtra
 	// flushing is what the last cut took, visible to queries until the LSM
 	// holds it.
 	flushing *cutData
-	// maxT is the newest in-order sample time ever appended.
-	maxT  int64
-	lastV float64
+	lastV    float64
+	// app holds in-order samples since the last cut. A cut empties it; its
+	// MaxTime is the newest in-order sample time ever appended
+	// (math.MinInt64 before the first).
+	app gorilla.Appender
 }
+
+var _ [128 - unsafe.Sizeof(memSeries{})]struct{}
+
+func (s *memSeries) lock()   { s.part.seriesMu[s.ref%seriesLocks].Lock() }
+func (s *memSeries) unlock() { s.part.seriesMu[s.ref%seriesLocks].Unlock() }
+
+// maxT returns the newest in-order sample time ever appended.
+func (s *memSeries) maxT() int64 { return s.app.MaxTime() }
 
 // seriesExtra is the part of a series few series need.
 type seriesExtra struct {
@@ -95,7 +102,9 @@ type cutData struct {
 }
 
 func newMemSeries(ref uint32, p *headPart) *memSeries {
-	return &memSeries{ref: ref, part: p, maxT: math.MinInt64}
+	s := &memSeries{ref: ref, part: p}
+	s.app.Reset(math.MinInt64)
+	return s
 }
 
 // labelSet returns the series' labels, built in b.
@@ -121,17 +130,17 @@ func (s *memSeries) is(lset labels.Labels) bool {
 
 var errKindChange = gorilla.ErrKindChange
 
-// appendLocked adds a sample; the caller holds s.mu and has checked that the
-// sample may be accepted.
+// appendLocked adds a sample; the caller holds the series' lock and has
+// checked that the sample may be accepted.
 func (s *memSeries) appendLocked(smp sample) error {
-	if smp.t > s.maxT {
+	if smp.t > s.maxT() {
 		if err := s.appendInOrderLocked(smp); err != nil {
 			return err
 		}
-		s.maxT, s.lastV, s.lastFloat = smp.t, smp.v, smp.h == nil && smp.fh == nil
+		s.lastV, s.lastFloat = smp.v, smp.h == nil && smp.fh == nil
 		return nil
 	}
-	if smp.t == s.maxT {
+	if smp.t == s.maxT() {
 		s.lastV, s.lastFloat = smp.v, smp.h == nil && smp.fh == nil
 	}
 	s.insertOOOLocked(smp)
@@ -139,15 +148,12 @@ func (s *memSeries) appendLocked(smp sample) error {
 }
 
 func (s *memSeries) appendInOrderLocked(smp sample) error {
-	if s.app == nil {
-		s.app = gorilla.NewAppender()
-	}
-	err := appendTo(s.app, smp)
+	err := appendTo(&s.app, smp)
 	if errors.Is(err, errKindChange) {
 		x := s.extraLocked()
 		x.sealed = append(x.sealed, s.app.AppendBlock(nil))
-		s.app = gorilla.NewAppender()
-		err = appendTo(s.app, smp)
+		s.app.Reset(s.maxT())
+		err = appendTo(&s.app, smp)
 	}
 	return err
 }
@@ -177,32 +183,22 @@ func (s *memSeries) insertOOOLocked(smp sample) {
 
 // dirtyLocked reports whether the series holds samples not yet cut.
 func (s *memSeries) dirtyLocked() bool {
-	return (s.app != nil && s.app.Count() > 0) || len(s.sealedLocked()) > 0 || len(s.oooLocked()) > 0
+	return s.app.Count() > 0 || len(s.sealedLocked()) > 0 || len(s.oooLocked()) > 0
 }
 
 // cutLocked takes the samples held since the last cut and leaves the series
 // empty, ready for new appends. The result stays visible as s.flushing.
 //
-// The open appender's samples become a block here, and the appender, emptied,
-// stays with the series for the samples to come: at 1M active series a new
-// one for every series at every flush was a tenth of the bytes the ingest
-// allocated. Queries may hold clones of it, which share its encoded memory,
-// so it starts over without that memory rather than overwrite it. A series
-// that received nothing since the last cut gives its appender up, and so does
-// every series when keepApp is false.
-func (s *memSeries) cutLocked(keepApp bool) *cutData {
+// The open appender's samples become a block here. Queries may hold clones
+// of the appender, which share its encoded memory, so it starts over without
+// that memory rather than overwrite it.
+func (s *memSeries) cutLocked() *cutData {
 	c := &cutData{prev: s.flushing, sealed: s.sealedLocked(), ooo: s.oooLocked()}
 	s.x = nil
-	if s.app != nil {
-		if s.app.Count() > 0 {
-			c.sealed = append(c.sealed, s.app.AppendBlock(nil))
-		}
-		if s.app.Count() > 0 && keepApp {
-			*s.app = gorilla.Appender{}
-		} else {
-			s.app = nil
-		}
+	if s.app.Count() > 0 {
+		c.sealed = append(c.sealed, s.app.AppendBlock(nil))
 	}
+	s.app.Reset(s.maxT())
 	s.flushing = c
 	return c
 }
@@ -217,7 +213,7 @@ func (s *memSeries) snapshotLocked(dst [][]byte) ([][]byte, error) {
 		}
 	}
 	dst = append(dst, s.sealedLocked()...)
-	if s.app != nil && s.app.Count() > 0 {
+	if s.app.Count() > 0 {
 		dst = append(dst, s.app.AppendBlock(nil))
 	}
 	return appendOOOBlocks(dst, s.oooLocked())
@@ -282,7 +278,7 @@ func encodeSamples(dst [][]byte, smps []sample) ([][]byte, error) {
 
 // isDuplicate reports whether smp repeats the newest in-order sample exactly.
 func (s *memSeries) isDuplicateLocked(smp sample) bool {
-	if smp.t != s.maxT || !s.lastFloat || smp.h != nil || smp.fh != nil {
+	if smp.t != s.maxT() || !s.lastFloat || smp.h != nil || smp.fh != nil {
 		return false
 	}
 	return math.Float64bits(smp.v) == math.Float64bits(s.lastV) ||
