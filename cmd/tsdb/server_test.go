@@ -21,6 +21,10 @@ func TestGCPercent(t *testing.T) {
 		{"cache nearly all", 100, 520 * mib, 512 * mib, minGCPercent},
 		{"cache over-counted", 100, 400 * mib, 512 * mib, minGCPercent},
 		{"base below the floor", 5, 1024 * mib, 512 * mib, 5},
+		{"large head", 25, 400 * mib, 0, 25},
+		{"small heap: the headroom floor", 25, 64 * mib, 0, 50},
+		{"tiny heap: at most 100", 25, 8 * mib, 0, 100},
+		{"tiny heap, base above 100", 200, 8 * mib, 0, 200},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if got := gcPercent(c.base, c.live, c.cached); got != c.want {
