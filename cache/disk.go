@@ -543,8 +543,13 @@ func (d *diskTier) write(key string, value []byte, class Class) error {
 	d.dispose(victims)
 
 	seg := d.active
-	d.buf = appendRecord(d.buf[:0], key, value, class)
+	// The value is written from where it lies: copied into d.buf, the
+	// largest value (a whole table, several MiB) stayed allocated.
+	d.buf = appendRecordHead(d.buf[:0], key, value, class)
 	if _, err := seg.f.WriteAt(d.buf, seg.size); err != nil {
+		return fmt.Errorf("cache: write segment %d: %w", seg.id, err)
+	}
+	if _, err := seg.f.WriteAt(value, seg.size+int64(len(d.buf))); err != nil {
 		return fmt.Errorf("cache: write segment %d: %w", seg.id, err)
 	}
 	loc := diskLoc{seg: seg.id, off: uint32(seg.size), size: uint32(n), class: class}

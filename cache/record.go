@@ -53,14 +53,21 @@ func recordSize(keyLen, valueLen int) int { return recordHeaderSize + keyLen + v
 // appendRecord appends the encoding of one record to dst and returns it. The
 // caller checks that key is at most maxKeyLen bytes and value fits in a u32.
 func appendRecord(dst []byte, key string, value []byte, class Class) []byte {
+	return append(appendRecordHead(dst, key, value, class), value...)
+}
+
+// appendRecordHead appends the encoding of one record up to its value (the
+// header, whose CRC covers the value too, and the key), so that a writer
+// need not copy a large value.
+func appendRecordHead(dst []byte, key string, value []byte, class Class) []byte {
 	start := len(dst)
 	dst = binary.LittleEndian.AppendUint32(dst, 0) // CRC, filled in below
 	dst = append(dst, byte(class), 0)
 	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(key)))
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(value)))
 	dst = append(dst, key...)
-	dst = append(dst, value...)
-	binary.LittleEndian.PutUint32(dst[start:], crc32.Checksum(dst[start+4:], castagnoli))
+	crc := crc32.Update(crc32.Checksum(dst[start+4:], castagnoli), castagnoli, value)
+	binary.LittleEndian.PutUint32(dst[start:], crc)
 	return dst
 }
 

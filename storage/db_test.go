@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/prometheus/prometheus/model/exemplar"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
 	promstorage "github.com/prometheus/prometheus/storage"
@@ -396,6 +398,47 @@ func TestOverlappingSources(t *testing.T) {
 			if got[i].App != srcs[w].App || string(got[i].Block) != string(srcs[w].Block) {
 				t.Fatalf("[%d, %d]: source %d is not srcs[%d]", c.mint, c.maxt, i, w)
 			}
+		}
+	}
+}
+
+// TestExemplarStoreRing checks that the exemplar ring, which grows as
+// exemplars arrive, keeps the newest size of them once it wraps.
+func TestExemplarStoreRing(t *testing.T) {
+	lset := labels.FromStrings("__name__", "x")
+	all := []*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, "__name__", "x")}
+	for _, c := range []struct {
+		size, added int
+		want        []int64
+	}{
+		{0, 3, nil},
+		{3, 2, []int64{1, 2}},
+		{3, 3, []int64{1, 2, 3}},
+		{3, 7, []int64{5, 6, 7}},
+		{100, 150, nil}, // checked by count below
+	} {
+		s := newExemplarStore(c.size)
+		for i := 1; i <= c.added; i++ {
+			s.add(lset, exemplar.Exemplar{Ts: int64(i), Value: float64(i), HasTs: true})
+		}
+		res, err := exemplarQuerier{s}.Select(math.MinInt64, math.MaxInt64, all)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []int64
+		for _, r := range res {
+			for _, e := range r.Exemplars {
+				got = append(got, e.Ts)
+			}
+		}
+		if c.size == 100 {
+			if len(got) != 100 || got[0] != 51 || got[99] != 150 || len(s.ring) != 100 {
+				t.Errorf("size 100, 150 added: %d exemplars %v..., ring %d", len(got), got[:min(2, len(got))], len(s.ring))
+			}
+			continue
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("size %d, %d added: got %v, want %v", c.size, c.added, got, c.want)
 		}
 	}
 }

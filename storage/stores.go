@@ -3,7 +3,6 @@ package storage
 import (
 	"cmp"
 	"context"
-	"github.com/shaledb/shale/index"
 	"math"
 	"slices"
 	"sync"
@@ -12,6 +11,8 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/metadata"
 	promstorage "github.com/prometheus/prometheus/storage"
+
+	"github.com/shaledb/shale/index"
 )
 
 // metadataStore keeps the newest metadata of each metric family in memory.
@@ -53,10 +54,13 @@ func (db *DB) MetricMetadata(_ context.Context, metric string) (map[string][]met
 }
 
 // exemplarStore keeps the newest exemplars in memory, in a ring of fixed
-// size shared by all series, as Prometheus does.
+// size shared by all series, as Prometheus does. The ring grows to its size
+// as exemplars arrive: allocated whole (5 MiB at the default 100k) it cost
+// a server that receives none that much heap, scanned at every collection.
 type exemplarStore struct {
 	mu   sync.RWMutex
-	ring []storedExemplar
+	size int
+	ring []storedExemplar // at most size; len(ring) == next until full
 	next int
 	full bool
 }
@@ -67,17 +71,25 @@ type storedExemplar struct {
 }
 
 func newExemplarStore(size int) *exemplarStore {
-	return &exemplarStore{ring: make([]storedExemplar, size)}
+	return &exemplarStore{size: max(size, 0)}
 }
 
 func (s *exemplarStore) add(lset labels.Labels, e exemplar.Exemplar) {
-	if len(s.ring) == 0 {
+	if s.size == 0 {
 		return
 	}
 	s.mu.Lock()
-	s.ring[s.next] = storedExemplar{lset: lset, e: e}
+	se := storedExemplar{lset: lset, e: e}
+	if len(s.ring) < s.size {
+		if len(s.ring) == cap(s.ring) {
+			s.ring = slices.Grow(s.ring, min(s.size, max(64, 2*len(s.ring)))-len(s.ring))
+		}
+		s.ring = append(s.ring, se)
+	} else {
+		s.ring[s.next] = se
+	}
 	s.next++
-	if s.next == len(s.ring) {
+	if s.next == s.size {
 		s.next, s.full = 0, true
 	}
 	s.mu.Unlock()
