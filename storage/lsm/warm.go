@@ -181,27 +181,22 @@ func prefetchRanges(ctx context.Context, s *store, man *manifest, ranges []KeyRa
 	if s.cache == nil || len(ranges) == 0 {
 		return nil
 	}
-	type job struct {
-		t *tableMeta
-		r KeyRange
-	}
-	var jobs []job
-	seen := map[*tableMeta]bool{}
+	// The tables any range overlaps, opened together first. L0 tables
+	// usually span every range, so they are walked table by table, with no
+	// list of (table, range) pairs: a warm query over many L0 tables made
+	// one per pair, a megabyte and most of its planning.
 	var open []*tableMeta
-	add := func(t *tableMeta, r KeyRange) {
-		if !overlaps(t, r.Lower, r.Upper) {
-			return
-		}
-		jobs = append(jobs, job{t, r})
-		if !seen[t] {
-			seen[t] = true
-			open = append(open, t)
+	for i := range man.L0 {
+		t := &man.L0[i]
+		for _, r := range ranges {
+			if overlaps(t, r.Lower, r.Upper) {
+				open = append(open, t)
+				break
+			}
 		}
 	}
-	for _, r := range ranges {
-		for i := range man.L0 {
-			add(&man.L0[i], r)
-		}
+	var runSeen map[*tableMeta]bool
+	eachRunTable := func(r KeyRange, f func(t *tableMeta)) {
 		for i := range man.Runs {
 			ts := man.Runs[i].Tables
 			j := 0
@@ -209,9 +204,20 @@ func prefetchRanges(ctx context.Context, s *store, man *manifest, ranges []KeyRa
 				j = sortSearchTables(ts, r.Lower)
 			}
 			for ; j < len(ts) && overlaps(&ts[j], r.Lower, r.Upper); j++ {
-				add(&ts[j], r)
+				f(&ts[j])
 			}
 		}
+	}
+	for _, r := range ranges {
+		eachRunTable(r, func(t *tableMeta) {
+			if runSeen == nil {
+				runSeen = map[*tableMeta]bool{}
+			}
+			if !runSeen[t] {
+				runSeen[t] = true
+				open = append(open, t)
+			}
+		})
 	}
 	s.openAll(ctx, open)
 	var (
@@ -220,40 +226,78 @@ func prefetchRanges(ctx context.Context, s *store, man *manifest, ranges []KeyRa
 		errs []error
 		sem  = make(chan struct{}, max(parallel, 1))
 	)
-	for _, j := range jobs {
-		h, err := s.table(ctx, j.t)
-		if err != nil {
-			if !isNotFound(err) {
-				errs = append(errs, err)
-			}
-			continue
+	// check reads ahead what range r needs of table h, unless every block
+	// is cached already: checking costs a few lookups, a goroutine per range
+	// costs more.
+	check := func(h *sst.Table, r KeyRange) error {
+		if isPoint(r) && !h.MayContain(r.Lower) {
+			return nil
 		}
-		if isPoint(j.r) && !h.MayContain(j.r.Lower) {
-			continue
-		}
-		// A warm query's blocks are all cached: checking here costs a few
-		// lookups, a goroutine per range costs more.
-		if h.Cached(j.r.Lower, j.r.Upper) {
-			continue
+		if h.Cached(r.Lower, r.Upper) {
+			return nil
 		}
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
-			wg.Wait()
 			return ctx.Err()
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if err := h.Prefetch(ctx, j.r.Lower, j.r.Upper); err != nil && !isNotFound(err) {
+			if err := h.Prefetch(ctx, r.Lower, r.Upper); err != nil && !isNotFound(err) {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
 			}
 		}()
+		return nil
+	}
+	handle := func(t *tableMeta) *sst.Table {
+		h, err := s.table(ctx, t)
+		if err != nil {
+			if !isNotFound(err) {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+			return nil
+		}
+		return h
+	}
+	var ctxErr error
+	for i := range man.L0 {
+		t := &man.L0[i]
+		var h *sst.Table
+		for _, r := range ranges {
+			if ctxErr != nil || !overlaps(t, r.Lower, r.Upper) {
+				continue
+			}
+			if h == nil {
+				if h = handle(t); h == nil {
+					break
+				}
+			}
+			ctxErr = check(h, r)
+		}
+	}
+	for _, r := range ranges {
+		if ctxErr != nil {
+			break
+		}
+		eachRunTable(r, func(t *tableMeta) {
+			if ctxErr != nil {
+				return
+			}
+			if h := handle(t); h != nil {
+				ctxErr = check(h, r)
+			}
+		})
 	}
 	wg.Wait()
+	if ctxErr != nil {
+		return ctxErr
+	}
 	return errors.Join(errs...)
 }
 
