@@ -89,4 +89,23 @@ func TestAppenderMemory(t *testing.T) {
 		samples += a.Count()
 	}
 	t.Logf("%d series, %.0f samples each: %d bytes per appender, %.2f bytes/sample", n, float64(samples)/float64(n), total/n, float64(total)/float64(samples))
+
+	// Open streams of 24 samples, what the head holds between flushes at
+	// 1M series: the stream's bits (timestamps and values) per sample.
+	const window = 24
+	streamBits, samples := 0, 0
+	for _, s := range data {
+		for off := 0; off+window <= len(s.ts); off += window {
+			var a Appender
+			for i := off; i < off+window; i++ {
+				if err := a.Append(s.ts[i], s.vs[i]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			w := a.stream()
+			streamBits += w.bits()
+			samples += window
+		}
+	}
+	t.Logf("streams of %d samples: %.2f bytes/sample", window, float64(streamBits)/8/float64(samples))
 }
