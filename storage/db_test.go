@@ -442,3 +442,62 @@ func TestExemplarStoreRing(t *testing.T) {
 		}
 	}
 }
+
+// TestSelectSortSeries checks Select's order contract: with sortSeries the
+// series come in label order (here not the order they were created in, and
+// spread over two partitions, one of them closed); without it they come in
+// some order, all of them once; the series API (hints.Func "series") gets
+// label order either way.
+func TestSelectSortSeries(t *testing.T) {
+	db := openTestDB(t, objstore.NewMemoryBucket(), DefaultOptions())
+	defer db.Close()
+	part := DefaultOptions().PartitionDuration.Milliseconds()
+	var want []string
+	for i := 9; i >= 0; i-- {
+		lset := labels.FromStrings("__name__", "up", "job", fmt.Sprint(i))
+		appendFloats(t, db, lset, tsample{part - 1000, 1})
+		appendFloats(t, db, lset, tsample{part + 1000, 2})
+		want = append([]string{lset.String()}, want...)
+	}
+	// A later series sorts first.
+	late := labels.FromStrings("__name__", "up", "instance", "x", "job", "9")
+	appendFloats(t, db, late, tsample{part + 2000, 3})
+	want = append([]string{late.String()}, want...)
+	if err := db.flushHead(context.Background(), closeAll); err != nil {
+		t.Fatal(err)
+	}
+	appendFloats(t, db, labels.FromStrings("__name__", "up", "job", "0"), tsample{part + 3000, 4})
+
+	m := labels.MustNewMatcher(labels.MatchEqual, "__name__", "up")
+	selectNames := func(sortSeries bool, hints *promstorage.SelectHints) []string {
+		q, err := db.Querier(math.MinInt64, math.MaxInt64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close()
+		var got []string
+		ss := q.Select(context.Background(), sortSeries, hints, m)
+		for ss.Next() {
+			got = append(got, ss.At().Labels().String())
+		}
+		if err := ss.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	rate := &promstorage.SelectHints{Start: math.MinInt64, End: math.MaxInt64, Func: "rate"}
+	series := &promstorage.SelectHints{Start: math.MinInt64, End: math.MaxInt64, Func: "series"}
+	if got := selectNames(true, rate); !slices.Equal(got, want) {
+		t.Errorf("sorted select:\n got %v\nwant %v", got, want)
+	}
+	if got := selectNames(false, series); !slices.Equal(got, want) {
+		t.Errorf("series API select:\n got %v\nwant %v", got, want)
+	}
+	got := selectNames(false, rate)
+	slices.Sort(got)
+	sortedWant := slices.Clone(want)
+	slices.Sort(sortedWant)
+	if !slices.Equal(got, sortedWant) {
+		t.Errorf("unsorted select returned %v, want the series %v", got, sortedWant)
+	}
+}

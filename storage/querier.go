@@ -137,14 +137,18 @@ func (q *querier) Select(ctx context.Context, sortSeries bool, hints *promstorag
 	if hints != nil {
 		mint, maxt = max(mint, hints.Start), min(maxt, hints.End)
 	}
-	set, err := q.db.selectSeries(ctx, mint, maxt, hints == nil || hints.Func != "series", ms)
+	withSamples := hints == nil || hints.Func != "series"
+	// The engine asks for series in no order; sorting 50k selected series by
+	// labels was a third of the selection at 1M series. The series API
+	// (hints.Func "series") keeps label order, as Prometheus' blocks give it.
+	set, err := q.db.selectSeries(ctx, mint, maxt, withSamples, sortSeries || !withSamples, ms)
 	if err != nil {
 		return promstorage.ErrSeriesSet(err)
 	}
 	return &seriesSet{series: set, mint: mint, maxt: maxt}
 }
 
-func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples bool, ms []*labels.Matcher) ([]*qSeries, error) {
+func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples, sorted bool, ms []*labels.Matcher) ([]*qSeries, error) {
 	parts, err := db.partitions(ctx, mint, maxt)
 	if err != nil {
 		return nil, err
@@ -222,7 +226,9 @@ func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples bo
 			return nil, err
 		}
 	}
-	slices.SortFunc(all, func(a, b *qSeries) int { return labels.Compare(a.lset, b.lset) })
+	if sorted {
+		slices.SortFunc(all, func(a, b *qSeries) int { return labels.Compare(a.lset, b.lset) })
+	}
 	return all, nil
 }
 
