@@ -40,6 +40,22 @@ type options struct {
 	vmArgs    string
 	keepData  bool
 	noQueries bool
+
+	// dataEnd is where compressed-time data ends, in ms: set at the first
+	// system's run and kept for every system and run of the invocation.
+	dataEnd int64
+}
+
+// window returns the compressed-time data window [start, end] in ms, the
+// same for every system and run: with data ending at each run's own wall
+// clock, a short run's few minutes of data fell on different sides of a 24 h
+// panel's step-aligned end for different systems, which then answered
+// different queries (one empty, one not).
+func (o *options) window(interval time.Duration) (start, end int64) {
+	if o.dataEnd == 0 {
+		o.dataEnd = time.Now().Truncate(interval).UnixMilli()
+	}
+	return o.dataEnd - o.span.Milliseconds(), o.dataEnd
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -50,7 +66,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.load.Batch, "batch", 500, "series per remote-write request (rounded to whole targets)")
 	fs.IntVar(&o.load.PerSeries, "samples-per-series", 1, "compressed time: consecutive scrapes of each series in one request")
 	fs.DurationVar(&o.load.Interval, "interval", 15*time.Second, "scrape interval of the generated data")
-	fs.DurationVar(&o.span, "span", 24*time.Hour, "compressed time: data time to send, ending now (so 24 h queries have data)")
+	fs.DurationVar(&o.span, "span", 24*time.Hour, "compressed time: data time to send, ending when the first system starts (so 24 h queries have data); every system and run gets the same timestamps")
 	fs.BoolVar(&o.load.RealTime, "realtime", false, "real time: one step per -interval with the wall clock's timestamps, for -duration")
 	fs.DurationVar(&o.load.Duration, "duration", 0, "wall-clock limit of each system's ingest; 0: until -span is sent (compressed time) or 5m (real time)")
 	fs.Float64Var(&o.load.Rate, "rate", 0, "samples/s to send; 0 sends as fast as the receiver accepts")
@@ -190,8 +206,7 @@ func (o *options) benchSystem(ctx context.Context, s *system) (*sysResult, error
 	cfg := o.load
 	cfg.Version, cfg.Name = s.version, s.name
 	if !cfg.RealTime {
-		end := time.Now().Truncate(cfg.Interval).UnixMilli()
-		cfg.End, cfg.Start = end, end-o.span.Milliseconds()
+		cfg.Start, cfg.End = o.window(cfg.Interval)
 	}
 	gen, err := newGenerator(cfg)
 	if err != nil {

@@ -658,3 +658,17 @@ func TestValuesStayExporterLike(t *testing.T) {
 		}
 	}
 }
+
+// TestDataWindowShared checks that every system and run of an invocation
+// gets the same compressed-time window, ending at the first one's start.
+func TestDataWindowShared(t *testing.T) {
+	o := &options{span: 24 * time.Hour}
+	s1, e1 := o.window(15 * time.Second)
+	if now := time.Now().UnixMilli(); e1 > now || e1 < now-15_000 || e1-s1 != 24*3600*1000 || e1%15_000 != 0 {
+		t.Fatalf("window [%d, %d] at %d: want 24 h ending at the last 15 s boundary", s1, e1, now)
+	}
+	o.dataEnd -= 3_600_000 // as if the first system started an hour ago
+	if s2, e2 := o.window(15 * time.Second); s2 != s1-3_600_000 || e2 != e1-3_600_000 {
+		t.Fatalf("second window [%d, %d], want the first one's [%d, %d]", s2, e2, s1-3_600_000, e1-3_600_000)
+	}
+}
