@@ -339,6 +339,36 @@ func TestPlanRanges(t *testing.T) {
 	}
 }
 
+// TestRangeReads: the reads of a partition's refs give each ref to exactly
+// one read, whose [lo, hi) indexes the refs inside its key range, and no
+// read is without refs.
+func TestRangeReads(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 200 {
+		set := map[uint32]bool{}
+		for range rng.IntN(500) + 1 {
+			set[uint32(rng.IntN(20000))] = true
+		}
+		refs := slices.Sorted(maps.Keys(set))
+		reads := rangeReads(7, subSamples, refs, uint32(rng.IntN(600)), uint32(rng.IntN(300)+1), func() func(int, []byte) error { return nil })
+		next := 0
+		for _, rd := range reads {
+			if rd.lo != next || rd.hi <= rd.lo {
+				t.Fatalf("read of %v indexes [%d, %d), want to start at %d with refs", rd.r, rd.lo, rd.hi, next)
+			}
+			for _, ref := range refs[rd.lo:rd.hi] {
+				if ref < rd.r.lo || ref > rd.r.hi {
+					t.Fatalf("ref %d given to the read of %v", ref, rd.r)
+				}
+			}
+			next = rd.hi
+		}
+		if next != len(refs) {
+			t.Fatalf("refs from index %d on are in no read", next)
+		}
+	}
+}
+
 // TestColdQueryRequestsBounded asks a cold DB (empty cache, or none) for
 // every series of one metric in one partition and checks that the number of
 // object-store reads does not grow with the number of series: the labels and

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
-	"sort"
 	"sync"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -118,15 +117,32 @@ func rangeKeys(part int64, sub byte, r refRange) lsm.KeyRange {
 	return lsm.KeyRange{Lower: lo, Upper: append(hi, 0)}
 }
 
-// rangeRead is one range of one partition to read, with what to do with
-// each value of a selected ref. deliver runs on a worker goroutine; value
-// is valid only during the call.
+// rangeRead is one range of one partition to read: the values of the
+// selected refs in it, refs[lo:hi] of the partition's selected refs, each
+// handed to deliver with its index in refs. deliver runs on a worker
+// goroutine; value is valid only during the call.
 type rangeRead struct {
 	part    int64
 	sub     byte
 	r       refRange
-	want    func(ref uint32) bool
-	deliver func(ref uint32, value []byte) error
+	refs    []uint32 // the partition's selected refs, ascending
+	lo, hi  int      // the ones in r
+	deliver func(i int, value []byte) error
+}
+
+// rangeReads returns the reads of the ranges planned for refs (sorted,
+// distinct) of a partition. newDeliver gives each read its deliver.
+func rangeReads(part int64, sub byte, refs []uint32, freeGap, chunk uint32, newDeliver func() func(i int, value []byte) error) []rangeRead {
+	var out []rangeRead
+	for _, r := range planRanges(refs, freeGap, chunk) {
+		lo, _ := slices.BinarySearch(refs, r.lo)
+		hi, _ := slices.BinarySearch(refs, r.hi+1)
+		if lo == hi {
+			continue // a piece of a long range between selected refs
+		}
+		out = append(out, rangeRead{part: part, sub: sub, r: r, refs: refs, lo: lo, hi: hi, deliver: newDeliver()})
+	}
+	return out
 }
 
 // readRanges runs the reads, at most fetchConcurrency at once, and returns
@@ -175,25 +191,39 @@ func (db *DB) readRanges(ctx context.Context, reads []rangeRead) error {
 
 func (db *DB) readRange(ctx context.Context, rd *rangeRead) error {
 	kr := rangeKeys(rd.part, rd.sub, rd.r)
-	if rd.r.lo == rd.r.hi {
-		v, ok, err := db.kv.Get(ctx, kr.Lower)
+	if rd.hi-rd.lo == 1 {
+		ref := rd.refs[rd.lo]
+		v, ok, err := db.kv.Get(ctx, binary.BigEndian.AppendUint32(partSub(rd.part, rd.sub, 4), ref))
 		if err != nil {
-			return fmt.Errorf("read key %q of series %d in partition %d: %w", rd.sub, rd.r.lo, rd.part, err)
+			return fmt.Errorf("read key %q of series %d in partition %d: %w", rd.sub, ref, rd.part, err)
 		}
 		if ok {
-			return rd.deliver(rd.r.lo, v)
+			return rd.deliver(rd.lo, v)
 		}
 		return nil
 	}
-	err := db.kv.Scan(ctx, kr.Lower, kr.Upper, func(k, v []byte) error {
+	// Keys come in ascending order, as the refs do: a cursor over the refs
+	// tells the wanted keys, whose values alone the scan reads.
+	next, at := rd.lo, -1
+	want := func(k []byte) bool {
 		ref, err := parseRef(k)
 		if err != nil {
+			return true // for fn to report
+		}
+		for next < rd.hi && rd.refs[next] < ref {
+			next++
+		}
+		if next < rd.hi && rd.refs[next] == ref {
+			at = next
+			return true
+		}
+		return false
+	}
+	err := db.kv.ScanFiltered(ctx, kr.Lower, kr.Upper, want, func(k, v []byte) error {
+		if _, err := parseRef(k); err != nil {
 			return err
 		}
-		if !rd.want(ref) {
-			return nil
-		}
-		return rd.deliver(ref, v)
+		return rd.deliver(at, v)
 	})
 	if err != nil {
 		return fmt.Errorf("read keys %q of series %d-%d in partition %d: %w", rd.sub, rd.r.lo, rd.r.hi, rd.part, err)
@@ -211,22 +241,17 @@ func (db *DB) forEachSeriesLabels(ctx context.Context, part int64, bm *roaring.B
 	refs := bm.ToArray()
 	lsets := make([]labels.Labels, len(refs))
 	found := make([]bool, len(refs))
-	var reads []rangeRead
-	for _, r := range planRanges(refs, forwardFreeGap, forwardChunk) {
+	reads := rangeReads(part, subForward, refs, forwardFreeGap, forwardChunk, func() func(int, []byte) error {
 		builder := labels.NewScratchBuilder(16)
-		reads = append(reads, rangeRead{
-			part: part, sub: subForward, r: r, want: bm.Contains,
-			deliver: func(ref uint32, v []byte) error {
-				lset, err := index.DecodeLabels(v, &builder)
-				if err != nil {
-					return fmt.Errorf("partition %d series %d: %w", part, ref, err)
-				}
-				i, _ := slices.BinarySearch(refs, ref)
-				lsets[i], found[i] = lset, true
-				return nil
-			},
-		})
-	}
+		return func(i int, v []byte) error {
+			lset, err := index.DecodeLabels(v, &builder)
+			if err != nil {
+				return fmt.Errorf("partition %d series %d: %w", part, refs[i], err)
+			}
+			lsets[i], found[i] = lset, true
+			return nil
+		}
+	})
 	if err := db.readRanges(ctx, reads); err != nil {
 		return err
 	}
@@ -251,44 +276,33 @@ func (db *DB) fetchBlocks(ctx context.Context, segs []*qSegment) error {
 	}
 	var reads []rangeRead
 	for part, ps := range byPart {
+		// A partition has one segment per selected ref.
 		slices.SortFunc(ps, func(a, b *qSegment) int { return cmpRef(a.ref, b.ref) })
 		refs := make([]uint32, len(ps))
 		for i, s := range ps {
 			refs[i] = s.ref
 		}
-		refs = slices.Compact(refs)
-		seg := func(ref uint32) *qSegment {
-			i := sort.Search(len(ps), func(i int) bool { return ps[i].ref >= ref })
-			if i < len(ps) && ps[i].ref == ref {
-				return ps[i]
-			}
-			return nil
-		}
-		for _, r := range planRanges(refs, samplesFreeGap, samplesChunk) {
-			reads = append(reads, rangeRead{
-				part: part, sub: subSamples, r: r,
-				want: func(ref uint32) bool { return seg(ref) != nil },
-				deliver: func(ref uint32, v []byte) error {
-					if len(v) == 0 {
-						return nil
-					}
-					s := seg(ref)
-					// Each ref is in exactly one range, so one worker
-					// writes each segment. The LSM's blocks are older
-					// than the head's and come first, oldest first.
-					var lsmSrcs []gorilla.Source
-					err := sampleBlocks(bytes.Clone(v), func(blk []byte) error {
-						lsmSrcs = append(lsmSrcs, gorilla.Source{Block: blk})
-						return nil
-					})
-					if err != nil {
-						return fmt.Errorf("sample value of series %d in partition %d: %w", ref, part, err)
-					}
-					s.srcs = append(lsmSrcs, s.srcs...)
+		reads = append(reads, rangeReads(part, subSamples, refs, samplesFreeGap, samplesChunk, func() func(int, []byte) error {
+			return func(i int, v []byte) error {
+				if len(v) == 0 {
 					return nil
-				},
-			})
-		}
+				}
+				s := ps[i]
+				// Each ref is in exactly one range, so one worker writes
+				// each segment. The LSM's blocks are older than the
+				// head's and come first, oldest first.
+				all := make([]gorilla.Source, 0, sampleBlockCount(v)+len(s.srcs))
+				err := sampleBlocks(bytes.Clone(v), func(blk []byte) error {
+					all = append(all, gorilla.Source{Block: blk})
+					return nil
+				})
+				if err != nil {
+					return fmt.Errorf("sample value of series %d in partition %d: %w", s.ref, part, err)
+				}
+				s.srcs = append(all, s.srcs...)
+				return nil
+			}
+		})...)
 	}
 	return db.readRanges(ctx, reads)
 }

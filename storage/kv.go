@@ -30,6 +30,10 @@ type kv interface {
 	// Scan calls fn for each key in [lower, upper) in order; upper nil means
 	// unbounded. key and value are valid only during the call.
 	Scan(ctx context.Context, lower, upper []byte, fn func(key, value []byte) error) error
+	// ScanFiltered is Scan of the keys for which want is true; it skips the
+	// others without reading their values. want sees each key once, in
+	// order, right before fn sees it if it is wanted and live.
+	ScanFiltered(ctx context.Context, lower, upper []byte, want func(key []byte) bool, fn func(key, value []byte) error) error
 	Close() error
 
 	// The head log: records durable in the store's write-ahead log that

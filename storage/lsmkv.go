@@ -123,10 +123,15 @@ func (w *lsmWriter) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
 }
 
 func (w *lsmWriter) Scan(ctx context.Context, lower, upper []byte, fn func(k, v []byte) error) error {
+	return w.ScanFiltered(ctx, lower, upper, nil, fn)
+}
+
+func (w *lsmWriter) ScanFiltered(ctx context.Context, lower, upper []byte, want func([]byte) bool, fn func(k, v []byte) error) error {
 	it, err := w.db.NewIterator(ctx, lower, upper)
 	if err != nil {
 		return err
 	}
+	it.SetFilter(want)
 	return scan(it, fn)
 }
 
@@ -178,10 +183,15 @@ func (r *lsmReader) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
 }
 
 func (r *lsmReader) Scan(ctx context.Context, lower, upper []byte, fn func(k, v []byte) error) error {
+	return r.ScanFiltered(ctx, lower, upper, nil, fn)
+}
+
+func (r *lsmReader) ScanFiltered(ctx context.Context, lower, upper []byte, want func([]byte) bool, fn func(k, v []byte) error) error {
 	it, err := r.r.NewIterator(ctx, lower, upper)
 	if err != nil {
 		return err
 	}
+	it.SetFilter(want)
 	return scan(it, fn)
 }
 

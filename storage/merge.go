@@ -118,6 +118,19 @@ func sampleBlocks(v []byte, fn func(blk []byte) error) error {
 	return nil
 }
 
+// sampleBlockCount returns how many blocks sampleBlocks finds in v, or a
+// guess if v is corrupt.
+func sampleBlockCount(v []byte) int {
+	if len(v) == 0 || v[0] != sampleFrames {
+		return 1
+	}
+	n, k := binary.Uvarint(v[1:])
+	if k <= 0 || n > uint64(len(v)) {
+		return 1
+	}
+	return int(n)
+}
+
 // mergedSampleValue returns a sample value read from the LSM as one block.
 func mergedSampleValue(v []byte) ([]byte, error) {
 	if len(v) == 0 || v[0] != sampleFrames {

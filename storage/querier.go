@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	promstorage "github.com/prometheus/prometheus/storage"
@@ -125,9 +124,37 @@ type qSegment struct {
 	srcs []gorilla.Source // oldest writes first
 }
 
+// qSeries is one series of a Select's result: a promstorage.Series.
 type qSeries struct {
-	lset labels.Labels
-	segs []*qSegment // in partition order
+	lset       labels.Labels
+	segs       []*qSegment // in partition order
+	mint, maxt int64
+}
+
+// slab hands out elements of T from chunks allocated a batch at a time: a
+// Select creates a few objects for each of up to millions of series, all
+// freed together.
+type slab[T any] struct{ chunk []T }
+
+func (s *slab[T]) next() *T {
+	if len(s.chunk) == cap(s.chunk) {
+		s.chunk = make([]T, 0, 512)
+	}
+	s.chunk = s.chunk[:len(s.chunk)+1]
+	return &s.chunk[len(s.chunk)-1]
+}
+
+// slice returns n elements of T; appending to them reallocates.
+func (s *slab[T]) slice(n int) []T {
+	if n > 64 {
+		return make([]T, n)
+	}
+	if cap(s.chunk)-len(s.chunk) < n {
+		s.chunk = make([]T, 0, 512)
+	}
+	l := len(s.chunk)
+	s.chunk = s.chunk[:l+n]
+	return s.chunk[l : l+n : l+n]
 }
 
 // Select returns the series matching ms with their samples in [mint, maxt],
@@ -145,7 +172,7 @@ func (q *querier) Select(ctx context.Context, sortSeries bool, hints *promstorag
 	if err != nil {
 		return promstorage.ErrSeriesSet(err)
 	}
-	return &seriesSet{series: set, mint: mint, maxt: maxt}
+	return &seriesSet{series: set}
 }
 
 func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples, sorted bool, ms []*labels.Matcher) ([]*qSeries, error) {
@@ -154,33 +181,59 @@ func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples, s
 		return nil, err
 	}
 	sels := db.prefetchSelect(ctx, parts, ms, withSamples)
-	byKey := map[uint64][]*qSeries{}
-	var all []*qSeries
-	add := func(lset labels.Labels, seg *qSegment) {
-		h := lset.Hash()
-		for _, s := range byKey[h] {
-			if labels.Equal(s.lset, lset) {
-				s.segs = append(s.segs, seg)
-				return
-			}
-		}
-		s := &qSeries{lset: lset, segs: []*qSegment{seg}}
-		byKey[h] = append(byKey[h], s)
-		all = append(all, s)
-	}
-	var fetch []*qSegment
-	var lb labels.ScratchBuilder
+	sels = slices.Grow(sels, len(parts))[:len(parts)]
+	nonEmpty := 0
 	for i, pv := range parts {
-		var bm *roaring.Bitmap
-		if i < len(sels) {
-			bm = sels[i]
-		}
-		if bm == nil {
-			var err error
-			if bm, err = index.Select(ctx, db.indexReader(pv), ms...); err != nil {
+		if sels[i] == nil {
+			bm, err := index.Select(ctx, db.indexReader(pv), ms...)
+			if err != nil {
 				return nil, fmt.Errorf("select in partition %d: %w", pv.start, err)
 			}
+			sels[i] = bm
 		}
+		if !sels[i].IsEmpty() {
+			nonEmpty++
+		}
+	}
+	// A series found in several partitions is one series of the result.
+	// With one partition selecting, every series is found once: no lookup.
+	var byKey map[uint64][]*qSeries
+	if nonEmpty > 1 {
+		byKey = map[uint64][]*qSeries{}
+	}
+	var (
+		all     []*qSeries
+		series  slab[qSeries]
+		segPtrs slab[*qSegment]
+	)
+	add := func(lset labels.Labels, seg *qSegment) {
+		var h uint64
+		if byKey != nil {
+			h = lset.Hash()
+			for _, s := range byKey[h] {
+				if labels.Equal(s.lset, lset) {
+					s.segs = append(s.segs, seg)
+					return
+				}
+			}
+		}
+		s := series.next()
+		s.lset, s.segs, s.mint, s.maxt = lset, segPtrs.slice(1), mint, maxt
+		s.segs[0] = seg
+		if byKey != nil {
+			byKey[h] = append(byKey[h], s)
+		}
+		all = append(all, s)
+	}
+	var (
+		fetch []*qSegment
+		lb    labels.ScratchBuilder
+		segs  slab[qSegment]
+		srcs  slab[gorilla.Source]
+		buf   []gorilla.Source
+	)
+	for i, pv := range parts {
+		bm := sels[i]
 		if bm.IsEmpty() {
 			continue
 		}
@@ -192,26 +245,30 @@ func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples, s
 				if s == nil {
 					continue
 				}
-				seg := &qSegment{part: pv.start, ref: ref, head: s}
+				seg := segs.next()
+				seg.part, seg.ref, seg.head = pv.start, ref, s
 				add(s.labelSet(&lb), seg)
 				if withSamples {
 					// The head's blocks are taken before the LSM is read,
 					// so a flush in between shows samples twice (merged
 					// away) but never loses them.
 					s.lock()
-					srcs, err := s.querySourcesLocked(nil)
+					var err error
+					buf, err = s.querySourcesLocked(buf[:0])
 					s.unlock()
 					if err != nil {
 						return nil, err
 					}
-					seg.srcs = srcs
+					seg.srcs = srcs.slice(len(buf))
+					copy(seg.srcs, buf)
 					fetch = append(fetch, seg)
 				}
 			}
 			continue
 		}
 		err = db.forEachSeriesLabels(ctx, pv.start, bm, func(ref uint32, lset labels.Labels) {
-			seg := &qSegment{part: pv.start, ref: ref}
+			seg := segs.next()
+			seg.part, seg.ref = pv.start, ref
 			add(lset, seg)
 			if withSamples {
 				fetch = append(fetch, seg)
@@ -300,17 +357,16 @@ func mergeSorted(a, b []string) []string {
 }
 
 type seriesSet struct {
-	series     []*qSeries
-	i          int
-	mint, maxt int64
-	cur        *series
+	series []*qSeries
+	i      int
+	cur    *qSeries
 }
 
 func (s *seriesSet) Next() bool {
 	if s.i >= len(s.series) {
 		return false
 	}
-	s.cur = &series{s: s.series[s.i], mint: s.mint, maxt: s.maxt}
+	s.cur = s.series[s.i]
 	s.i++
 	return true
 }
@@ -319,14 +375,9 @@ func (s *seriesSet) At() promstorage.Series            { return s.cur }
 func (s *seriesSet) Err() error                        { return nil }
 func (s *seriesSet) Warnings() annotations.Annotations { return nil }
 
-type series struct {
-	s          *qSeries
-	mint, maxt int64
-}
+func (s *qSeries) Labels() labels.Labels { return s.lset }
 
-func (s *series) Labels() labels.Labels { return s.s.lset }
-
-func (s *series) Iterator(reuse chunkenc.Iterator) chunkenc.Iterator {
+func (s *qSeries) Iterator(reuse chunkenc.Iterator) chunkenc.Iterator {
 	it, ok := reuse.(*seriesIterator)
 	if !ok {
 		it = &seriesIterator{}
@@ -349,8 +400,8 @@ type seriesIterator struct {
 	srcs []gorilla.Source
 }
 
-func (it *seriesIterator) reset(s *series) {
-	it.segs, it.mint, it.maxt = s.s.segs, s.mint, s.maxt
+func (it *seriesIterator) reset(s *qSeries) {
+	it.segs, it.mint, it.maxt = s.segs, s.mint, s.maxt
 	it.seg, it.cur, it.err, it.started = -1, chunkenc.ValNone, nil, false
 }
 

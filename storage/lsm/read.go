@@ -511,6 +511,7 @@ type Iterator struct {
 	key          []byte
 	val          []byte
 	bufs         [][]byte // owned copies of the versions being resolved
+	want         func(key []byte) bool
 	valid        bool
 	e            error
 	closed       bool
@@ -519,6 +520,13 @@ type Iterator struct {
 func newIterator(ctx context.Context, src *mergeIter, lower, upper []byte, r resolver) *Iterator {
 	return &Iterator{ctx: ctx, src: src, lower: bytes.Clone(lower), upper: bytes.Clone(upper), r: r}
 }
+
+// SetFilter makes the iterator skip every key for which want returns false
+// without reading or merging its versions: a scan that needs a few keys of
+// a range pays for the others only their keys. want sees each distinct key
+// once, in ascending order, and must not keep it. Set it before the first
+// positioning call; nil keeps every key.
+func (it *Iterator) SetFilter(want func(key []byte) bool) { it.want = want }
 
 // First moves to the first live key at or after the lower bound.
 func (it *Iterator) First() bool { return it.SeekGE(nil) }
@@ -556,6 +564,11 @@ func (it *Iterator) settle() bool {
 			break
 		}
 		it.key = append(it.key[:0], e.key...)
+		if it.want != nil && !it.want(it.key) {
+			for it.src.next() && bytes.Equal(it.src.entry().key, it.key) {
+			}
+			continue
+		}
 		it.r.reset()
 		nb := 0
 		for {

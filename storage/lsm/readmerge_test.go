@@ -104,3 +104,75 @@ func TestCompactionDropsReplacedBlocks(t *testing.T) {
 		}
 	}
 }
+
+// TestIteratorFilter: a filtered iterator yields exactly the wanted live
+// keys with their merged values, asks about each key once in order, and
+// never merges the versions of a key it skips.
+func TestIteratorFilter(t *testing.T) {
+	ctx := context.Background()
+	merged := map[string]int{}
+	comp := Components{Merge: concatMerge, ReadMerge: func(key, existing []byte, ops [][]byte) ([]byte, error) {
+		merged[string(key)]++
+		return joinMerge(key, existing, ops)
+	}}
+	db := openDB(t, objstore.NewMemoryBucket(), testOptions(), comp)
+	defer db.Close()
+	key := func(i int) []byte { return fmt.Appendf(nil, "k%03d", i) }
+	// Every key gets a merge operand in each of three L0 tables and the
+	// memtable; every fifth is deleted in the memtable.
+	for round := range 4 {
+		for i := range 40 {
+			if err := db.Merge(ctx, key(i), fmt.Appendf(nil, "%d", round)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if round < 3 {
+			if err := db.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for i := 0; i < 40; i += 5 {
+		if err := db.Delete(ctx, key(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	it, err := db.NewIterator(ctx, key(3), key(37))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var asked []string
+	it.SetFilter(func(k []byte) bool {
+		asked = append(asked, string(k))
+		var i int
+		fmt.Sscanf(string(k), "k%d", &i)
+		return i%2 == 0
+	})
+	var got []string
+	for ok := it.First(); ok; ok = it.Next() {
+		got = append(got, string(it.Key())+"="+string(it.Value()))
+	}
+	if err := it.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var wantGot, wantAsked []string
+	for i := 3; i < 37; i++ {
+		wantAsked = append(wantAsked, string(key(i)))
+		if i%2 == 0 && i%5 != 0 {
+			wantGot = append(wantGot, string(key(i))+"=0|1|2|3")
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(wantGot) {
+		t.Fatalf("filtered scan = %v\nwant %v", got, wantGot)
+	}
+	if fmt.Sprint(asked) != fmt.Sprint(wantAsked) {
+		t.Fatalf("filter asked about %v\nwant %v", asked, wantAsked)
+	}
+	for k, n := range merged {
+		var i int
+		fmt.Sscanf(k, "k%d", &i)
+		if i%2 != 0 || n != 1 {
+			t.Errorf("key %s merged %d times", k, n)
+		}
+	}
+}
