@@ -561,6 +561,34 @@ func TestQuerySetParses(t *testing.T) {
 	}
 }
 
+// TestQueryParamsShowNewestSample: every range query's range holds the last
+// sample sent, whatever its step; alerts evaluate at it.
+func TestQueryParamsShowNewestSample(t *testing.T) {
+	for _, last := range []time.Time{time.Unix(1_700_000_000, 0), time.Unix(1_700_000_015, 0), time.Unix(1_700_000_355, 0)} {
+		for _, q := range querySet() {
+			path, v := queryParams(q, last, 15*time.Second)
+			num := func(k string) int64 {
+				n, err := strconv.ParseFloat(v.Get(k), 64)
+				if err != nil {
+					t.Fatalf("%s: %s=%q", q.Name, k, v.Get(k))
+				}
+				return int64(n)
+			}
+			if q.Range == 0 {
+				if path != "/api/v1/query" || num("time") != last.Unix() {
+					t.Errorf("%s: %s %v", q.Name, path, v)
+				}
+				continue
+			}
+			start, end, step := num("start"), num("end"), num("step")
+			if path != "/api/v1/query_range" || end < last.Unix() || end-step >= last.Unix() || end%step != 0 ||
+				end-start != int64(q.Range.Seconds()) {
+				t.Errorf("%s with last sample at %d: %s start %d end %d step %d", q.Name, last.Unix(), path, start, end, step)
+			}
+		}
+	}
+}
+
 func TestTimelineAndSVG(t *testing.T) {
 	var recs []reqRecord
 	for i := range 100 {

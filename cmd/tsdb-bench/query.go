@@ -74,21 +74,32 @@ type queryResult struct {
 	Err     string
 }
 
+// queryParams returns the API path and parameters of q as a dashboard
+// opened right after the sample at end asks: a range query ends at the first
+// step boundary at or after end (Grafana aligns the range to multiples of the
+// step), so its panel shows the newest samples whatever the step; an alert
+// evaluates at end.
+func queryParams(q benchQuery, end time.Time, interval time.Duration) (string, url.Values) {
+	v := url.Values{"query": {q.Expr}}
+	if q.Range == 0 {
+		v.Set("time", strconv.FormatInt(end.Unix(), 10))
+		return "/api/v1/query", v
+	}
+	step := queryStep(q.Range, interval)
+	e := end.Truncate(step)
+	if e.Before(end) {
+		e = e.Add(step)
+	}
+	v.Set("start", strconv.FormatInt(e.Add(-q.Range).Unix(), 10))
+	v.Set("end", strconv.FormatInt(e.Unix(), 10))
+	v.Set("step", strconv.FormatFloat(step.Seconds(), 'f', -1, 64))
+	return "/api/v1/query_range", v
+}
+
 // runQuery executes q against the Prometheus HTTP API at base with end as
 // the evaluation (or range end) time.
 func runQuery(ctx context.Context, client *http.Client, base string, q benchQuery, end time.Time, interval time.Duration) queryResult {
-	v := url.Values{"query": {q.Expr}}
-	path := "/api/v1/query"
-	if q.Range > 0 {
-		path = "/api/v1/query_range"
-		step := queryStep(q.Range, interval)
-		e := end.Truncate(step)
-		v.Set("start", strconv.FormatInt(e.Add(-q.Range).Unix(), 10))
-		v.Set("end", strconv.FormatInt(e.Unix(), 10))
-		v.Set("step", strconv.FormatFloat(step.Seconds(), 'f', -1, 64))
-	} else {
-		v.Set("time", strconv.FormatInt(end.Unix(), 10))
-	}
+	path, v := queryParams(q, end, interval)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, nil)
 	if err != nil {
 		return queryResult{Query: q, Err: err.Error()}
