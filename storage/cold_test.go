@@ -315,11 +315,7 @@ func TestPlanRanges(t *testing.T) {
 	// Every ref is in exactly one range, whatever the input.
 	rng := rand.New(rand.NewPCG(3, 4))
 	for range 200 {
-		set := map[uint32]bool{}
-		for range rng.IntN(500) + 1 {
-			set[uint32(rng.IntN(5000))] = true
-		}
-		refs := slices.Sorted(maps.Keys(set))
+		refs := randomRefs(rng, 5000)
 		got := planRanges(refs, uint32(rng.IntN(8)), uint32(rng.IntN(300)+1))
 		i := 0
 		for j, r := range got {
@@ -339,17 +335,22 @@ func TestPlanRanges(t *testing.T) {
 	}
 }
 
+// randomRefs returns 1 to 500 distinct refs below n, sorted.
+func randomRefs(rng *rand.Rand, n int) []uint32 {
+	set := map[uint32]bool{}
+	for range rng.IntN(500) + 1 {
+		set[uint32(rng.IntN(n))] = true
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
 // TestRangeReads: the reads of a partition's refs give each ref to exactly
 // one read, whose [lo, hi) indexes the refs inside its key range, and no
 // read is without refs.
 func TestRangeReads(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for range 200 {
-		set := map[uint32]bool{}
-		for range rng.IntN(500) + 1 {
-			set[uint32(rng.IntN(20000))] = true
-		}
-		refs := slices.Sorted(maps.Keys(set))
+		refs := randomRefs(rng, 20000)
 		reads := rangeReads(7, subSamples, refs, uint32(rng.IntN(600)), uint32(rng.IntN(300)+1), func() func(int, []byte) error { return nil })
 		next := 0
 		for _, rd := range reads {
