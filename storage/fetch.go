@@ -190,10 +190,9 @@ func (db *DB) readRanges(ctx context.Context, reads []rangeRead) error {
 }
 
 func (db *DB) readRange(ctx context.Context, rd *rangeRead) error {
-	kr := rangeKeys(rd.part, rd.sub, rd.r)
 	if rd.hi-rd.lo == 1 {
 		ref := rd.refs[rd.lo]
-		v, ok, err := db.kv.Get(ctx, binary.BigEndian.AppendUint32(partSub(rd.part, rd.sub, 4), ref))
+		v, ok, err := db.kv.Get(ctx, rangeKeys(rd.part, rd.sub, refRange{ref, ref}).Lower)
 		if err != nil {
 			return fmt.Errorf("read key %q of series %d in partition %d: %w", rd.sub, ref, rd.part, err)
 		}
@@ -203,12 +202,17 @@ func (db *DB) readRange(ctx context.Context, rd *rangeRead) error {
 		return nil
 	}
 	// Keys come in ascending order, as the refs do: a cursor over the refs
-	// tells the wanted keys, whose values alone the scan reads.
-	next, at := rd.lo, -1
+	// tells the wanted keys, whose values alone the scan reads. A key that
+	// does not parse is wanted, for fn to report.
+	var (
+		next, at = rd.lo, -1
+		badKey   error
+	)
 	want := func(k []byte) bool {
 		ref, err := parseRef(k)
 		if err != nil {
-			return true // for fn to report
+			badKey = err
+			return true
 		}
 		for next < rd.hi && rd.refs[next] < ref {
 			next++
@@ -219,9 +223,10 @@ func (db *DB) readRange(ctx context.Context, rd *rangeRead) error {
 		}
 		return false
 	}
-	err := db.kv.ScanFiltered(ctx, kr.Lower, kr.Upper, want, func(k, v []byte) error {
-		if _, err := parseRef(k); err != nil {
-			return err
+	kr := rangeKeys(rd.part, rd.sub, rd.r)
+	err := db.kv.ScanFiltered(ctx, kr.Lower, kr.Upper, want, func(_, v []byte) error {
+		if badKey != nil {
+			return badKey
 		}
 		return rd.deliver(at, v)
 	})

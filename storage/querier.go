@@ -158,7 +158,7 @@ func (s *slab[T]) slice(n int) []T {
 }
 
 // Select returns the series matching ms with their samples in [mint, maxt],
-// sorted by labels.
+// sorted by labels when sortSeries is set or for the series API.
 func (q *querier) Select(ctx context.Context, sortSeries bool, hints *promstorage.SelectHints, ms ...*labels.Matcher) promstorage.SeriesSet {
 	mint, maxt := q.mint, q.maxt
 	if hints != nil {
