@@ -132,6 +132,15 @@ func IsBadData(err error) bool {
 	return errors.As(err, &bd) && bd.BadData()
 }
 
+// IsUnavailable reports whether err says that the storage could not make the
+// data durable in time (its object store is slow or failing), so that the
+// sender must retry later (503 with Retry-After): it has a method
+// Unavailable() bool that returns true.
+func IsUnavailable(err error) bool {
+	var u interface{ Unavailable() bool }
+	return err != nil && errors.As(err, &u) && u.Unavailable()
+}
+
 // IsOverloaded reports whether err asks the sender to back off (429): it is
 // or wraps [ErrOverloaded], or has a method Overloaded() bool that returns
 // true.

@@ -678,6 +678,11 @@ type overloadErr struct{}
 func (overloadErr) Error() string    { return "memory pressure" }
 func (overloadErr) Overloaded() bool { return true }
 
+type unavailableErr struct{}
+
+func (unavailableErr) Error() string     { return "not durable within the write timeout" }
+func (unavailableErr) Unavailable() bool { return true }
+
 func TestStorageErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -698,6 +703,8 @@ func TestStorageErrors(t *testing.T) {
 		{name: "internal", err: errors.New("disk on fire"), code: 500, msg: "disk on fire", reason: "storage_error"},
 		{name: "commit fails", commitErr: errors.New("object store unavailable"), code: 500, msg: "object store unavailable", reason: "storage_error"},
 		{name: "commit overloaded", commitErr: ErrOverloaded, code: 429, reason: "overloaded"},
+		{name: "commit unavailable", commitErr: fmt.Errorf("log: %w", unavailableErr{}), code: 503, msg: "not durable within the write timeout", reason: "unavailable"},
+		{name: "unavailable", err: unavailableErr{}, code: 503, msg: "not durable", reason: "unavailable"},
 	} {
 		for _, version := range []int{1, 2} {
 			t.Run(fmt.Sprintf("%s/version=%d", tc.name, version), func(t *testing.T) {
@@ -716,8 +723,8 @@ func TestStorageErrors(t *testing.T) {
 				if s, _, _ := rec.counts(); s != tc.committed {
 					t.Fatalf("%d samples committed, want %d", s, tc.committed)
 				}
-				if tc.code == 429 && resp.Header().Get("Retry-After") == "" {
-					t.Fatal("429 without Retry-After")
+				if (tc.code == 429 || tc.code == 503) && resp.Header().Get("Retry-After") == "" {
+					t.Fatalf("%d without Retry-After", tc.code)
 				}
 				if version == 2 {
 					assertWritten(t, resp.Header(), tc.committed, 0, 0)

@@ -59,13 +59,16 @@ func (h *Handler) ingest(r *http.Request, st *reqState, version int) result {
 		m.histogramsRejected.WithLabelValues(reason).Add(float64(totalHists - rejHists))
 		m.exemplarsRejected.WithLabelValues(reason).Add(float64(totalEx - exRejected))
 		res := result{code: code, msg: fmt.Sprintf("storage: %v", err)}
-		res.retryAfter = code == http.StatusTooManyRequests
+		res.retryAfter = code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable
 		return res
 	}
 	// retryable classifies a non-bad-data error.
 	retryable := func(err error) result {
 		if IsOverloaded(err) {
 			return abort(http.StatusTooManyRequests, "overloaded", err)
+		}
+		if IsUnavailable(err) {
+			return abort(http.StatusServiceUnavailable, "unavailable", err)
 		}
 		return abort(http.StatusInternalServerError, "storage_error", err)
 	}
@@ -248,10 +251,13 @@ func (h *Handler) ingest(r *http.Request, st *reqState, version int) result {
 		m.histogramsRejected.WithLabelValues(commitReason(err)).Add(float64(totalHists - rejHists))
 		m.exemplarsRejected.WithLabelValues(commitReason(err)).Add(float64(totalEx - exRejected))
 		code := http.StatusInternalServerError
-		if IsOverloaded(err) {
+		switch {
+		case IsOverloaded(err):
 			code = http.StatusTooManyRequests
+		case IsUnavailable(err):
+			code = http.StatusServiceUnavailable
 		}
-		return result{code: code, msg: fmt.Sprintf("commit: %v", err), retryAfter: code == http.StatusTooManyRequests}
+		return result{code: code, msg: fmt.Sprintf("commit: %v", err), retryAfter: code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable}
 	}
 	finished = true
 	if st.nProblems == 0 {
@@ -358,6 +364,9 @@ func (st *reqState) resolveBatch(r SeriesResolver, lo int, slots []seriesSlot) {
 func commitReason(err error) string {
 	if IsOverloaded(err) {
 		return "overloaded"
+	}
+	if IsUnavailable(err) {
+		return "unavailable"
 	}
 	return "storage_error"
 }

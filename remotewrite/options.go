@@ -34,7 +34,8 @@ type Options struct {
 	// MaxInflightRequests bounds requests being decoded and appended at
 	// once; one more is answered 429 with Retry-After. 0 means no limit.
 	MaxInflightRequests int `yaml:"max_inflight_requests" json:"max_inflight_requests"`
-	// RetryAfter is the Retry-After sent with a 429.
+	// RetryAfter is the Retry-After sent with a 429, and with a 503 when the
+	// storage could not make a write durable in time.
 	RetryAfter time.Duration `yaml:"retry_after" json:"retry_after"`
 	// MaxErrorMessages bounds how many per-series problems a 400 body
 	// lists; the rest are summarised as a count.

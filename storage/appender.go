@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/exemplar"
@@ -14,6 +15,8 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/metadata"
 	promstorage "github.com/prometheus/prometheus/storage"
+
+	"github.com/shaledb/shale/storage/lsm"
 )
 
 // dataError is an error about data that can never be stored; senders should
@@ -31,6 +34,71 @@ var ErrInvalidSeries error = dataError("invalid series labels")
 
 // ErrInvalidHistogram marks a native histogram that fails validation.
 var ErrInvalidHistogram error = dataError("invalid native histogram")
+
+// ErrUnavailable marks a commit that the object store could not make durable
+// within Options.WriteTimeout, or that was refused because the store has
+// been failing for longer than that. Its samples may still be stored; the
+// sender should retry (HTTP 503).
+var ErrUnavailable = errors.New("storage unavailable")
+
+// unavailableError is an ErrUnavailable with its cause.
+type unavailableError struct {
+	msg   string
+	cause error
+}
+
+func (e *unavailableError) Error() string {
+	if e.cause == nil {
+		return ErrUnavailable.Error() + ": " + e.msg
+	}
+	return ErrUnavailable.Error() + ": " + e.msg + ": " + e.cause.Error()
+}
+
+func (e *unavailableError) Unwrap() []error { return []error{ErrUnavailable, e.cause} }
+
+// Unavailable marks the error for the remote-write layer (503 with
+// Retry-After, not 500).
+func (*unavailableError) Unavailable() bool { return true }
+
+// checkWritable refuses a commit at once while the store has been failing
+// for longer than the write timeout: waiting would only end the same way,
+// and the head would grow with samples that cannot be persisted.
+func (db *DB) checkWritable() error {
+	if db.opts.WriteTimeout <= 0 {
+		return nil
+	}
+	h := db.kv.Health()
+	if d := h.FailingFor(time.Now()); d > db.opts.WriteTimeout {
+		return &unavailableError{
+			msg:   fmt.Sprintf("the object store has been failing for %s (%s)", d.Round(time.Second), h.Op),
+			cause: h.Err,
+		}
+	}
+	return nil
+}
+
+// writeContext bounds ctx by the write timeout.
+func (db *DB) writeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if db.opts.WriteTimeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeoutCause(ctx, db.opts.WriteTimeout, errWriteTimeout)
+}
+
+var errWriteTimeout = errors.New("write timeout")
+
+// waitErr turns the error of a wait for the store into ErrUnavailable when
+// the write timeout, not the caller, ended it.
+func (db *DB) waitErr(ctx context.Context, what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(context.Cause(ctx), errWriteTimeout) {
+		return &unavailableError{msg: fmt.Sprintf("%s: not durable within the write timeout of %s; the object store is slow or failing", what, db.opts.WriteTimeout),
+			cause: db.kv.Health().Err}
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
 
 type pendingSample struct {
 	part *headPart
@@ -236,8 +304,12 @@ func (a *appender) check(s *memSeries, smp sample, maxT int64, rejectOOO bool) e
 	return nil
 }
 
-// Commit makes the transaction's samples visible and, with the WAL on,
-// durable before it returns.
+// Commit applies the transaction's samples to the head, where queries see
+// them, and with the WAL on returns once they are durable. An error that
+// wraps ErrUnavailable (the object store did not make them durable within
+// Options.WriteTimeout, or has been failing for longer) leaves them in the
+// head, and perhaps durable later: the sender retries, and the duplicates
+// keep one value.
 func (a *appender) Commit() error {
 	if a.done {
 		return errors.New("commit after commit or rollback")
@@ -270,12 +342,29 @@ func (a *appender) Commit() error {
 		}
 	}
 
-	// The record is durable before the samples reach the head, and no flush
-	// cut falls between the two: a cut waits for the read lock to be released.
+	if err := db.checkWritable(); err != nil {
+		return err
+	}
+	ctx, cancel := db.writeContext(a.ctx)
+	defer cancel()
+	if db.opts.WAL {
+		if err := db.kv.WaitLogRoom(ctx); err != nil {
+			return db.waitErr(ctx, "wait for room in the write-ahead log", err)
+		}
+	}
+
+	// The record is queued for the log and the samples applied to the head
+	// under the head's read lock, and the commit waits for durability after
+	// releasing it: a flush (which takes the log mark under the write lock)
+	// then finds the samples of every record at or before its mark in the
+	// head, so truncating the log up to the mark loses none, and it never
+	// waits for a round trip to the object store.
 	h := db.head
 	h.mu.RLock()
+	var logged lsm.LogWait
 	if db.opts.WAL {
-		if err := db.kv.Log(a.ctx, scratch.buf); err != nil {
+		var err error
+		if logged, err = db.kv.AppendLog(scratch.buf); err != nil {
 			h.mu.RUnlock()
 			return fmt.Errorf("log appended samples: %w", err)
 		}
@@ -320,6 +409,11 @@ func (a *appender) Commit() error {
 		}
 	}
 	h.mu.RUnlock()
+	if db.opts.WAL {
+		if err := logged.Wait(ctx); err != nil {
+			return db.waitErr(ctx, "log appended samples", err)
+		}
+	}
 	db.metrics.appended.Add(float64(len(a.pending) - dropped))
 	if n := h.unflushed.Add(int64(len(a.pending) - dropped)); db.opts.HeadFlushSamples > 0 && n >= h.flushAt.Load() {
 		select {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/shaledb/shale/gorilla"
 	"github.com/shaledb/shale/index"
+	"github.com/shaledb/shale/storage/lsm"
 )
 
 // ErrClosed is returned by operations on a closed DB.
@@ -253,21 +254,51 @@ func (db *DB) persistSeries(part int64) func(ref uint32, lset labels.Labels) err
 	}
 }
 
-// Close flushes the head to the LSM and closes the LSM.
+// Close flushes the head to the LSM and closes the LSM, retrying object
+// store failures for up to a minute.
 func (db *DB) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), defaultCloseTimeout)
+	defer cancel()
+	return db.Shutdown(ctx)
+}
+
+// defaultCloseTimeout bounds Close.
+const defaultCloseTimeout = time.Minute
+
+// Shutdown is Close bounded by ctx: when the object store cannot take the
+// head's samples before ctx ends, it logs what it could not write out
+// (with the WAL on, those samples are in the WAL and come back at the next
+// open; with it off they are lost), closes all the same and returns an
+// error.
+func (db *DB) Shutdown(ctx context.Context) error {
 	var err error
 	db.closeOnce.Do(func() {
 		close(db.closed)
-		if !db.readOnly {
-			err = db.flushHead(context.Background(), closeNone)
+		if !db.readOnly && !db.kv.Health().Fenced {
+			unflushed := db.head.unflushed.Load()
+			series := db.head.numSeries()
+			if err = db.flushHead(ctx, closeNone); err != nil {
+				if db.opts.WAL {
+					db.logger.Error("shutdown: could not write the head out; its samples are in the write-ahead log and come back at the next start",
+						"samples", unflushed, "series", series, "err", err)
+				} else {
+					db.logger.Error("shutdown: could not write the head out; with the WAL off these samples are lost",
+						"samples", unflushed, "series", series, "err", err)
+				}
+			}
 		}
-		if cerr := db.kv.Close(); err == nil {
+		cerr := db.kv.Close(ctx)
+		if err == nil {
 			err = cerr
 		}
 		db.metrics.unregister()
 	})
 	return err
 }
+
+// StoreHealth says how the writer's object-store requests fare; a reader's
+// is always healthy.
+func (db *DB) StoreHealth() lsm.Health { return db.kv.Health() }
 
 func (db *DB) isClosed() bool {
 	select {

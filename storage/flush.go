@@ -303,10 +303,15 @@ func (db *DB) Run(ctx context.Context) error {
 		case <-fence.C:
 			// An idle writer learns here that a newer one replaced it.
 			if w, ok := db.kv.(*lsmWriter); ok {
-				if err := w.check(w.db.CheckFenced(ctx)); errors.Is(err, ErrFenced) {
+				// Bounded: the writer's requests retry while the store
+				// fails, and the outage is reported by the LSM's health.
+				cctx, cancel := context.WithTimeout(ctx, fenceCheckInterval)
+				err := w.check(w.db.CheckFenced(cctx))
+				cancel()
+				if errors.Is(err, ErrFenced) {
 					return err
-				} else if err != nil {
-					db.logger.Warn("fence check failed", "err", err)
+				} else if err != nil && ctx.Err() == nil {
+					db.logger.Debug("fence check failed", "err", err)
 				}
 			}
 			continue

@@ -105,7 +105,7 @@ func TestLegacyHeadLogKeys(t *testing.T) {
 	}
 	// Stop the LSM without the head flush of DB.Close, as a crash would
 	// leave it (the record is in the WAL or a table).
-	if err := db.kv.Close(); err != nil {
+	if err := db.kv.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 

@@ -34,13 +34,23 @@ type kv interface {
 	// others without reading their values. want sees each key once, in
 	// order, right before fn sees it if it is wanted and live.
 	ScanFiltered(ctx context.Context, lower, upper []byte, want func(key []byte) bool, fn func(key, value []byte) error) error
-	Close() error
+	// Close makes every write so far durable, retrying until ctx ends,
+	// and releases the store (also when ctx ended first).
+	Close(ctx context.Context) error
 
 	// The head log: records durable in the store's write-ahead log that
 	// never enter its keyspace (see lsm.DB.Log).
 
 	// Log makes rec durable; records are durable in call order.
 	Log(ctx context.Context, rec []byte) error
+	// WaitLogRoom blocks while the log's backlog is full (a slow store).
+	WaitLogRoom(ctx context.Context) error
+	// AppendLog queues rec after every record logged before without
+	// blocking on the store; Wait on the result returns once it is durable.
+	AppendLog(rec []byte) (lsm.LogWait, error)
+	// Health says how the store's requests fare (writers; a reader's is
+	// always healthy).
+	Health() lsm.Health
 	// LogMark returns a mark at or after every record logged so far and
 	// before every record logged later.
 	LogMark() uint64

@@ -135,10 +135,17 @@ func (w *lsmWriter) ScanFiltered(ctx context.Context, lower, upper []byte, want 
 	return scan(it, fn)
 }
 
-func (w *lsmWriter) Close() error { return w.db.Close() }
+func (w *lsmWriter) Close(ctx context.Context) error { return w.db.CloseContext(ctx) }
 
 func (w *lsmWriter) Log(ctx context.Context, rec []byte) error { return w.check(w.db.Log(ctx, rec)) }
 func (w *lsmWriter) LogMark() uint64                           { return w.db.LogMark() }
+func (w *lsmWriter) WaitLogRoom(ctx context.Context) error     { return w.check(w.db.WaitLogRoom(ctx)) }
+func (w *lsmWriter) Health() lsm.Health                        { return w.db.Health() }
+
+func (w *lsmWriter) AppendLog(rec []byte) (lsm.LogWait, error) {
+	lw, err := w.db.AppendLog(rec)
+	return lw, w.check(err)
+}
 
 func (w *lsmWriter) TruncateLog(ctx context.Context, mark uint64) error {
 	return w.check(w.db.TruncateLog(ctx, mark))
@@ -195,10 +202,13 @@ func (r *lsmReader) ScanFiltered(ctx context.Context, lower, upper []byte, want 
 	return scan(it, fn)
 }
 
-func (r *lsmReader) Close() error { return r.r.Close() }
+func (r *lsmReader) Close(context.Context) error { return r.r.Close() }
 
 func (r *lsmReader) Log(context.Context, []byte) error                   { return ErrReadOnly }
 func (r *lsmReader) LogMark() uint64                                     { return 0 }
+func (r *lsmReader) WaitLogRoom(context.Context) error                   { return ErrReadOnly }
+func (r *lsmReader) AppendLog([]byte) (lsm.LogWait, error)               { return lsm.LogWait{}, ErrReadOnly }
+func (r *lsmReader) Health() lsm.Health                                  { return lsm.Health{} }
 func (r *lsmReader) TruncateLog(context.Context, uint64) error           { return ErrReadOnly }
 func (r *lsmReader) ReplayLog(context.Context, func([]byte) error) error { return ErrReadOnly }
 

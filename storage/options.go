@@ -30,6 +30,12 @@ type Options struct {
 	// Retention drops partitions that ended longer than this ago (measured
 	// against the newest sample). Zero keeps everything.
 	Retention time.Duration
+	// WriteTimeout bounds how long a commit waits for the object store
+	// (its samples to become durable with the WAL on, room in the WAL
+	// queue): past it, Commit fails with an error that asks the sender to
+	// retry (Unavailable). While the store has been failing for longer than
+	// this, commits fail at once. 0 means no bound.
+	WriteTimeout time.Duration
 }
 
 // DefaultOptions returns the settings a server starts with.
@@ -41,6 +47,7 @@ func DefaultOptions() Options {
 		OutOfOrderWindow:  10 * time.Minute,
 		WAL:               true,
 		Retention:         15 * 24 * time.Hour,
+		WriteTimeout:      10 * time.Second,
 	}
 }
 
@@ -59,6 +66,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("head flush samples %d: must not be negative", o.HeadFlushSamples)
 	case o.OutOfOrderWindow < 0:
 		return fmt.Errorf("out-of-order window %s: must not be negative", o.OutOfOrderWindow)
+	case o.WriteTimeout < 0:
+		return fmt.Errorf("write timeout %s: must not be negative", o.WriteTimeout)
 	case o.Retention < 0:
 		return fmt.Errorf("retention %s: must not be negative", o.Retention)
 	case o.Retention > 0 && o.Retention < o.PartitionDuration:

@@ -92,25 +92,31 @@ func (s *shale) kill(t *testing.T) {
 
 // remoteWrite sends one remote write 1.0 request and returns the status.
 func remoteWrite(baseURL string, series []prompb.TimeSeries) (int, string, error) {
+	code, _, body, err := remoteWriteHeaders(baseURL, series)
+	return code, body, err
+}
+
+// remoteWriteHeaders is remoteWrite that also returns the answer's headers.
+func remoteWriteHeaders(baseURL string, series []prompb.TimeSeries) (int, http.Header, string, error) {
 	req := &prompb.WriteRequest{Timeseries: series}
 	raw, err := req.Marshal()
 	if err != nil {
-		return 0, "", err
+		return 0, nil, "", err
 	}
 	hreq, err := http.NewRequest(http.MethodPost, baseURL+"/api/v1/write", bytes.NewReader(snappy.Encode(nil, raw)))
 	if err != nil {
-		return 0, "", err
+		return 0, nil, "", err
 	}
 	hreq.Header.Set("Content-Type", "application/x-protobuf")
 	hreq.Header.Set("Content-Encoding", "snappy")
 	hreq.Header.Set("X-Prometheus-Remote-Write-Version", "0.1.0")
 	resp, err := http.DefaultClient.Do(hreq)
 	if err != nil {
-		return 0, "", err
+		return 0, nil, "", err
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body), nil
+	return resp.StatusCode, resp.Header, string(body), nil
 }
 
 type apiResponse struct {

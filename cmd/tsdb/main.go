@@ -37,6 +37,7 @@ type config struct {
 	objstoreConfig    string
 	wal               boolValue
 	walFlushInterval  time.Duration
+	writeTimeout      time.Duration
 	retention         model.Duration
 	oooWindow         time.Duration
 	partition         time.Duration
@@ -70,7 +71,7 @@ func parseFlags(args []string) (*config, error) {
 		Default(defaultListenAddress).StringVar(&cfg.listenAddress)
 	app.Flag("web.config.file", "Prometheus web configuration file (exporter-toolkit format) enabling TLS and basic auth.").
 		Default("").StringVar(&cfg.webConfigFile)
-	app.Flag("web.shutdown-timeout", "How long a shutdown waits for in-flight requests to finish.").
+	app.Flag("web.shutdown-timeout", "Bound of a shutdown (SIGTERM): in-flight requests get up to half of it, then the flush of the head the rest, whatever the object store does.").
 		Default("30s").DurationVar(&cfg.shutdownTimeout)
 	app.Flag("web.enable-admin-api", "Enable the admin endpoints under /api/v1/admin/tsdb (delete_series). Writer mode only.").
 		Default("false").BoolVar(&cfg.enableAdmin)
@@ -87,6 +88,8 @@ func parseFlags(args []string) (*config, error) {
 		Default("true").SetValue(&cfg.wal)
 	app.Flag("storage.wal.flush-interval", "How often the write-ahead log groups pending writes into one object (group commit); a write waits for it. 0 picks 100ms for S3, where each object is a billed request, and 10ms for the local folder.").
 		Default("0s").DurationVar(&cfg.walFlushInterval)
+	app.Flag("storage.write-timeout", "How long a remote write may wait for the object store (its samples to become durable with the WAL on). Past it, and at once while the store has been failing for longer, the sender gets 503 with Retry-After and retries. Well under a sender's 30s timeout. 0: no bound.").
+		Default(sd.WriteTimeout.String()).DurationVar(&cfg.writeTimeout)
 	app.Flag("storage.retention.time", "How long to keep data (e.g. 15d, 12h); whole partitions older than this are dropped. 0 keeps everything.").
 		Default("15d").SetValue(&cfg.retention)
 	app.Flag("storage.out-of-order-window", "How far behind the newest sample a sample may arrive and still be accepted. 0 rejects out-of-order samples.").

@@ -50,10 +50,11 @@ func storageOptions(cfg *config) storage.Options {
 	o.PartitionDuration = cfg.partition
 	o.HeadFlushInterval = cfg.headFlushInterval
 	o.HeadFlushSamples = cfg.headFlushSamples
+	o.WriteTimeout = cfg.writeTimeout
 	return o
 }
 
-func run(ctx context.Context, cfg *config, logger *slog.Logger) error {
+func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 	fileCfg, err := loadFileConfig(cfg.configFile)
 	if err != nil {
 		return err
@@ -80,56 +81,36 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	var ready atomic.Bool
-	api, write := &gate{}, &gate{}
-	mux := http.NewServeMux()
-	mux.Handle("/api/", api)
-	mux.Handle("/api/v1/write", write)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintln(w, "Shale is Healthy.")
-	})
-	mux.HandleFunc("/-/ready", func(w http.ResponseWriter, _ *http.Request) {
-		if !ready.Load() {
-			http.Error(w, "Service Unavailable", http.StatusServiceUnavailable)
+	h := newHTTPServer(cfg, reg, logger)
+	if err := h.start(); err != nil {
+		return err
+	}
+	// Every return from here on shuts the HTTP server down first, and the
+	// storage, once open, after it: the whole within --web.shutdown-timeout.
+	var db *storage.DB
+	defer func() {
+		deadline := time.Now().Add(cfg.shutdownTimeout)
+		h.shutdown(deadline)
+		if db == nil {
 			return
 		}
-		fmt.Fprintln(w, "Shale is Ready.")
-	})
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-
-	ln, err := net.Listen("tcp", cfg.listenAddress)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.listenAddress, err)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 30 * time.Second}
-	serveErr := make(chan error, 1)
-	go func() {
-		webCfg := cfg.webConfigFile
-		serveErr <- web.Serve(ln, srv, &web.FlagConfig{WebConfigFile: &webCfg}, logger)
-	}()
-	logger.Info("listening", "address", ln.Addr().String(), "mode", cfg.mode)
-
-	shutdownHTTP := func() {
-		ready.Store(false)
-		sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
+		start := time.Now()
+		sctx, cancel := context.WithDeadline(context.Background(), deadline)
 		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Warn("HTTP shutdown", "err", err)
+		if cerr := db.Shutdown(sctx); cerr != nil && err == nil && !errors.Is(cerr, storage.ErrFenced) {
+			err = fmt.Errorf("close storage: %w", cerr)
 		}
-	}
+		logger.Info("storage closed", "duration", time.Since(start))
+	}()
 
 	bucket, prefix, where, err := openBucket(ctx, cfg.objstoreConfig, cfg.storagePath)
 	if err != nil {
-		shutdownHTTP()
 		return err
 	}
 	cfg.walFlushInterval = walFlushInterval(cfg.walFlushInterval, where)
-	bucket = objstore.NewMetricsBucket(objstore.NewRetryingBucket(bucket, objstore.DefaultRetryConfig()), reg, "tsdb")
+	// No retrying layer here: the LSM owns retries, and knows which failed
+	// conditional writes to check by reading back.
+	bucket = objstore.NewMetricsBucket(bucket, reg, "tsdb")
 	defer bucket.Close()
 
 	copts := cache.DefaultOptions()
@@ -137,12 +118,10 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) error {
 	copts.DiskPath = cfg.cacheDiskPath
 	copts.DiskBytes = int64(cfg.cacheDiskSize)
 	if err := copts.Validate(); err != nil {
-		shutdownHTTP()
 		return fmt.Errorf("cache settings: %w", err)
 	}
 	blockCache, err := cache.New(copts, cache.Components{Registerer: reg, Logger: logger})
 	if err != nil {
-		shutdownHTTP()
 		return fmt.Errorf("open block cache: %w", err)
 	}
 	defer blockCache.Close()
@@ -154,29 +133,31 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) error {
 	go paceGC(pacerCtx, gcBase(), func() int64 { return blockCache.Stats().Memory.Bytes }, logger)
 
 	comps := storage.Components{Logger: logger, Registerer: reg}
-	var db *storage.DB
 	start := time.Now()
+	var opened *storage.DB
 	if cfg.mode == "reader" {
 		ropts := lsm.DefaultReaderOptions()
 		ropts.PollInterval = cfg.readerPoll
-		db, err = storage.OpenReadOnly(ctx, bucket, prefix, sopts, ropts, blockCache, comps)
+		opened, err = storage.OpenReadOnly(ctx, bucket, prefix, sopts, ropts, blockCache, comps)
 	} else {
 		lopts := lsm.DefaultOptions()
 		lopts.WALFlushInterval = cfg.walFlushInterval
-		db, err = storage.Open(ctx, bucket, prefix, sopts, lopts, blockCache, comps)
+		opened, err = storage.Open(ctx, bucket, prefix, sopts, lopts, blockCache, comps)
 	}
 	if err != nil {
-		shutdownHTTP()
+		if ctx.Err() != nil {
+			logger.Info("shutting down before storage recovery finished", "err", err)
+			return nil
+		}
 		return fmt.Errorf("open storage (%s): %w", where, err)
 	}
-	logger.Info("storage open", "object_store", where, "wal", sopts.WAL, "duration", time.Since(start))
+	db = opened
+	logger.Info("storage open", "object_store", where, "wal", sopts.WAL, "write_timeout", sopts.WriteTimeout, "duration", time.Since(start))
 	if cfg.cacheWarmAge > 0 {
 		wopts := storage.DefaultWarmOptions()
 		wopts.Age = cfg.cacheWarmAge
 		warmer, err := db.StartWarmer(wopts, reg)
 		if err != nil {
-			shutdownHTTP()
-			_ = db.Close()
 			return fmt.Errorf("cache warmer: %w", err)
 		}
 		defer warmer.Stop()
@@ -188,7 +169,7 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) error {
 		Cardinality:       cardinality{db},
 		Metadata:          db,
 		Deleter:           deleterFor(db, cfg.mode),
-		Ready:             ready.Load,
+		Ready:             h.ready.Load,
 		Logger:            logger,
 		Registerer:        reg,
 		Gatherer:          reg,
@@ -198,49 +179,146 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) error {
 		StorageRetention:  retentionString(time.Duration(cfg.retention)),
 	})
 	if err != nil {
-		shutdownHTTP()
-		_ = db.Close()
 		return fmt.Errorf("query API: %w", err)
 	}
 	defer papi.Close()
-	api.set(papi.Handler())
+	h.api.set(papi.Handler())
 
 	runErr := make(chan error, 1)
 	if cfg.mode == "writer" {
 		rw, err := remotewrite.NewHandler(ingestAppendable{db}, fileCfg.RemoteWrite, remotewrite.Deps{Logger: logger, Registerer: reg})
 		if err != nil {
-			shutdownHTTP()
-			_ = db.Close()
 			return fmt.Errorf("remote write: %w", err)
 		}
-		write.set(rw)
+		h.write.set(rw)
+		h.health.Store(&storeHealth{db: db, grace: readyGrace})
 		go func() { runErr <- db.Run(ctx) }()
 	} else {
-		write.set(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		h.write.set(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			http.Error(w, "this Shale server is a read-only replica (--mode=reader): send remote writes to the writer", http.StatusMethodNotAllowed)
 		}))
 	}
-	ready.Store(true)
+	h.ready.Store(true)
 	logger.Info("ready")
 
-	var stopErr error
 	select {
 	case <-ctx.Done():
 		logger.Info("shutting down: finishing in-flight requests, then flushing")
-	case err := <-serveErr:
-		stopErr = fmt.Errorf("serve HTTP: %w", err)
+		return nil
+	case err := <-h.serveErr:
+		return fmt.Errorf("serve HTTP: %w", err)
 	case err := <-runErr:
-		stopErr = err
+		return err
 	case <-db.Fenced():
-		stopErr = storage.ErrFenced
+		return storage.ErrFenced
 	}
-	shutdownHTTP()
-	start = time.Now()
-	if err := db.Close(); err != nil && stopErr == nil && !errors.Is(err, storage.ErrFenced) {
-		stopErr = fmt.Errorf("close storage: %w", err)
+}
+
+// readyGrace is how long the object store may fail before /-/ready says so:
+// a request retried once and then served is no reason to be taken out of a
+// load balancer.
+const readyGrace = time.Second
+
+// storeHealth is what /-/ready asks of a writer's storage.
+type storeHealth struct {
+	db    *storage.DB
+	grace time.Duration
+}
+
+// unready returns why the writer cannot persist writes now, or "".
+func (s *storeHealth) unready(now time.Time) string {
+	h := s.db.StoreHealth()
+	switch {
+	case h.Fenced:
+		return "a newer writer opened the same bucket and prefix and fenced this one"
+	case h.FailingFor(now) >= s.grace:
+		return fmt.Sprintf("the object store has been failing for %s, since %s (last error: %s: %v); writes cannot be made durable; queries are served from memory and cache",
+			h.FailingFor(now).Round(time.Second), h.Since.UTC().Format(time.RFC3339), h.Op, h.Err)
 	}
-	logger.Info("storage closed", "duration", time.Since(start))
-	return stopErr
+	return ""
+}
+
+// httpServer is the server's HTTP side: the API and remote write behind
+// gates that answer 503 until storage is open, health endpoints, metrics
+// and profiles.
+type httpServer struct {
+	cfg    *config
+	logger *slog.Logger
+	srv    *http.Server
+	ln     net.Listener
+	// cancel ends the context of every request: in-flight queries stop
+	// when the shutdown's wait for them runs out.
+	cancel   context.CancelFunc
+	serveErr chan error
+
+	api, write gate
+	ready      atomic.Bool
+	health     atomic.Pointer[storeHealth]
+}
+
+func newHTTPServer(cfg *config, reg *prometheus.Registry, logger *slog.Logger) *httpServer {
+	h := &httpServer{cfg: cfg, logger: logger, serveErr: make(chan error, 1)}
+	mux := http.NewServeMux()
+	mux.Handle("/api/", &h.api)
+	mux.Handle("/api/v1/write", &h.write)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "Shale is Healthy.")
+	})
+	mux.HandleFunc("/-/ready", h.serveReady)
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	base, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	h.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 30 * time.Second, BaseContext: func(net.Listener) context.Context { return base }}
+	return h
+}
+
+func (h *httpServer) serveReady(w http.ResponseWriter, _ *http.Request) {
+	if !h.ready.Load() {
+		http.Error(w, "Service Unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	if sh := h.health.Load(); sh != nil {
+		if why := sh.unready(time.Now()); why != "" {
+			http.Error(w, "Service Unavailable: "+why, http.StatusServiceUnavailable)
+			return
+		}
+	}
+	fmt.Fprintln(w, "Shale is Ready.")
+}
+
+func (h *httpServer) start() error {
+	ln, err := net.Listen("tcp", h.cfg.listenAddress)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", h.cfg.listenAddress, err)
+	}
+	h.ln = ln
+	go func() {
+		webCfg := h.cfg.webConfigFile
+		h.serveErr <- web.Serve(ln, h.srv, &web.FlagConfig{WebConfigFile: &webCfg}, h.logger)
+	}()
+	h.logger.Info("listening", "address", ln.Addr().String(), "mode", h.cfg.mode)
+	return nil
+}
+
+// shutdown stops taking requests and waits for those in flight until
+// halfway to deadline; then it cancels them (queries stop) and closes their
+// connections, leaving the rest of the time to the storage's flush.
+func (h *httpServer) shutdown(deadline time.Time) {
+	h.ready.Store(false)
+	half := time.Now().Add(time.Until(deadline) / 2)
+	sctx, cancel := context.WithDeadline(context.Background(), half)
+	defer cancel()
+	if err := h.srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		h.logger.Warn("HTTP shutdown: requests still in flight were cancelled", "err", err)
+		h.cancel()
+		_ = h.srv.Close()
+	}
+	h.cancel()
 }
 
 func deleterFor(db *storage.DB, mode string) promql.SeriesDeleter {
@@ -275,6 +353,7 @@ func flagMap(cfg *config) map[string]string {
 		"objstore.config-file":        cfg.objstoreConfig,
 		"storage.wal":                 cfg.wal.String(),
 		"storage.wal.flush-interval":  cfg.walFlushInterval.String(),
+		"storage.write-timeout":       cfg.writeTimeout.String(),
 		"storage.retention.time":      cfg.retention.String(),
 		"storage.out-of-order-window": cfg.oooWindow.String(),
 		"storage.partition-duration":  cfg.partition.String(),

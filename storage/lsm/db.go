@@ -9,6 +9,7 @@ package lsm
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -117,7 +118,7 @@ func Open(ctx context.Context, bucket objstore.Bucket, prefix string, opts Optio
 	db := &DB{
 		opts:      opts,
 		comp:      comp,
-		s:         newStore(bucket, prefix, comp.Cache, m, comp.Logger, opts.RetryBackoff),
+		s:         newStore(bucket, prefix, comp.Cache, m, comp.Logger, opts.RetryBackoff, cmp.Or(opts.MaxRetryBackoff, time.Second)),
 		logger:    comp.Logger.With("lsm", prefix),
 		m:         m,
 		merge:     comp.Merge,
@@ -130,6 +131,7 @@ func Open(ctx context.Context, bucket objstore.Bucket, prefix string, opts Optio
 		inflight:  map[string]bool{},
 		droppedAt: map[string]time.Time{},
 	}
+	db.s.health = newHealth(db.clock, db.logger, m)
 	if err := db.bumpEpoch(ctx); err != nil {
 		return nil, err
 	}
@@ -198,7 +200,7 @@ func (db *DB) bumpEpoch(ctx context.Context) error {
 		if !db.opts.KeepLog {
 			next.LogAfter = max(next.LogAfter, next.ReplayAfter)
 		}
-		err = db.s.putIfAbsent(ctx, "manifest", db.s.paths.manifest(id+1), appendManifest(nil, next))
+		err = db.s.putIfAbsent(ctx, "manifest", db.s.paths.manifest(id+1), appendManifest(nil, next), true)
 		if err == nil {
 			db.manID, db.man, db.epoch = id+1, next, next.WriterEpoch
 			return nil
@@ -225,7 +227,10 @@ func (db *DB) fenceWAL(ctx context.Context) (uint64, error) {
 	}
 	empty := finishWAL(appendWALHeader(nil))
 	for attempt := 0; attempt < 1000; attempt++ {
-		err := db.s.putIfAbsent(ctx, "wal", db.s.paths.wal(fence), empty)
+		// Every writer's fence has the same bytes: a lost answer cannot be
+		// told apart from another writer's fence, so the next id is taken
+		// instead (an empty WAL object costs nothing).
+		err := db.s.putIfAbsent(ctx, "wal", db.s.paths.wal(fence), empty, false)
 		if err == nil {
 			return fence, nil
 		}
@@ -511,7 +516,7 @@ func (db *DB) walLoop() {
 func (db *DB) writeWAL(buf *walBuf) error {
 	start := time.Now()
 	obj := finishWAL(buf.data)
-	err := db.s.putIfAbsent(db.ctx, "wal", db.s.paths.wal(buf.id), obj)
+	err := db.s.putIfAbsent(db.ctx, "wal", db.s.paths.wal(buf.id), obj, true)
 	db.m.walFlush.Observe(time.Since(start).Seconds())
 	if err == nil {
 		return nil
@@ -532,6 +537,7 @@ func (db *DB) fail(err error) {
 		db.err = err
 	}
 	if db.err == ErrFenced {
+		db.s.health.setFenced()
 		db.logger.Warn("lsm: writer fenced; writes stop", "epoch", db.epoch)
 	} else if err != ErrClosed {
 		db.logger.Error("lsm: writer stopped", "err", err)
@@ -735,7 +741,7 @@ func (db *DB) commit(edit func(next *manifest), installed func()) error {
 	}
 	dropCoveredTables(next)
 	id := db.manID + 1
-	err := db.s.putIfAbsent(db.ctx, "manifest", db.s.paths.manifest(id), appendManifest(nil, next))
+	err := db.s.putIfAbsent(db.ctx, "manifest", db.s.paths.manifest(id), appendManifest(nil, next), true)
 	if err != nil {
 		if objstore.IsPreconditionFailed(err) {
 			m, rerr := db.s.readManifest(db.ctx, id)
@@ -921,12 +927,22 @@ func (db *DB) readable() error {
 	return nil
 }
 
-// Close flushes every write to L0 (retrying object store errors for up to
+// Close flushes every write to L0 (retrying object store failures for up to
 // Options.CloseTimeout), stops background work and releases the DB. When no
 // Reader holds a live lease it then deletes every object the last manifest
 // does not need, without waiting for the grace period; the DB's iterators
 // must be closed before. A fenced DB closes without flushing.
 func (db *DB) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), db.opts.CloseTimeout)
+	defer cancel()
+	return db.CloseContext(ctx)
+}
+
+// CloseContext is Close with the flush bounded by ctx instead of
+// Options.CloseTimeout: when ctx ends first, the writes not yet in L0 are
+// left to the WAL (with it on; lost with it off), Close returns an error
+// saying so, and the DB is closed all the same.
+func (db *DB) CloseContext(ctx context.Context) error {
 	db.mu.Lock()
 	if db.err == ErrClosed {
 		db.mu.Unlock()
@@ -936,17 +952,24 @@ func (db *DB) Close() error {
 	db.mu.Unlock()
 	var ferr error
 	if failed == nil {
-		timer := time.AfterFunc(db.opts.CloseTimeout, db.cancel)
+		stop := context.AfterFunc(ctx, db.cancel)
 		ferr = db.Flush(context.Background())
-		timer.Stop()
+		stop()
 		if ferr == nil {
 			// Background work stops first, so that no compaction is
 			// midway: its output would be left behind unreferenced.
 			db.cancel()
 			db.wg.Wait()
-			ctx, cancel := context.WithTimeout(context.Background(), db.opts.CloseTimeout)
 			db.collectAtClose(ctx)
-			cancel()
+		} else {
+			unflushed := db.unflushedBytes()
+			if db.opts.WALEnabled {
+				db.logger.Error("lsm: close could not write the memtables out; writes acknowledged as durable are in the WAL and come back at the next open",
+					"unflushed_bytes", unflushed, "err", ferr)
+			} else {
+				db.logger.Error("lsm: close could not write the memtables out; with the WAL off their writes are lost",
+					"unflushed_bytes", unflushed, "err", ferr)
+			}
 		}
 	} else if failed != ErrFenced {
 		ferr = failed

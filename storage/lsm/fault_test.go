@@ -121,32 +121,86 @@ func runFaults(t *testing.T, phase string, wal bool) {
 	verify(db, "after reopen")
 }
 
-// TestPermanentWALFailure: a WAL write that fails for good fails the waiting
-// writes and every later one instead of hanging; acknowledged writes
-// survive.
-func TestPermanentWALFailure(t *testing.T) {
-	ctx := context.Background()
-	mem := objstore.NewMemoryBucket()
-	fb := objstore.NewFaultBucket(mem)
-	db := openDB(t, fb, testOptions(), Components{})
-	if err := db.Put(ctx, []byte("a"), []byte("1")); err != nil {
-		t.Fatal(err)
-	}
-	denied := errors.New("access denied")
-	fb.Inject(objstore.Fault{Ops: []objstore.Op{objstore.OpPut}, Err: denied})
-	if err := db.Put(ctx, []byte("b"), []byte("2")); !errors.Is(err, denied) {
-		t.Fatalf("write during outage: %v, want %v", err, denied)
-	}
-	if err := db.Put(ctx, []byte("c"), []byte("3")); !errors.Is(err, denied) {
-		t.Fatalf("write after failure: %v, want %v", err, denied)
-	}
-	if err := db.Close(); !errors.Is(err, denied) {
-		t.Fatalf("close: %v, want %v", err, denied)
-	}
-	fb.ClearFaults()
-	db = openDB(t, fb, testOptions(), Components{})
-	defer db.Close()
-	if v, ok := mustGet(t, db, "a"); !ok || v != "1" {
-		t.Fatalf("acknowledged write lost: %q,%v", v, ok)
+// TestRefusedWritesHeal: a store that refuses every write for a while (a
+// revoked permission, a read-only folder) makes writes wait and the health
+// say so, not fail for good; once it takes writes again the waiting write
+// completes, later ones succeed, health is ok, and nothing acknowledged is
+// lost across a reopen.
+func TestRefusedWritesHeal(t *testing.T) {
+	for _, wal := range []bool{true, false} {
+		t.Run(fmt.Sprintf("wal=%v", wal), func(t *testing.T) {
+			ctx := context.Background()
+			mem := objstore.NewMemoryBucket()
+			fb := objstore.NewFaultBucket(mem)
+			opts := testOptions()
+			opts.WALEnabled = wal
+			opts.MaxRetryBackoff = 5 * time.Millisecond
+			db := openDB(t, fb, opts, Components{})
+			wopts := WriteOptions{AwaitDurable: wal}
+			put := func(ctx context.Context, k, v string) error {
+				var b Batch
+				b.Put([]byte(k), []byte(v))
+				if err := db.Write(ctx, &b, wopts); err != nil {
+					return err
+				}
+				if !wal {
+					return db.Flush(ctx)
+				}
+				return nil
+			}
+			if err := put(ctx, "a", "1"); err != nil {
+				t.Fatal(err)
+			}
+			denied := errors.New("access denied")
+			refused := make(chan struct{}, 1)
+			remove := fb.Inject(objstore.Fault{Ops: []objstore.Op{objstore.OpPut}, Err: denied,
+				Match: func(objstore.Op, string) bool {
+					select {
+					case refused <- struct{}{}:
+					default:
+					}
+					return true
+				}})
+			// A write with a deadline gives up waiting; the one without
+			// waits for the store.
+			short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			if err := put(short, "b", "2"); !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("write with a deadline while refused: %v, want %v", err, context.DeadlineExceeded)
+			}
+			cancel()
+			<-refused
+			h := db.Health()
+			if !h.Failing || !errors.Is(h.Err, denied) || h.Fenced {
+				t.Fatalf("health while refused: %+v", h)
+			}
+			waiting := make(chan error, 1)
+			go func() { waiting <- put(ctx, "c", "3") }()
+			<-refused // the store refused again after the waiting write began
+			select {
+			case err := <-waiting:
+				t.Fatalf("write returned while the store refuses writes: %v", err)
+			default:
+			}
+			remove()
+			if err := <-waiting; err != nil {
+				t.Fatalf("write after the store took writes again: %v", err)
+			}
+			if err := put(ctx, "d", "4"); err != nil {
+				t.Fatalf("later write: %v", err)
+			}
+			if h := db.Health(); h.Failing || h.Err != nil {
+				t.Fatalf("health after recovery: %+v", h)
+			}
+			if err := db.Close(); err != nil {
+				t.Fatalf("close: %v", err)
+			}
+			db = openDB(t, fb, opts, Components{})
+			defer db.Close()
+			for k, v := range map[string]string{"a": "1", "c": "3", "d": "4"} {
+				if got, ok := mustGet(t, db, k); !ok || got != v {
+					t.Fatalf("acknowledged write %s lost: %q,%v", k, got, ok)
+				}
+			}
+		})
 	}
 }

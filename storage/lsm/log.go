@@ -34,12 +34,60 @@ func (p LogPos) Less(q LogPos) bool {
 // preceded in the WAL by every record logged before it. It blocks while WAL
 // objects waiting to be written exceed Options.MaxUnflushedBytes.
 func (db *DB) Log(ctx context.Context, rec []byte) error {
+	if err := db.WaitLogRoom(ctx); err != nil {
+		return err
+	}
+	wait, err := db.AppendLog(rec)
+	if err != nil {
+		return err
+	}
+	return wait.Wait(ctx)
+}
+
+// WaitLogRoom blocks while WAL objects waiting to be written exceed
+// Options.MaxUnflushedBytes (a slow or failing store), until ctx ends; it
+// returns the DB's error once it has one (ErrFenced, ErrClosed).
+func (db *DB) WaitLogRoom(ctx context.Context) error {
 	if !db.opts.WALEnabled {
 		return ErrNoWAL
 	}
-	walFull := func() bool { return db.walBytes > db.opts.MaxUnflushedBytes }
-	if err := db.lockWhenWritable(ctx, walFull); err != nil {
+	if err := db.lockWhenWritable(ctx, db.walFullLocked); err != nil {
 		return err
+	}
+	db.mu.Unlock()
+	return nil
+}
+
+func (db *DB) walFullLocked() bool { return db.walBytes > db.opts.MaxUnflushedBytes }
+
+// LogWait is a log record on its way to the object store.
+type LogWait struct{ buf *walBuf }
+
+// Wait returns once the record is durable, with the error that kept it
+// from becoming durable, or with ctx's error (the record may still become
+// durable later).
+func (w LogWait) Wait(ctx context.Context) error {
+	select {
+	case <-w.buf.done:
+		return w.buf.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// AppendLog appends rec to the WAL object being filled, in order after
+// every record appended before, without waiting for back-pressure
+// (WaitLogRoom) or durability (the LogWait). It is cheap and never blocks
+// on the object store, so a caller may hold its own lock across it: a
+// LogMark taken after it returns is at or after the record.
+func (db *DB) AppendLog(rec []byte) (LogWait, error) {
+	if !db.opts.WALEnabled {
+		return LogWait{}, ErrNoWAL
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.err != nil {
+		return LogWait{}, db.err
 	}
 	buf := db.walCur
 	buf.data = appendWALRecord(buf.data, &entry{kind: kindLog, value: rec})
@@ -48,13 +96,7 @@ func (db *DB) Log(ctx context.Context, rec []byte) error {
 		db.sealWALLocked()
 		kick(db.walKick)
 	}
-	db.mu.Unlock()
-	select {
-	case <-buf.done:
-		return buf.err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return LogWait{buf: buf}, nil
 }
 
 // LogMark seals the WAL object being filled and returns its id: every record

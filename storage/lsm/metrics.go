@@ -12,8 +12,9 @@ type metrics struct {
 	compactionBytes prometheus.Counter
 	bytesWritten    *prometheus.CounterVec
 	bytesRead       prometheus.Counter
-	requests        *prometheus.CounterVec
-	requestErrors   *prometheus.CounterVec
+	putsLanded      prometheus.Counter
+	writerState     *prometheus.GaugeVec
+	lastPersist     prometheus.Gauge
 	l0Tables        prometheus.Gauge
 	sortedRuns      prometheus.Gauge
 	memtableBytes   prometheus.Gauge
@@ -39,12 +40,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		bytesRead: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "shale_lsm_object_read_bytes_total", Help: "Bytes read from the object store.",
 		}),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shale_lsm_object_requests_total", Help: "Object store requests, by operation.",
-		}, []string{"op"}),
-		requestErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shale_lsm_object_request_errors_total", Help: "Object store requests that failed, by operation.",
-		}, []string{"op"}),
+		putsLanded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shale_lsm_conditional_puts_landed_total",
+			Help: "Conditional puts that failed or lost their answer but had landed, as a read-back showed.",
+		}),
+		writerState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "shale_lsm_writer_state",
+			Help: "1 for the writer's current state: ok, retrying (object store requests failing), stuck (failing for 10s or more) or fenced.",
+		}, []string{"state"}),
+		lastPersist: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "shale_lsm_last_persist_timestamp_seconds",
+			Help: "When a write to the object store last succeeded (Unix time); time() minus it is the time since the writer last persisted.",
+		}),
 		l0Tables: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "shale_lsm_l0_tables", Help: "Tables in L0 in the current manifest.",
 		}),
@@ -71,8 +78,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.compactionBytes = register(reg, m.compactionBytes)
 		m.bytesWritten = register(reg, m.bytesWritten)
 		m.bytesRead = register(reg, m.bytesRead)
-		m.requests = register(reg, m.requests)
-		m.requestErrors = register(reg, m.requestErrors)
+		m.putsLanded = register(reg, m.putsLanded)
+		m.writerState = register(reg, m.writerState)
+		m.lastPersist = register(reg, m.lastPersist)
 		m.l0Tables = register(reg, m.l0Tables)
 		m.sortedRuns = register(reg, m.sortedRuns)
 		m.memtableBytes = register(reg, m.memtableBytes)

@@ -118,9 +118,13 @@ type Options struct {
 	// CloseTimeout bounds how long Close retries flushing through object
 	// store failures before giving up.
 	CloseTimeout time.Duration
-	// RetryBackoff is the first pause between retries of a transient object
-	// store error; it doubles up to 100 times its value.
-	RetryBackoff time.Duration
+	// RetryBackoff is the first pause between retries of a failed object
+	// store request; it doubles up to MaxRetryBackoff. The writer retries
+	// every failure until it succeeds (or the DB closes), so MaxRetryBackoff
+	// is also about how long the writer takes to notice that the store is
+	// back; 0 means one second.
+	RetryBackoff    time.Duration
+	MaxRetryBackoff time.Duration
 
 	// Table sets the format of the SSTs this writer builds.
 	Table sst.WriterOptions
@@ -152,6 +156,7 @@ func DefaultOptions() Options {
 		ManifestsToKeep:     8,
 		CloseTimeout:        30 * time.Second,
 		RetryBackoff:        10 * time.Millisecond,
+		MaxRetryBackoff:     time.Second,
 		Table:               sst.DefaultWriterOptions(),
 	}
 }
@@ -181,6 +186,7 @@ func (o *Options) Validate() error {
 	check(o.ManifestsToKeep >= 1, "ManifestsToKeep must be at least 1, got %d", o.ManifestsToKeep)
 	check(o.CloseTimeout > 0, "CloseTimeout must be positive")
 	check(o.RetryBackoff > 0, "RetryBackoff must be positive")
+	check(o.MaxRetryBackoff >= 0, "MaxRetryBackoff must not be negative")
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("lsm options: %w", err)
 	}

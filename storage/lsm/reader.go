@@ -45,7 +45,7 @@ func OpenReader(ctx context.Context, bucket objstore.Bucket, prefix string, opts
 	comp = comp.withDefaults()
 	r := &Reader{
 		opts:    opts,
-		s:       newStore(bucket, prefix, comp.Cache, newMetrics(comp.Registerer), comp.Logger, opts.RetryBackoff),
+		s:       newStore(bucket, prefix, comp.Cache, newMetrics(comp.Registerer), comp.Logger, opts.RetryBackoff, 100*opts.RetryBackoff),
 		merge:   comp.readMerge(),
 		clock:   comp.Clock,
 		logger:  comp.Logger.With("lsm_reader", prefix),

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -15,102 +16,157 @@ import (
 )
 
 // store is the gateway between the LSM and its bucket: it owns object names,
-// counts requests and bytes, retries transient errors and keeps opened table
-// handles.
+// is the one owner of retries of object-store requests, and keeps opened
+// table handles.
+//
+// A writer's store (persistent) retries every failure of its requests but
+// the final ones (not found, precondition failed, invalid range) with capped
+// backoff until the request succeeds or the caller's context ends: an object
+// store's bad minutes (timeouts, 503 SlowDown, a revoked permission, an
+// outage) delay the writer but never stop it, and health reports them. A
+// reader's store, and reads of table blocks (which serve queries), retry
+// transient failures a few times and then return the error.
 type store struct {
-	bucket  objstore.Bucket
-	paths   paths
-	cache   cache.Cache
-	metrics *metrics
-	logger  *slog.Logger
-	backoff time.Duration
+	bucket     objstore.Bucket
+	paths      paths
+	cache      cache.Cache
+	metrics    *metrics
+	logger     *slog.Logger
+	backoff    time.Duration
+	maxBackoff time.Duration
+	// health is set on a writer's store, which retries until success.
+	health *health
 
 	mu     sync.Mutex
 	tables map[string]*sst.Table
 }
 
-func newStore(b objstore.Bucket, prefix string, c cache.Cache, m *metrics, l *slog.Logger, backoff time.Duration) *store {
-	return &store{bucket: b, paths: newPaths(prefix), cache: c, metrics: m, logger: l, backoff: backoff, tables: map[string]*sst.Table{}}
-}
+// fetchRetryFor bounds the retries of a read that serves a query or a
+// reader's poll: a store that keeps failing transiently (an outage) fails
+// the query with its error after this long rather than at the query
+// timeout, while a store that drops one request in two still serves it.
+const fetchRetryFor = 10 * time.Second
 
-func (s *store) count(op string, err error) {
-	s.metrics.requests.WithLabelValues(op).Inc()
-	if err != nil && !objstore.IsNotFound(err) {
-		s.metrics.requestErrors.WithLabelValues(op).Inc()
+func newStore(b objstore.Bucket, prefix string, c cache.Cache, m *metrics, l *slog.Logger, backoff, maxBackoff time.Duration) *store {
+	if l == nil {
+		l = slog.New(slog.DiscardHandler)
 	}
+	return &store{bucket: b, paths: newPaths(prefix), cache: c, metrics: m, logger: l, backoff: backoff,
+		maxBackoff: max(maxBackoff, backoff), tables: map[string]*sst.Table{}}
 }
 
-// retry runs op until it succeeds, fails with an error that is not
-// transient, or ctx ends.
-func (s *store) retry(ctx context.Context, what string, op func() error) error {
+// isFinal reports whether err is an answer rather than a failure: retrying
+// cannot change it.
+func isFinal(err error) bool {
+	return objstore.IsNotFound(err) || objstore.IsPreconditionFailed(err) || errors.Is(err, objstore.ErrInvalidRange)
+}
+
+// retry runs op until it succeeds or returns a final error, with backoff
+// doubling from s.backoff up to s.maxBackoff. On a writer's store any other
+// error is retried until ctx ends, and write says whether op changes the
+// store (for health); otherwise transient errors are retried at most
+// fetchAttempts times.
+func (s *store) retry(ctx context.Context, what string, write bool, op func() error) error {
+	return s.retryWith(ctx, what, s.health != nil, write, op)
+}
+
+// retryFetch is retry with the bounded policy of reads that serve queries,
+// whatever the store.
+func (s *store) retryFetch(ctx context.Context, what string, op func() error) error {
+	return s.retryWith(ctx, what, false, false, op)
+}
+
+func (s *store) retryWith(ctx context.Context, what string, persistent, write bool, op func() error) error {
 	pause := s.backoff
+	start := time.Now()
 	for attempt := 1; ; attempt++ {
 		err := op()
-		if err == nil || !objstore.IsTransient(err) {
+		if err == nil || isFinal(err) {
+			if persistent {
+				s.health.succeeded(write)
+			}
 			return err
 		}
-		s.logger.Debug("lsm: retrying object store operation", "op", what, "attempt", attempt, "err", err)
-		t := time.NewTimer(pause)
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s: %w (last error: %w)", what, ctx.Err(), err)
+		}
+		if persistent {
+			s.health.failed(write, what, err)
+		} else if !objstore.IsTransient(err) || time.Since(start) >= fetchRetryFor {
+			return err
+		}
+		s.logger.Debug("lsm: retrying object store request", "op", what, "attempt", attempt, "err", err)
+		// Half the pause plus up to half again at random: writers that
+		// failed together do not retry together.
+		wait := pause/2 + rand.N(pause/2+1)
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return fmt.Errorf("%s: %w (last error: %w)", what, ctx.Err(), err)
 		case <-t.C:
 		}
-		if pause < 100*s.backoff {
-			pause *= 2
-		}
+		pause = min(pause*2, s.maxBackoff)
 	}
 }
 
 func (s *store) get(ctx context.Context, name string) ([]byte, error) {
 	var data []byte
-	err := s.retry(ctx, "get "+name, func() error {
+	err := s.retry(ctx, "get "+name, false, func() error {
 		var err error
 		data, err = objstore.ReadAll(ctx, s.bucket, name)
-		s.count("get", err)
 		return err
 	})
 	s.metrics.bytesRead.Add(float64(len(data)))
 	return data, err
 }
 
-// putIfAbsent writes data under name unless an object exists. A transient
-// failure is retried; when the retry finds the object already there with
-// the same bytes, the earlier attempt landed and the put succeeded.
+// putIfAbsent writes data under name unless an object exists.
 // ErrPreconditionFailed means another writer holds the name.
-func (s *store) putIfAbsent(ctx context.Context, kind, name string, data []byte) error {
-	attempted := false
-	return s.retry(ctx, "put "+name, func() error {
+//
+// With checkOutcome, a precondition failure is first checked by reading the
+// object back: an earlier attempt whose answer was lost (a timeout, a reset
+// connection, a retry below this layer) may have landed, and the same bytes
+// there mean that it did and the put succeeded. Only data no other writer
+// can produce may be checked so (a manifest carries its writer's epoch, a
+// table its unique name, a WAL object its writer's sequence numbers; an
+// empty WAL fence is the same for every writer).
+func (s *store) putIfAbsent(ctx context.Context, kind, name string, data []byte, checkOutcome bool) error {
+	var landed bool
+	err := s.retry(ctx, "put "+name, true, func() error {
 		_, err := objstore.PutBytes(ctx, s.bucket, name, data, objstore.PutOptions{IfAbsent: true})
-		s.count("put", err)
 		if err == nil {
 			s.metrics.bytesWritten.WithLabelValues(kind).Add(float64(len(data)))
 			return nil
 		}
-		if objstore.IsTransient(err) {
-			attempted = true
+		if !objstore.IsPreconditionFailed(err) || !checkOutcome {
 			return err
 		}
-		if objstore.IsPreconditionFailed(err) && attempted {
-			existing, gerr := objstore.ReadAll(ctx, s.bucket, name)
-			s.count("get", gerr)
-			if gerr != nil {
-				return gerr
+		existing, gerr := objstore.ReadAll(ctx, s.bucket, name)
+		if gerr != nil {
+			if objstore.IsNotFound(gerr) {
+				// Deleted between the put and the read: not ours to take.
+				return err
 			}
-			if bytes.Equal(existing, data) {
-				return nil
-			}
+			return fmt.Errorf("check the outcome of a conditional put: %w", gerr)
+		}
+		if bytes.Equal(existing, data) {
+			landed = true
+			return nil
 		}
 		return err
 	})
+	if landed {
+		s.metrics.putsLanded.Inc()
+		s.logger.Info("lsm: a conditional put whose answer was lost had landed", "object", name)
+	}
+	return err
 }
 
 // put writes data under name, replacing any object there.
 func (s *store) put(ctx context.Context, kind, name string, data []byte) error {
-	return s.retry(ctx, "put "+name, func() error {
+	return s.retry(ctx, "put "+name, true, func() error {
 		_, err := objstore.PutBytes(ctx, s.bucket, name, data, objstore.PutOptions{})
-		s.count("put", err)
 		if err == nil {
 			s.metrics.bytesWritten.WithLabelValues(kind).Add(float64(len(data)))
 		}
@@ -121,12 +177,11 @@ func (s *store) put(ctx context.Context, kind, name string, data []byte) error {
 // list returns the names of all objects under dir that sort after startAfter.
 func (s *store) list(ctx context.Context, dir, startAfter string) ([]objstore.Attributes, error) {
 	var out []objstore.Attributes
-	err := s.retry(ctx, "list "+dir, func() error {
+	err := s.retry(ctx, "list "+dir, false, func() error {
 		out = out[:0]
 		after := startAfter
 		for {
 			page, err := s.bucket.List(ctx, dir, after, 0)
-			s.count("list", err)
 			if err != nil {
 				return err
 			}
@@ -141,11 +196,11 @@ func (s *store) list(ctx context.Context, dir, startAfter string) ([]objstore.At
 }
 
 func (s *store) delete(ctx context.Context, name string) error {
-	return s.retry(ctx, "delete "+name, func() error {
-		err := s.bucket.Delete(ctx, name)
-		s.count("delete", err)
-		return err
-	})
+	err := s.retry(ctx, "delete "+name, true, func() error { return s.bucket.Delete(ctx, name) })
+	if objstore.IsNotFound(err) {
+		return nil
+	}
+	return err
 }
 
 // latestManifest returns the newest manifest and its id; id 0 and an empty
@@ -233,7 +288,7 @@ func (s *store) walIDs(ctx context.Context, after uint64) ([]uint64, error) {
 
 // putTable uploads one table under a fresh name.
 func (s *store) putTable(ctx context.Context, id string, data []byte) error {
-	return s.putIfAbsent(ctx, "sst", s.paths.sst(id), data)
+	return s.putIfAbsent(ctx, "sst", s.paths.sst(id), data, true)
 }
 
 // table returns the opened handle of a table, opening it on first use.
@@ -315,10 +370,9 @@ func (r *readable) Size() int64 { return r.size }
 
 func (r *readable) ReadAt(ctx context.Context, off, length int64) ([]byte, error) {
 	var data []byte
-	err := r.s.retry(ctx, "read "+r.name, func() error {
+	err := r.s.retryFetch(ctx, "read "+r.name, func() error {
 		var err error
 		data, err = objstore.ReadRange(ctx, r.s.bucket, r.name, off, length)
-		r.s.count("get_range", err)
 		return err
 	})
 	if err != nil {

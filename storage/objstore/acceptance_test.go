@@ -36,10 +36,8 @@ func TestAcceptanceDecorated(t *testing.T) {
 			}
 			return p
 		},
-		"metrics+retry+fault": func(b objstore.Bucket) objstore.Bucket {
-			return objstore.NewMetricsBucket(
-				objstore.NewRetryingBucket(objstore.NewFaultBucket(b), objstore.DefaultRetryConfig()),
-				prometheus.NewRegistry(), "test")
+		"metrics+fault": func(b objstore.Bucket) objstore.Bucket {
+			return objstore.NewMetricsBucket(objstore.NewFaultBucket(b), prometheus.NewRegistry(), "test")
 		},
 	}
 	for _, stack := range slices.Sorted(maps.Keys(stacks)) {

@@ -3,6 +3,7 @@ package objstore
 import (
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -196,4 +197,30 @@ func TestFaultConcurrentUse(t *testing.T) {
 	if f.Requests(OpPut) != 400 || f.Injected(OpPut) != int64(failed) {
 		t.Fatalf("requests %d, injected %d, failed %d", f.Requests(OpPut), f.Injected(OpPut), failed)
 	}
+}
+
+// call runs op once against b on the object "obj".
+func call(ctx context.Context, b Bucket, op Op) error {
+	var err error
+	switch op {
+	case OpGet:
+		var rc io.ReadCloser
+		if rc, err = b.Get(ctx, "obj"); err == nil {
+			rc.Close()
+		}
+	case OpGetRange:
+		var rc io.ReadCloser
+		if rc, err = b.GetRange(ctx, "obj", 1, 2); err == nil {
+			rc.Close()
+		}
+	case OpAttributes:
+		_, err = b.Attributes(ctx, "obj")
+	case OpPut:
+		_, err = PutBytes(ctx, b, "obj", []byte("payload"), PutOptions{})
+	case OpDelete:
+		err = b.Delete(ctx, "obj")
+	case OpList:
+		_, err = b.List(ctx, "", "", 0)
+	}
+	return err
 }

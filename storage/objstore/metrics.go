@@ -182,8 +182,8 @@ func (b *MetricsBucket) Attributes(ctx context.Context, name string) (Attributes
 	return a, err
 }
 
-// Put passes r through untouched, so an inner RetryingBucket still sees an
-// io.Seeker; the bytes written are counted from the result.
+// Put passes r through untouched (an io.Seeker stays one); the bytes written
+// are counted from the result.
 func (b *MetricsBucket) Put(ctx context.Context, name string, r io.Reader, size int64, opts PutOptions) (Attributes, error) {
 	start := b.start(OpPut)
 	a, err := b.inner.Put(ctx, name, r, size, opts)

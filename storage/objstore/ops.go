@@ -22,7 +22,6 @@ var (
 	_ Bucket = (*FilesystemBucket)(nil)
 	_ Bucket = (*S3Bucket)(nil)
 	_ Bucket = (*PrefixBucket)(nil)
-	_ Bucket = (*RetryingBucket)(nil)
 	_ Bucket = (*MetricsBucket)(nil)
 	_ Bucket = (*FaultBucket)(nil)
 )

@@ -37,7 +37,7 @@ const (
 // S3Config says which S3 (or S3-compatible) bucket to use and how. A key
 // prefix inside the bucket is not set here: wrap the bucket in a PrefixBucket.
 // Retries are not set here either: the S3 client makes one attempt per call
-// and a RetryingBucket around it retries what is transient.
+// and its caller (the LSM's store) owns retries.
 type S3Config struct {
 	// Bucket is the S3 bucket name. Required.
 	Bucket string `yaml:"bucket"`
@@ -143,12 +143,15 @@ func NewS3Bucket(ctx context.Context, cfg S3Config) (*S3Bucket, error) {
 		WithTransportOptions(func(tr *http.Transport) {
 			tr.MaxIdleConns = 256
 			tr.MaxIdleConnsPerHost = 256
-			tr.ResponseHeaderTimeout = 60 * time.Second
+			// A store that takes a request and never answers is failing: the
+			// writer retries sooner. Uploads do not count (the timer starts once
+			// the body is sent); S3 answers in well under a second.
+			tr.ResponseHeaderTimeout = 15 * time.Second
 		})
 	opts := []func(*config.LoadOptions) error{
 		config.WithRegion(cfg.Region),
 		config.WithHTTPClient(httpClient),
-		// One attempt per call: RetryingBucket owns retries.
+		// One attempt per call: the caller owns retries (the LSM).
 		config.WithRetryer(func() aws.Retryer { return aws.NopRetryer{} }),
 		// Checksums only where S3 requires them: S3-compatible servers differ
 		// in their support of the newer (trailing) checksums.

@@ -1,0 +1,172 @@
+package lsm
+
+import (
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Health is what a writer knows of its object store's health.
+type Health struct {
+	// Failing is true while the last write or the last read of the
+	// writer's own bookkeeping failed and nothing of that kind has
+	// succeeded since: the writer is retrying.
+	Failing bool
+	// Since is when the failures began; zero when not Failing.
+	Since time.Time
+	// Op and Err are the last failure's operation and object, and its error.
+	Op  string
+	Err error
+	// LastPersist is when a write last succeeded (the DB's open, before the
+	// first).
+	LastPersist time.Time
+	// Fenced is true once a newer writer took over.
+	Fenced bool
+}
+
+// FailingFor is how long the store has been failing at now; 0 when it is not.
+func (h Health) FailingFor(now time.Time) time.Duration {
+	if !h.Failing {
+		return 0
+	}
+	return now.Sub(h.Since)
+}
+
+// Writer states for shale_lsm_writer_state.
+const (
+	stateOK       = "ok"
+	stateRetrying = "retrying"
+	stateStuck    = "stuck"
+	stateFenced   = "fenced"
+)
+
+// stuckAfter is how long failures last before the writer reports itself
+// stuck and logs at ERROR.
+const stuckAfter = 10 * time.Second
+
+// healthLogInterval is the least time between two log lines about one
+// outage.
+const healthLogInterval = 10 * time.Second
+
+// health tracks the outcome of a writer's object-store requests: it logs
+// WARN at the first failure, ERROR at most once per healthLogInterval while
+// failures last past stuckAfter, and INFO once writes succeed again, so an
+// outage costs a few log lines, not one per request.
+type health struct {
+	clock  Clock
+	logger *slog.Logger
+
+	mu sync.Mutex
+	// writeErr and readErr are the last failure of each kind of request,
+	// nil once a request of that kind succeeds: a store that serves reads
+	// but refuses writes is failing, and so is one that takes writes but
+	// fails the listings the writer needs.
+	writeErr, readErr error
+	since             time.Time
+	op                string
+	err               error
+	lastPersist       time.Time
+	lastLog           time.Time
+	failures          int
+	fenced            bool
+
+	state     *prometheus.GaugeVec
+	persisted prometheus.Gauge
+}
+
+func newHealth(clock Clock, logger *slog.Logger, m *metrics) *health {
+	h := &health{clock: clock, logger: logger, lastPersist: clock.Now(), state: m.writerState, persisted: m.lastPersist}
+	h.setStateLocked(stateOK)
+	h.persisted.Set(float64(h.lastPersist.UnixNano()) / 1e9)
+	return h
+}
+
+func (h *health) setStateLocked(s string) {
+	for _, st := range []string{stateOK, stateRetrying, stateStuck, stateFenced} {
+		v := 0.0
+		if st == s {
+			v = 1
+		}
+		h.state.WithLabelValues(st).Set(v)
+	}
+}
+
+// succeeded records a successful request; write says whether it changed the
+// store.
+func (h *health) succeeded(write bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.clock.Now()
+	if write {
+		h.lastPersist = now
+		h.persisted.Set(float64(now.UnixNano()) / 1e9)
+		h.writeErr = nil
+	} else {
+		h.readErr = nil
+	}
+	if h.since.IsZero() || h.writeErr != nil || h.readErr != nil {
+		return
+	}
+	h.logger.Info("lsm: object store requests succeed again", "failing_for", now.Sub(h.since).Round(time.Millisecond),
+		"failed_requests", h.failures)
+	h.since, h.op, h.err, h.failures = time.Time{}, "", nil, 0
+	if !h.fenced {
+		h.setStateLocked(stateOK)
+	}
+}
+
+// failed records a failed request that will be retried.
+func (h *health) failed(write bool, op string, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.clock.Now()
+	if write {
+		h.writeErr = err
+	} else {
+		h.readErr = err
+	}
+	h.op, h.err = op, err
+	h.failures++
+	if h.since.IsZero() {
+		h.since, h.lastLog = now, now
+		h.logger.Warn("lsm: object store request failed; retrying until it succeeds", "op", op, "err", err)
+		if !h.fenced {
+			h.setStateLocked(stateRetrying)
+		}
+		return
+	}
+	failing := now.Sub(h.since)
+	if failing >= stuckAfter && now.Sub(h.lastLog) >= healthLogInterval {
+		h.lastLog = now
+		h.logger.Error("lsm: object store still failing; writes cannot be made durable", "failing_for", failing.Round(time.Second),
+			"failed_requests", h.failures, "last_persist", h.lastPersist.Format(time.RFC3339), "op", op, "err", err)
+	}
+	if failing >= stuckAfter && !h.fenced {
+		h.setStateLocked(stateStuck)
+	}
+}
+
+func (h *health) setFenced() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.fenced = true
+	h.setStateLocked(stateFenced)
+}
+
+func (h *health) get() Health {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return Health{
+		Failing:     !h.since.IsZero(),
+		Since:       h.since,
+		Op:          h.op,
+		Err:         h.err,
+		LastPersist: h.lastPersist,
+		Fenced:      h.fenced,
+	}
+}
+
+// Health reports how the writer's object-store requests fare.
+func (db *DB) Health() Health { return db.s.health.get() }
