@@ -12,7 +12,7 @@ COUNT   ?= 1
 
 export PATH := $(TOOLS):$(PATH)
 
-.PHONY: all build run test test-short bench bench-e2e lint fuzz tools clean
+.PHONY: all build run test test-short bench bench-e2e soak soak-short lint fuzz tools clean
 
 all: build
 
@@ -40,6 +40,23 @@ BENCH_ARGS ?=
 bench-e2e: build
 	$(GO) build -o $(BIN)/tsdb-bench ./cmd/tsdb-bench
 	$(BIN)/tsdb-bench -shale-bin=$(BIN)/tsdb $(BENCH_ARGS)
+
+# Fault soak: Shale on versitygw behind a fault proxy (latency, 503 SlowDown,
+# resets, lost answers, a 2-minute outage), SIGKILL and SIGTERM restarts,
+# then every acknowledged sample read back (cmd/tsdb-bench/soak.go). Report
+# and timeline under bench-out/; the exit status is 1 unless every
+# acknowledged sample came back and the writer never exited on its own.
+# Not part of `make test`.
+# Extra flags: make soak SOAK_ARGS='-series=50000 -outage-mode=hang'
+SOAK_ARGS ?=
+soak: build $(TOOLS)/versitygw
+	$(GO) build -o $(BIN)/tsdb-bench ./cmd/tsdb-bench
+	$(BIN)/tsdb-bench -mode=soak -duration=2h -shale-bin=$(BIN)/tsdb -versitygw-bin=$(TOOLS)/versitygw $(SOAK_ARGS)
+
+# 15 minutes: 3 SIGKILL restarts, one SIGTERM, the same 2-minute outage.
+soak-short: build $(TOOLS)/versitygw
+	$(GO) build -o $(BIN)/tsdb-bench ./cmd/tsdb-bench
+	$(BIN)/tsdb-bench -mode=soak -duration=15m -shale-bin=$(BIN)/tsdb -versitygw-bin=$(TOOLS)/versitygw $(SOAK_ARGS)
 
 lint: $(TOOLS)/staticcheck
 	$(GO) vet -stdmethods=false $(PKGS)

@@ -6,6 +6,10 @@
 // of throughput and latency over time.
 //
 //	make bench-e2e BENCH_ARGS='-series=10000 -duration=30s'
+//
+// With -mode=soak it runs the fault soak instead (soak.go):
+//
+//	make soak-short   # 15 min; make soak: 2 h
 package main
 
 import (
@@ -40,6 +44,8 @@ type options struct {
 	vmArgs    string
 	keepData  bool
 	noQueries bool
+	mode      string
+	soak      soakConfig
 
 	// dataEnd is where compressed-time data ends, in ms: set at the first
 	// system's run and kept for every system and run of the invocation.
@@ -68,7 +74,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.load.Interval, "interval", 15*time.Second, "scrape interval of the generated data")
 	fs.DurationVar(&o.span, "span", 24*time.Hour, "compressed time: data time to send, ending when the first system starts (so 24 h queries have data); every system and run gets the same timestamps")
 	fs.BoolVar(&o.load.RealTime, "realtime", false, "real time: one step per -interval with the wall clock's timestamps, for -duration")
-	fs.DurationVar(&o.load.Duration, "duration", 0, "wall-clock limit of each system's ingest; 0: until -span is sent (compressed time) or 5m (real time)")
+	fs.DurationVar(&o.load.Duration, "duration", 0, "wall-clock limit of each system's ingest; 0: until -span is sent (compressed time) or 5m (real time); soak: the run's length, 0: 2h")
 	fs.Float64Var(&o.load.Rate, "rate", 0, "samples/s to send; 0 sends as fast as the receiver accepts")
 	fs.IntVar(&o.load.Concurrency, "concurrency", 32, "remote-write requests in flight")
 	fs.IntVar(&o.load.Window, "window", 8, "most steps one sender may run ahead of the slowest")
@@ -89,11 +95,26 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.vmArgs, "victoria-metrics-args", "", "further VictoriaMetrics flags, space-separated")
 	fs.BoolVar(&o.keepData, "keep-data", false, "keep the systems' data folders under -out")
 	fs.BoolVar(&o.noQueries, "skip-queries", false, "measure the ingest and the stored bytes only (no queries, no restarts)")
+	fs.StringVar(&o.mode, "mode", "bench", "bench: the side-by-side benchmark; soak: the fault soak of Shale on S3 (soak.go)")
+	addSoakFlags(fs, &o.soak)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	switch o.mode {
+	case "bench":
+	case "soak":
+		if o.load.Interval < time.Second || o.load.PerTarget < 1 || o.load.Series < 1 {
+			return nil, errors.New("-interval must be at least 1s; -series and -series-per-target at least 1")
+		}
+		if err := finishSoakFlags(o); err != nil {
+			return nil, err
+		}
+		return o, nil
+	default:
+		return nil, fmt.Errorf("-mode %q: want bench or soak", o.mode)
 	}
 	o.systems = strings.Split(*sys, ",")
 	if o.load.Interval < time.Second || o.load.PerTarget < 1 || o.load.Series < 1 || o.runs < 1 {
@@ -119,7 +140,12 @@ func main() {
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	if err := run(ctx, o, os.Stdout); err != nil {
+	if o.mode == "soak" {
+		err = runSoak(ctx, o, os.Stdout)
+	} else {
+		err = run(ctx, o, os.Stdout)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "tsdb-bench:", err)
 		os.Exit(1)
 	}
