@@ -51,9 +51,10 @@ const stuckAfter = 10 * time.Second
 const healthLogInterval = 10 * time.Second
 
 // health tracks the outcome of a writer's object-store requests: it logs
-// WARN at the first failure, ERROR at most once per healthLogInterval while
-// failures last past stuckAfter, and INFO once writes succeed again, so an
-// outage costs a few log lines, not one per request.
+// WARN at a failure, ERROR while failures last past stuckAfter, each at most
+// once per healthLogInterval, and INFO once requests succeed again after a
+// logged failure, so an outage or a store that drops one request in ten
+// costs a few log lines, not one per request.
 type health struct {
 	clock  Clock
 	logger *slog.Logger
@@ -69,7 +70,9 @@ type health struct {
 	err               error
 	lastPersist       time.Time
 	lastLog           time.Time
-	failures          int
+	failures          int  // since the failures began
+	sinceLog          int  // since the last log line
+	warned            bool // a line was logged about these failures
 	fenced            bool
 
 	state     *prometheus.GaugeVec
@@ -109,15 +112,21 @@ func (h *health) succeeded(write bool) {
 	if h.since.IsZero() || h.writeErr != nil || h.readErr != nil {
 		return
 	}
-	h.logger.Info("lsm: object store requests succeed again", "failing_for", now.Sub(h.since).Round(time.Millisecond),
-		"failed_requests", h.failures)
-	h.since, h.op, h.err, h.failures = time.Time{}, "", nil, 0
+	failing := now.Sub(h.since)
+	if h.warned {
+		h.logger.Info("lsm: object store requests succeed again", "failing_for", failing.Round(time.Millisecond),
+			"failed_requests", h.failures)
+	}
+	h.since, h.op, h.err, h.failures, h.warned = time.Time{}, "", nil, 0, false
 	if !h.fenced {
 		h.setStateLocked(stateOK)
 	}
 }
 
-// failed records a failed request that will be retried.
+// failed records a failed request that will be retried. A request that
+// fails now and then (a 503 SlowDown, a reset) is retried at once and costs
+// at most one WARN line per healthLogInterval, with the count since the
+// last; failures that last past stuckAfter log ERROR once per interval.
 func (h *health) failed(write bool, op string, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -129,23 +138,28 @@ func (h *health) failed(write bool, op string, err error) {
 	}
 	h.op, h.err = op, err
 	h.failures++
+	h.sinceLog++
 	if h.since.IsZero() {
-		h.since, h.lastLog = now, now
-		h.logger.Warn("lsm: object store request failed; retrying until it succeeds", "op", op, "err", err)
+		h.since = now
 		if !h.fenced {
 			h.setStateLocked(stateRetrying)
 		}
-		return
 	}
 	failing := now.Sub(h.since)
-	if failing >= stuckAfter && now.Sub(h.lastLog) >= healthLogInterval {
-		h.lastLog = now
-		h.logger.Error("lsm: object store still failing; writes cannot be made durable", "failing_for", failing.Round(time.Second),
-			"failed_requests", h.failures, "last_persist", h.lastPersist.Format(time.RFC3339), "op", op, "err", err)
-	}
 	if failing >= stuckAfter && !h.fenced {
 		h.setStateLocked(stateStuck)
 	}
+	if now.Sub(h.lastLog) < healthLogInterval {
+		return
+	}
+	h.lastLog, h.warned = now, true
+	if failing >= stuckAfter {
+		h.logger.Error("lsm: object store still failing; writes cannot be made durable", "failing_for", failing.Round(time.Second),
+			"failed_requests", h.sinceLog, "last_persist", h.lastPersist.Format(time.RFC3339), "op", op, "err", err)
+	} else {
+		h.logger.Warn("lsm: object store request failed; retrying until it succeeds", "failed_requests", h.sinceLog, "op", op, "err", err)
+	}
+	h.sinceLog = 0
 }
 
 func (h *health) setFenced() {
