@@ -42,7 +42,9 @@ func newTestStorage(t testing.TB) storage.Storage {
 	lopts := lsm.DefaultOptions()
 	lopts.WALFlushInterval = 2 * time.Millisecond
 	lopts.CompactionInterval, lopts.GCInterval, lopts.MemtableMaxAge = 0, 0, 0
-	db, err := shalestorage.Open(context.Background(), objstore.NewMemoryBucket(), "", opts, lopts, nil, shalestorage.Components{})
+	w, err := lsm.Open(context.Background(), objstore.NewMemoryBucket(), "", shalestorage.LSMOptions(opts, lopts), shalestorage.LSMComponents(lsm.Components{}))
+	require.NoError(t, err)
+	db, err := shalestorage.Open(context.Background(), w, opts, shalestorage.Components{})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, db.Close()) })
 	return db

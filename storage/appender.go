@@ -67,7 +67,7 @@ func (db *DB) checkWritable() error {
 	if db.opts.WriteTimeout <= 0 {
 		return nil
 	}
-	h := db.kv.Health()
+	h := db.StoreHealth()
 	if d := h.FailingFor(time.Now()); d > db.opts.WriteTimeout {
 		return &unavailableError{
 			msg:   fmt.Sprintf("the object store has been failing for %s (%s)", d.Round(time.Second), h.Op),
@@ -95,7 +95,7 @@ func (db *DB) waitErr(ctx context.Context, what string, err error) error {
 	}
 	if errors.Is(context.Cause(ctx), errWriteTimeout) {
 		return &unavailableError{msg: fmt.Sprintf("%s: not durable within the write timeout of %s; the object store is slow or failing", what, db.opts.WriteTimeout),
-			cause: db.kv.Health().Err}
+			cause: db.StoreHealth().Err}
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }
@@ -348,7 +348,7 @@ func (a *appender) Commit() error {
 	ctx, cancel := db.writeContext(a.ctx)
 	defer cancel()
 	if db.opts.WAL {
-		if err := db.kv.WaitLogRoom(ctx); err != nil {
+		if err := db.w.WaitLogRoom(ctx); err != nil {
 			return db.waitErr(ctx, "wait for room in the write-ahead log", err)
 		}
 	}
@@ -364,7 +364,7 @@ func (a *appender) Commit() error {
 	var logged lsm.LogWait
 	if db.opts.WAL {
 		var err error
-		if logged, err = db.kv.AppendLog(scratch.buf); err != nil {
+		if logged, err = db.w.AppendLog(scratch.buf); err != nil {
 			h.mu.RUnlock()
 			return fmt.Errorf("log appended samples: %w", err)
 		}

@@ -98,7 +98,7 @@ func BenchmarkStoredBytesReal(b *testing.B) {
 		lopts := testLSMOptions()
 		lopts.L0CompactionTrigger = 1         // Compact below merges everything into one run
 		lopts.GCGracePeriod = time.Nanosecond // no reader to protect: collect replaced tables at once
-		db, err := Open(context.Background(), bucket, "tsdb", opts, lopts, nil, Components{})
+		db, err := openOn(context.Background(), bucket, "tsdb", opts, lopts, nil, Components{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -121,14 +121,13 @@ func BenchmarkStoredBytesReal(b *testing.B) {
 		if err := db.flushHead(context.Background(), closeAll); err != nil {
 			b.Fatal(err)
 		}
-		w := db.kv.(*lsmWriter)
-		if err := w.db.Flush(context.Background()); err != nil {
+		if err := db.w.Flush(context.Background()); err != nil {
 			b.Fatal(err)
 		}
-		if err := w.db.Compact(context.Background()); err != nil {
+		if err := db.w.Compact(context.Background()); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := w.db.CollectGarbage(context.Background()); err != nil {
+		if _, err := db.w.CollectGarbage(context.Background()); err != nil {
 			b.Fatal(err)
 		}
 		if err := db.Close(); err != nil {
@@ -259,7 +258,7 @@ func benchAppend(b *testing.B, nSeries int, wal bool) {
 	if err := db.Flush(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	if err := db.kv.(*lsmWriter).db.Flush(context.Background()); err != nil {
+	if err := db.w.Flush(context.Background()); err != nil {
 		b.Fatal(err)
 	}
 	var after runtime.MemStats

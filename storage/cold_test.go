@@ -54,7 +54,7 @@ func coldBucket(t testing.TB, spec coldSpec) *objstore.MemoryBucket {
 	opts := DefaultOptions()
 	opts.WAL = false
 	opts.Retention = 0
-	db, err := Open(ctx, b, "tsdb", opts, testLSMOptions(), nil, Components{})
+	db, err := openOn(ctx, b, "tsdb", opts, testLSMOptions(), nil, Components{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,11 +85,10 @@ func coldBucket(t testing.TB, spec coldSpec) *objstore.MemoryBucket {
 	if err := db.flushHead(ctx, closeAll); err != nil {
 		t.Fatal(err)
 	}
-	w := db.kv.(*lsmWriter)
-	if err := w.db.Flush(ctx); err != nil {
+	if err := db.w.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.db.Compact(ctx); err != nil {
+	if err := db.w.Compact(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Close(); err != nil {
@@ -190,7 +189,7 @@ func coldDB(t testing.TB, inner objstore.Bucket, latency time.Duration, cacheByt
 	opts := DefaultOptions()
 	opts.WAL = false
 	opts.Retention = 0
-	db, err := OpenReadOnly(context.Background(), fb, "tsdb", opts, ropts, c, Components{})
+	db, err := openReadOnlyOn(context.Background(), fb, "tsdb", opts, ropts, c, Components{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,12 +212,12 @@ func neededBytes(t testing.TB, db *DB, name string, mint, maxt int64) int64 {
 	ctx := context.Background()
 	var n int64
 	count := func(k, v []byte) error { n += int64(len(k) + len(v)); return nil }
-	if err := db.kv.Scan(ctx, []byte{keyRegistry}, []byte{keyRegistry + 1}, count); err != nil {
+	if err := db.scan(ctx, []byte{keyRegistry}, []byte{keyRegistry + 1}, count); err != nil {
 		t.Fatal(err)
 	}
 	for part := db.partitionOf(mint); part <= maxt; part += db.partMs {
 		pk := postingsKey(part, "__name__", name)
-		v, ok, err := db.kv.Get(ctx, pk)
+		v, ok, err := db.lsm.Get(ctx, pk)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -226,13 +225,13 @@ func neededBytes(t testing.TB, db *DB, name string, mint, maxt int64) int64 {
 			continue
 		}
 		n += int64(len(pk) + len(v))
-		bm, err := (&lsmIndex{kv: db.kv, part: part}).Postings(ctx, "__name__", name)
+		bm, err := (&lsmIndex{db: db, part: part}).Postings(ctx, "__name__", name)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, ref := range bm.ToArray() {
 			for _, k := range [][]byte{forwardKey(part, ref), samplesKey(part, ref)} {
-				v, _, err := db.kv.Get(ctx, k)
+				v, _, err := db.lsm.Get(ctx, k)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -34,7 +34,7 @@ func TestCrashChild(t *testing.T) {
 	}
 	opts := DefaultOptions()
 	opts.WAL = true
-	db, err := Open(context.Background(), b, "tsdb", opts, testLSMOptions(), nil, Components{})
+	db, err := openOn(context.Background(), b, "tsdb", opts, testLSMOptions(), nil, Components{})
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(3)

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"math"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,8 +34,12 @@ type Components struct {
 
 // DB is the time-series engine. It is safe for concurrent use.
 type DB struct {
-	opts    Options
-	kv      kv
+	opts Options
+	// lsm serves every read; w is the writer's LSM (nil on a read-only
+	// DB), r the reader's (nil on a writer).
+	lsm     lsm.View
+	w       *lsm.DB
+	r       *lsm.Reader
 	logger  *slog.Logger
 	metrics *metrics
 	now     func() time.Time
@@ -52,9 +55,6 @@ type DB struct {
 	flushNow chan struct{}
 
 	follow followed
-	// legacyLog is set while head log records that earlier versions kept as
-	// keys ('W' seq) remain; the next head flush deletes them.
-	legacyLog atomic.Bool
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -62,8 +62,10 @@ type DB struct {
 	readOnly  bool
 }
 
-// open builds a DB on a key-value store and recovers its head.
-func open(ctx context.Context, store kv, opts Options, comps Components, readOnly bool) (*DB, error) {
+// open builds a DB on an LSM, the writer's (w) or a reader's (r), and
+// recovers the head of a writer.
+func open(ctx context.Context, view lsm.View, w *lsm.DB, r *lsm.Reader, opts Options, comps Components) (*DB, error) {
+	readOnly := w == nil
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -75,7 +77,9 @@ func open(ctx context.Context, store kv, opts Options, comps Components, readOnl
 	}
 	db := &DB{
 		opts:     opts,
-		kv:       store,
+		lsm:      view,
+		w:        w,
+		r:        r,
 		logger:   comps.Logger,
 		metrics:  newMetrics(comps.Registerer),
 		now:      comps.Now,
@@ -128,7 +132,7 @@ func (db *DB) recover(ctx context.Context) error {
 	start := time.Now()
 	maxT := int64(math.MinInt64)
 	var open []int64
-	err := db.kv.Scan(ctx, []byte{keyRegistry}, []byte{keyRegistry + 1}, func(k, v []byte) error {
+	err := db.scan(ctx, []byte{keyRegistry}, []byte{keyRegistry + 1}, func(k, v []byte) error {
 		m, err := decodePartitionMeta(v)
 		if err != nil {
 			return fmt.Errorf("registry key %x: %w", k, err)
@@ -174,20 +178,8 @@ func (db *DB) recover(ctx context.Context) error {
 			return s.appendLocked(sample{t: e.t, v: e.v, h: e.h, fh: e.fh})
 		})
 	}
-	// Records earlier versions kept as keys come first: they are older than
-	// any record in the WAL's log.
-	err = db.kv.Scan(ctx, []byte{keyHeadLog}, []byte{keyHeadLog + 1}, func(k, v []byte) error {
-		db.legacyLog.Store(true)
-		if err := replay(v); err != nil {
-			return fmt.Errorf("head log key %x: %w", k, err)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
 	if db.opts.WAL {
-		if err := db.kv.ReplayLog(ctx, replay); err != nil {
+		if err := db.w.ReplayLog(ctx, replay); err != nil {
 			return fmt.Errorf("replay head log: %w", err)
 		}
 	}
@@ -219,7 +211,7 @@ func (db *DB) headPartFor(ctx context.Context, t int64) (*headPart, error) {
 	// A partition written out before opens again with its series, so late
 	// samples within the accepted window still land.
 	p = newHeadPart(part, part+db.partMs)
-	if _, ok, err := db.kv.Get(ctx, registryKey(part)); err != nil {
+	if _, ok, err := db.lsm.Get(ctx, registryKey(part)); err != nil {
 		return nil, err
 	} else if ok {
 		p.mu.Lock()
@@ -230,9 +222,9 @@ func (db *DB) headPartFor(ctx context.Context, t int64) (*headPart, error) {
 		}
 		db.logger.Info("partition reopened for late samples", "start", part, "series", len(p.series))
 	}
-	var b kvBatch
+	var b lsm.Batch
 	b.Put(registryKey(part), partitionMeta{maxT: db.head.maxT.Load()}.encode())
-	if err := db.kv.Write(ctx, &b, false); err != nil {
+	if err := db.write(ctx, &b, true); err != nil {
 		return nil, fmt.Errorf("register partition %d: %w", part, err)
 	}
 	db.head.parts[part] = p
@@ -244,9 +236,9 @@ func (db *DB) headPartFor(ctx context.Context, t int64) (*headPart, error) {
 // entry.
 func (db *DB) persistSeries(part int64) func(ref uint32, lset labels.Labels) error {
 	return func(ref uint32, lset labels.Labels) error {
-		var b kvBatch
+		var b lsm.Batch
 		b.Put(forwardKey(part, ref), index.EncodeLabels(nil, lset))
-		err := db.kv.Write(context.Background(), &b, false)
+		err := db.write(context.Background(), &b, true)
 		if err == nil {
 			db.metrics.seriesCreated.Inc()
 		}
@@ -274,7 +266,7 @@ func (db *DB) Shutdown(ctx context.Context) error {
 	var err error
 	db.closeOnce.Do(func() {
 		close(db.closed)
-		if !db.readOnly && !db.kv.Health().Fenced {
+		if !db.readOnly && !db.w.Health().Fenced {
 			unflushed := db.head.unflushed.Load()
 			series := db.head.numSeries()
 			if err = db.flushHead(ctx, closeNone); err != nil {
@@ -287,7 +279,12 @@ func (db *DB) Shutdown(ctx context.Context) error {
 				}
 			}
 		}
-		cerr := db.kv.Close(ctx)
+		var cerr error
+		if db.w != nil {
+			cerr = db.w.CloseContext(ctx)
+		} else {
+			cerr = db.r.Close()
+		}
 		if err == nil {
 			err = cerr
 		}
@@ -295,10 +292,6 @@ func (db *DB) Shutdown(ctx context.Context) error {
 	})
 	return err
 }
-
-// StoreHealth says how the writer's object-store requests fare; a reader's
-// is always healthy.
-func (db *DB) StoreHealth() lsm.Health { return db.kv.Health() }
 
 func (db *DB) isClosed() bool {
 	select {

@@ -32,7 +32,7 @@ func testLSMOptions() lsm.Options {
 
 func openTestDB(t testing.TB, b objstore.Bucket, opts Options) *DB {
 	t.Helper()
-	db, err := Open(context.Background(), b, "tsdb", opts, testLSMOptions(), nil, Components{})
+	db, err := openOn(context.Background(), b, "tsdb", opts, testLSMOptions(), nil, Components{})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}

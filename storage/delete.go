@@ -9,6 +9,7 @@ import (
 
 	"github.com/shaledb/shale/gorilla"
 	"github.com/shaledb/shale/index"
+	"github.com/shaledb/shale/storage/lsm"
 )
 
 // Delete removes the samples in [mint, maxt] (ms, inclusive) of every series
@@ -37,7 +38,7 @@ func (db *DB) Delete(ctx context.Context, mint, maxt int64, ms ...*labels.Matche
 		if err != nil {
 			return fmt.Errorf("delete: select in partition %d: %w", pv.start, err)
 		}
-		var b kvBatch
+		var b lsm.Batch
 		for it := bm.Iterator(); it.HasNext(); {
 			ref := it.Next()
 			if pv.head != nil {
@@ -48,7 +49,7 @@ func (db *DB) Delete(ctx context.Context, mint, maxt int64, ms ...*labels.Matche
 				}
 			}
 			key := samplesKey(pv.start, ref)
-			v, ok, err := db.kv.Get(ctx, key)
+			v, ok, err := db.lsm.Get(ctx, key)
 			if err != nil {
 				return fmt.Errorf("delete: read series %d of partition %d: %w", ref, pv.start, err)
 			}
@@ -70,12 +71,12 @@ func (db *DB) Delete(ctx context.Context, mint, maxt int64, ms ...*labels.Matche
 			deleted++
 		}
 		if b.Len() > 0 {
-			if err := db.kv.Write(ctx, &b, false); err != nil {
+			if err := db.write(ctx, &b, true); err != nil {
 				return fmt.Errorf("delete: write partition %d: %w", pv.start, err)
 			}
 		}
 	}
-	if err := db.kv.Sync(ctx); err != nil {
+	if err := db.sync(ctx); err != nil {
 		return fmt.Errorf("delete: %w", err)
 	}
 	db.logger.Info("series data deleted", "mint", mint, "maxt", maxt, "matchers", fmt.Sprint(ms), "series_blocks", deleted)

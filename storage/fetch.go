@@ -192,7 +192,7 @@ func (db *DB) readRanges(ctx context.Context, reads []rangeRead) error {
 func (db *DB) readRange(ctx context.Context, rd *rangeRead) error {
 	if rd.hi-rd.lo == 1 {
 		ref := rd.refs[rd.lo]
-		v, ok, err := db.kv.Get(ctx, rangeKeys(rd.part, rd.sub, refRange{ref, ref}).Lower)
+		v, ok, err := db.lsm.Get(ctx, rangeKeys(rd.part, rd.sub, refRange{ref, ref}).Lower)
 		if err != nil {
 			return fmt.Errorf("read key %q of series %d in partition %d: %w", rd.sub, ref, rd.part, err)
 		}
@@ -224,7 +224,7 @@ func (db *DB) readRange(ctx context.Context, rd *rangeRead) error {
 		return false
 	}
 	kr := rangeKeys(rd.part, rd.sub, rd.r)
-	err := db.kv.ScanFiltered(ctx, kr.Lower, kr.Upper, want, func(_, v []byte) error {
+	err := db.scanFiltered(ctx, kr.Lower, kr.Upper, want, func(_, v []byte) error {
 		if badKey != nil {
 			return badKey
 		}
@@ -322,23 +322,6 @@ func cmpRef(a, b uint32) int {
 	return 0
 }
 
-// rangePrefetcher is the LSM's side of prefetchSelect: the writer's and the
-// reader's.
-type rangePrefetcher interface {
-	Cached() bool
-	PrefetchRanges(ctx context.Context, ranges []lsm.KeyRange, parallel int) error
-}
-
-func (db *DB) rangePrefetcher() rangePrefetcher {
-	switch k := db.kv.(type) {
-	case *lsmWriter:
-		return k.db
-	case *lsmReader:
-		return k.r
-	}
-	return nil
-}
-
 // prefetchSelect loads into the block cache, for every partition of parts
 // in parallel, the blocks a Select of ms reads from the LSM: the postings
 // (by evaluating ms), then in one round the forward-index entries of the
@@ -352,8 +335,8 @@ func (db *DB) rangePrefetcher() rangePrefetcher {
 // partition in parts, for the caller to use instead of selecting again; an
 // entry is nil where it did not select (or the Select failed).
 func (db *DB) prefetchSelect(ctx context.Context, parts []partView, ms []*labels.Matcher, withSamples bool) []*roaring.Bitmap {
-	p := db.rangePrefetcher()
-	if p == nil || !p.Cached() || len(parts) == 0 {
+	p := db.lsm
+	if !p.Cached() || len(parts) == 0 {
 		return nil
 	}
 	if len(parts) == 1 && parts[0].head != nil && !withSamples {

@@ -10,6 +10,7 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 
 	"github.com/shaledb/shale/index"
+	"github.com/shaledb/shale/storage/lsm"
 )
 
 // fenceCheckInterval is how often Run looks for a newer writer (one LIST).
@@ -73,7 +74,7 @@ func (db *DB) flushHeadLocked(ctx context.Context, mode closeMode) error {
 	h.mu.Lock()
 	var logMark uint64
 	if db.opts.WAL {
-		logMark = db.kv.LogMark()
+		logMark = db.w.LogMark()
 	}
 	maxT := h.maxT.Load()
 	h.unflushed.Store(0)
@@ -98,12 +99,12 @@ func (db *DB) flushHeadLocked(ctx context.Context, mode closeMode) error {
 	if err == nil {
 		// The flush's writes bypass the WAL (the head log holds their
 		// samples until the truncation below): durable once in tables.
-		err = db.kv.Flush(ctx)
+		err = db.w.Flush(ctx)
 	}
 	if err == nil && db.opts.WAL {
 		// The cut samples are durable in sample blocks: the records they
 		// came from are no longer needed.
-		err = db.kv.TruncateLog(ctx, logMark)
+		err = db.w.TruncateLog(ctx, logMark)
 	}
 	if err != nil {
 		// Cuts not written stay in s.flushing and are written by the next
@@ -116,7 +117,6 @@ func (db *DB) flushHeadLocked(ctx context.Context, mode closeMode) error {
 		h.mu.Unlock()
 		return fmt.Errorf("flush head: %w", err)
 	}
-	db.legacyLog.Store(false)
 	if len(closing) > 0 {
 		h.mu.Lock()
 		for _, p := range closing {
@@ -148,7 +148,7 @@ type cutStats struct {
 // newest time in the registry of each partition written.
 func (db *DB) writeCuts(ctx context.Context, parts []*headPart, maxT int64) (cutStats, error) {
 	var (
-		b       kvBatch
+		b       lsm.Batch
 		size    int
 		st      cutStats
 		pending []cutSeries
@@ -156,7 +156,7 @@ func (db *DB) writeCuts(ctx context.Context, parts []*headPart, maxT int64) (cut
 	)
 	apply := func() error {
 		if b.Len() > 0 {
-			if err := db.kv.WriteUnlogged(ctx, &b); err != nil {
+			if err := db.write(ctx, &b, false); err != nil {
 				return err
 			}
 		}
@@ -168,8 +168,8 @@ func (db *DB) writeCuts(ctx context.Context, parts []*headPart, maxT int64) (cut
 			cs.s.unlock()
 			pending[i] = cutSeries{}
 		}
-		clear(b.ops) // let go of the blocks
-		b.Reset()
+		b.Reset() // the batch copied the blocks: keeps its buffer for the next
+
 		size, pending = 0, pending[:0]
 		return nil
 	}
@@ -205,18 +205,13 @@ func (db *DB) writeCuts(ctx context.Context, parts []*headPart, maxT int64) (cut
 	for part := range written {
 		b.Put(registryKey(part), partitionMeta{maxT: maxT}.encode())
 	}
-	if db.legacyLog.Load() {
-		// Head log records kept as keys by earlier versions: replayed at
-		// open, written out by this flush.
-		b.DeleteRange([]byte{keyHeadLog}, []byte{keyHeadLog + 1})
-	}
 	return st, apply()
 }
 
 // writePartitionIndex writes the postings and label names of a partition the
 // head is about to drop, then marks it closed in the registry.
 func (db *DB) writePartitionIndex(ctx context.Context, p *headPart, maxT int64) error {
-	var b kvBatch
+	var b lsm.Batch
 	size := 0
 	names := map[string]struct{}{}
 	err := p.idx.ForEachPostings(0, func(name, value string, bm *roaring.Bitmap) error {
@@ -225,10 +220,10 @@ func (db *DB) writePartitionIndex(ctx context.Context, p *headPart, maxT int64) 
 		b.Put(postingsKey(p.start, name, value), enc)
 		size += len(enc) + len(name) + len(value) + 11
 		if size >= maxBatchBytes {
-			if err := db.kv.WriteUnlogged(ctx, &b); err != nil {
+			if err := db.write(ctx, &b, false); err != nil {
 				return err
 			}
-			b, size = kvBatch{}, 0
+			b, size = lsm.Batch{}, 0
 		}
 		return nil
 	})
@@ -244,7 +239,7 @@ func (db *DB) writePartitionIndex(ctx context.Context, p *headPart, maxT int64) 
 	}
 	b.Put(allSeriesKey(p.start), index.EncodePostings(nil, all))
 	b.Put(registryKey(p.start), partitionMeta{closed: true, maxT: maxT}.encode())
-	if err := db.kv.WriteUnlogged(ctx, &b); err != nil {
+	if err := db.write(ctx, &b, false); err != nil {
 		return fmt.Errorf("close partition %d: %w", p.start, err)
 	}
 	db.metrics.partitionsClosed.Inc()
@@ -266,7 +261,7 @@ func (db *DB) applyRetention(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var b kvBatch
+	var b lsm.Batch
 	for _, p := range parts {
 		if p.head != nil || p.start+db.partMs > cutoff {
 			continue
@@ -280,7 +275,7 @@ func (db *DB) applyRetention(ctx context.Context) error {
 	if b.Len() == 0 {
 		return nil
 	}
-	return db.kv.Write(ctx, &b, false)
+	return db.write(ctx, &b, true)
 }
 
 // Run flushes the head every HeadFlushInterval, and sooner once it holds
@@ -302,17 +297,15 @@ func (db *DB) Run(ctx context.Context) error {
 			return ErrFenced
 		case <-fence.C:
 			// An idle writer learns here that a newer one replaced it.
-			if w, ok := db.kv.(*lsmWriter); ok {
-				// Bounded: the writer's requests retry while the store
-				// fails, and the outage is reported by the LSM's health.
-				cctx, cancel := context.WithTimeout(ctx, fenceCheckInterval)
-				err := w.check(w.db.CheckFenced(cctx))
-				cancel()
-				if errors.Is(err, ErrFenced) {
-					return err
-				} else if err != nil && ctx.Err() == nil {
-					db.logger.Debug("fence check failed", "err", err)
-				}
+			// Bounded: the writer's requests retry while the store fails,
+			// and the outage is reported by the LSM's health.
+			cctx, cancel := context.WithTimeout(ctx, fenceCheckInterval)
+			err := db.w.CheckFenced(cctx)
+			cancel()
+			if errors.Is(err, ErrFenced) {
+				return err
+			} else if err != nil && ctx.Err() == nil {
+				db.logger.Debug("fence check failed", "err", err)
 			}
 			continue
 		case <-db.flushNow:

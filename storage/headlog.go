@@ -29,13 +29,9 @@ import (
 // Kind 4 holds a float that is a whole number of magnitude below 2^53 (not
 // -0): counters and many gauges take 1 to 5 bytes instead of 8.
 //
-// Version 1 records (written before the log moved into the WAL, as keys
-// 'W' seq) have absolute partitions, refs and timestamps and no kind 4; they
-// are still read.
-const (
-	headLogV1 = 1
-	headLogV2 = 2
-)
+// Version 1 (absolute partitions, refs and timestamps) is no longer read:
+// no release wrote it.
+const headLogV2 = 2
 
 const (
 	logFloat          = 1
@@ -115,10 +111,9 @@ func appendLogRecord(dst []byte, entries []logEntry) ([]byte, error) {
 
 // decodeLogRecord calls fn for each entry of a record in order.
 func decodeLogRecord(b []byte, fn func(e *logEntry) error) error {
-	if len(b) == 0 || (b[0] != headLogV1 && b[0] != headLogV2) {
+	if len(b) == 0 || b[0] != headLogV2 {
 		return fmt.Errorf("%w: unknown version", errBadHeadLog)
 	}
-	delta := b[0] == headLogV2
 	b = b[1:]
 	n, k := binary.Uvarint(b)
 	if k <= 0 || n > uint64(len(b)) {
@@ -139,25 +134,13 @@ func decodeLogRecord(b []byte, fn func(e *logEntry) error) error {
 		if dpart, b, ok = readVarint(b); !ok {
 			return fmt.Errorf("%w: bad partition", errBadHeadLog)
 		}
-		if delta {
-			if dref, b, ok = readVarint(b); !ok {
-				return fmt.Errorf("%w: bad series ref", errBadHeadLog)
-			}
-		} else {
-			var u uint64
-			if u, b, ok = readUvarint(b); !ok || u > math.MaxUint32 {
-				return fmt.Errorf("%w: bad series ref", errBadHeadLog)
-			}
-			dref = int64(u)
+		if dref, b, ok = readVarint(b); !ok {
+			return fmt.Errorf("%w: bad series ref", errBadHeadLog)
 		}
 		if dt, b, ok = readVarint(b); !ok {
 			return fmt.Errorf("%w: bad timestamp", errBadHeadLog)
 		}
-		if delta {
-			part, ref, t = part+dpart, ref+dref, t+dt
-		} else {
-			part, ref, t = dpart, dref, dt
-		}
+		part, ref, t = part+dpart, ref+dref, t+dt
 		if ref < 0 || ref > math.MaxUint32 {
 			return fmt.Errorf("%w: bad series ref %d", errBadHeadLog, ref)
 		}
@@ -170,7 +153,7 @@ func decodeLogRecord(b []byte, fn func(e *logEntry) error) error {
 			}
 			e.v = math.Float64frombits(binary.LittleEndian.Uint64(b))
 			b = b[8:]
-		case kind == logFloatInt && delta:
+		case kind == logFloatInt:
 			var iv int64
 			if iv, b, ok = readVarint(b); !ok {
 				return fmt.Errorf("%w: bad value", errBadHeadLog)

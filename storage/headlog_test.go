@@ -1,16 +1,11 @@
 package storage
 
 import (
-	"context"
-	"encoding/binary"
 	"math"
 	"testing"
 
-	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/tsdb/tsdbutil"
-
-	"github.com/shaledb/shale/storage/objstore"
 )
 
 func TestLogRecordRoundTrip(t *testing.T) {
@@ -72,64 +67,5 @@ func TestLogRecordSize(t *testing.T) {
 	// kind + part delta + ref delta + time delta = 4 bytes, value <= 4.
 	if per := float64(len(rec)) / float64(len(entries)); per > 8 {
 		t.Fatalf("%.1f bytes per sample", per)
-	}
-}
-
-// appendLogRecordV1 writes the format of records kept as 'W' keys.
-func appendLogRecordV1(dst []byte, part int64, ref uint32, t int64, v float64) []byte {
-	dst = append(dst, headLogV1)
-	dst = binary.AppendUvarint(dst, 1)
-	dst = append(dst, logFloat)
-	dst = binary.AppendVarint(dst, part)
-	dst = binary.AppendUvarint(dst, uint64(ref))
-	dst = binary.AppendVarint(dst, t)
-	return binary.LittleEndian.AppendUint64(dst, math.Float64bits(v))
-}
-
-// TestLegacyHeadLogKeys: head log records that earlier versions kept as
-// keys replay at open and are deleted by the next head flush.
-func TestLegacyHeadLogKeys(t *testing.T) {
-	ctx := context.Background()
-	b := objstore.NewMemoryBucket()
-	opts := DefaultOptions()
-	db := openTestDB(t, b, opts)
-	lset := labels.FromStrings("__name__", "m", "job", "a")
-	appendFloats(t, db, lset, tsample{1000, 1})
-	if err := db.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	var batch kvBatch
-	batch.Put(headLogKey(1), appendLogRecordV1(nil, db.partitionOf(2000), 0, 2000, 2))
-	if err := db.kv.Write(ctx, &batch, true); err != nil {
-		t.Fatal(err)
-	}
-	// Stop the LSM without the head flush of DB.Close, as a crash would
-	// leave it (the record is in the WAL or a table).
-	if err := db.kv.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-
-	db = openTestDB(t, b, opts)
-	want := []tsample{{1000, 1}, {2000, 2}}
-	if got := queryFloats(t, db, 0, 10_000, labels.MustNewMatcher(labels.MatchEqual, "job", "a")); !sameSamples(got[lset.String()], want) {
-		t.Fatalf("after replay of a legacy record: %v", got)
-	}
-	if err := db.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	if err := db.kv.Scan(ctx, []byte{keyHeadLog}, []byte{keyHeadLog + 1}, func(_, _ []byte) error { n++; return nil }); err != nil {
-		t.Fatal(err)
-	}
-	if n != 0 {
-		t.Fatalf("%d legacy head log keys left after a flush", n)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db = openTestDB(t, b, opts)
-	defer db.Close()
-	if got := queryFloats(t, db, 0, 10_000, labels.MustNewMatcher(labels.MatchEqual, "job", "a")); !sameSamples(got[lset.String()], want) {
-		t.Fatalf("after the flush and a reopen: %v", got)
 	}
 }

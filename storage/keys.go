@@ -14,15 +14,12 @@ import (
 //	'P' part(8) 'N' name             label name present in the partition
 //	'P' part(8) 'X'                  all series refs of the partition
 //	'P' part(8) 'S' ref(4)           sample block of one series (merge: union)
-//	'W' seq(8)                       head log record of earlier versions (now in the
-//	                                 LSM's WAL only); replayed at open, then deleted
 //
 // part is the partition's start time in ms, big-endian with the sign bit
 // flipped so that byte order is time order.
 const (
 	keyRegistry = 'R'
 	keyPart     = 'P'
-	keyHeadLog  = 'W'
 
 	subForward  = 'F'
 	subPostings = 'L'
@@ -74,10 +71,6 @@ func nameKey(part int64, name string) []byte {
 }
 
 func allSeriesKey(part int64) []byte { return partSub(part, subAll, 0) }
-
-func headLogKey(seq uint64) []byte {
-	return binary.BigEndian.AppendUint64([]byte{keyHeadLog}, seq)
-}
 
 // prefixEnd returns the smallest key greater than every key with prefix p,
 // or nil if there is none.

@@ -12,14 +12,14 @@ import (
 
 // lsmIndex reads the index of a closed partition from the LSM.
 type lsmIndex struct {
-	kv   kv
+	db   *DB
 	part int64
 }
 
 func (r *lsmIndex) LabelNames(ctx context.Context) ([]string, error) {
 	var names []string
 	pre := partSub(r.part, subNames, 0)
-	err := r.kv.Scan(ctx, pre, prefixEnd(pre), func(k, _ []byte) error {
+	err := r.db.scan(ctx, pre, prefixEnd(pre), func(k, _ []byte) error {
 		names = append(names, string(k[len(pre):]))
 		return nil
 	})
@@ -29,7 +29,7 @@ func (r *lsmIndex) LabelNames(ctx context.Context) ([]string, error) {
 func (r *lsmIndex) LabelValues(ctx context.Context, name string) ([]string, error) {
 	var values []string
 	pre := postingsNamePrefix(r.part, name)
-	err := r.kv.Scan(ctx, pre, prefixEnd(pre), func(k, _ []byte) error {
+	err := r.db.scan(ctx, pre, prefixEnd(pre), func(k, _ []byte) error {
 		values = append(values, string(k[len(pre):]))
 		return nil
 	})
@@ -63,7 +63,7 @@ func (r *lsmIndex) PostingsForValues(ctx context.Context, name string, values []
 		want[v] = struct{}{}
 	}
 	pre := postingsNamePrefix(r.part, name)
-	err := r.kv.Scan(ctx, pre, prefixEnd(pre), func(k, v []byte) error {
+	err := r.db.scan(ctx, pre, prefixEnd(pre), func(k, v []byte) error {
 		if _, ok := want[string(k[len(pre):])]; !ok {
 			return nil
 		}
@@ -78,7 +78,7 @@ func (r *lsmIndex) PostingsForValues(ctx context.Context, name string, values []
 }
 
 func (r *lsmIndex) bitmap(ctx context.Context, key []byte) (*roaring.Bitmap, error) {
-	v, ok, err := r.kv.Get(ctx, key)
+	v, ok, err := r.db.lsm.Get(ctx, key)
 	if err != nil || !ok {
 		return roaring.New(), err
 	}
@@ -90,7 +90,7 @@ func (r *lsmIndex) bitmap(ctx context.Context, key []byte) (*roaring.Bitmap, err
 }
 
 func (r *lsmIndex) Series(ctx context.Context, ref uint32, builder *labels.ScratchBuilder) (labels.Labels, error) {
-	v, ok, err := r.kv.Get(ctx, forwardKey(r.part, ref))
+	v, ok, err := r.db.lsm.Get(ctx, forwardKey(r.part, ref))
 	if err != nil {
 		return labels.EmptyLabels(), err
 	}

@@ -31,7 +31,7 @@ func TestCommitDuringOutage(t *testing.T) {
 			opts.WriteTimeout = 100 * time.Millisecond
 			lopts := testLSMOptions()
 			lopts.MaxRetryBackoff = 5 * time.Millisecond
-			db, err := Open(context.Background(), fb, "tsdb", opts, lopts, nil, Components{})
+			db, err := openOn(context.Background(), fb, "tsdb", opts, lopts, nil, Components{})
 			if err != nil {
 				t.Fatal(err)
 			}

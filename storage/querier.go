@@ -51,7 +51,7 @@ func (db *DB) partitions(ctx context.Context, mint, maxt int64) ([]partView, err
 		hi = registryKey(db.partitionOf(maxt) + db.partMs)
 	}
 	var readerParts []int64
-	err := db.kv.Scan(ctx, lo, hi, func(k, v []byte) error {
+	err := db.scan(ctx, lo, hi, func(k, v []byte) error {
 		part := getPart(k[1:])
 		if seen[part] || part+db.partMs <= mint || part > maxt {
 			return nil
@@ -89,7 +89,7 @@ func (db *DB) indexReader(pv partView) index.Reader {
 	if pv.head != nil {
 		return pv.head.idx
 	}
-	return &lsmIndex{kv: db.kv, part: pv.start}
+	return &lsmIndex{db: db, part: pv.start}
 }
 
 // Querier returns a querier of samples in [mint, maxt].

@@ -105,7 +105,7 @@ func warmQueryDB(b *testing.B, n int, closeAll_ bool) *DB {
 	opts.WAL = false
 	opts.Retention = 0
 	opts.HeadFlushSamples = 0
-	db, err := Open(context.Background(), objstore.NewMemoryBucket(), "tsdb", opts, testLSMOptions(), c, Components{})
+	db, err := openOn(context.Background(), objstore.NewMemoryBucket(), "tsdb", opts, testLSMOptions(), c, Components{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -59,7 +59,7 @@ func (db *DB) loadForwardLocked(ctx context.Context, p *headPart) error {
 	builder := labels.NewScratchBuilder(16)
 	lo := forwardKey(p.start, uint32(len(p.series)))
 	hi := prefixEnd(partSub(p.start, subForward, 0))
-	return db.kv.Scan(ctx, lo, hi, func(k, v []byte) error {
+	return db.scan(ctx, lo, hi, func(k, v []byte) error {
 		ref, err := parseRef(k)
 		if err != nil {
 			return err
@@ -102,7 +102,7 @@ func (db *DB) followHeadLog(ctx context.Context) error {
 		f.logNext = lsm.LogPos{WAL: pos.WAL, Index: pos.Index + 1}
 		return nil
 	}
-	after, err := db.kv.ReadLog(f.logNext, apply)
+	after, err := db.r.ReadLog(f.logNext, apply)
 	if err != nil || after == f.logAfter {
 		return err
 	}
@@ -117,6 +117,6 @@ func (db *DB) followHeadLog(ctx context.Context) error {
 		}
 	}
 	f.logAfter, f.logNext = after, lsm.LogPos{}
-	_, err = db.kv.ReadLog(f.logNext, apply)
+	_, err = db.r.ReadLog(f.logNext, apply)
 	return err
 }

@@ -28,7 +28,7 @@ func TestReaderFollowsWriter(t *testing.T) {
 
 	ropts := lsm.DefaultReaderOptions()
 	ropts.PollInterval = 0
-	r, err := OpenReadOnly(ctx, b, "tsdb", opts, ropts, nil, Components{})
+	r, err := openReadOnlyOn(ctx, b, "tsdb", opts, ropts, nil, Components{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,22 +56,6 @@ type WarmStats struct {
 	Duration time.Duration
 }
 
-// warmSource is the LSM's side of the warmer: the writer's and the reader's.
-type warmSource interface {
-	ManifestVersion() uint64
-	Prefetch(ctx context.Context, lower, upper []byte) (lsm.PrefetchStats, error)
-}
-
-func (db *DB) warmSource() warmSource {
-	switch k := db.kv.(type) {
-	case *lsmWriter:
-		return k.db
-	case *lsmReader:
-		return k.r
-	}
-	return nil
-}
-
 // Warm loads into the block cache the partitions that end after the newest
 // sample time minus age, newest first, and the partition registry. It reads
 // only the blocks not cached yet, each run of adjacent ones with one ranged
@@ -79,8 +63,8 @@ func (db *DB) warmSource() warmSource {
 func (db *DB) Warm(ctx context.Context, age time.Duration) (st WarmStats, err error) {
 	start := time.Now()
 	defer func() { st.Duration = time.Since(start) }()
-	src := db.warmSource()
-	if src == nil || age <= 0 {
+	src := db.lsm
+	if age <= 0 {
 		return st, nil
 	}
 	add := func(ps lsm.PrefetchStats) {
@@ -94,7 +78,7 @@ func (db *DB) Warm(ctx context.Context, age time.Duration) (st WarmStats, err er
 	}
 	newest := db.head.maxT.Load()
 	var parts []int64
-	err = db.kv.Scan(ctx, []byte{keyRegistry}, []byte{keyRegistry + 1}, func(k, v []byte) error {
+	err = db.scan(ctx, []byte{keyRegistry}, []byte{keyRegistry + 1}, func(k, v []byte) error {
 		m, err := decodePartitionMeta(v)
 		if err != nil {
 			return fmt.Errorf("registry key %x: %w", k, err)
@@ -149,7 +133,7 @@ func (db *DB) startWarmer(opts WarmOptions, reg prometheus.Registerer, onRound f
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &Warmer{db: db, opts: opts, metrics: newWarmMetrics(reg), onRound: onRound, cancel: cancel, done: make(chan struct{})}
-	if opts.Age <= 0 || db.warmSource() == nil {
+	if opts.Age <= 0 {
 		close(w.done)
 		return w, nil
 	}
@@ -168,7 +152,7 @@ func (w *Warmer) Stop() {
 
 func (w *Warmer) run(ctx context.Context) {
 	defer close(w.done)
-	src := w.db.warmSource()
+	src := w.db.lsm
 	t := time.NewTicker(w.opts.CheckInterval)
 	defer t.Stop()
 	warmed, first := uint64(0), true

@@ -150,12 +150,12 @@ func TestWarmerFollowsWriter(t *testing.T) {
 	opts.Retention = 0
 	lopts := testLSMOptions()
 	lopts.L0CompactionTrigger = 1 // Compact below merges the flushed tables
-	db, err := Open(ctx, fb, "tsdb", opts, lopts, newTestCache(t), Components{})
+	db, err := openOn(ctx, fb, "tsdb", opts, lopts, newTestCache(t), Components{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	lsmDB := db.kv.(*lsmWriter).db
+	lsmDB := db.w
 	const hour = 3600 * 1000
 	writeSpan(t, db, coldBase, coldBase+2*hour, 5)
 	if err := db.flushHead(ctx, closeAll); err != nil {
@@ -245,7 +245,7 @@ func TestWarmerFollowsReader(t *testing.T) {
 	opts := DefaultOptions()
 	opts.WAL = false
 	opts.Retention = 0
-	w, err := Open(ctx, mem, "tsdb", opts, testLSMOptions(), nil, Components{})
+	w, err := openOn(ctx, mem, "tsdb", opts, testLSMOptions(), nil, Components{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +262,7 @@ func TestWarmerFollowsReader(t *testing.T) {
 	fb := objstore.NewFaultBucket(mem)
 	ropts := lsm.DefaultReaderOptions()
 	ropts.PollInterval = 0
-	r, err := OpenReadOnly(ctx, fb, "tsdb", opts, ropts, newTestCache(t), Components{})
+	r, err := openReadOnlyOn(ctx, fb, "tsdb", opts, ropts, newTestCache(t), Components{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,13 +274,13 @@ func TestWarmerFollowsReader(t *testing.T) {
 	if err := w.flushHead(ctx, closeAll); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.kv.(*lsmWriter).db.Flush(ctx); err != nil {
+	if err := w.w.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
-	v := r.kv.(*lsmReader).r.ManifestVersion()
+	v := r.r.ManifestVersion()
 	nextRound(t, rounds, func(rd warmRound) bool { return rd.version >= v && rd.err == nil })
 	fb.ResetCounts()
 	got := queryFloats(t, r, coldBase, coldBase+4*hour, labels.MustNewMatcher(labels.MatchEqual, "__name__", "x"))

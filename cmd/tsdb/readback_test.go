@@ -151,7 +151,7 @@ func TestRemoteWriteReadBack(t *testing.T) {
 			lopts := lsm.DefaultOptions()
 			lopts.WALFlushInterval = 5 * time.Millisecond
 			lopts.CompactionInterval, lopts.GCInterval = 0, 0
-			db, err := storage.Open(ctx, bucket, "", storage.DefaultOptions(), lopts, nil, storage.Components{})
+			db, err := openWriter(ctx, bucket, "", storage.DefaultOptions(), lopts, nil, storage.Components{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -185,7 +185,7 @@ func TestRemoteWriteReadBack(t *testing.T) {
 			if err := db.Close(); err != nil {
 				t.Fatal(err)
 			}
-			db, err = storage.Open(ctx, bucket, "", storage.DefaultOptions(), lopts, nil, storage.Components{})
+			db, err = openWriter(ctx, bucket, "", storage.DefaultOptions(), lopts, nil, storage.Components{})
 			if err != nil {
 				t.Fatal(err)
 			}

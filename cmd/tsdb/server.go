@@ -138,11 +138,11 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 	if cfg.mode == "reader" {
 		ropts := lsm.DefaultReaderOptions()
 		ropts.PollInterval = cfg.readerPoll
-		opened, err = storage.OpenReadOnly(ctx, bucket, prefix, sopts, ropts, blockCache, comps)
+		opened, err = openReader(ctx, bucket, prefix, sopts, ropts, blockCache, comps)
 	} else {
 		lopts := lsm.DefaultOptions()
 		lopts.WALFlushInterval = cfg.walFlushInterval
-		opened, err = storage.Open(ctx, bucket, prefix, sopts, lopts, blockCache, comps)
+		opened, err = openWriter(ctx, bucket, prefix, sopts, lopts, blockCache, comps)
 	}
 	if err != nil {
 		if ctx.Err() != nil {

@@ -77,6 +77,7 @@ type DB struct {
 	walLast   *walBuf // newest sealed WAL object, written or not
 	err       error   // sticky: ErrFenced, ErrClosed or a permanent failure
 	changed   chan struct{}
+	fenced    chan struct{} // closed once err is ErrFenced
 
 	walKick   chan struct{}
 	flushKick chan struct{}
@@ -125,6 +126,7 @@ func Open(ctx context.Context, bucket objstore.Bucket, prefix string, opts Optio
 		readMerge: comp.readMerge(),
 		clock:     comp.Clock,
 		changed:   make(chan struct{}),
+		fenced:    make(chan struct{}),
 		walKick:   make(chan struct{}, 1),
 		flushKick: make(chan struct{}, 1),
 		compKick:  make(chan struct{}, 1),
@@ -386,6 +388,13 @@ func (db *DB) DeleteRange(ctx context.Context, start, end []byte) error {
 	return db.Write(ctx, &b, db.DefaultWriteOptions())
 }
 
+// Fenced returns a channel closed once the DB learns that a newer writer
+// fenced it (every write fails with ErrFenced from then on).
+func (db *DB) Fenced() <-chan struct{} { return db.fenced }
+
+// Options returns the settings the DB was opened with.
+func (db *DB) Options() Options { return db.opts }
+
 // DefaultWriteOptions awaits durability when the WAL is on.
 func (db *DB) DefaultWriteOptions() WriteOptions {
 	return WriteOptions{AwaitDurable: db.opts.WALEnabled}
@@ -537,6 +546,11 @@ func (db *DB) fail(err error) {
 		db.err = err
 	}
 	if db.err == ErrFenced {
+		select {
+		case <-db.fenced:
+		default:
+			close(db.fenced)
+		}
 		db.s.health.setFenced()
 		db.logger.Warn("lsm: writer fenced; writes stop", "epoch", db.epoch)
 	} else if err != ErrClosed {
@@ -747,6 +761,7 @@ func (db *DB) commit(edit func(next *manifest), installed func()) error {
 			m, rerr := db.s.readManifest(db.ctx, id)
 			if rerr == nil && m.WriterEpoch > db.epoch {
 				db.logger.Warn("lsm: manifest written by a newer writer; fenced", "manifest", id, "epoch", m.WriterEpoch)
+				db.fail(ErrFenced)
 				return ErrFenced
 			}
 			return fmt.Errorf("lsm: manifest %d written by someone else (epoch check: %v): %w", id, rerr, err)

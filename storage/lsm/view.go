@@ -1,0 +1,32 @@
+package lsm
+
+import "context"
+
+// View is the read side that the writer (DB) and a read-only Reader share:
+// every call reads the newest state the DB or Reader knows (a writer's own
+// writes; the manifests and WAL a Reader has followed). Safe for concurrent
+// use.
+type View interface {
+	// Get returns the value of key (merge operands resolved) and whether
+	// it exists. The value is the caller's.
+	Get(ctx context.Context, key []byte) ([]byte, bool, error)
+	// NewIterator returns an iterator over the keys in [lower, upper)
+	// (nil: unbounded) of a snapshot taken now. Close it when done.
+	NewIterator(ctx context.Context, lower, upper []byte) (*Iterator, error)
+	// Prefetch loads into the block cache the blocks of every table that
+	// hold keys in [lower, upper), reading only those not cached.
+	Prefetch(ctx context.Context, lower, upper []byte) (PrefetchStats, error)
+	// PrefetchRanges loads into the block cache the blocks that hold the
+	// keys of ranges, with at most parallel reads at once.
+	PrefetchRanges(ctx context.Context, ranges []KeyRange, parallel int) error
+	// ManifestVersion is the id of the manifest the view reads; it changes
+	// with every flush, compaction and (for a Reader) refresh.
+	ManifestVersion() uint64
+	// Cached reports whether the view has a block cache.
+	Cached() bool
+}
+
+var (
+	_ View = (*DB)(nil)
+	_ View = (*Reader)(nil)
+)
