@@ -56,6 +56,34 @@ type Handler struct {
 	m      *metrics
 	sem    chan struct{}
 	states sync.Pool
+	// failLog and rejectLog keep failures from logging a line per request
+	// (an outage answers every request 503).
+	failLog, rejectLog logLimiter
+}
+
+// logInterval is the least time between two log lines of one kind about
+// failed requests; the line counts those not logged.
+const logInterval = 10 * time.Second
+
+// logLimiter lets one line through per logInterval and counts the rest.
+type logLimiter struct {
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+// allow reports whether a line may be logged at now, and how many were
+// held back since the last one.
+func (l *logLimiter) allow(now time.Time) (bool, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.last.IsZero() && now.Sub(l.last) < logInterval {
+		l.suppressed++
+		return false, 0
+	}
+	n := l.suppressed
+	l.last, l.suppressed = now, 0
+	return true, n
 }
 
 // NewHandler returns a Handler that appends to app.
@@ -267,9 +295,15 @@ func (h *Handler) serve(r *http.Request) (version int, res result) {
 	res = h.ingest(r, st, version)
 	switch {
 	case res.code >= 500:
-		h.logger.Error("remote write: request failed", "version", versionLabel(version), "code", res.code, "err", res.msg)
+		if ok, n := h.failLog.allow(time.Now()); ok {
+			h.logger.Error("remote write: request failed", "version", versionLabel(version), "code", res.code, "err", res.msg,
+				"failed_since_last_line", n)
+		}
 	case res.code >= 400:
-		h.logger.Warn("remote write: request partially rejected", "version", versionLabel(version), "code", res.code, "err", res.msg)
+		if ok, n := h.rejectLog.allow(time.Now()); ok {
+			h.logger.Warn("remote write: request partially rejected", "version", versionLabel(version), "code", res.code, "err", res.msg,
+				"rejected_since_last_line", n)
+		}
 	}
 	return version, res
 }

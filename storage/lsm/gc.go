@@ -3,8 +3,13 @@ package lsm
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 )
+
+// gcParallel is how many deletes garbage collection has in flight.
+const gcParallel = 16
 
 func (db *DB) gcLoop() {
 	t := time.NewTicker(db.opts.GCInterval)
@@ -53,18 +58,42 @@ func (db *DB) collectGarbage(ctx context.Context, grace, walGrace time.Duration)
 	}
 	now := db.clock.Now()
 	cutoff, walCutoff := now.Add(-grace), now.Add(-walGrace)
-	deleted := 0
-	del := func(name string) error {
-		if err := s.delete(ctx, name); err != nil {
-			return fmt.Errorf("lsm gc: delete %s: %w", name, err)
+	var deletedN atomic.Int64
+	// delAll deletes names, gcParallel at a time: on S3 each delete is a
+	// round trip, and a writer leaves about ten WAL objects a second.
+	delAll := func(names []string) error {
+		var (
+			wg    sync.WaitGroup
+			errMu sync.Mutex
+			first error
+		)
+		sem := make(chan struct{}, gcParallel)
+		for _, name := range names {
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				if err := s.delete(ctx, name); err != nil {
+					errMu.Lock()
+					if first == nil {
+						first = fmt.Errorf("lsm gc: delete %s: %w", name, err)
+					}
+					errMu.Unlock()
+					return
+				}
+				deletedN.Add(1)
+				db.m.gcDeleted.Inc()
+			}()
 		}
-		deleted++
-		db.m.gcDeleted.Inc()
-		return nil
+		wg.Wait()
+		return first
 	}
+	del := func(name string) error { return delAll([]string{name}) }
+	deletedCount := func() int { return int(deletedN.Load()) }
 	objs, err := s.list(ctx, s.paths.sstDir(), "")
 	if err != nil {
-		return deleted, fmt.Errorf("lsm gc: list tables: %w", err)
+		return deletedCount(), fmt.Errorf("lsm gc: list tables: %w", err)
 	}
 	// A listed table existed before the listing. Its writer protected it
 	// before creating it and unprotects it only after committing it, so
@@ -129,18 +158,22 @@ func (db *DB) collectGarbage(ctx context.Context, grace, walGrace time.Duration)
 	db.inflightMu.Unlock()
 	replayCut = min(replayCut, man.walKeepAfter())
 
+	var names, tids []string
 	for _, o := range objs {
 		tid, ok := s.paths.parseSST(o.Name)
 		if !ok || live[tid] || !o.LastModified.Before(cutoff) || !droppedBefore(tid) {
 			continue
 		}
-		if err := del(o.Name); err != nil {
-			return deleted, err
-		}
-		db.inflightMu.Lock()
-		delete(db.droppedAt, tid)
-		db.inflightMu.Unlock()
+		names, tids = append(names, o.Name), append(tids, tid)
 	}
+	if err := delAll(names); err != nil {
+		return deletedCount(), err
+	}
+	db.inflightMu.Lock()
+	for _, tid := range tids {
+		delete(db.droppedAt, tid)
+	}
+	db.inflightMu.Unlock()
 	listed := make(map[string]bool, len(objs))
 	for _, o := range objs {
 		if tid, ok := s.paths.parseSST(o.Name); ok {
@@ -158,21 +191,23 @@ func (db *DB) collectGarbage(ctx context.Context, grace, walGrace time.Duration)
 
 	objs, err = s.list(ctx, s.paths.walDir(), "")
 	if err != nil {
-		return deleted, fmt.Errorf("lsm gc: list wal: %w", err)
+		return deletedCount(), fmt.Errorf("lsm gc: list wal: %w", err)
 	}
+	names = names[:0]
 	for _, o := range objs {
 		wid, ok := s.paths.parseWAL(o.Name)
 		if !ok || wid > replayCut || !o.LastModified.Before(walCutoff) {
 			continue
 		}
-		if err := del(o.Name); err != nil {
-			return deleted, err
-		}
+		names = append(names, o.Name)
+	}
+	if err := delAll(names); err != nil {
+		return deletedCount(), err
 	}
 
 	objs, err = s.list(ctx, s.paths.manifestDir(), "")
 	if err != nil {
-		return deleted, fmt.Errorf("lsm gc: list manifests: %w", err)
+		return deletedCount(), fmt.Errorf("lsm gc: list manifests: %w", err)
 	}
 	for _, o := range objs {
 		mid, ok := s.paths.parseManifest(o.Name)
@@ -180,23 +215,23 @@ func (db *DB) collectGarbage(ctx context.Context, grace, walGrace time.Duration)
 			continue
 		}
 		if err := del(o.Name); err != nil {
-			return deleted, err
+			return deletedCount(), err
 		}
 	}
 	// Leases of readers that stopped without deleting them.
 	objs, err = s.list(ctx, s.paths.readersDir(), "")
 	if err != nil {
-		return deleted, fmt.Errorf("lsm gc: list reader leases: %w", err)
+		return deletedCount(), fmt.Errorf("lsm gc: list reader leases: %w", err)
 	}
 	for _, o := range objs {
 		if o.LastModified.Before(now.Add(-10 * readerLeaseTTL)) {
 			if err := del(o.Name); err != nil {
-				return deleted, err
+				return deletedCount(), err
 			}
 		}
 	}
-	if deleted > 0 {
+	if deleted := deletedCount(); deleted > 0 {
 		db.logger.Info("lsm: garbage collected", "objects", deleted)
 	}
-	return deleted, nil
+	return deletedCount(), nil
 }
