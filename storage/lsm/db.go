@@ -250,14 +250,13 @@ func (db *DB) replayWAL(ctx context.Context, fence uint64) error {
 	if err != nil {
 		return fmt.Errorf("lsm open: %w", err)
 	}
-	for _, id := range ids {
+	for i, id := range ids {
 		if id >= fence {
+			ids = ids[:i]
 			break
 		}
-		ents, err := db.s.readWAL(ctx, id)
-		if err != nil {
-			return fmt.Errorf("lsm open: replay: %w", err)
-		}
+	}
+	err = db.s.readWALs(ctx, ids, func(id uint64, ents []entry) error {
 		for i := range ents {
 			if ents[i].kind == kindLog {
 				continue
@@ -269,6 +268,10 @@ func (db *DB) replayWAL(ctx context.Context, fence uint64) error {
 			db.lastWALID = id
 			db.freezeLocked()
 		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("lsm open: replay: %w", err)
 	}
 	if !db.mem.empty() {
 		// The replayed writes are durable in the WAL already; flushing them

@@ -146,24 +146,28 @@ func (db *DB) ReplayLog(ctx context.Context, fn func(rec []byte) error) error {
 	if err != nil {
 		return fmt.Errorf("lsm: replay log: %w", err)
 	}
-	for _, id := range ids {
+	for i, id := range ids {
 		if id >= fence {
+			ids = ids[:i]
 			break
 		}
-		ents, err := db.s.readWAL(ctx, id)
-		if err != nil {
-			return fmt.Errorf("lsm: replay log: %w", err)
-		}
+	}
+	var fnErr error
+	err = db.s.readWALs(ctx, ids, func(_ uint64, ents []entry) error {
 		for i := range ents {
 			if ents[i].kind != kindLog {
 				continue
 			}
-			if err := fn(ents[i].value); err != nil {
-				return err
+			if fnErr = fn(ents[i].value); fnErr != nil {
+				return fnErr
 			}
 		}
+		return nil
+	})
+	if err != nil && fnErr == nil {
+		return fmt.Errorf("lsm: replay log: %w", err)
 	}
-	return nil
+	return err
 }
 
 // ReadLog calls fn with each log record the reader has loaded (with

@@ -140,13 +140,13 @@ func (r *Reader) refresh(ctx context.Context) error {
 			return fmt.Errorf("lsm reader refresh: %w", err)
 		}
 		var fresh []uint64
-		for _, id := range ids {
-			ents, err := r.s.readWAL(ctx, id)
-			if err != nil {
-				return fmt.Errorf("lsm reader refresh: %w", err)
-			}
+		err = r.s.readWALs(ctx, ids, func(id uint64, ents []entry) error {
 			r.wals[id] = ents
 			fresh = append(fresh, id)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("lsm reader refresh: %w", err)
 		}
 		if len(ids) > 0 {
 			r.lastWAL = max(r.lastWAL, ids[len(ids)-1])

@@ -400,3 +400,67 @@ func tableMetaFromInfo(id string, info sst.Info) tableMeta {
 
 // isNotFound reports whether err says an object vanished (collected).
 func isNotFound(err error) bool { return errors.Is(err, objstore.ErrNotFound) }
+
+// walReadAhead is how many WAL objects a replay reads ahead of the one it
+// applies: on S3 each is a round trip, and a writer restarted after a crash
+// replays up to a head flush interval of them (about 3,000 at 10 a second).
+const walReadAhead = 8
+
+// readWALs reads the WAL objects ids, up to walReadAhead at once, and calls
+// fn with each one's entries in the order of ids. It stops at the first
+// error, of a read or of fn.
+func (s *store) readWALs(ctx context.Context, ids []uint64, fn func(id uint64, ents []entry) error) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel() // reads still running stop, the reader of ids too
+		wg.Wait()
+	}()
+	type result struct {
+		ents []entry
+		err  error
+		done chan struct{}
+	}
+	results := make([]result, len(ids))
+	for i := range results {
+		results[i].done = make(chan struct{})
+	}
+	slots := make(chan struct{}, walReadAhead)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i, id := range ids {
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				results[i].ents, results[i].err = s.readWAL(ctx, id)
+				close(results[i].done)
+			}()
+		}
+	}()
+	for i, id := range ids {
+		select {
+		case <-results[i].done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		<-slots
+		r := &results[i]
+		if r.err != nil {
+			return r.err
+		}
+		if err := fn(id, r.ents); err != nil {
+			return err
+		}
+		r.ents = nil
+	}
+	return nil
+}
