@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/shaledb/shale/storage/objstore"
+
+	"github.com/shaledb/shale/internal/versitygw"
 )
 
 // recordingBackend is an S3 stand-in that records what reached it.
@@ -388,12 +390,12 @@ func TestFaultProxyWithS3(t *testing.T) {
 		t.Skip("starts versitygw")
 	}
 	ctx := t.Context()
-	srv, err := startS3Server(ctx, bin, t.TempDir())
+	srv, err := versitygw.Start(ctx, bin, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.stop()
-	if err := srv.createBucket(ctx, "soak-test"); err != nil {
+	defer srv.Stop()
+	if err := srv.MakeBucket(ctx, "soak-test"); err != nil {
 		t.Fatal(err)
 	}
 	p, err := newFaultProxy(srv.Endpoint, faultConfig{Mix: [3]float64{1, 0, 0}}, nil)
@@ -405,7 +407,7 @@ func TestFaultProxyWithS3(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop()
-	b, err := objstore.NewS3Bucket(ctx, srv.config("soak-test", base))
+	b, err := objstore.NewS3Bucket(ctx, srv.S3Config("soak-test", base))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/shaledb/shale/internal/versitygw"
 )
 
 // soakConfig holds the soak's settings; the load's (series, interval,
@@ -287,18 +289,18 @@ func runSoak(ctx context.Context, o *options, stdout io.Writer) error {
 
 	r := &soakRun{o: o, sc: sc, dir: dir, schedule: schedule}
 	fmt.Fprintf(os.Stderr, "[soak] starting versitygw\n")
-	s3srv, err := startS3Server(ctx, vgw, filepath.Join(dir, "versitygw"))
+	s3srv, err := versitygw.Start(ctx, vgw, filepath.Join(dir, "versitygw"))
 	if err != nil {
 		return err
 	}
 	defer func() {
-		s3srv.stop()
+		s3srv.Stop()
 		if !o.keepData {
 			_ = os.RemoveAll(filepath.Join(dir, "versitygw", "data"))
 		}
 	}()
 	const bucket = "shale-soak"
-	if err := s3srv.createBucket(ctx, bucket); err != nil {
+	if err := s3srv.MakeBucket(ctx, bucket); err != nil {
 		return err
 	}
 	quiet := sc.Faults
@@ -313,7 +315,7 @@ func runSoak(ctx context.Context, o *options, stdout io.Writer) error {
 	}
 	defer stopProxy()
 	cfgPath := filepath.Join(dir, "objstore.yml")
-	if err := os.WriteFile(cfgPath, []byte(objstoreYAML(s3srv.config(bucket, proxyURL))), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(versitygw.ObjstoreYAML(s3srv.S3Config(bucket, proxyURL), "")), 0o600); err != nil {
 		return err
 	}
 	port, err := freePort()

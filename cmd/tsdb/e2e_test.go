@@ -24,6 +24,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/shaledb/shale/internal/e2e"
+	"github.com/shaledb/shale/internal/versitygw"
 	"github.com/shaledb/shale/storage/objstore/objstoretest"
 )
 
@@ -411,9 +412,7 @@ func TestPrometheusEndToEndS3(t *testing.T) {
 	}
 	cfg := srv.Config(bucket)
 	path := filepath.Join(t.TempDir(), "objstore.yml")
-	yml := fmt.Sprintf("type: s3\nprefix: shale-e2e\nconfig:\n  bucket: %s\n  endpoint: %s\n  region: %s\n  force_path_style: true\n  access_key_id: %s\n  secret_access_key: %s\n",
-		cfg.Bucket, cfg.Endpoint, cfg.Region, cfg.AccessKeyID, cfg.SecretAccessKey)
-	if err := os.WriteFile(path, []byte(yml), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(versitygw.ObjstoreYAML(cfg, "shale-e2e")), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	runPrometheusEndToEnd(t, "--objstore.config-file="+path)

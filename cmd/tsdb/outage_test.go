@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/prometheus/prompb"
 
 	"github.com/shaledb/shale/internal/e2e"
+	"github.com/shaledb/shale/internal/versitygw"
 	"github.com/shaledb/shale/storage/objstore/objstoretest"
 )
 
@@ -120,10 +121,8 @@ func TestObjectStoreOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxy := newTCPProxy(t, endpoint.Host)
-	cfg := srv.Config(bucket)
 	cfgPath := filepath.Join(t.TempDir(), "objstore.yml")
-	yml := fmt.Sprintf("type: s3\nprefix: outage\nconfig:\n  bucket: %s\n  endpoint: http://%s\n  region: %s\n  force_path_style: true\n  access_key_id: %s\n  secret_access_key: %s\n",
-		cfg.Bucket, proxy.addr, cfg.Region, cfg.AccessKeyID, cfg.SecretAccessKey)
+	yml := versitygw.ObjstoreYAML(srv.S3Config(bucket, "http://"+proxy.addr), "outage")
 	if err := os.WriteFile(cfgPath, []byte(yml), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -1,24 +1,20 @@
 package objstoretest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"go.uber.org/goleak"
 
+	"github.com/shaledb/shale/internal/versitygw"
 	"github.com/shaledb/shale/storage/objstore"
 )
 
@@ -37,16 +33,7 @@ const installHint = "install it with `make tools` or " +
 // S3Server is a versitygw process serving S3 on 127.0.0.1 from a temporary
 // directory (posix backend).
 type S3Server struct {
-	Endpoint  string
-	Region    string
-	AccessKey string
-	SecretKey string
-
-	cmd     *exec.Cmd
-	dir     string
-	logPath string
-	exited  chan struct{}
-	admin   *objstore.S3Bucket
+	*versitygw.Server
 	buckets atomic.Int64
 }
 
@@ -86,7 +73,7 @@ func StopServer() {
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	if shared.srv != nil {
-		shared.srv.stop()
+		shared.srv.Stop()
 		shared.srv = nil
 	}
 	shared.err, shared.missing = nil, false
@@ -146,150 +133,22 @@ func moduleRoot() (string, error) {
 	}
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 func startServer(bin string) (*S3Server, error) {
-	var lastErr error
-	// The free port may be taken between probing and binding; try a few.
-	for range 3 {
-		srv, err := tryStartServer(bin)
-		if err == nil {
-			return srv, nil
-		}
-		lastErr = err
-	}
-	return nil, lastErr
-}
-
-func tryStartServer(bin string) (*S3Server, error) {
-	dir, err := os.MkdirTemp("", "shale-versitygw-")
+	srv, err := versitygw.Start(context.Background(), bin, "")
 	if err != nil {
 		return nil, err
 	}
-	data := filepath.Join(dir, "data")
-	if err := os.Mkdir(data, 0o755); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	port, err := freePort()
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	logPath := filepath.Join(dir, "versitygw.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	defer logFile.Close() // the child holds its own descriptor
-	srv := &S3Server{
-		Endpoint:  "http://127.0.0.1:" + strconv.Itoa(port),
-		Region:    "us-east-1",
-		AccessKey: "shaletestaccess",
-		SecretKey: "shaletestsecret0123456789",
-		dir:       dir,
-		logPath:   logPath,
-		exited:    make(chan struct{}),
-	}
-	srv.cmd = exec.Command(bin,
-		"--access", srv.AccessKey, "--secret", srv.SecretKey,
-		"--region", srv.Region,
-		"--port", "127.0.0.1:"+strconv.Itoa(port),
-		"posix", data)
-	srv.cmd.Stdout, srv.cmd.Stderr = logFile, logFile
-	srv.cmd.SysProcAttr = childProcAttr()
-	if err := srv.cmd.Start(); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("start %s: %w", bin, err)
-	}
-	go func() {
-		srv.cmd.Wait()
-		close(srv.exited)
-	}()
-
-	cfg := objstore.DefaultS3Config()
-	cfg.Bucket = "unused"
-	cfg.Endpoint, cfg.Region, cfg.ForcePathStyle = srv.Endpoint, srv.Region, true
-	cfg.AccessKeyID, cfg.SecretAccessKey = srv.AccessKey, srv.SecretKey
-	srv.admin, err = objstore.NewS3Bucket(context.Background(), cfg)
-	if err == nil {
-		err = srv.waitReady(30 * time.Second)
-	}
-	if err != nil {
-		srv.stop()
-		return nil, err
-	}
-	return srv, nil
-}
-
-// waitReady polls ListBuckets until it answers, the process exits or the
-// deadline passes.
-func (s *S3Server) waitReady(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := s.admin.Client().ListBuckets(ctx, &s3.ListBucketsInput{})
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("versitygw at %s not ready after %s: %w; log:\n%s", s.Endpoint, timeout, err, s.logTail())
-		}
-		select {
-		case <-s.exited:
-			return fmt.Errorf("versitygw exited before it was ready (%v); log:\n%s", s.cmd.ProcessState, s.logTail())
-		case <-tick.C:
-		}
-	}
-}
-
-func (s *S3Server) logTail() string {
-	b, _ := os.ReadFile(s.logPath)
-	if len(b) > 4000 {
-		b = b[len(b)-4000:]
-	}
-	return string(bytes.TrimSpace(b))
-}
-
-func (s *S3Server) stop() {
-	if s.admin != nil {
-		s.admin.Close()
-	}
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.exited:
-	case <-time.After(10 * time.Second):
-		s.cmd.Process.Kill()
-		<-s.exited
-	}
-	os.RemoveAll(s.dir)
+	return &S3Server{Server: srv}, nil
 }
 
 // Config returns an S3Config for bucket on this server.
-func (s *S3Server) Config(bucket string) objstore.S3Config {
-	cfg := objstore.DefaultS3Config()
-	cfg.Bucket = bucket
-	cfg.Endpoint, cfg.Region, cfg.ForcePathStyle = s.Endpoint, s.Region, true
-	cfg.AccessKeyID, cfg.SecretAccessKey = s.AccessKey, s.SecretKey
-	return cfg
-}
+func (s *S3Server) Config(bucket string) objstore.S3Config { return s.S3Config(bucket, "") }
 
 // CreateBucket creates a new, empty bucket with a unique name and returns the name.
 func (s *S3Server) CreateBucket(ctx context.Context) (string, error) {
 	name := fmt.Sprintf("shale-test-%04d", s.buckets.Add(1))
-	if _, err := s.admin.Client().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: &name}); err != nil {
-		return "", fmt.Errorf("create bucket %s: %w", name, err)
+	if err := s.MakeBucket(ctx, name); err != nil {
+		return "", err
 	}
 	return name, nil
 }

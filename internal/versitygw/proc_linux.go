@@ -1,6 +1,6 @@
 //go:build linux
 
-package objstoretest
+package versitygw
 
 import "syscall"
 
