@@ -182,9 +182,9 @@ func (a *appender) Append(ref promstorage.SeriesRef, lset labels.Labels, st, t i
 	}
 	db := a.db
 	maxT := db.head.maxT.Load()
-	if minT := db.minValidTime(maxT); t < minT {
+	if minT := db.oldestAccepted(maxT); t < minT {
 		db.metrics.rejected.WithLabelValues("too_old").Inc()
-		return 0, fmt.Errorf("%w: sample at %d is older than %d, the oldest time accepted (newest sample %d)", promstorage.ErrOutOfBounds, t, minT, maxT)
+		return 0, fmt.Errorf("%w: sample at %d is older than the retention of %s allows (%d; newest sample %d)", promstorage.ErrOutOfBounds, t, db.opts.Retention, minT, maxT)
 	}
 	s, err := a.series(t, lset)
 	if err != nil {
@@ -297,10 +297,6 @@ func (a *appender) check(s *memSeries, smp sample, maxT int64, rejectOOO bool) e
 		db.metrics.rejected.WithLabelValues("out_of_order").Inc()
 		return fmt.Errorf("%w: series %s at %d, newest is %d", promstorage.ErrOutOfOrderSample, s.lset(), smp.t, seriesMaxT)
 	}
-	if maxT != math.MinInt64 && smp.t < maxT-window {
-		db.metrics.rejected.WithLabelValues("too_old").Inc()
-		return fmt.Errorf("%w: sample at %d is outside the out-of-order window of %s (newest sample %d)", promstorage.ErrTooOldSample, smp.t, db.opts.OutOfOrderWindow, maxT)
-	}
 	return nil
 }
 
@@ -374,9 +370,10 @@ func (a *appender) Commit() error {
 		newest   = int64(math.MinInt64)
 		firstErr error
 	)
+	closing := 0 // samples of partitions a flush closed since Append
 	for _, ps := range a.pending {
 		if ps.part.closed {
-			dropped++
+			closing++
 			continue
 		}
 		s := ps.s
@@ -414,12 +411,18 @@ func (a *appender) Commit() error {
 			return db.waitErr(ctx, "log appended samples", err)
 		}
 	}
-	db.metrics.appended.Add(float64(len(a.pending) - dropped))
-	if n := h.unflushed.Add(int64(len(a.pending) - dropped)); db.opts.HeadFlushSamples > 0 && n >= h.flushAt.Load() {
+	db.metrics.appended.Add(float64(len(a.pending) - dropped - closing))
+	if n := h.unflushed.Add(int64(len(a.pending) - dropped - closing)); db.opts.HeadFlushSamples > 0 && n >= h.flushAt.Load() {
 		select {
 		case db.flushNow <- struct{}{}:
 		default: // a flush is already asked for
 		}
+	}
+	if closing > 0 {
+		// A backfill raced a flush that wrote the partition out: the
+		// sender retries, and the partition opens again.
+		db.metrics.rejected.WithLabelValues("partition_closing").Add(float64(closing))
+		return &unavailableError{msg: fmt.Sprintf("%d of %d samples fell in partitions written out while the request was in flight; retry", closing, len(a.pending))}
 	}
 	if dropped > 0 {
 		db.metrics.rejected.WithLabelValues("commit_conflict").Add(float64(dropped))

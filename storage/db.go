@@ -111,7 +111,24 @@ func (db *DB) partitionOf(t int64) int64 {
 	return p
 }
 
-// minValidTime is the oldest sample time the head accepts, given its newest
+// maxHeadParts is how many partitions the head holds before it asks for a
+// flush, which writes out those behind minValidTime: the open one and the
+// one before, and a few reopened by a backfill.
+const maxHeadParts = 4
+
+// oldestAccepted is the oldest sample time a write may have, given the
+// newest sample time maxT: anything within retention (backfill). Samples
+// older than minValidTime reopen their partition in the head and are
+// written out, merged with what the partition holds, at the next flush.
+func (db *DB) oldestAccepted(maxT int64) int64 {
+	r := db.opts.Retention.Milliseconds()
+	if maxT == math.MinInt64 || r <= 0 || maxT < math.MinInt64+r {
+		return math.MinInt64
+	}
+	return maxT - r
+}
+
+// minValidTime is the oldest sample time the head keeps partitions open for, given its newest
 // sample time maxT: half a partition behind for in-order samples, or the
 // out-of-order window if that is longer.
 func (db *DB) minValidTime(maxT int64) int64 {
@@ -229,6 +246,14 @@ func (db *DB) headPartFor(ctx context.Context, t int64) (*headPart, error) {
 	}
 	db.head.parts[part] = p
 	db.metrics.partitionsCreated.Inc()
+	if len(db.head.parts) > maxHeadParts {
+		// A backfill reopens old partitions, each with its whole series
+		// index: write them out again before many pile up.
+		select {
+		case db.flushNow <- struct{}{}:
+		default:
+		}
+	}
 	return p, nil
 }
 

@@ -21,8 +21,12 @@ type Options struct {
 	// keep everything (and its head log) in memory until the next interval.
 	// Zero flushes by interval only.
 	HeadFlushSamples int64
-	// OutOfOrderWindow is how far behind the newest sample a sample may be
-	// and still be accepted out of order. Zero rejects out-of-order samples.
+	// OutOfOrderWindow is how far behind the newest sample the head keeps
+	// partitions open (at least half a partition): samples within it take
+	// the fast path into memory. Older samples within Retention are
+	// accepted too (backfill): their partition opens again in the head with
+	// its series index and is written out, merged with what it held, at the
+	// next flush. Zero rejects samples older than their series' newest.
 	OutOfOrderWindow time.Duration
 	// WAL makes every committed append durable in the object store before
 	// Commit returns (through the LSM's write-ahead log).

@@ -403,6 +403,15 @@ func TestPrometheusEndToEndS3(t *testing.T) {
 		t.Skip("end to end")
 	}
 	t.Parallel()
+	path := s3ConfigFile(t, "", "shale-e2e")
+	runPrometheusEndToEnd(t, "--objstore.config-file="+path)
+}
+
+// s3ConfigFile creates a bucket on the test binary's versitygw and writes an
+// --objstore.config-file for it under prefix, reached at endpoint (a proxy;
+// empty: the server itself). It returns the file's path.
+func s3ConfigFile(t *testing.T, endpoint, prefix string) string {
+	t.Helper()
 	srv := objstoretest.Server(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -410,12 +419,11 @@ func TestPrometheusEndToEndS3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := srv.Config(bucket)
 	path := filepath.Join(t.TempDir(), "objstore.yml")
-	if err := os.WriteFile(path, []byte(versitygw.ObjstoreYAML(cfg, "shale-e2e")), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(versitygw.ObjstoreYAML(srv.S3Config(bucket, endpoint), prefix)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	runPrometheusEndToEnd(t, "--objstore.config-file="+path)
+	return path
 }
 
 func runPrometheusEndToEnd(t *testing.T, shaleArgs ...string) {

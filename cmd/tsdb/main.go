@@ -92,7 +92,7 @@ func parseFlags(args []string) (*config, error) {
 		Default(sd.WriteTimeout.String()).DurationVar(&cfg.writeTimeout)
 	app.Flag("storage.retention.time", "How long to keep data (e.g. 15d, 12h); whole partitions older than this are dropped. 0 keeps everything.").
 		Default("15d").SetValue(&cfg.retention)
-	app.Flag("storage.out-of-order-window", "How far behind the newest sample a sample may arrive and still be accepted. 0 rejects out-of-order samples.").
+	app.Flag("storage.out-of-order-window", "How far behind the newest sample the head keeps partitions open: samples within it take the fast path into memory. Older samples within the retention are accepted too (backfill), at the cost of reopening their partition. 0 rejects samples older than their series' newest.").
 		Default(sd.OutOfOrderWindow.String()).DurationVar(&cfg.oooWindow)
 	app.Flag("storage.partition-duration", "Length of a time partition. Cannot change once data exists.").
 		Default(sd.PartitionDuration.String()).DurationVar(&cfg.partition)

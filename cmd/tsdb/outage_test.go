@@ -1,14 +1,11 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,7 +15,6 @@ import (
 	"github.com/prometheus/prometheus/prompb"
 
 	"github.com/shaledb/shale/internal/e2e"
-	"github.com/shaledb/shale/internal/versitygw"
 	"github.com/shaledb/shale/storage/objstore/objstoretest"
 )
 
@@ -109,23 +105,12 @@ func TestObjectStoreOutage(t *testing.T) {
 		t.Skip("end to end")
 	}
 	t.Parallel()
-	srv := objstoretest.Server(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	bucket, err := srv.CreateBucket(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	endpoint, err := url.Parse(srv.Endpoint)
+	endpoint, err := url.Parse(objstoretest.Server(t).Endpoint)
 	if err != nil {
 		t.Fatal(err)
 	}
 	proxy := newTCPProxy(t, endpoint.Host)
-	cfgPath := filepath.Join(t.TempDir(), "objstore.yml")
-	yml := versitygw.ObjstoreYAML(srv.S3Config(bucket, "http://"+proxy.addr), "outage")
-	if err := os.WriteFile(cfgPath, []byte(yml), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfgPath := s3ConfigFile(t, "http://"+proxy.addr, "outage")
 	const writeTimeout = 2 * time.Second
 	const shutdownTimeout = 6 * time.Second
 	args := []string{"--objstore.config-file=" + cfgPath, "--storage.write-timeout=" + writeTimeout.String(),
