@@ -5,6 +5,7 @@ package storage
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -93,6 +94,9 @@ func open(ctx context.Context, view lsm.View, w *lsm.DB, r *lsm.Reader, opts Opt
 		readOnly: readOnly,
 	}
 	db.head.maxT.Store(math.MinInt64)
+	if err := db.checkSettings(ctx); err != nil {
+		return nil, err
+	}
 	if !readOnly {
 		if err := db.recover(ctx); err != nil {
 			return nil, fmt.Errorf("recover head: %w", err)
@@ -115,6 +119,44 @@ func (db *DB) partitionOf(t int64) int64 {
 // flush, which writes out those behind minValidTime: the open one and the
 // one before, and a few reopened by a backfill.
 const maxHeadParts = 4
+
+// settingsVersion is the layout of the settings value: version(1)
+// partition duration in ms (uvarint).
+const settingsVersion = 1
+
+// checkSettings refuses to serve data written with another partition
+// duration: every key would name the wrong partition. A writer records the
+// duration the first time.
+func (db *DB) checkSettings(ctx context.Context) error {
+	v, ok, err := db.lsm.Get(ctx, []byte{keySettings})
+	if err != nil {
+		return fmt.Errorf("read storage settings: %w", err)
+	}
+	if !ok {
+		if db.readOnly {
+			return nil // the writer has not recorded them yet
+		}
+		enc := binary.AppendUvarint([]byte{settingsVersion}, uint64(db.partMs))
+		var b lsm.Batch
+		b.Put([]byte{keySettings}, enc)
+		if err := db.write(ctx, &b, true); err != nil {
+			return fmt.Errorf("record storage settings: %w", err)
+		}
+		return nil
+	}
+	if len(v) < 2 || v[0] != settingsVersion {
+		return fmt.Errorf("storage settings: unknown version %x", v)
+	}
+	ms, n := binary.Uvarint(v[1:])
+	if n <= 0 {
+		return fmt.Errorf("storage settings: bad partition duration %x", v)
+	}
+	if int64(ms) != db.partMs {
+		return fmt.Errorf("the data here was written with --storage.partition-duration=%s and cannot be read with %s; start with %s",
+			time.Duration(ms)*time.Millisecond, db.opts.PartitionDuration, time.Duration(ms)*time.Millisecond)
+	}
+	return nil
+}
 
 // oldestAccepted is the oldest sample time a write may have, given the
 // newest sample time maxT: anything within retention (backfill). Samples

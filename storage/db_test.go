@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -496,4 +497,29 @@ func TestSelectSortSeries(t *testing.T) {
 	if !slices.Equal(got, sortedWant) {
 		t.Errorf("unsorted select returned %v, want the series %v", got, sortedWant)
 	}
+}
+
+// TestPartitionDurationFixed: data written with one partition duration is
+// not opened with another, by the writer or a reader; the error names both.
+func TestPartitionDurationFixed(t *testing.T) {
+	b := objstore.NewMemoryBucket()
+	opts := DefaultOptions()
+	db := openTestDB(t, b, opts)
+	appendFloats(t, db, labels.FromStrings("__name__", "x"), tsample{1000, 1})
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	other := opts
+	other.PartitionDuration = time.Hour
+	if _, err := openOn(context.Background(), b, "tsdb", other, testLSMOptions(), nil, Components{}); err == nil ||
+		!strings.Contains(err.Error(), "--storage.partition-duration=2h0m0s") || !strings.Contains(err.Error(), "1h0m0s") {
+		t.Fatalf("writer with another partition duration: %v", err)
+	}
+	ropts := lsm.DefaultReaderOptions()
+	ropts.PollInterval = 0
+	if _, err := openReadOnlyOn(context.Background(), b, "tsdb", other, ropts, nil, Components{}); err == nil {
+		t.Fatal("a reader with another partition duration opened")
+	}
+	db = openTestDB(t, b, opts)
+	defer db.Close()
 }

@@ -8,6 +8,7 @@ import (
 // The key layout of the time-series engine in the LSM. docs/format/storage.md
 // draws it; this file is the one place that builds or parses keys.
 //
+//	'C'                              engine settings fixed with the data -> settings
 //	'R' part(8)                      partition registry entry -> partitionMeta
 //	'P' part(8) 'F' ref(4)           forward index: series ref -> labels
 //	'P' part(8) 'L' name 0x00 value  postings of a label pair (closed partitions)
@@ -18,6 +19,7 @@ import (
 // part is the partition's start time in ms, big-endian with the sign bit
 // flipped so that byte order is time order.
 const (
+	keySettings = 'C'
 	keyRegistry = 'R'
 	keyPart     = 'P'
 
