@@ -312,8 +312,14 @@ func (a *appender) Commit() error {
 	}
 	a.done = true
 	db := a.db
-	for _, m := range a.meta {
-		db.meta.set(m.family, m.m)
+	if len(a.meta) > 0 {
+		newest := int64(math.MinInt64)
+		for _, ps := range a.pending {
+			newest = max(newest, ps.smp.t)
+		}
+		if err := db.setMetadata(a.ctx, a.meta, newest); err != nil {
+			db.logger.Debug("metric metadata not stored", "err", err)
+		}
 	}
 	for _, e := range a.ex {
 		db.ex.add(e.lset, e.e)

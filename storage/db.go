@@ -101,6 +101,11 @@ func open(ctx context.Context, view lsm.View, w *lsm.DB, r *lsm.Reader, opts Opt
 		if err := db.recover(ctx); err != nil {
 			return nil, fmt.Errorf("recover head: %w", err)
 		}
+		m, err := db.loadMetadata(ctx)
+		if err != nil {
+			return nil, err
+		}
+		db.meta.m = m
 	}
 	db.head.flushAt.Store(flushThreshold(opts.HeadFlushSamples, db.head.numSeries()))
 	db.metrics.register(db)

@@ -262,10 +262,12 @@ func (db *DB) applyRetention(ctx context.Context) error {
 		return err
 	}
 	var b lsm.Batch
+	keepFrom := int64(math.MinInt64)
 	for _, p := range parts {
 		if p.head != nil || p.start+db.partMs > cutoff {
 			continue
 		}
+		keepFrom = max(keepFrom, p.start+db.partMs)
 		pre := partPrefix(p.start)
 		b.DeleteRange(pre, prefixEnd(pre))
 		b.Delete(registryKey(p.start))
@@ -275,7 +277,11 @@ func (db *DB) applyRetention(ctx context.Context) error {
 	if b.Len() == 0 {
 		return nil
 	}
-	return db.write(ctx, &b, true)
+	if err := db.write(ctx, &b, true); err != nil {
+		return err
+	}
+	db.dropMetadataBefore(keepFrom)
+	return nil
 }
 
 // Run flushes the head every HeadFlushInterval, and sooner once it holds

@@ -15,6 +15,7 @@ import (
 //	'P' part(8) 'N' name             label name present in the partition
 //	'P' part(8) 'X'                  all series refs of the partition
 //	'P' part(8) 'S' ref(4)           sample block of one series (merge: union)
+//	'P' part(8) 'M' family           metadata of a metric family received then
 //
 // part is the partition's start time in ms, big-endian with the sign bit
 // flipped so that byte order is time order.
@@ -28,6 +29,7 @@ const (
 	subNames    = 'N'
 	subAll      = 'X'
 	subSamples  = 'S'
+	subMetadata = 'M'
 )
 
 func putPart(dst []byte, part int64) []byte {

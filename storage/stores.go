@@ -9,49 +9,10 @@ import (
 
 	"github.com/prometheus/prometheus/model/exemplar"
 	"github.com/prometheus/prometheus/model/labels"
-	"github.com/prometheus/prometheus/model/metadata"
 	promstorage "github.com/prometheus/prometheus/storage"
 
 	"github.com/shaledb/shale/index"
 )
-
-// metadataStore keeps the newest metadata of each metric family in memory.
-type metadataStore struct {
-	mu sync.RWMutex
-	m  map[string]metadata.Metadata
-}
-
-func newMetadataStore() *metadataStore { return &metadataStore{m: map[string]metadata.Metadata{}} }
-
-func (s *metadataStore) set(family string, m metadata.Metadata) {
-	if family == "" {
-		return
-	}
-	s.mu.RLock()
-	cur, ok := s.m[family]
-	s.mu.RUnlock()
-	if ok && cur == m {
-		return
-	}
-	s.mu.Lock()
-	s.m[family] = m
-	s.mu.Unlock()
-}
-
-// MetricMetadata returns the metadata of each metric family, or of the
-// family named metric only when it is not empty. The map is the caller's.
-func (db *DB) MetricMetadata(_ context.Context, metric string) (map[string][]metadata.Metadata, error) {
-	s := db.meta
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	out := map[string][]metadata.Metadata{}
-	for n, m := range s.m {
-		if metric == "" || n == metric {
-			out[n] = []metadata.Metadata{m}
-		}
-	}
-	return out, nil
-}
 
 // exemplarStore keeps the newest exemplars in memory, in a ring of fixed
 // size shared by all series, as Prometheus does. The ring grows to its size

@@ -1,0 +1,103 @@
+package storage
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/metadata"
+
+	"github.com/shaledb/shale/storage/lsm"
+	"github.com/shaledb/shale/storage/objstore"
+)
+
+// TestMetadataLasts: metric metadata survives a restart, a reader serves the
+// writer's, a change wins, and retention drops it with its partitions.
+func TestMetadataLasts(t *testing.T) {
+	ctx := context.Background()
+	b := objstore.NewMemoryBucket()
+	opts := DefaultOptions()
+	opts.Retention = 24 * time.Hour
+	db := openTestDB(t, b, opts)
+	hour := int64(time.Hour / time.Millisecond)
+	put := func(db *DB, t0 int64, name string, md metadata.Metadata) {
+		t.Helper()
+		app := db.Appender(ctx)
+		lset := labels.FromStrings("__name__", name)
+		if _, err := app.Append(0, lset, t0, 1); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := app.UpdateMetadata(0, lset, md); err != nil {
+			t.Fatal(err)
+		}
+		if err := app.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	counter := metadata.Metadata{Type: model.MetricTypeCounter, Help: "Requests served.", Unit: "requests"}
+	gauge := metadata.Metadata{Type: model.MetricTypeGauge, Help: "Temperature."}
+	put(db, 10*hour, "old_total", counter)
+	put(db, 10*hour, "temp", gauge)
+	gauge2 := metadata.Metadata{Type: model.MetricTypeGauge, Help: "Temperature in kelvin.", Unit: "kelvin"}
+	put(db, 10*hour+1, "temp", gauge2)
+	expect := func(db *DB, when string, want map[string]metadata.Metadata) {
+		t.Helper()
+		got, err := db.MetricMetadata(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s: %v, want %v", when, got, want)
+		}
+		for f, w := range want {
+			if len(got[f]) != 1 || got[f][0] != w {
+				t.Fatalf("%s: %s = %v, want %v", when, f, got[f], w)
+			}
+		}
+	}
+	want := map[string]metadata.Metadata{"old_total": counter, "temp": gauge2}
+	expect(db, "written", want)
+
+	ropts := lsm.DefaultReaderOptions()
+	ropts.PollInterval = 0
+	r, err := openReadOnlyOn(ctx, b, "tsdb", opts, ropts, nil, Components{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	expect(r, "a reader", want)
+
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = openTestDB(t, b, opts)
+	defer db.Close()
+	expect(db, "after a restart", want)
+
+	// A day and more later only temp is sent again: old_total's partitions
+	// go with retention, and its metadata with them.
+	put(db, 40*hour, "temp", gauge2)
+	if err := db.flushHead(ctx, closeOld); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.applyRetention(ctx); err != nil {
+		t.Fatal(err)
+	}
+	expect(db, "after retention", map[string]metadata.Metadata{"temp": gauge2})
+}
+
+// TestMetadataCodec: values round-trip, and garbage is an error.
+func TestMetadataCodec(t *testing.T) {
+	md := metadata.Metadata{Type: model.MetricTypeHistogram, Unit: "seconds", Help: "Latency; with ünïcode."}
+	got, err := decodeMetadata(encodeMetadata(nil, md))
+	if err != nil || got != md {
+		t.Fatalf("round trip: %v, %v", got, err)
+	}
+	for _, bad := range [][]byte{nil, {2}, {1}, {1, 5, 'a'}, append(encodeMetadata(nil, md), 0)} {
+		if _, err := decodeMetadata(bad); err == nil {
+			t.Errorf("decodeMetadata(%x) accepted garbage", bad)
+		}
+	}
+}
