@@ -1,6 +1,8 @@
 package storage
 
 import (
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/metadata"
 	"math"
 	"testing"
 
@@ -71,6 +73,22 @@ func FuzzDecodePartitionMeta(f *testing.F) {
 		m2, err := decodePartitionMeta(m.encode())
 		if err != nil || m2 != m {
 			t.Fatalf("round trip of %+v: %+v, %v", m, m2, err)
+		}
+	})
+}
+
+func FuzzDecodeMetadata(f *testing.F) {
+	f.Add(encodeMetadata(nil, metadata.Metadata{Type: model.MetricTypeCounter, Unit: "bytes", Help: "Bytes sent."}))
+	f.Add(encodeMetadata(nil, metadata.Metadata{}))
+	f.Add([]byte{1, 200})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		md, err := decodeMetadata(b)
+		if err != nil {
+			return
+		}
+		md2, err := decodeMetadata(encodeMetadata(nil, md))
+		if err != nil || md2 != md {
+			t.Fatalf("round trip of %+v: %+v, %v", md, md2, err)
 		}
 	})
 }
