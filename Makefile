@@ -16,8 +16,12 @@ export PATH := $(TOOLS):$(PATH)
 
 all: build
 
+# The revision (with -modified for uncommitted changes) goes into --version,
+# the startup log, shale_build_info and /api/v1/status/buildinfo.
+REVISION := $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -modified)
+
 build:
-	$(GO) build -o $(BIN)/tsdb ./cmd/tsdb
+	$(GO) build -ldflags "-X main.revision=$(REVISION)" -o $(BIN)/tsdb ./cmd/tsdb
 
 run: build
 	$(BIN)/tsdb --storage.path=./data $(ARGS)

@@ -65,6 +65,7 @@ func parseFlags(args []string) (*config, error) {
 	app := kingpin.New("tsdb", "Shale: a Prometheus-compatible time-series database whose durable state lives only in object storage.\n\n"+
 		"Remote-write to /api/v1/write (remote write 1.0 and 2.0); query with the Prometheus HTTP API under /api/v1.")
 	app.HelpFlag.Short('h')
+	app.Version(readBuildInfo().String())
 	sd := storage.DefaultOptions()
 
 	app.Flag("web.listen-address", "Address for the HTTP API, remote write, /metrics and health endpoints. Not 9090, so Shale can run beside Prometheus.").

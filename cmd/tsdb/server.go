@@ -80,6 +80,9 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	build := readBuildInfo()
+	registerBuildInfo(reg, build)
+	logger.Info("starting Shale", "version", build.Version, "revision", build.Revision, "build_date", build.BuildDate, "go_version", build.GoVersion)
 
 	h := newHTTPServer(cfg, reg, logger)
 	if err := h.start(); err != nil {
@@ -173,7 +176,7 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 		Logger:            logger,
 		Registerer:        reg,
 		Gatherer:          reg,
-		BuildInfo:         promql.BuildInfo{GoVersion: runtime.Version()},
+		BuildInfo:         promql.BuildInfo{Revision: build.Revision, BuildDate: build.BuildDate, Branch: "shale-" + build.Version, GoVersion: runtime.Version()},
 		Flags:             flagMap(cfg),
 		ConfigYAML:        func() string { return configYAML(cfg, fileCfg) },
 		StorageRetention:  retentionString(time.Duration(cfg.retention)),
