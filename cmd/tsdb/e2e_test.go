@@ -340,9 +340,10 @@ func TestReaderReplica(t *testing.T) {
 	w.stop(t)
 }
 
-// TestSecondWriterFencesFirst starts two writers on one folder: the first
-// must stop with a clear message and a non-zero exit, and the data stays
-// readable through the second.
+// TestSecondWriterFencesFirst starts two writers on one folder. Started by
+// accident, the second refuses, naming the live one, which carries on. Taking
+// over on purpose, the first must stop with a clear message and a non-zero
+// exit, and the data stays readable through the second.
 func TestSecondWriterFencesFirst(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end")
@@ -353,14 +354,23 @@ func TestSecondWriterFencesFirst(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	acked := writeLoad(ctx, t, first.url, 1, 5, base)
 	cancel()
-	second := startShale(t, "--storage.path="+dir)
+	out, err := exec.Command(tsdbBinary, "--storage.path="+dir, fmt.Sprintf("--web.listen-address=127.0.0.1:%d", e2e.FreePort(t))).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "another writer is live") || !strings.Contains(string(out), "--storage.take-over") {
+		t.Fatalf("a second writer started by accident: %v\n%s", err, out)
+	}
+	probe := loadSeries(1)
+	probe[0].Samples[0] = prompb.Sample{Timestamp: base + 900_000, Value: 1}
+	if code, body, err := remoteWrite(first.url, probe); err != nil || code/100 != 2 {
+		t.Fatalf("the live writer after a refused second one: %d %s %v", code, body, err)
+	}
+	second := startShale(t, "--storage.path="+dir, "--storage.take-over")
 	// The first writer learns it is fenced at its next write.
 	e2e.Eventually(t, 30*time.Second, func() bool {
 		// Nothing is written to it: it must find out by itself.
 		exited, _ := first.proc.Exited()
 		return exited
 	}, "the fenced writer to exit")
-	_, err := first.proc.Exited()
+	_, err = first.proc.Exited()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitFenced {
 		t.Fatalf("fenced writer: exit %v, want code %d\n%s", err, exitFenced, first.proc.Output())
 	}

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -145,12 +146,19 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 	} else {
 		lopts := lsm.DefaultOptions()
 		lopts.WALFlushInterval = cfg.walFlushInterval
+		// Two writers on one local folder are an accident (two processes
+		// started with the same path); on S3 a new writer taking over is
+		// how a writer moves.
+		lopts.RefuseLiveWriter = strings.HasPrefix(where, "filesystem:") && !cfg.takeOver
 		opened, err = openWriter(ctx, bucket, prefix, sopts, lopts, blockCache, comps)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
 			logger.Info("shutting down before storage recovery finished", "err", err)
 			return nil
+		}
+		if errors.Is(err, lsm.ErrLiveWriter) {
+			return fmt.Errorf("open storage (%s): %w (--storage.take-over fences it)", where, err)
 		}
 		return fmt.Errorf("open storage (%s): %w", where, err)
 	}
@@ -356,6 +364,7 @@ func flagMap(cfg *config) map[string]string {
 		"objstore.config-file":        cfg.objstoreConfig,
 		"storage.wal":                 cfg.wal.String(),
 		"storage.wal.flush-interval":  cfg.walFlushInterval.String(),
+		"storage.take-over":           fmt.Sprint(cfg.takeOver),
 		"storage.write-timeout":       cfg.writeTimeout.String(),
 		"storage.retention.time":      cfg.retention.String(),
 		"storage.out-of-order-window": cfg.oooWindow.String(),

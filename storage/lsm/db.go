@@ -134,6 +134,9 @@ func Open(ctx context.Context, bucket objstore.Bucket, prefix string, opts Optio
 		droppedAt: map[string]time.Time{},
 	}
 	db.s.health = newHealth(db.clock, db.logger, m)
+	if err := db.checkLiveWriter(ctx); err != nil {
+		return nil, err
+	}
 	if err := db.bumpEpoch(ctx); err != nil {
 		return nil, err
 	}
@@ -157,7 +160,11 @@ func Open(ctx context.Context, bucket objstore.Bucket, prefix string, opts Optio
 	db.logger.Info("lsm: writer opened", "epoch", db.epoch, "manifest", db.manID, "wal_fence", fence,
 		"l0", len(db.man.L0), "runs", len(db.man.Runs), "replayed_imms", len(db.imms))
 
+	if err := db.renewWriterLease(ctx); err != nil {
+		return nil, fmt.Errorf("lsm open: write the writer lease: %w", err)
+	}
 	db.ctx, db.cancel = context.WithCancel(context.Background())
+	db.goLoop(db.writerLeaseLoop)
 	if len(db.imms) > 0 {
 		kick(db.flushKick)
 	}
@@ -979,6 +986,7 @@ func (db *DB) CloseContext(ctx context.Context) error {
 			db.cancel()
 			db.wg.Wait()
 			db.collectAtClose(ctx)
+			db.dropWriterLease(ctx)
 		} else {
 			unflushed := db.unflushedBytes()
 			if db.opts.WALEnabled {

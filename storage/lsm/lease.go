@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"os"
 	"time"
 )
 
@@ -79,5 +81,78 @@ func (db *DB) collectAtClose(ctx context.Context) {
 	}
 	if _, err := db.collectGarbage(ctx, 0, 0); err != nil {
 		db.logger.Warn("lsm: garbage collection at close failed", "err", err)
+	}
+}
+
+// The writer's lease: the writer keeps an object "writer" naming itself and
+// rewrites it every writerLeaseInterval, and deletes it when it closes. A
+// writer that opens while that lease is fresh either refuses
+// (Options.RefuseLiveWriter: on a local folder a second writer is an
+// accident, two processes started on one path) or fences the live writer
+// and says so loudly (on S3, where a new writer taking over is how a
+// writer moves).
+const (
+	writerLeaseInterval = 15 * time.Second
+	writerLeaseTTL      = 3 * writerLeaseInterval
+)
+
+// ErrLiveWriter is returned by Open with Options.RefuseLiveWriter when
+// another writer's lease is fresh.
+var ErrLiveWriter = errors.New("lsm: another writer is live on this prefix")
+
+// writerLease is who holds the writer's lease.
+func writerLease(epoch uint64) []byte {
+	host, _ := os.Hostname()
+	return fmt.Appendf(nil, "host=%s pid=%d epoch=%d started=%s", host, os.Getpid(), epoch, time.Now().UTC().Format(time.RFC3339))
+}
+
+// checkLiveWriter looks for a fresh lease of another writer before this one
+// fences it.
+func (db *DB) checkLiveWriter(ctx context.Context) error {
+	name := db.s.paths.writerLease()
+	attrs, err := db.s.bucket.Attributes(ctx, name)
+	if isNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("lsm open: read the writer lease: %w", err)
+	}
+	age := db.clock.Now().Sub(attrs.LastModified)
+	if age >= writerLeaseTTL {
+		return nil
+	}
+	who, _ := db.s.get(ctx, name)
+	if db.opts.RefuseLiveWriter {
+		return fmt.Errorf("%w: its lease (%s) was renewed %s ago; stop it first, or take over on purpose", ErrLiveWriter, who, age.Round(time.Second))
+	}
+	db.logger.Warn("lsm: another writer is live on this prefix; fencing it, it will stop writing and exit", "lease", string(who), "renewed_ago", age.Round(time.Second))
+	return nil
+}
+
+// renewWriterLease writes the writer's lease.
+func (db *DB) renewWriterLease(ctx context.Context) error {
+	return db.s.put(ctx, "lease", db.s.paths.writerLease(), writerLease(db.epoch))
+}
+
+// writerLeaseLoop renews the writer's lease until the DB stops.
+func (db *DB) writerLeaseLoop() {
+	t := time.NewTicker(writerLeaseInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-db.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := db.renewWriterLease(db.ctx); err != nil && db.ctx.Err() == nil {
+			db.logger.Warn("lsm: could not renew the writer lease", "err", err)
+		}
+	}
+}
+
+// dropWriterLease deletes the writer's lease (best effort, on Close).
+func (db *DB) dropWriterLease(ctx context.Context) {
+	if err := db.s.delete(ctx, db.s.paths.writerLease()); err != nil {
+		db.logger.Warn("lsm: could not delete the writer lease; it goes stale", "err", err)
 	}
 }

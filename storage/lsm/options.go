@@ -115,6 +115,11 @@ type Options struct {
 	// never collected.
 	ManifestsToKeep int
 
+	// RefuseLiveWriter makes Open fail with ErrLiveWriter while another
+	// writer's lease is fresh, instead of fencing that writer (with a
+	// warning). For a local folder, where a second writer is an accident.
+	RefuseLiveWriter bool
+
 	// CloseTimeout bounds how long Close retries flushing through object
 	// store failures before giving up.
 	CloseTimeout time.Duration

@@ -33,6 +33,7 @@ func (p paths) walDir() string         { return p.root + "wal/" }
 func (p paths) sstDir() string         { return p.root + "sst/" }
 func (p paths) readersDir() string     { return p.root + "readers/" }
 func (p paths) lease(id string) string { return p.readersDir() + id }
+func (p paths) writerLease() string    { return p.root + "writer" }
 
 func (p paths) manifest(id uint64) string {
 	return fmt.Sprintf("%s%020d.manifest", p.manifestDir(), id)
