@@ -47,6 +47,8 @@ type API struct {
 
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	refused  *prometheus.CounterVec
+	budget   *memoryBudget // nil: no memory budget
 }
 
 // NewAPI builds the query engine and the HTTP API. Call Close when done.
@@ -77,10 +79,18 @@ func NewAPI(opts Options, comps Components) (*API, error) {
 		return nil, fmt.Errorf("promql options: cors_origin: %w", err)
 	}
 
+	refused := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shale_promql_queries_refused_total",
+		Help: "Queries refused by a limit Prometheus does not have: too_long, too_deep, subquery_steps, memory_budget.",
+	}, []string{"reason"})
+	for _, r := range []string{refusedTooLong, refusedTooDeep, refusedSubquerySteps, refusedMemory} {
+		refused.WithLabelValues(r)
+	}
 	a := &API{
 		opts:    opts,
 		comps:   comps,
-		parser:  NewParser(opts),
+		parser:  newParser(opts, refused),
+		refused: refused,
 		logger:  comps.Logger,
 		started: time.Now(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -97,7 +107,7 @@ func NewAPI(opts Options, comps Components) (*API, error) {
 		}, []string{"handler"}),
 	}
 	if comps.Registerer != nil {
-		for _, c := range []prometheus.Collector{a.requests, a.duration} {
+		for _, c := range []prometheus.Collector{a.requests, a.duration, a.refused} {
 			if err := comps.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("register promql API metrics: %w", err)
 			}
@@ -109,6 +119,11 @@ func NewAPI(opts Options, comps Components) (*API, error) {
 	if err != nil {
 		return nil, err
 	}
+	a.budget, err = newMemoryBudget(opts.MaxMemory, opts.MaxConcurrentQueries, refused, comps.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	limited := &limitedEngine{ng: a.engine, maxSubquerySteps: opts.MaxSubquerySteps, budget: a.budget, refused: refused}
 
 	bi := comps.BuildInfo
 	if bi.Version == "" {
@@ -123,7 +138,7 @@ func NewAPI(opts Options, comps Components) (*API, error) {
 		sq = sampleAndChunkQueryable{comps.Queryable}
 	}
 	up := v1.NewAPI(
-		a.engine,
+		limited,
 		sq,
 		nil, // remote write and OTLP are served elsewhere
 		comps.ExemplarQueryable,
@@ -159,7 +174,7 @@ func NewAPI(opts Options, comps Components) (*API, error) {
 		false, false, false, // OTLP receiver off
 		opts.LookbackDelta,
 		false, false, // type-and-unit labels, metadata append: write-side features
-		nil,
+		errorCode[v1.OverrideErrorCode](),
 		featureRegistry,
 		// The served OpenAPI document lists only what this API answers.
 		v1.OpenAPIOptions{IncludePaths: []string{
@@ -185,6 +200,24 @@ func NewAPI(opts Options, comps Components) (*API, error) {
 	own.HandleFunc("PUT "+APIPrefix+"/admin/tsdb/snapshot", a.own("/admin/tsdb/snapshot", cors, a.snapshot))
 	a.handler = own
 	return a, nil
+}
+
+// errorCode answers a query refused by the memory budget with 503: the
+// upstream API gives it errorType "execution", as it does every evaluation
+// error it does not know (and Prometheus' own memory limit, max-samples), and
+// so status 422, which says the query itself is at fault; the same query may
+// succeed once fewer run, which is what 503 tells a client. Other errors keep
+// the upstream status.
+//
+// F is v1.OverrideErrorCode, whose first parameter has an unexported type
+// that only inference can name.
+func errorCode[F ~func(N, error) (int, bool), N any]() F {
+	return func(_ N, err error) (int, bool) {
+		if errors.Is(err, ErrMemoryBudget) {
+			return http.StatusServiceUnavailable, true
+		}
+		return 0, false
+	}
 }
 
 // Handler serves every path under /api/v1/ except /api/v1/write, which

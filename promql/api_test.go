@@ -31,6 +31,10 @@ func TestOptionsValidate(t *testing.T) {
 		{"lookback", func(o *Options) { o.LookbackDelta = 0 }, "lookback_delta"},
 		{"cors", func(o *Options) { o.CORSOrigin = "(" }, "cors_origin"},
 		{"remote read", func(o *Options) { o.RemoteReadConcurrencyLimit = 0 }, "remote_read_concurrency_limit"},
+		{"query length", func(o *Options) { o.MaxQueryLength = -1 }, "max_query_length"},
+		{"query depth", func(o *Options) { o.MaxQueryDepth = -1 }, "max_query_depth"},
+		{"subquery steps", func(o *Options) { o.MaxSubquerySteps = -1 }, "max_subquery_steps"},
+		{"memory", func(o *Options) { o.MaxMemory = -1 }, "max_memory"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	upstream "github.com/prometheus/prometheus/promql"
@@ -12,20 +11,32 @@ import (
 	"github.com/prometheus/prometheus/util/features"
 )
 
-// NewParser returns the PromQL parser the settings ask for. The engine and the
-// HTTP API must share one so that both accept the same language.
+// NewParser returns the PromQL parser the settings ask for, refusing texts
+// beyond MaxQueryLength and MaxQueryDepth before it parses them. The engine
+// and the HTTP API must share one so that both accept the same language.
 func NewParser(opts Options) parser.Parser {
-	return parser.NewParser(parser.Options{
-		EnableExperimentalFunctions: opts.EnableExperimentalFunctions,
-		EnableBinopFillModifiers:    opts.EnableBinopFillModifiers,
-		EnableUnquotedUTF8Names:     opts.EnableUnquotedUTF8Names,
-	})
+	return newParser(opts, nil)
+}
+
+func newParser(opts Options, refused *prometheus.CounterVec) parser.Parser {
+	return &limitedParser{
+		Parser: parser.NewParser(parser.Options{
+			EnableExperimentalFunctions: opts.EnableExperimentalFunctions,
+			EnableBinopFillModifiers:    opts.EnableBinopFillModifiers,
+			EnableUnquotedUTF8Names:     opts.EnableUnquotedUTF8Names,
+		}),
+		limits: textLimits{maxLength: opts.MaxQueryLength, maxDepth: opts.MaxQueryDepth, refused: refused},
+	}
 }
 
 // NewEngine returns the upstream PromQL engine configured by opts. Queries
 // beyond opts.MaxConcurrentQueries wait for a slot. reg may be nil; the
 // engine's own metrics keep their upstream names (prometheus_engine_*), the
 // concurrency gate's are shale_promql_*. Close the engine when done.
+//
+// Its parser (NewParser when p is nil) refuses queries beyond the length and
+// depth limits; the subquery-step limit and the memory budget wrap the engine
+// in NewAPI and bound only the HTTP API's queries.
 func NewEngine(opts Options, p parser.Parser, logger *slog.Logger, reg prometheus.Registerer) (*upstream.Engine, error) {
 	return newEngine(opts, p, logger, reg, nil)
 }
@@ -53,7 +64,7 @@ func newEngine(opts Options, p parser.Parser, logger *slog.Logger, reg prometheu
 		LookbackDelta:      opts.LookbackDelta,
 		// Prometheus' default resolution for subqueries without a step is the
 		// global evaluation interval, 1m unless configured.
-		NoStepSubqueryIntervalFn: func(int64) int64 { return time.Minute.Milliseconds() },
+		NoStepSubqueryIntervalFn: noStepSubqueryInterval,
 		EnableAtModifier:         true,
 		EnableNegativeOffset:     true,
 		EnablePerStepStats:       opts.EnablePerStepStats,
@@ -104,24 +115,35 @@ func newQueryGate(maxConcurrent int, reg prometheus.Registerer) (*queryGate, err
 
 func (g *queryGate) GetMaxConcurrent() int { return cap(g.slots) }
 
-// Insert blocks until a slot is free or ctx ends. The index it returns carries
-// no meaning: slots are interchangeable.
+// Insert blocks until a slot is free and, for a query that carries a memory
+// account, until the memory budget has room for it to start; or until ctx
+// ends. The index it returns carries no meaning: slots are interchangeable.
 func (g *queryGate) Insert(ctx context.Context, _ string) (int, error) {
+	queued := false
 	select {
 	case g.slots <- struct{}{}:
-		g.active.Inc()
-		return 0, nil
 	default:
+		queued = true
+		g.waiting.Inc()
+		defer g.waiting.Dec()
+		select {
+		case g.slots <- struct{}{}:
+		case <-ctx.Done():
+			return 0, queueError(ctx.Err(), "query queue")
+		}
 	}
-	g.waiting.Inc()
-	defer g.waiting.Dec()
-	select {
-	case g.slots <- struct{}{}:
-		g.active.Inc()
-		return 0, nil
-	case <-ctx.Done():
-		return 0, ctx.Err()
+	if acct := accountFrom(ctx); acct != nil && !acct.b.hasRoom() {
+		if !queued {
+			g.waiting.Inc()
+			defer g.waiting.Dec()
+		}
+		if err := acct.b.admit(ctx); err != nil {
+			<-g.slots
+			return 0, err
+		}
 	}
+	g.active.Inc()
+	return 0, nil
 }
 
 func (g *queryGate) Delete(int) {

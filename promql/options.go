@@ -32,6 +32,23 @@ type Options struct {
 	// (Prometheus --query.lookback-delta).
 	LookbackDelta time.Duration `yaml:"lookback_delta"`
 
+	// MaxQueryLength is the longest query text, in bytes, the parser is
+	// given; 0 means no limit. Checked before parsing, as is MaxQueryDepth:
+	// see limits.go for why the upstream parser needs both.
+	MaxQueryLength int `yaml:"max_query_length"`
+	// MaxQueryDepth is the deepest nesting of a query's text: each open
+	// parenthesis, bracket or brace is a level, and so is each operator of a
+	// chain (a+b+c, ---a) within one. 0 means no limit.
+	MaxQueryDepth int `yaml:"max_query_depth"`
+	// MaxSubquerySteps is the most evaluation steps the subqueries of one
+	// query may take together, as the engine will run them; 0 means no
+	// limit. Checked after parsing, before evaluation.
+	MaxSubquerySteps int64 `yaml:"max_subquery_steps"`
+	// MaxMemory is the memory, in bytes, that all queries in flight may hold
+	// together, as the model in budget.go accounts it; 0 means no budget.
+	// A query that would go beyond it fails with HTTP 503.
+	MaxMemory int64 `yaml:"max_memory"`
+
 	// EnableExperimentalFunctions enables the experimental PromQL functions
 	// (Prometheus --enable-feature=promql-experimental-functions).
 	EnableExperimentalFunctions bool `yaml:"enable_experimental_functions"`
@@ -65,13 +82,27 @@ type Options struct {
 	RemoteReadMaxBytesInFrame  int `yaml:"remote_read_max_bytes_in_frame"`
 }
 
-// DefaultOptions returns the settings Prometheus uses by default.
+// Defaults of the limits Prometheus does not have; docs/query-limits.md says
+// why each is what it is.
+const (
+	DefaultMaxQueryLength   = 256 << 10
+	DefaultMaxQueryDepth    = 256
+	DefaultMaxSubquerySteps = 1_000_000
+	DefaultMaxMemory        = 1 << 30
+)
+
+// DefaultOptions returns the settings Prometheus uses by default, and
+// Shale's query limits.
 func DefaultOptions() Options {
 	return Options{
 		QueryTimeout:               2 * time.Minute,
 		MaxSamples:                 50_000_000,
 		MaxConcurrentQueries:       20,
 		LookbackDelta:              5 * time.Minute,
+		MaxQueryLength:             DefaultMaxQueryLength,
+		MaxQueryDepth:              DefaultMaxQueryDepth,
+		MaxSubquerySteps:           DefaultMaxSubquerySteps,
+		MaxMemory:                  DefaultMaxMemory,
 		CORSOrigin:                 ".*",
 		RemoteReadSampleLimit:      50_000_000,
 		RemoteReadConcurrencyLimit: 10,
@@ -93,6 +124,18 @@ func (o Options) Validate() error {
 	}
 	if o.LookbackDelta <= 0 {
 		errs = append(errs, fmt.Errorf("lookback_delta must be positive, got %s", o.LookbackDelta))
+	}
+	if o.MaxQueryLength < 0 {
+		errs = append(errs, fmt.Errorf("max_query_length must not be negative, got %d", o.MaxQueryLength))
+	}
+	if o.MaxQueryDepth < 0 {
+		errs = append(errs, fmt.Errorf("max_query_depth must not be negative, got %d", o.MaxQueryDepth))
+	}
+	if o.MaxSubquerySteps < 0 {
+		errs = append(errs, fmt.Errorf("max_subquery_steps must not be negative, got %d", o.MaxSubquerySteps))
+	}
+	if o.MaxMemory < 0 {
+		errs = append(errs, fmt.Errorf("max_memory must not be negative, got %d", o.MaxMemory))
 	}
 	if _, err := compileCORS(o.CORSOrigin); err != nil {
 		errs = append(errs, fmt.Errorf("cors_origin: %w", err))

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shaledb/shale/promql"
 )
 
 func TestParseBytes(t *testing.T) {
@@ -102,6 +104,50 @@ func TestWALFlushInterval(t *testing.T) {
 	} {
 		if got := walFlushInterval(tc.flag, tc.where); got != tc.want {
 			t.Errorf("walFlushInterval(%s, %q) = %s, want %s", tc.flag, tc.where, got, tc.want)
+		}
+	}
+}
+
+// TestQueryLimitFlags checks the query limits' flags: their defaults are
+// the query package's, and each overrides the config file only when given.
+func TestQueryLimitFlags(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "shale.yml")
+	if err := os.WriteFile(path, []byte("query:\n  max_query_length: 1000\n  max_query_depth: 7\n  max_subquery_steps: 99\n  max_memory: 12345\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file, err := loadFileConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cfg, err := parseFlags(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := promql.DefaultOptions()
+	if int(cfg.queryMaxLength) != def.MaxQueryLength || cfg.queryMaxDepth != def.MaxQueryDepth ||
+		cfg.queryMaxSubquerySteps != def.MaxSubquerySteps || int64(cfg.queryMaxMemory) != def.MaxMemory {
+		t.Errorf("flag defaults %d, %d, %d, %d differ from the query package's %+v",
+			cfg.queryMaxLength, cfg.queryMaxDepth, cfg.queryMaxSubquerySteps, cfg.queryMaxMemory, def)
+	}
+	got := file.Query
+	cfg.applyQueryLimits(&got)
+	if got.MaxQueryLength != 1000 || got.MaxQueryDepth != 7 || got.MaxSubquerySteps != 99 || got.MaxMemory != 12345 {
+		t.Errorf("flags not given replaced the config file's limits: %+v", got)
+	}
+
+	cfg, err = parseFlags([]string{"--query.max-length=1MiB", "--query.max-depth=64", "--query.max-subquery-steps=5000", "--query.max-memory=2GiB"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = file.Query
+	cfg.applyQueryLimits(&got)
+	if got.MaxQueryLength != 1<<20 || got.MaxQueryDepth != 64 || got.MaxSubquerySteps != 5000 || got.MaxMemory != 2<<30 {
+		t.Errorf("flags given did not override the config file: %+v", got)
+	}
+	for _, bad := range [][]string{{"--query.max-memory=lots"}, {"--query.max-depth=deep"}} {
+		if _, err := parseFlags(bad); err == nil {
+			t.Errorf("parseFlags(%v) accepted bad input", bad)
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/common/promslog"
 	promslogflag "github.com/prometheus/common/promslog/flag"
 
+	"github.com/shaledb/shale/promql"
 	"github.com/shaledb/shale/storage"
 )
 
@@ -57,6 +58,17 @@ type config struct {
 	queryMaxSamples    int
 	queryMaxConcurrent int
 	queryLookback      time.Duration
+
+	// The query limits Prometheus does not have; each overrides the config
+	// file's query section only when given on the command line.
+	queryMaxLength           kingpinBytes
+	queryMaxDepth            int
+	queryMaxSubquerySteps    int64
+	queryMaxMemory           kingpinBytes
+	queryMaxLengthSet        bool
+	queryMaxDepthSet         bool
+	queryMaxSubqueryStepsSet bool
+	queryMaxMemorySet        bool
 
 	log promslog.Config
 }
@@ -128,12 +140,36 @@ func parseFlags(args []string) (*config, error) {
 		Default("20").IntVar(&cfg.queryMaxConcurrent)
 	app.Flag("query.lookback-delta", "How far back an instant vector selector looks for a sample.").
 		Default("5m").DurationVar(&cfg.queryLookback)
+	app.Flag("query.max-length", "Longest query text (e.g. 256KiB), refused with 400 before it is parsed. 0: no limit. See docs/query-limits.md.").
+		Default("256KiB").IsSetByUser(&cfg.queryMaxLengthSet).SetValue(&cfg.queryMaxLength)
+	app.Flag("query.max-depth", "Deepest nesting of a query's text (brackets, and operators of a chain such as a+b+c), refused with 400 before it is parsed. 0: no limit.").
+		Default("256").IsSetByUser(&cfg.queryMaxDepthSet).IntVar(&cfg.queryMaxDepth)
+	app.Flag("query.max-subquery-steps", "Most evaluation steps the subqueries of one query may take together, refused with 400 before evaluation. 0: no limit.").
+		Default("1000000").IsSetByUser(&cfg.queryMaxSubqueryStepsSet).Int64Var(&cfg.queryMaxSubquerySteps)
+	app.Flag("query.max-memory", "Memory the queries in flight may hold together (e.g. 1GiB); a query that would go beyond it fails with 503. 0: no budget.").
+		Default("1GiB").IsSetByUser(&cfg.queryMaxMemorySet).SetValue(&cfg.queryMaxMemory)
 
 	promslogflag.AddFlags(app, &cfg.log)
 	if _, err := app.Parse(args); err != nil {
 		return nil, err
 	}
 	return cfg, nil
+}
+
+// applyQueryLimits sets the query limits given on the command line.
+func (cfg *config) applyQueryLimits(o *promql.Options) {
+	if cfg.queryMaxLengthSet {
+		o.MaxQueryLength = int(cfg.queryMaxLength)
+	}
+	if cfg.queryMaxDepthSet {
+		o.MaxQueryDepth = cfg.queryMaxDepth
+	}
+	if cfg.queryMaxSubqueryStepsSet {
+		o.MaxSubquerySteps = cfg.queryMaxSubquerySteps
+	}
+	if cfg.queryMaxMemorySet {
+		o.MaxMemory = int64(cfg.queryMaxMemory)
+	}
 }
 
 func main() {

@@ -66,6 +66,7 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 	qopts.MaxConcurrentQueries = cfg.queryMaxConcurrent
 	qopts.LookbackDelta = cfg.queryLookback
 	qopts.EnableAdmin = cfg.enableAdmin && cfg.mode == "writer"
+	cfg.applyQueryLimits(&qopts)
 	if err := qopts.Validate(); err != nil {
 		return fmt.Errorf("query settings: %w", err)
 	}
@@ -380,6 +381,10 @@ func flagMap(cfg *config) map[string]string {
 		"query.max-samples":           fmt.Sprint(cfg.queryMaxSamples),
 		"query.max-concurrency":       fmt.Sprint(cfg.queryMaxConcurrent),
 		"query.lookback-delta":        cfg.queryLookback.String(),
+		"query.max-length":            cfg.queryMaxLength.String(),
+		"query.max-depth":             fmt.Sprint(cfg.queryMaxDepth),
+		"query.max-subquery-steps":    fmt.Sprint(cfg.queryMaxSubquerySteps),
+		"query.max-memory":            cfg.queryMaxMemory.String(),
 		"log.level":                   cfg.log.Level.String(),
 	}
 }
