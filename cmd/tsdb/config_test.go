@@ -151,3 +151,34 @@ func TestQueryLimitFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestQueryConfigSection: the query section of --config.file takes effect;
+// the --query.* flags replace it only when given.
+func TestQueryConfigSection(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "shale.yml")
+	if err := os.WriteFile(path, []byte("query:\n  query_timeout: 45s\n  max_samples: 1000\n  max_concurrent_queries: 3\n  lookback_delta: 2m\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file, err := loadFileConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := parseFlags(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := file.Query
+	cfg.applyQueryLimits(&got)
+	if got.QueryTimeout != 45*time.Second || got.MaxSamples != 1000 || got.MaxConcurrentQueries != 3 || got.LookbackDelta != 2*time.Minute {
+		t.Errorf("the config file's query section was not used: %+v", got)
+	}
+	cfg, err = parseFlags([]string{"--query.timeout=10s", "--query.max-samples=5", "--query.max-concurrency=7", "--query.lookback-delta=1m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = file.Query
+	cfg.applyQueryLimits(&got)
+	if got.QueryTimeout != 10*time.Second || got.MaxSamples != 5 || got.MaxConcurrentQueries != 7 || got.LookbackDelta != time.Minute {
+		t.Errorf("flags given did not override the config file: %+v", got)
+	}
+}

@@ -54,13 +54,17 @@ type config struct {
 
 	memoryLimit kingpinBytes
 
-	queryTimeout       time.Duration
-	queryMaxSamples    int
-	queryMaxConcurrent int
-	queryLookback      time.Duration
+	// The query settings override the config file's query section only
+	// when given on the command line.
+	queryTimeout          time.Duration
+	queryMaxSamples       int
+	queryMaxConcurrent    int
+	queryLookback         time.Duration
+	queryTimeoutSet       bool
+	queryMaxSamplesSet    bool
+	queryMaxConcurrentSet bool
+	queryLookbackSet      bool
 
-	// The query limits Prometheus does not have; each overrides the config
-	// file's query section only when given on the command line.
 	queryMaxLength           kingpinBytes
 	queryMaxDepth            int
 	queryMaxSubquerySteps    int64
@@ -89,7 +93,7 @@ func parseFlags(args []string) (*config, error) {
 		Default("30s").DurationVar(&cfg.shutdownTimeout)
 	app.Flag("web.enable-admin-api", "Enable the admin endpoints under /api/v1/admin/tsdb (delete_series). Writer mode only.").
 		Default("false").BoolVar(&cfg.enableAdmin)
-	app.Flag("config.file", "YAML file with remote_write limits and query settings (see README). The --query.* flags override its query settings.").
+	app.Flag("config.file", "YAML file with remote_write limits and query settings (see README). A --query.* flag given on the command line overrides its key in the query section.").
 		Default("").StringVar(&cfg.configFile)
 
 	app.Flag("mode", "writer: ingest and serve queries (fences any other writer of the bucket and prefix); reader: a read-only replica serving queries from the same bucket.").
@@ -133,13 +137,13 @@ func parseFlags(args []string) (*config, error) {
 		Default("0").SetValue(&cfg.memoryLimit)
 
 	app.Flag("query.timeout", "Maximum time a query may take before it is aborted.").
-		Default("2m").DurationVar(&cfg.queryTimeout)
+		Default("2m").IsSetByUser(&cfg.queryTimeoutSet).DurationVar(&cfg.queryTimeout)
 	app.Flag("query.max-samples", "Maximum number of samples a single query can load into memory.").
-		Default("50000000").IntVar(&cfg.queryMaxSamples)
+		Default("50000000").IsSetByUser(&cfg.queryMaxSamplesSet).IntVar(&cfg.queryMaxSamples)
 	app.Flag("query.max-concurrency", "Maximum number of queries executed concurrently.").
-		Default("20").IntVar(&cfg.queryMaxConcurrent)
+		Default("20").IsSetByUser(&cfg.queryMaxConcurrentSet).IntVar(&cfg.queryMaxConcurrent)
 	app.Flag("query.lookback-delta", "How far back an instant vector selector looks for a sample.").
-		Default("5m").DurationVar(&cfg.queryLookback)
+		Default("5m").IsSetByUser(&cfg.queryLookbackSet).DurationVar(&cfg.queryLookback)
 	app.Flag("query.max-length", "Longest query text (e.g. 256KiB), refused with 400 before it is parsed. 0: no limit. See docs/query-limits.md.").
 		Default("256KiB").IsSetByUser(&cfg.queryMaxLengthSet).SetValue(&cfg.queryMaxLength)
 	app.Flag("query.max-depth", "Deepest nesting of a query's text (brackets, and operators of a chain such as a+b+c), refused with 400 before it is parsed. 0: no limit.").
@@ -156,8 +160,21 @@ func parseFlags(args []string) (*config, error) {
 	return cfg, nil
 }
 
-// applyQueryLimits sets the query limits given on the command line.
+// applyQueryLimits sets the query settings given on the command line over
+// the config file's (or the defaults).
 func (cfg *config) applyQueryLimits(o *promql.Options) {
+	if cfg.queryTimeoutSet {
+		o.QueryTimeout = cfg.queryTimeout
+	}
+	if cfg.queryMaxSamplesSet {
+		o.MaxSamples = cfg.queryMaxSamples
+	}
+	if cfg.queryMaxConcurrentSet {
+		o.MaxConcurrentQueries = cfg.queryMaxConcurrent
+	}
+	if cfg.queryLookbackSet {
+		o.LookbackDelta = cfg.queryLookback
+	}
 	if cfg.queryMaxLengthSet {
 		o.MaxQueryLength = int(cfg.queryMaxLength)
 	}

@@ -61,10 +61,6 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 		return err
 	}
 	qopts := fileCfg.Query
-	qopts.QueryTimeout = cfg.queryTimeout
-	qopts.MaxSamples = cfg.queryMaxSamples
-	qopts.MaxConcurrentQueries = cfg.queryMaxConcurrent
-	qopts.LookbackDelta = cfg.queryLookback
 	qopts.EnableAdmin = cfg.enableAdmin && cfg.mode == "writer"
 	cfg.applyQueryLimits(&qopts)
 	if err := qopts.Validate(); err != nil {
