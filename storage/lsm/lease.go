@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -122,11 +124,37 @@ func (db *DB) checkLiveWriter(ctx context.Context) error {
 		return nil
 	}
 	who, _ := db.s.get(ctx, name)
+	if leaseHolderGone(string(who)) {
+		db.logger.Info("lsm: the last writer's lease is fresh but its process is gone (a crash); taking over", "lease", string(who))
+		return nil
+	}
 	if db.opts.RefuseLiveWriter {
 		return fmt.Errorf("%w: its lease (%s) was renewed %s ago; stop it first, or take over on purpose", ErrLiveWriter, who, age.Round(time.Second))
 	}
 	db.logger.Warn("lsm: another writer is live on this prefix; fencing it, it will stop writing and exit", "lease", string(who), "renewed_ago", age.Round(time.Second))
 	return nil
+}
+
+// leaseHolderGone reports whether a lease names a process on this host that
+// no longer runs: a writer killed a moment ago, whose restart must not wait
+// for its lease to go stale.
+func leaseHolderGone(lease string) bool {
+	var host string
+	var pid int
+	for _, f := range strings.Fields(lease) {
+		k, v, _ := strings.Cut(f, "=")
+		switch k {
+		case "host":
+			host = v
+		case "pid":
+			pid, _ = strconv.Atoi(v)
+		}
+	}
+	me, err := os.Hostname()
+	if err != nil || host != me || pid <= 0 {
+		return false
+	}
+	return !processRuns(pid)
 }
 
 // renewWriterLease writes the writer's lease.

@@ -3,6 +3,9 @@ package lsm
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -36,4 +39,32 @@ func TestLiveWriterRefused(t *testing.T) {
 		t.Fatalf("write of the writer taken over: %v, want ErrFenced", err)
 	}
 	second.Close()
+}
+
+// TestLeaseHolderGone: a lease of a process of this host that has exited is
+// no reason to refuse (a restart after kill -9); one of a live process, or
+// of another host, is.
+func TestLeaseHolderGone(t *testing.T) {
+	host, err := os.Hostname()
+	if err != nil {
+		t.Skip("no host name")
+	}
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Skipf("cannot run a child: %v", err)
+	}
+	dead := cmd.Process.Pid
+	for _, c := range []struct {
+		lease string
+		gone  bool
+	}{
+		{fmt.Sprintf("host=%s pid=%d epoch=3", host, dead), true},
+		{fmt.Sprintf("host=%s pid=%d epoch=3", host, os.Getpid()), false},
+		{fmt.Sprintf("host=%s-elsewhere pid=%d epoch=3", host, dead), false},
+		{"garbage", false},
+	} {
+		if got := leaseHolderGone(c.lease); got != c.gone {
+			t.Errorf("leaseHolderGone(%q) = %v, want %v", c.lease, got, c.gone)
+		}
+	}
 }
