@@ -120,6 +120,20 @@ func (db *DB) Refresh(ctx context.Context) error {
 	return db.r.Refresh(ctx)
 }
 
+// WriterAddress returns, on a read-only DB, where the live writer serves, as
+// its lease says; "" when that is not known (no live writer, or it gave no
+// address) and on a writer.
+func (db *DB) WriterAddress(ctx context.Context) (string, error) {
+	if db.r == nil {
+		return "", nil
+	}
+	lease, err := db.r.WriterLease(ctx)
+	if err != nil {
+		return "", err
+	}
+	return lsm.LeaseField(lease, "addr"), nil
+}
+
 // StoreHealth says how the writer's object-store requests fare; a reader's
 // is always healthy.
 func (db *DB) StoreHealth() lsm.Health {

@@ -332,9 +332,11 @@ func TestReaderReplica(t *testing.T) {
 		}, &res)
 		return len(res) == 10 && len(res[0].Values) == acked[0]+1
 	}, "the reader to see every flushed sample")
-	code, body, err := remoteWrite(r.url, loadSeries(1))
-	if err != nil || code/100 != 4 {
-		t.Fatalf("a write to the reader: status %d %q %v, want 4xx", code, body, err)
+	code, hdr, body, err := remoteWriteHeaders(r.url, loadSeries(1))
+	port := w.url[strings.LastIndex(w.url, ":"):]
+	if err != nil || code != http.StatusMethodNotAllowed || hdr.Get("Allow") != http.MethodPost || !strings.Contains(body, port) {
+		t.Fatalf("a write to the reader: status %d, Allow %q, %q, %v; want 405, Allow: POST and the writer's address (port %s)",
+			code, hdr.Get("Allow"), body, err, port)
 	}
 	r.stop(t)
 	w.stop(t)

@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -147,6 +148,7 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 		// started with the same path); on S3 a new writer taking over is
 		// how a writer moves.
 		lopts.RefuseLiveWriter = strings.HasPrefix(where, "filesystem:") && !cfg.takeOver
+		lopts.Address = h.advertisedAddress()
 		opened, err = openWriter(ctx, bucket, prefix, sopts, lopts, blockCache, comps)
 	}
 	if err != nil {
@@ -202,9 +204,7 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 		h.health.Store(&storeHealth{db: db, grace: readyGrace})
 		go func() { runErr <- db.Run(ctx) }()
 	} else {
-		h.write.set(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			http.Error(w, "this Shale server is a read-only replica (--mode=reader): send remote writes to the writer", http.StatusMethodNotAllowed)
-		}))
+		h.write.set(readerWriteHandler(db, logger))
 	}
 	h.ready.Store(true)
 	logger.Info("ready")
@@ -220,6 +220,37 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 	case <-db.Fenced():
 		return storage.ErrFenced
 	}
+}
+
+// readerWriteHandler answers remote writes to a read-only replica: 405 with
+// Allow: POST, naming the writer's address when its lease gives one.
+func readerWriteHandler(db *storage.DB, logger *slog.Logger) http.Handler {
+	var (
+		mu     sync.Mutex
+		addr   string
+		looked time.Time
+	)
+	writer := func(ctx context.Context) string {
+		mu.Lock()
+		defer mu.Unlock()
+		if time.Since(looked) < 30*time.Second {
+			return addr
+		}
+		a, err := db.WriterAddress(ctx)
+		if err != nil {
+			logger.Debug("could not read the writer's lease", "err", err)
+		}
+		addr, looked = a, time.Now()
+		return addr
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		msg := "this Shale server is a read-only replica (--mode=reader): send remote writes to the writer"
+		if a := writer(r.Context()); a != "" {
+			msg += ", at " + a
+		}
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, msg, http.StatusMethodNotAllowed)
+	})
 }
 
 // readyGrace is how long the object store may fail before /-/ready says so:
@@ -297,6 +328,29 @@ func (h *httpServer) serveReady(w http.ResponseWriter, _ *http.Request) {
 		}
 	}
 	fmt.Fprintln(w, "Shale is Ready.")
+}
+
+// advertisedAddress is where this server can be reached from elsewhere:
+// the host name and the port it listens on.
+func (h *httpServer) advertisedAddress() string {
+	if h.ln == nil {
+		return ""
+	}
+	_, port, err := net.SplitHostPort(h.ln.Addr().String())
+	if err != nil {
+		return ""
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		return ""
+	}
+	scheme := "http"
+	if h.cfg.webConfigFile != "" {
+		if b, err := os.ReadFile(h.cfg.webConfigFile); err == nil && strings.Contains(string(b), "cert_file") {
+			scheme = "https"
+		}
+	}
+	return scheme + "://" + net.JoinHostPort(host, port)
 }
 
 func (h *httpServer) start() error {

@@ -103,9 +103,45 @@ const (
 var ErrLiveWriter = errors.New("lsm: another writer is live on this prefix")
 
 // writerLease is who holds the writer's lease.
-func writerLease(epoch uint64) []byte {
+func writerLease(epoch uint64, addr string) []byte {
 	host, _ := os.Hostname()
-	return fmt.Appendf(nil, "host=%s pid=%d epoch=%d started=%s", host, os.Getpid(), epoch, time.Now().UTC().Format(time.RFC3339))
+	b := fmt.Appendf(nil, "host=%s pid=%d epoch=%d started=%s", host, os.Getpid(), epoch, time.Now().UTC().Format(time.RFC3339))
+	if addr != "" {
+		b = fmt.Appendf(b, " addr=%s", strings.ReplaceAll(addr, " ", ""))
+	}
+	return b
+}
+
+// LeaseField returns the value of key in a writer lease ("" if absent).
+func LeaseField(lease, key string) string {
+	for _, f := range strings.Fields(lease) {
+		if k, v, ok := strings.Cut(f, "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+// WriterLease returns the live writer's lease ("" when there is none, or
+// it is stale): host, pid, epoch, start time and, when the writer gave it
+// (Options.Address), where it serves. Parse it with LeaseField.
+func (r *Reader) WriterLease(ctx context.Context) (string, error) {
+	name := r.s.paths.writerLease()
+	attrs, err := r.s.bucket.Attributes(ctx, name)
+	if isNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if r.clock.Now().Sub(attrs.LastModified) >= writerLeaseTTL {
+		return "", nil
+	}
+	b, err := r.s.get(ctx, name)
+	if isNotFound(err) {
+		return "", nil
+	}
+	return string(b), err
 }
 
 // checkLiveWriter looks for a fresh lease of another writer before this one
@@ -139,17 +175,8 @@ func (db *DB) checkLiveWriter(ctx context.Context) error {
 // no longer runs: a writer killed a moment ago, whose restart must not wait
 // for its lease to go stale.
 func leaseHolderGone(lease string) bool {
-	var host string
-	var pid int
-	for _, f := range strings.Fields(lease) {
-		k, v, _ := strings.Cut(f, "=")
-		switch k {
-		case "host":
-			host = v
-		case "pid":
-			pid, _ = strconv.Atoi(v)
-		}
-	}
+	host := LeaseField(lease, "host")
+	pid, _ := strconv.Atoi(LeaseField(lease, "pid"))
 	me, err := os.Hostname()
 	if err != nil || host != me || pid <= 0 {
 		return false
@@ -159,7 +186,7 @@ func leaseHolderGone(lease string) bool {
 
 // renewWriterLease writes the writer's lease.
 func (db *DB) renewWriterLease(ctx context.Context) error {
-	return db.s.put(ctx, "lease", db.s.paths.writerLease(), writerLease(db.epoch))
+	return db.s.put(ctx, "lease", db.s.paths.writerLease(), writerLease(db.epoch, db.opts.Address))
 }
 
 // writerLeaseLoop renews the writer's lease until the DB stops.

@@ -119,6 +119,9 @@ type Options struct {
 	// writer's lease is fresh, instead of fencing that writer (with a
 	// warning). For a local folder, where a second writer is an accident.
 	RefuseLiveWriter bool
+	// Address, if set, is written in the writer's lease: where the writer
+	// serves, for readers to tell senders (Reader.WriterLease).
+	Address string
 
 	// CloseTimeout bounds how long Close retries flushing through object
 	// store failures before giving up.
