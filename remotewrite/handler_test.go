@@ -43,7 +43,7 @@ func newTestHandler(t testing.TB, app Appendable, mod func(*Options)) (*Handler,
 		mod(&opts)
 	}
 	reg := prometheus.NewRegistry()
-	h, err := NewHandler(app, opts, Deps{
+	h, err := NewHandler(app, opts, Components{
 		Logger:     slog.New(slog.DiscardHandler),
 		Registerer: reg,
 		Now:        func() time.Time { return time.UnixMilli(testNow) },
@@ -852,7 +852,7 @@ func TestOptionsValidate(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.msg) {
 				t.Fatalf("Validate() = %v, want mention of %s", err, tc.msg)
 			}
-			if _, err := NewHandler(newRecorder(), o, Deps{}); err == nil {
+			if _, err := NewHandler(newRecorder(), o, Components{}); err == nil {
 				t.Fatal("NewHandler accepted invalid options")
 			}
 		})
