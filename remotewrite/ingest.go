@@ -212,10 +212,14 @@ func (t *txn) appendOneSeries(s *seriesRec, sl *seriesSlot) error {
 	if err != nil {
 		return err
 	}
-	if ref, err = t.appendHistograms(s, sl.ls, ref); err != nil {
-		return err
+	if s.histograms.len() > 0 {
+		if ref, err = t.appendHistograms(s, sl.ls, ref); err != nil {
+			return err
+		}
 	}
-	t.appendExemplars(s, sl.ls, ref)
+	if s.exemplars.len() > 0 {
+		t.appendExemplars(s, sl.ls, ref)
+	}
 	return nil
 }
 
@@ -269,9 +273,6 @@ func (t *txn) appendHistograms(s *seriesRec, ls labels.Labels, ref SeriesRef) (S
 // storage refusing one never fails the request, nor is it reported to the
 // sender.
 func (t *txn) appendExemplars(s *seriesRec, ls labels.Labels, ref SeriesRef) {
-	if s.exemplars.len() == 0 {
-		return
-	}
 	st := t.st
 	exs := t.d.exemplars[s.exemplars.lo:s.exemplars.hi]
 	slices.SortStableFunc(exs, func(a, b exemplarRec) int { return cmp.Compare(a.ts, b.ts) })
