@@ -94,7 +94,7 @@ func TestFromAppendableV2(t *testing.T) {
 	if !store.committed {
 		t.Fatal("not committed")
 	}
-	if got := testutil.ToFloat64(h.m.exemplarsRejected.WithLabelValues("out_of_order")); got != 1 {
+	if got := testutil.ToFloat64(h.m.rejected[kindExemplars].WithLabelValues("out_of_order")); got != 1 {
 		t.Fatalf("out_of_order exemplars %v, want 1 (from the AppendPartialError)", got)
 	}
 }

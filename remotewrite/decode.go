@@ -157,25 +157,16 @@ func (d *decoder) decodeV1(b []byte) error {
 		i = next
 		switch field {
 		case 1: // timeseries
-			if wt != wireBytes {
-				return wrongType("WriteRequest", field, wt)
-			}
 			var msg []byte
-			if msg, i, err = lenDelim(b, i); err != nil {
+			if msg, i, err = bytesField(b, i, wt, "WriteRequest", field); err != nil {
 				return err
 			}
-			if len(d.series) >= d.maxSeries {
-				return errTooManySeries
-			}
-			if err := d.seriesV1(msg); err != nil {
-				return fmt.Errorf("timeseries %d: %w", len(d.series), err)
+			if err := d.timeseries(msg, 1); err != nil {
+				return err
 			}
 		case 3: // metadata
-			if wt != wireBytes {
-				return wrongType("WriteRequest", field, wt)
-			}
 			var msg []byte
-			if msg, i, err = lenDelim(b, i); err != nil {
+			if msg, i, err = bytesField(b, i, wt, "WriteRequest", field); err != nil {
 				return err
 			}
 			if err := d.metadataV1(msg); err != nil {
@@ -190,13 +181,71 @@ func (d *decoder) decodeV1(b []byte) error {
 	return nil
 }
 
-func (d *decoder) seriesV1(b []byte) error {
+// decodeV2 decodes an io.prometheus.write.v2.Request. Symbol references are
+// kept as numbers and resolved, with a range check, when the series is
+// appended, so symbols may come before or after the series that use them.
+func (d *decoder) decodeV2(b []byte) error {
+	d.reset()
+	for i := 0; i < len(b); {
+		field, wt, next, err := tag(b, i)
+		if err != nil {
+			return err
+		}
+		i = next
+		switch field {
+		case 4: // symbols
+			var s []byte
+			if s, i, err = bytesField(b, i, wt, "Request", field); err != nil {
+				return err
+			}
+			d.symbols = append(d.symbols, yoloString(s))
+		case 5: // timeseries
+			var msg []byte
+			if msg, i, err = bytesField(b, i, wt, "Request", field); err != nil {
+				return err
+			}
+			if err := d.timeseries(msg, 2); err != nil {
+				return err
+			}
+		default:
+			if i, err = skip(b, i, wt); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// timeseries decodes a TimeSeries message of a request of version 1 or 2.
+func (d *decoder) timeseries(b []byte, version int) error {
+	if len(d.series) >= d.maxSeries {
+		return errTooManySeries
+	}
 	s := seriesRec{
-		labels:     rng{pos32(len(d.labels)), 0},
 		samples:    rng{pos32(len(d.samples)), 0},
 		histograms: rng{pos32(len(d.hists)), 0},
 		exemplars:  rng{pos32(len(d.exemplars)), 0},
 	}
+	var err error
+	if version == 2 {
+		err = d.seriesV2(b, &s)
+	} else {
+		err = d.seriesV1(b, &s)
+	}
+	if err != nil {
+		return fmt.Errorf("timeseries %d: %w", len(d.series), err)
+	}
+	s.samples.hi = pos32(len(d.samples))
+	s.histograms.hi = pos32(len(d.hists))
+	s.exemplars.hi = pos32(len(d.exemplars))
+	d.series = append(d.series, s)
+	return nil
+}
+
+// seriesV1 decodes the fields of a 1.0 TimeSeries into s and the flat
+// arrays; timeseries sets the ranges of samples, histograms and exemplars.
+func (d *decoder) seriesV1(b []byte, s *seriesRec) error {
+	s.labels.lo = pos32(len(d.labels))
 	// Label fields from lblLo to lblHi: when they are adjacent, one pass
 	// over their bytes finds whether all are ASCII, framing included (tags,
 	// and lengths under 128), which makes every name and value valid UTF-8
@@ -209,7 +258,62 @@ func (d *decoder) seriesV1(b []byte) error {
 			return err
 		}
 		i = next
-		if field >= 1 && field <= 4 {
+		if field < 1 || field > 4 {
+			if i, err = skip(b, i, wt); err != nil {
+				return err
+			}
+			continue
+		}
+		if wt != wireBytes {
+			return wrongType("TimeSeries", field, wt)
+		}
+		var msg []byte
+		if msg, i, err = lenDelim(b, i); err != nil {
+			return err
+		}
+		switch field {
+		case 1:
+			var l labels.Label
+			if l, err = labelPair(msg); err != nil {
+				return fmt.Errorf("label %d: %w", len(d.labels)-int(s.labels.lo), err)
+			}
+			d.labels = append(d.labels, l)
+			if lblLo < 0 {
+				lblLo = start
+			} else if start != lblHi {
+				adjacent = false
+			}
+			lblHi = i
+		case 2:
+			err = d.sample(msg, false)
+		case 3:
+			err = d.exemplar(msg, 1)
+		case 4:
+			err = d.histogram(msg, false)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	s.labels.hi = pos32(len(d.labels))
+	s.asciiLabels = lblLo >= 0 && adjacent && isASCII(b[lblLo:lblHi])
+	return nil
+}
+
+// seriesV2 decodes the fields of a 2.0 TimeSeries into s and the flat
+// arrays, as seriesV1.
+func (d *decoder) seriesV2(b []byte, s *seriesRec) error {
+	s.labels.lo = pos32(len(d.refs))
+	for i := 0; i < len(b); {
+		field, wt, next, err := tag(b, i)
+		if err != nil {
+			return err
+		}
+		i = next
+		switch field {
+		case 1:
+			i, err = appendUint32s(&d.refs, b, i, wt)
+		case 2, 3, 4, 5:
 			if wt != wireBytes {
 				return wrongType("TimeSeries", field, wt)
 			}
@@ -218,45 +322,27 @@ func (d *decoder) seriesV1(b []byte) error {
 				return err
 			}
 			switch field {
-			case 1:
-				var l labels.Label
-				if l, err = labelPair(msg); err != nil {
-					return fmt.Errorf("label %d: %w", len(d.labels)-int(s.labels.lo), err)
-				}
-				d.labels = append(d.labels, l)
-				if lblLo < 0 {
-					lblLo = start
-				} else if start != lblHi {
-					adjacent = false
-				}
-				lblHi = i
 			case 2:
-				var smp sample
-				if smp, err = sampleMsg(msg, false); err != nil {
-					return err
-				}
-				d.samples = append(d.samples, smp)
+				err = d.sample(msg, true)
 			case 3:
-				if err = d.exemplarV1(msg); err != nil {
-					return err
-				}
+				err = d.histogram(msg, true)
 			case 4:
-				if err = d.histogram(msg, false); err != nil {
-					return err
-				}
+				err = d.exemplar(msg, 2)
+			case 5:
+				err = metadataV2(msg, s)
 			}
-			continue
+		case 6:
+			var v uint64
+			v, i, err = varintField(b, i, wt, "TimeSeries", field)
+			s.createdTS = int64(v)
+		default:
+			i, err = skip(b, i, wt)
 		}
-		if i, err = skip(b, i, wt); err != nil {
+		if err != nil {
 			return err
 		}
 	}
-	s.labels.hi = pos32(len(d.labels))
-	s.samples.hi = pos32(len(d.samples))
-	s.histograms.hi = pos32(len(d.hists))
-	s.exemplars.hi = pos32(len(d.exemplars))
-	s.asciiLabels = lblLo >= 0 && adjacent && isASCII(b[lblLo:lblHi])
-	d.series = append(d.series, s)
+	s.labels.hi = pos32(len(d.refs))
 	return nil
 }
 
@@ -290,11 +376,8 @@ func labelPair(b []byte) (labels.Label, error) {
 		}
 		i = next
 		if field == 1 || field == 2 {
-			if wt != wireBytes {
-				return l, wrongType("Label", field, wt)
-			}
 			var s []byte
-			if s, i, err = lenDelim(b, i); err != nil {
+			if s, i, err = bytesField(b, i, wt, "Label", field); err != nil {
 				return l, err
 			}
 			if field == 1 {
@@ -311,56 +394,49 @@ func labelPair(b []byte) (labels.Label, error) {
 	return l, nil
 }
 
-// sampleMsg decodes a Sample; withST also reads start_timestamp (2.0).
-func sampleMsg(b []byte, withST bool) (sample, error) {
-	var s sample
+// sample decodes a Sample; withST also reads start_timestamp (2.0).
+func (d *decoder) sample(b []byte, withST bool) error {
 	// Fast path for the canonical encoding: value (tag 0x09) then timestamp
 	// (tag 0x10) and nothing else.
 	if len(b) >= 11 && b[0] == 0x09 && b[9] == 0x10 {
 		if t, n := binary.Uvarint(b[10:]); n > 0 && 10+n == len(b) {
-			s.v = math.Float64frombits(binary.LittleEndian.Uint64(b[1:9]))
-			s.t = int64(t)
-			return s, nil
+			d.samples = append(d.samples, sample{v: math.Float64frombits(binary.LittleEndian.Uint64(b[1:9])), t: int64(t)})
+			return nil
 		}
 	}
+	var s sample
 	for i := 0; i < len(b); {
 		field, wt, next, err := tag(b, i)
 		if err != nil {
-			return s, err
+			return err
 		}
 		i = next
 		switch {
 		case field == 1:
-			if wt != wireFixed64 {
-				return s, wrongType("Sample", field, wt)
-			}
-			if s.v, i, err = double(b, i); err != nil {
-				return s, err
-			}
-		case field == 2 || (field == 3 && withST):
-			if wt != wireVarint {
-				return s, wrongType("Sample", field, wt)
-			}
+			s.v, i, err = doubleField(b, i, wt, "Sample", field)
+		case field == 2:
 			var v uint64
-			if v, i, err = uvarint(b, i); err != nil {
-				return s, err
-			}
-			if field == 2 {
-				s.t = int64(v)
-			} else {
-				s.st = int64(v)
-			}
+			v, i, err = varintField(b, i, wt, "Sample", field)
+			s.t = int64(v)
+		case field == 3 && withST:
+			var v uint64
+			v, i, err = varintField(b, i, wt, "Sample", field)
+			s.st = int64(v)
 		default:
-			if i, err = skip(b, i, wt); err != nil {
-				return s, err
-			}
+			i, err = skip(b, i, wt)
+		}
+		if err != nil {
+			return err
 		}
 	}
-	return s, nil
+	d.samples = append(d.samples, s)
+	return nil
 }
 
-func (d *decoder) exemplarV1(b []byte) error {
-	e := exemplarRec{labels: rng{pos32(len(d.exLabels)), 0}}
+// exemplar decodes an Exemplar, whose labels are pairs in 1.0 and symbol
+// references in 2.0.
+func (d *decoder) exemplar(b []byte, version int) error {
+	e := exemplarRec{labels: rng{d.exLabelsEnd(version), 0}}
 	for i := 0; i < len(b); {
 		field, wt, next, err := tag(b, i)
 		if err != nil {
@@ -369,43 +445,44 @@ func (d *decoder) exemplarV1(b []byte) error {
 		i = next
 		switch field {
 		case 1:
-			if wt != wireBytes {
-				return wrongType("Exemplar", field, wt)
+			if version == 2 {
+				i, err = appendUint32s(&d.exRefs, b, i, wt)
+			} else {
+				var msg []byte
+				if msg, i, err = bytesField(b, i, wt, "Exemplar", field); err != nil {
+					return err
+				}
+				var l labels.Label
+				if l, err = labelPair(msg); err != nil {
+					return fmt.Errorf("exemplar label: %w", err)
+				}
+				d.exLabels = append(d.exLabels, l)
 			}
-			var msg []byte
-			if msg, i, err = lenDelim(b, i); err != nil {
-				return err
-			}
-			var l labels.Label
-			if l, err = labelPair(msg); err != nil {
-				return fmt.Errorf("exemplar label: %w", err)
-			}
-			d.exLabels = append(d.exLabels, l)
 		case 2:
-			if wt != wireFixed64 {
-				return wrongType("Exemplar", field, wt)
-			}
-			if e.v, i, err = double(b, i); err != nil {
-				return err
-			}
+			e.v, i, err = doubleField(b, i, wt, "Exemplar", field)
 		case 3:
-			if wt != wireVarint {
-				return wrongType("Exemplar", field, wt)
-			}
 			var v uint64
-			if v, i, err = uvarint(b, i); err != nil {
-				return err
-			}
+			v, i, err = varintField(b, i, wt, "Exemplar", field)
 			e.ts = int64(v)
 		default:
-			if i, err = skip(b, i, wt); err != nil {
-				return err
-			}
+			i, err = skip(b, i, wt)
+		}
+		if err != nil {
+			return err
 		}
 	}
-	e.labels.hi = pos32(len(d.exLabels))
+	e.labels.hi = d.exLabelsEnd(version)
 	d.exemplars = append(d.exemplars, e)
 	return nil
+}
+
+// exLabelsEnd is the end of the array an exemplar's labels index: exLabels
+// (1.0) or exRefs (2.0).
+func (d *decoder) exLabelsEnd(version int) uint32 {
+	if version == 2 {
+		return pos32(len(d.exRefs))
+	}
+	return pos32(len(d.exLabels))
 }
 
 func (d *decoder) metadataV1(b []byte) error {
@@ -418,19 +495,11 @@ func (d *decoder) metadataV1(b []byte) error {
 		i = next
 		switch field {
 		case 1:
-			if wt != wireVarint {
-				return wrongType("MetricMetadata", field, wt)
-			}
-			if m.typ, i, err = uvarint(b, i); err != nil {
-				return err
-			}
+			m.typ, i, err = varintField(b, i, wt, "MetricMetadata", field)
 			m.typ = uint64(uint32(m.typ)) // enums are int32 on the wire
 		case 2, 4, 5:
-			if wt != wireBytes {
-				return wrongType("MetricMetadata", field, wt)
-			}
 			var s []byte
-			if s, i, err = lenDelim(b, i); err != nil {
+			if s, i, err = bytesField(b, i, wt, "MetricMetadata", field); err != nil {
 				return err
 			}
 			switch field {
@@ -442,12 +511,42 @@ func (d *decoder) metadataV1(b []byte) error {
 				m.unit = yoloString(s)
 			}
 		default:
-			if i, err = skip(b, i, wt); err != nil {
-				return err
-			}
+			i, err = skip(b, i, wt)
+		}
+		if err != nil {
+			return err
 		}
 	}
 	d.meta = append(d.meta, m)
+	return nil
+}
+
+func metadataV2(b []byte, s *seriesRec) error {
+	s.hasMeta = true
+	for i := 0; i < len(b); {
+		field, wt, next, err := tag(b, i)
+		if err != nil {
+			return err
+		}
+		i = next
+		var v uint64
+		switch field {
+		case 1:
+			v, i, err = varintField(b, i, wt, "Metadata", field)
+			s.metaType = uint64(uint32(v))
+		case 3:
+			v, i, err = varintField(b, i, wt, "Metadata", field)
+			s.helpRef = ref32(v)
+		case 4:
+			v, i, err = varintField(b, i, wt, "Metadata", field)
+			s.unitRef = ref32(v)
+		default:
+			i, err = skip(b, i, wt)
+		}
+		if err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -517,11 +616,8 @@ func (d *decoder) histogram(b []byte, withST bool) error {
 				h.zeroCountFloat, h.zeroCountInt = v, 0
 			}
 		case 8, 11: // spans
-			if wt != wireBytes {
-				return wrongType("Histogram", field, wt)
-			}
 			var msg []byte
-			if msg, i, err = lenDelim(b, i); err != nil {
+			if msg, i, err = bytesField(b, i, wt, "Histogram", field); err != nil {
 				return err
 			}
 			var sp histogram.Span
@@ -683,190 +779,4 @@ func appendUint32s(dst *[]uint32, b []byte, i, wt int) (int, error) {
 	default:
 		return i, fmt.Errorf("%w: references have wire type %d", ErrMalformed, wt)
 	}
-}
-
-// decodeV2 decodes an io.prometheus.write.v2.Request. Symbol references are
-// kept as numbers and resolved, with a range check, when the series is
-// appended, so symbols may come before or after the series that use them.
-func (d *decoder) decodeV2(b []byte) error {
-	d.reset()
-	for i := 0; i < len(b); {
-		field, wt, next, err := tag(b, i)
-		if err != nil {
-			return err
-		}
-		i = next
-		switch field {
-		case 4: // symbols
-			if wt != wireBytes {
-				return wrongType("Request", field, wt)
-			}
-			var s []byte
-			if s, i, err = lenDelim(b, i); err != nil {
-				return err
-			}
-			d.symbols = append(d.symbols, yoloString(s))
-		case 5: // timeseries
-			if wt != wireBytes {
-				return wrongType("Request", field, wt)
-			}
-			var msg []byte
-			if msg, i, err = lenDelim(b, i); err != nil {
-				return err
-			}
-			if len(d.series) >= d.maxSeries {
-				return errTooManySeries
-			}
-			if err := d.seriesV2(msg); err != nil {
-				return fmt.Errorf("timeseries %d: %w", len(d.series), err)
-			}
-		default:
-			if i, err = skip(b, i, wt); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-func (d *decoder) seriesV2(b []byte) error {
-	s := seriesRec{
-		labels:     rng{pos32(len(d.refs)), 0},
-		samples:    rng{pos32(len(d.samples)), 0},
-		histograms: rng{pos32(len(d.hists)), 0},
-		exemplars:  rng{pos32(len(d.exemplars)), 0},
-	}
-	for i := 0; i < len(b); {
-		field, wt, next, err := tag(b, i)
-		if err != nil {
-			return err
-		}
-		i = next
-		switch field {
-		case 1:
-			if i, err = appendUint32s(&d.refs, b, i, wt); err != nil {
-				return err
-			}
-		case 2, 3, 4, 5:
-			if wt != wireBytes {
-				return wrongType("TimeSeries", field, wt)
-			}
-			var msg []byte
-			if msg, i, err = lenDelim(b, i); err != nil {
-				return err
-			}
-			switch field {
-			case 2:
-				var smp sample
-				if smp, err = sampleMsg(msg, true); err != nil {
-					return err
-				}
-				d.samples = append(d.samples, smp)
-			case 3:
-				if err = d.histogram(msg, true); err != nil {
-					return err
-				}
-			case 4:
-				if err = d.exemplarV2(msg); err != nil {
-					return err
-				}
-			case 5:
-				if err = metadataV2(msg, &s); err != nil {
-					return err
-				}
-			}
-		case 6:
-			if wt != wireVarint {
-				return wrongType("TimeSeries", field, wt)
-			}
-			var v uint64
-			if v, i, err = uvarint(b, i); err != nil {
-				return err
-			}
-			s.createdTS = int64(v)
-		default:
-			if i, err = skip(b, i, wt); err != nil {
-				return err
-			}
-		}
-	}
-	s.labels.hi = pos32(len(d.refs))
-	s.samples.hi = pos32(len(d.samples))
-	s.histograms.hi = pos32(len(d.hists))
-	s.exemplars.hi = pos32(len(d.exemplars))
-	d.series = append(d.series, s)
-	return nil
-}
-
-func (d *decoder) exemplarV2(b []byte) error {
-	e := exemplarRec{labels: rng{pos32(len(d.exRefs)), 0}}
-	for i := 0; i < len(b); {
-		field, wt, next, err := tag(b, i)
-		if err != nil {
-			return err
-		}
-		i = next
-		switch field {
-		case 1:
-			if i, err = appendUint32s(&d.exRefs, b, i, wt); err != nil {
-				return err
-			}
-		case 2:
-			if wt != wireFixed64 {
-				return wrongType("Exemplar", field, wt)
-			}
-			if e.v, i, err = double(b, i); err != nil {
-				return err
-			}
-		case 3:
-			if wt != wireVarint {
-				return wrongType("Exemplar", field, wt)
-			}
-			var v uint64
-			if v, i, err = uvarint(b, i); err != nil {
-				return err
-			}
-			e.ts = int64(v)
-		default:
-			if i, err = skip(b, i, wt); err != nil {
-				return err
-			}
-		}
-	}
-	e.labels.hi = pos32(len(d.exRefs))
-	d.exemplars = append(d.exemplars, e)
-	return nil
-}
-
-func metadataV2(b []byte, s *seriesRec) error {
-	s.hasMeta = true
-	for i := 0; i < len(b); {
-		field, wt, next, err := tag(b, i)
-		if err != nil {
-			return err
-		}
-		i = next
-		if field == 1 || field == 3 || field == 4 {
-			if wt != wireVarint {
-				return wrongType("Metadata", field, wt)
-			}
-			var v uint64
-			if v, i, err = uvarint(b, i); err != nil {
-				return err
-			}
-			switch field {
-			case 1:
-				s.metaType = uint64(uint32(v))
-			case 3:
-				s.helpRef = ref32(v)
-			case 4:
-				s.unitRef = ref32(v)
-			}
-			continue
-		}
-		if i, err = skip(b, i, wt); err != nil {
-			return err
-		}
-	}
-	return nil
 }

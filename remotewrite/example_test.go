@@ -15,7 +15,7 @@ func ExampleNewHandler() {
 	var db storage.AppendableV2 // the storage engine
 	opts := remotewrite.DefaultOptions()
 	opts.MaxSampleAge = 0 // let the storage decide what is too old
-	h, err := remotewrite.NewHandler(remotewrite.FromAppendableV2(db), opts, remotewrite.Deps{
+	h, err := remotewrite.NewHandler(remotewrite.FromAppendableV2(db), opts, remotewrite.Components{
 		Logger:     slog.Default(),
 		Registerer: prometheus.NewRegistry(),
 	})

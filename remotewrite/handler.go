@@ -36,8 +36,9 @@ const (
 	messageV2 = "io.prometheus.write.v2.Request"
 )
 
-// Deps are the components a Handler uses.
-type Deps struct {
+// Components are what a Handler is built from besides its Appendable and
+// its settings.
+type Components struct {
 	// Logger receives request failures; nil means slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the shale_remotewrite_* metrics; nil registers
@@ -87,18 +88,18 @@ func (l *logLimiter) allow(now time.Time) (bool, int) {
 }
 
 // NewHandler returns a Handler that appends to app.
-func NewHandler(app Appendable, opts Options, deps Deps) (*Handler, error) {
+func NewHandler(app Appendable, opts Options, comps Components) (*Handler, error) {
 	if app == nil {
 		return nil, errors.New("remotewrite: nil Appendable")
 	}
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	m, err := newMetrics(deps.Registerer)
+	m, err := newMetrics(comps.Registerer)
 	if err != nil {
 		return nil, fmt.Errorf("remotewrite: register metrics: %w", err)
 	}
-	h := &Handler{app: app, opts: opts, logger: deps.Logger, now: deps.Now, m: m}
+	h := &Handler{app: app, opts: opts, logger: comps.Logger, now: comps.Now, m: m}
 	if h.logger == nil {
 		h.logger = slog.Default()
 	}

@@ -43,7 +43,7 @@ func newTestHandler(t testing.TB, app Appendable, mod func(*Options)) (*Handler,
 		mod(&opts)
 	}
 	reg := prometheus.NewRegistry()
-	h, err := NewHandler(app, opts, Deps{
+	h, err := NewHandler(app, opts, Components{
 		Logger:     slog.New(slog.DiscardHandler),
 		Registerer: reg,
 		Now:        func() time.Time { return time.UnixMilli(testNow) },
@@ -323,7 +323,7 @@ func TestInvalidSeriesPartialWrite(t *testing.T) {
 				if version == 2 {
 					assertWritten(t, resp.Header(), 4, 0, 0)
 				}
-				if got := testutil.ToFloat64(h.m.samplesRejected.WithLabelValues(tc.reason)); got != 2 {
+				if got := testutil.ToFloat64(h.m.rejected[kindSamples].WithLabelValues(tc.reason)); got != 2 {
 					t.Fatalf("rejected{reason=%q} = %v, want 2", tc.reason, got)
 				}
 				_ = reg
@@ -387,10 +387,10 @@ func TestTimeWindow(t *testing.T) {
 			if gh := rec.get(hs.Labels); gh == nil || len(gh.Hists) != 1 {
 				t.Fatalf("recorded histograms %+v", gh)
 			}
-			if got := testutil.ToFloat64(h.m.samplesRejected.WithLabelValues("too_far_in_future")); got != 1 {
+			if got := testutil.ToFloat64(h.m.rejected[kindSamples].WithLabelValues("too_far_in_future")); got != 1 {
 				t.Fatalf("too_far_in_future = %v", got)
 			}
-			if got := testutil.ToFloat64(h.m.samplesRejected.WithLabelValues("too_old")); got != 1 {
+			if got := testutil.ToFloat64(h.m.rejected[kindSamples].WithLabelValues("too_old")); got != 1 {
 				t.Fatalf("too_old = %v", got)
 			}
 		})
@@ -528,7 +528,7 @@ func TestHistograms(t *testing.T) {
 				if version == 2 {
 					assertWritten(t, resp.Header(), 0, 2, 0)
 				}
-				if got := testutil.ToFloat64(h.m.histogramsRejected.WithLabelValues("invalid_histogram")); got != 1 {
+				if got := testutil.ToFloat64(h.m.rejected[kindHistograms].WithLabelValues("invalid_histogram")); got != 1 {
 					t.Fatalf("invalid_histogram rejections = %v", got)
 				}
 			})
@@ -576,7 +576,7 @@ func TestExemplars(t *testing.T) {
 			if diff := cmp.Diff(want, got.Exemplars, cmpOpts...); diff != "" {
 				t.Fatalf("exemplars differ:\n%s", diff)
 			}
-			if got := testutil.ToFloat64(h.m.exemplarsRejected.WithLabelValues("out_of_order")); got != 1 {
+			if got := testutil.ToFloat64(h.m.rejected[kindExemplars].WithLabelValues("out_of_order")); got != 1 {
 				t.Fatalf("out_of_order exemplars = %v", got)
 			}
 		})
@@ -733,7 +733,7 @@ func TestStorageErrors(t *testing.T) {
 					t.Fatal("retryable failure was committed")
 				}
 				want := 6.0 - float64(tc.committed)
-				if got := testutil.ToFloat64(h.m.samplesRejected.WithLabelValues(tc.reason)); got != want {
+				if got := testutil.ToFloat64(h.m.rejected[kindSamples].WithLabelValues(tc.reason)); got != want {
 					t.Fatalf("rejected{reason=%q} = %v, want %v", tc.reason, got, want)
 				}
 			})
@@ -852,7 +852,7 @@ func TestOptionsValidate(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.msg) {
 				t.Fatalf("Validate() = %v, want mention of %s", err, tc.msg)
 			}
-			if _, err := NewHandler(newRecorder(), o, Deps{}); err == nil {
+			if _, err := NewHandler(newRecorder(), o, Components{}); err == nil {
 				t.Fatal("NewHandler accepted invalid options")
 			}
 		})

@@ -19,64 +19,155 @@ import (
 // ingest appends a decoded request. Series and samples that are invalid, or
 // that the storage rejects as bad data, are skipped and reported with 400
 // while the rest is committed (partial write). Overload and storage failures
-// roll the whole request back (429, 500), so a retry never duplicates.
+// roll the whole request back (429, 503, 500), so a retry never duplicates.
 func (h *Handler) ingest(r *http.Request, st *reqState, version int) result {
-	d := &st.dec
-	m := h.m
-	totalSamples, totalHists, totalEx := len(d.samples), len(d.hists), len(d.exemplars)
-	m.samplesReceived.Add(float64(totalSamples))
-	m.histogramsReceived.Add(float64(totalHists))
-	m.exemplarsReceived.Add(float64(totalEx))
-
-	now := h.now()
-	maxT := now.Add(h.opts.MaxFutureSkew).UnixMilli()
-	minT := int64(math.MinInt64)
-	if h.opts.MaxSampleAge > 0 {
-		minT = now.Add(-h.opts.MaxSampleAge).UnixMilli()
-	}
-
-	var (
-		res                        result
-		rejSamples, rejHists       int // rejected so far
-		exRejected                 int
-		app                        = h.app.Appender(r.Context())
-		finished                   bool
-		rejectSamples, rejectHists = m.samplesRejected, m.histogramsRejected
-	)
+	t := h.begin(r, st, version)
+	finished := false
 	defer func() {
 		if !finished { // a panic below: never leave an Appender open
-			_ = app.Rollback()
+			_ = t.app.Rollback()
 		}
 	}()
-	// abort rolls back after a retryable failure; everything not yet
-	// rejected counts as rejected for reason.
-	abort := func(code int, reason string, err error) result {
+	if err := t.appendSeries(); err != nil {
 		finished = true
-		if rerr := app.Rollback(); rerr != nil {
+		if rerr := t.app.Rollback(); rerr != nil {
 			h.logger.Error("remote write: rollback failed", "err", rerr)
 		}
-		m.samplesRejected.WithLabelValues(reason).Add(float64(totalSamples - rejSamples))
-		m.histogramsRejected.WithLabelValues(reason).Add(float64(totalHists - rejHists))
-		m.exemplarsRejected.WithLabelValues(reason).Add(float64(totalEx - exRejected))
-		res := result{code: code, msg: fmt.Sprintf("storage: %v", err)}
-		res.retryAfter = code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable
-		return res
+		return t.fail("storage", err)
 	}
-	// retryable classifies a non-bad-data error.
-	retryable := func(err error) result {
-		if IsOverloaded(err) {
-			return abort(http.StatusTooManyRequests, "overloaded", err)
-		}
-		if IsUnavailable(err) {
-			return abort(http.StatusServiceUnavailable, "unavailable", err)
-		}
-		return abort(http.StatusInternalServerError, "storage_error", err)
+	if version == 1 {
+		t.appendMetadataV1()
 	}
-	// Series go in batches: the labels of a whole batch are checked and
-	// built first and looked up together, then the samples of each series
-	// are appended in order. Without a SeriesResolver, a batch is one series:
-	// one label buffer, warm in the cache, serves them all.
-	resolver, _ := app.(SeriesResolver)
+	err := t.app.Commit()
+	finished = true
+	if err != nil {
+		return t.fail("commit", err)
+	}
+	return t.committed()
+}
+
+// kind is a kind of item a request carries.
+type kind uint8
+
+const (
+	kindSamples kind = iota
+	kindHistograms
+	kindExemplars
+	nKinds
+)
+
+// String is the kind's name in messages to the sender.
+func (k kind) String() string {
+	return [nKinds]string{"sample", "histogram", "exemplar"}[k]
+}
+
+// tally counts items of each kind.
+type tally [nKinds]int
+
+// txn appends one decoded request through one Appender. It keeps the tally of
+// what was received, written and rejected, from which come the response and
+// the rejected counters: received = written + rejected once it ends.
+// txn.reject is the one place that counts a rejection.
+type txn struct {
+	h       *Handler
+	st      *reqState
+	d       *decoder
+	app     Appender
+	version int
+	// minT and maxT bound the sample times accepted, inclusive.
+	minT, maxT int64
+
+	received, written, rejected tally
+}
+
+// begin counts what a decoded request carries and opens its Appender.
+func (h *Handler) begin(r *http.Request, st *reqState, version int) txn {
+	t := txn{h: h, st: st, d: &st.dec, version: version, minT: math.MinInt64}
+	now := h.now()
+	t.maxT = now.Add(h.opts.MaxFutureSkew).UnixMilli()
+	if h.opts.MaxSampleAge > 0 {
+		t.minT = now.Add(-h.opts.MaxSampleAge).UnixMilli()
+	}
+	t.received = tally{len(t.d.samples), len(t.d.hists), len(t.d.exemplars)}
+	for k, n := range t.received {
+		h.m.received[k].Add(float64(n))
+	}
+	t.app = h.app.Appender(r.Context())
+	return t
+}
+
+// reject counts n items of kind k as not written, for reason.
+func (t *txn) reject(k kind, reason string, n int) {
+	t.h.m.rejected[k].WithLabelValues(reason).Add(float64(n))
+	t.rejected[k] += n
+}
+
+// rejectOne rejects one item and tells the sender why.
+func (t *txn) rejectOne(k kind, reason string, format string, args ...any) {
+	t.reject(k, reason, 1)
+	t.st.problem(t.h.opts.MaxErrorMessages, format, args...)
+}
+
+// rejectSeries rejects everything series s carries, for reason.
+func (t *txn) rejectSeries(s *seriesRec, reason string, err error) {
+	t.reject(kindSamples, reason, s.samples.len())
+	t.reject(kindHistograms, reason, s.histograms.len())
+	t.reject(kindExemplars, reason, s.exemplars.len())
+	t.st.problem(t.h.opts.MaxErrorMessages, "%v", err)
+}
+
+// fail answers a request whose Appender was rolled back, or failed to
+// commit, because of err (not bad data): nothing is written, so everything
+// not rejected yet is rejected for the reason err's class names.
+func (t *txn) fail(what string, err error) result {
+	code, reason := failure(err)
+	t.written = tally{}
+	for k := range nKinds {
+		t.reject(k, reason, t.received[k]-t.rejected[k])
+	}
+	return result{
+		code:       code,
+		msg:        fmt.Sprintf("%s: %v", what, err),
+		retryAfter: code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable,
+	}
+}
+
+// failure classifies an error that is not bad data: the status code to
+// answer and the reason to count the request's items under.
+func failure(err error) (code int, reason string) {
+	switch {
+	case IsOverloaded(err):
+		return http.StatusTooManyRequests, "overloaded"
+	case IsUnavailable(err):
+		return http.StatusServiceUnavailable, "unavailable"
+	}
+	return http.StatusInternalServerError, "storage_error"
+}
+
+// committed answers a committed request: 200, or 400 with the problems when
+// anything was rejected.
+func (t *txn) committed() result {
+	res := result{
+		code:       http.StatusOK,
+		samples:    t.written[kindSamples],
+		histograms: t.written[kindHistograms],
+		exemplars:  t.written[kindExemplars],
+	}
+	if t.st.nProblems > 0 {
+		res.code = http.StatusBadRequest
+		res.msg = t.st.report(res)
+	}
+	return res
+}
+
+// appendSeries appends every series. Series go in batches: the labels of a
+// whole batch are checked and built first and looked up together, then the
+// samples of each series are appended in order. Without a SeriesResolver, a
+// batch is one series: one label buffer, warm in the cache, serves them all.
+// An error is one to roll the request back for.
+func (t *txn) appendSeries() error {
+	st, d := t.st, t.d
+	resolver, _ := t.app.(SeriesResolver)
 	batch := 1
 	if resolver != nil {
 		batch = seriesBatch
@@ -87,186 +178,192 @@ func (h *Handler) ingest(r *http.Request, st *reqState, version int) result {
 	for lo := 0; lo < len(d.series); lo += batch {
 		slots := st.slots[:min(batch, len(d.series)-lo)]
 		for j := range slots {
-			h.prepareSeries(st, version, lo+j, &slots[j])
+			sl := &slots[j]
+			sl.reason, sl.err = t.prepareSeries(lo+j, sl)
 		}
 		if resolver != nil {
 			st.resolveBatch(resolver, lo, slots)
 		}
 		for j := range slots {
-			si := lo + j
-			sl := &slots[j]
-			s := &d.series[si]
-			nS, nH := s.samples.len(), s.histograms.len()
-			rejectSeries := func(reason string, err error) {
-				rejectSamples.WithLabelValues(reason).Add(float64(nS))
-				rejectHists.WithLabelValues(reason).Add(float64(nH))
-				m.exemplarsRejected.WithLabelValues(reason).Add(float64(s.exemplars.len()))
-				rejSamples += nS
-				rejHists += nH
-				exRejected += s.exemplars.len()
-				st.problem(h.opts.MaxErrorMessages, "%v", err)
-			}
-			if sl.err != nil {
-				rejectSeries(sl.reason, sl.err)
-				continue
-			}
-			ls := sl.ls
-			ref := sl.ref
-			if version == 2 {
-				if newRef, err := app.UpdateMetadata(0, ls, sl.meta); err != nil {
-					h.logger.Debug("remote write: metadata not stored", "series", ls.String(), "err", err)
-				} else if newRef != 0 {
-					ref = newRef
-				}
-			}
-
-			for i := s.samples.lo; i < s.samples.hi; i++ {
-				smp := &d.samples[i]
-				if reason, bad := window(smp.t, minT, maxT); bad {
-					rejectSamples.WithLabelValues(reason).Inc()
-					rejSamples++
-					st.problem(h.opts.MaxErrorMessages, "series %s: sample at %d: %s", ls, smp.t, windowMsg(reason, h.opts))
-					continue
-				}
-				sts := smp.st
-				if sts == 0 {
-					sts = s.createdTS
-				}
-				newRef, err := app.Append(ref, ls, sts, smp.t, smp.v)
-				if err != nil {
-					if !IsBadData(err) {
-						return retryable(err)
-					}
-					rejectSamples.WithLabelValues(rejectReason(err)).Inc()
-					rejSamples++
-					st.problem(h.opts.MaxErrorMessages, "series %s: sample at %d: %v", ls, smp.t, err)
-					continue
-				}
-				ref = newRef
-				res.samples++
-			}
-
-			for i := s.histograms.lo; i < s.histograms.hi; i++ {
-				hr := &d.hists[i]
-				if reason, bad := window(hr.t, minT, maxT); bad {
-					rejectHists.WithLabelValues(reason).Inc()
-					rejHists++
-					st.problem(h.opts.MaxErrorMessages, "series %s: histogram at %d: %s", ls, hr.t, windowMsg(reason, h.opts))
-					continue
-				}
-				hi, fh := st.histogram(d, hr)
-				var verr error
-				if fh != nil {
-					verr = fh.Validate()
-				} else {
-					verr = hi.Validate()
-				}
-				if verr != nil {
-					rejectHists.WithLabelValues("invalid_histogram").Inc()
-					rejHists++
-					st.problem(h.opts.MaxErrorMessages, "series %s: histogram at %d: %v", ls, hr.t, verr)
-					continue
-				}
-				sts := hr.st
-				if sts == 0 {
-					sts = s.createdTS
-				}
-				newRef, err := app.AppendHistogram(ref, ls, sts, hr.t, hi, fh)
-				if err != nil {
-					if !IsBadData(err) {
-						return retryable(err)
-					}
-					rejectHists.WithLabelValues(rejectReason(err)).Inc()
-					rejHists++
-					st.problem(h.opts.MaxErrorMessages, "series %s: histogram at %d: %v", ls, hr.t, err)
-					continue
-				}
-				ref = newRef
-				res.histograms++
-			}
-
-			if s.exemplars.len() > 0 {
-				exs := d.exemplars[s.exemplars.lo:s.exemplars.hi]
-				slices.SortStableFunc(exs, func(a, b exemplarRec) int { return cmp.Compare(a.ts, b.ts) })
-				for j := range exs {
-					e := &exs[j]
-					var elbls []labels.Label
-					exUTF8 := false
-					if version == 2 {
-						var err error
-						if elbls, exUTF8, err = st.resolve(d, d.exRefs[e.labels.lo:e.labels.hi], &st.exlb); err != nil {
-							m.exemplarsRejected.WithLabelValues("invalid_symbol_ref").Inc()
-							exRejected++
-							st.problem(h.opts.MaxErrorMessages, "series %s: exemplar: %v", ls, err)
-							continue
-						}
-					} else {
-						elbls = d.exLabels[e.labels.lo:e.labels.hi]
-					}
-					if reason, err := h.buildLabels(&st.exsb, &st.exls, elbls, true, exUTF8); err != nil {
-						m.exemplarsRejected.WithLabelValues(reason).Inc()
-						exRejected++
-						st.problem(h.opts.MaxErrorMessages, "series %s: exemplar %s: %v", ls, describe(elbls), err)
-						continue
-					}
-					ex := exemplar.Exemplar{Labels: st.exls, Value: e.v, Ts: e.ts, HasTs: e.ts != 0}
-					newRef, err := app.AppendExemplar(ref, ls, ex)
-					if err != nil {
-						// Senders resend exemplars, so out-of-order and duplicate
-						// exemplars are routine; they never fail the request.
-						reason, unexpected := exemplarRejectReason(err)
-						if unexpected {
-							h.logger.Warn("remote write: exemplar not stored", "series", ls.String(), "err", err)
-						}
-						m.exemplarsRejected.WithLabelValues(reason).Inc()
-						exRejected++
-						continue
-					}
-					ref = newRef
-					res.exemplars++
-				}
+			if err := t.appendOneSeries(&d.series[lo+j], &slots[j]); err != nil {
+				return err
 			}
 		}
 	}
+	return nil
+}
 
-	if version == 1 {
-		for i := range d.meta {
-			md := &d.meta[i]
-			if md.family == "" {
-				continue
-			}
-			st.sb.Reset()
-			st.sb.Add(model.MetricNameLabel, md.family)
-			st.sb.Overwrite(&st.ls)
-			meta := metadata.Metadata{Type: metricType(md.typ), Help: md.help, Unit: md.unit}
-			if _, err := app.UpdateMetadata(0, st.ls, meta); err != nil {
-				h.logger.Debug("remote write: metadata not stored", "family", md.family, "err", err)
-			}
+// appendOneSeries appends what series s carries, under the labels prepared
+// in sl.
+func (t *txn) appendOneSeries(s *seriesRec, sl *seriesSlot) error {
+	if sl.err != nil {
+		t.rejectSeries(s, sl.reason, sl.err)
+		return nil
+	}
+	ref := sl.ref
+	if t.version == 2 {
+		if newRef, err := t.app.UpdateMetadata(0, sl.ls, sl.meta); err != nil {
+			t.h.logger.Debug("remote write: metadata not stored", "series", sl.ls.String(), "err", err)
+		} else if newRef != 0 {
+			ref = newRef
 		}
 	}
-
-	if err := app.Commit(); err != nil {
-		finished = true
-		m.samplesRejected.WithLabelValues(commitReason(err)).Add(float64(totalSamples - rejSamples))
-		m.histogramsRejected.WithLabelValues(commitReason(err)).Add(float64(totalHists - rejHists))
-		m.exemplarsRejected.WithLabelValues(commitReason(err)).Add(float64(totalEx - exRejected))
-		code := http.StatusInternalServerError
-		switch {
-		case IsOverloaded(err):
-			code = http.StatusTooManyRequests
-		case IsUnavailable(err):
-			code = http.StatusServiceUnavailable
+	ref, err := t.appendSamples(s, sl.ls, ref)
+	if err != nil {
+		return err
+	}
+	if s.histograms.len() > 0 {
+		if ref, err = t.appendHistograms(s, sl.ls, ref); err != nil {
+			return err
 		}
-		return result{code: code, msg: fmt.Sprintf("commit: %v", err), retryAfter: code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable}
 	}
-	finished = true
-	if st.nProblems == 0 {
-		res.code = http.StatusOK
-		return res
+	if s.exemplars.len() > 0 {
+		t.appendExemplars(s, sl.ls, ref)
 	}
-	res.code = http.StatusBadRequest
-	res.msg = st.report(res)
-	return res
+	return nil
+}
+
+func (t *txn) appendSamples(s *seriesRec, ls labels.Labels, ref SeriesRef) (SeriesRef, error) {
+	for i := s.samples.lo; i < s.samples.hi; i++ {
+		smp := &t.d.samples[i]
+		if smp.t < t.minT || smp.t > t.maxT {
+			t.rejectOutsideWindow(kindSamples, ls, smp.t)
+			continue
+		}
+		newRef, err := t.app.Append(ref, ls, startTime(smp.st, s.createdTS), smp.t, smp.v)
+		if err != nil {
+			if err := t.appendFailed(kindSamples, ls, smp.t, err); err != nil {
+				return ref, err
+			}
+			continue
+		}
+		ref = newRef
+		t.written[kindSamples]++
+	}
+	return ref, nil
+}
+
+func (t *txn) appendHistograms(s *seriesRec, ls labels.Labels, ref SeriesRef) (SeriesRef, error) {
+	for i := s.histograms.lo; i < s.histograms.hi; i++ {
+		hr := &t.d.hists[i]
+		if hr.t < t.minT || hr.t > t.maxT {
+			t.rejectOutsideWindow(kindHistograms, ls, hr.t)
+			continue
+		}
+		h, fh := t.st.histogram(t.d, hr)
+		if err := validate(h, fh); err != nil {
+			t.rejectOne(kindHistograms, "invalid_histogram", "series %s: histogram at %d: %v", ls, hr.t, err)
+			continue
+		}
+		newRef, err := t.app.AppendHistogram(ref, ls, startTime(hr.st, s.createdTS), hr.t, h, fh)
+		if err != nil {
+			if err := t.appendFailed(kindHistograms, ls, hr.t, err); err != nil {
+				return ref, err
+			}
+			continue
+		}
+		ref = newRef
+		t.written[kindHistograms]++
+	}
+	return ref, nil
+}
+
+// appendExemplars appends the exemplars of series s in time order. Senders
+// resend exemplars, so out-of-order and duplicate exemplars are routine: the
+// storage refusing one never fails the request, nor is it reported to the
+// sender.
+func (t *txn) appendExemplars(s *seriesRec, ls labels.Labels, ref SeriesRef) {
+	st := t.st
+	exs := t.d.exemplars[s.exemplars.lo:s.exemplars.hi]
+	slices.SortStableFunc(exs, func(a, b exemplarRec) int { return cmp.Compare(a.ts, b.ts) })
+	for j := range exs {
+		e := &exs[j]
+		lbls, knownUTF8, err := t.exemplarLabels(e)
+		if err != nil {
+			t.rejectOne(kindExemplars, "invalid_symbol_ref", "series %s: exemplar: %v", ls, err)
+			continue
+		}
+		if reason, err := t.h.buildLabels(&st.exsb, &st.exls, lbls, true, knownUTF8); err != nil {
+			t.rejectOne(kindExemplars, reason, "series %s: exemplar %s: %v", ls, describe(lbls), err)
+			continue
+		}
+		ex := exemplar.Exemplar{Labels: st.exls, Value: e.v, Ts: e.ts, HasTs: e.ts != 0}
+		newRef, err := t.app.AppendExemplar(ref, ls, ex)
+		if err != nil {
+			reason, unexpected := exemplarRejectReason(err)
+			if unexpected {
+				t.h.logger.Warn("remote write: exemplar not stored", "series", ls.String(), "err", err)
+			}
+			t.reject(kindExemplars, reason, 1)
+			continue
+		}
+		ref = newRef
+		t.written[kindExemplars]++
+	}
+}
+
+// exemplarLabels returns the raw labels of e and whether they are known to
+// be valid UTF-8.
+func (t *txn) exemplarLabels(e *exemplarRec) ([]labels.Label, bool, error) {
+	if t.version == 2 {
+		return t.st.resolve(t.d, t.d.exRefs[e.labels.lo:e.labels.hi], &t.st.exlb)
+	}
+	return t.d.exLabels[e.labels.lo:e.labels.hi], false, nil
+}
+
+// appendMetadataV1 records the 1.0 metadata, which is per metric family.
+// Metadata errors never fail the request.
+func (t *txn) appendMetadataV1() {
+	st := t.st
+	for i := range t.d.meta {
+		md := &t.d.meta[i]
+		if md.family == "" {
+			continue
+		}
+		st.sb.Reset()
+		st.sb.Add(model.MetricNameLabel, md.family)
+		st.sb.Overwrite(&st.ls)
+		meta := metadata.Metadata{Type: metricType(md.typ), Help: md.help, Unit: md.unit}
+		if _, err := t.app.UpdateMetadata(0, st.ls, meta); err != nil {
+			t.h.logger.Debug("remote write: metadata not stored", "family", md.family, "err", err)
+		}
+	}
+}
+
+// rejectOutsideWindow rejects an item at time at, outside [minT, maxT].
+func (t *txn) rejectOutsideWindow(k kind, ls labels.Labels, at int64) {
+	o := &t.h.opts
+	if at > t.maxT {
+		t.rejectOne(k, "too_far_in_future", "series %s: %s at %d: timestamp more than max_future_skew=%s ahead of the receiver's clock", ls, k, at, o.MaxFutureSkew)
+		return
+	}
+	t.rejectOne(k, "too_old", "series %s: %s at %d: timestamp older than max_sample_age=%s", ls, k, at, o.MaxSampleAge)
+}
+
+// appendFailed handles an error of the Appender for an item at time at:
+// bad data rejects the item, anything else is returned to fail the request.
+func (t *txn) appendFailed(k kind, ls labels.Labels, at int64, err error) error {
+	if !IsBadData(err) {
+		return err
+	}
+	t.rejectOne(k, rejectReason(err), "series %s: %s at %d: %v", ls, k, at, err)
+	return nil
+}
+
+// startTime is the start timestamp of a sample: its own, or that of its
+// series (2.0-rc.3 senders).
+func startTime(st, seriesST int64) int64 {
+	if st == 0 {
+		return seriesST
+	}
+	return st
+}
+
+func validate(h *histogram.Histogram, fh *histogram.FloatHistogram) error {
+	if fh != nil {
+		return fh.Validate()
+	}
+	return h.Validate()
 }
 
 // seriesBatch is the number of series whose labels are built, and looked up,
@@ -286,29 +383,23 @@ type seriesSlot struct {
 }
 
 // prepareSeries checks and builds the labels (and 2.0 metadata) of series si
-// in sl.
-func (h *Handler) prepareSeries(st *reqState, version, si int, sl *seriesSlot) {
-	d := &st.dec
+// in sl, and returns why the series is rejected, if it is.
+func (t *txn) prepareSeries(si int, sl *seriesSlot) (reason string, err error) {
+	sl.meta, sl.ref = metadata.Metadata{}, 0
+	st, d := t.st, t.d
 	s := &d.series[si]
-	sl.meta, sl.ref, sl.reason, sl.err = metadata.Metadata{}, 0, "", nil
-	reject := func(reason string, err error) {
-		sl.reason, sl.err = reason, err
-	}
 	var lbls []labels.Label
 	knownUTF8 := false
-	if version == 2 {
-		var err error
+	if t.version == 2 {
 		if lbls, knownUTF8, err = st.resolve(d, d.refs[s.labels.lo:s.labels.hi], &st.lbls); err != nil {
-			reject("invalid_symbol_ref", fmt.Errorf("series %d: labels: %w", si, err))
-			return
+			return "invalid_symbol_ref", fmt.Errorf("series %d: labels: %w", si, err)
 		}
 		if s.hasMeta {
 			help, ok1 := symbol(d.symbols, s.helpRef)
 			unit, ok2 := symbol(d.symbols, s.unitRef)
 			if !ok1 || !ok2 {
-				reject("invalid_symbol_ref", fmt.Errorf("series %s: metadata refers to a symbol out of range (help %d, unit %d, %d symbols)",
-					describe(lbls), s.helpRef, s.unitRef, len(d.symbols)))
-				return
+				return "invalid_symbol_ref", fmt.Errorf("series %s: metadata refers to a symbol out of range (help %d, unit %d, %d symbols)",
+					describe(lbls), s.helpRef, s.unitRef, len(d.symbols))
 			}
 			sl.meta = metadata.Metadata{Type: metricType(s.metaType), Help: help, Unit: unit}
 		}
@@ -316,15 +407,15 @@ func (h *Handler) prepareSeries(st *reqState, version, si int, sl *seriesSlot) {
 		lbls = d.labels[s.labels.lo:s.labels.hi]
 		knownUTF8 = s.asciiLabels
 	}
-	if reason, err := h.buildLabels(&sl.sb, &sl.ls, lbls, false, knownUTF8); err != nil {
-		reject(reason, fmt.Errorf("series %s: %w", describe(lbls), err))
-		return
+	if reason, err := t.h.buildLabels(&sl.sb, &sl.ls, lbls, false, knownUTF8); err != nil {
+		return reason, fmt.Errorf("series %s: %w", describe(lbls), err)
 	}
-	if version == 2 && s.samples.len()+s.histograms.len()+s.exemplars.len() == 0 {
+	if t.version == 2 && s.samples.len()+s.histograms.len()+s.exemplars.len() == 0 {
 		// 2.0-rc.4 allows a series with only exemplars, not one with
 		// nothing.
-		reject("no_samples", fmt.Errorf("series %s: has no samples, histograms or exemplars", describe(lbls)))
+		return "no_samples", fmt.Errorf("series %s: has no samples, histograms or exemplars", describe(lbls))
 	}
+	return "", nil
 }
 
 // resolveBatch asks r for the refs of the accepted series of a batch that
@@ -359,33 +450,6 @@ func (st *reqState) resolveBatch(r SeriesResolver, lo int, slots []seriesSlot) {
 		slots[j].ref = st.rRefs[k]
 	}
 	clear(st.rLsets)
-}
-
-func commitReason(err error) string {
-	if IsOverloaded(err) {
-		return "overloaded"
-	}
-	if IsUnavailable(err) {
-		return "unavailable"
-	}
-	return "storage_error"
-}
-
-func window(t, minT, maxT int64) (string, bool) {
-	switch {
-	case t > maxT:
-		return "too_far_in_future", true
-	case t < minT:
-		return "too_old", true
-	}
-	return "", false
-}
-
-func windowMsg(reason string, o Options) string {
-	if reason == "too_far_in_future" {
-		return fmt.Sprintf("timestamp more than max_future_skew=%s ahead of the receiver's clock", o.MaxFutureSkew)
-	}
-	return fmt.Sprintf("timestamp older than max_sample_age=%s", o.MaxSampleAge)
 }
 
 // problem records one rejected item; only the first max get a message.

@@ -8,45 +8,45 @@ import (
 
 // metrics of the receiver. received counts what well-formed requests carried;
 // rejected{reason} counts what of it was not written, so written = received -
-// rejected.
+// rejected. Both are indexed by kind.
 type metrics struct {
-	samplesReceived    prometheus.Counter
-	histogramsReceived prometheus.Counter
-	exemplarsReceived  prometheus.Counter
-	samplesRejected    *prometheus.CounterVec
-	histogramsRejected *prometheus.CounterVec
-	exemplarsRejected  *prometheus.CounterVec
-	requests           *prometheus.CounterVec
-	duration           *prometheus.HistogramVec
-	inflight           prometheus.Gauge
+	received [nKinds]prometheus.Counter
+	rejected [nKinds]*prometheus.CounterVec
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	inflight prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
-		samplesReceived: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "shale_remotewrite_samples_received_total",
-			Help: "Float samples decoded from well-formed remote-write requests.",
-		}),
-		histogramsReceived: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "shale_remotewrite_histograms_received_total",
-			Help: "Native histogram samples decoded from well-formed remote-write requests.",
-		}),
-		exemplarsReceived: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "shale_remotewrite_exemplars_received_total",
-			Help: "Exemplars decoded from well-formed remote-write requests.",
-		}),
-		samplesRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shale_remotewrite_samples_rejected_total",
-			Help: "Float samples received but not written, by reason.",
-		}, []string{"reason"}),
-		histogramsRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shale_remotewrite_histograms_rejected_total",
-			Help: "Native histogram samples received but not written, by reason.",
-		}, []string{"reason"}),
-		exemplarsRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shale_remotewrite_exemplars_rejected_total",
-			Help: "Exemplars received but not written, by reason.",
-		}, []string{"reason"}),
+		received: [nKinds]prometheus.Counter{
+			kindSamples: prometheus.NewCounter(prometheus.CounterOpts{
+				Name: "shale_remotewrite_samples_received_total",
+				Help: "Float samples decoded from well-formed remote-write requests.",
+			}),
+			kindHistograms: prometheus.NewCounter(prometheus.CounterOpts{
+				Name: "shale_remotewrite_histograms_received_total",
+				Help: "Native histogram samples decoded from well-formed remote-write requests.",
+			}),
+			kindExemplars: prometheus.NewCounter(prometheus.CounterOpts{
+				Name: "shale_remotewrite_exemplars_received_total",
+				Help: "Exemplars decoded from well-formed remote-write requests.",
+			}),
+		},
+		rejected: [nKinds]*prometheus.CounterVec{
+			kindSamples: prometheus.NewCounterVec(prometheus.CounterOpts{
+				Name: "shale_remotewrite_samples_rejected_total",
+				Help: "Float samples received but not written, by reason.",
+			}, []string{"reason"}),
+			kindHistograms: prometheus.NewCounterVec(prometheus.CounterOpts{
+				Name: "shale_remotewrite_histograms_rejected_total",
+				Help: "Native histogram samples received but not written, by reason.",
+			}, []string{"reason"}),
+			kindExemplars: prometheus.NewCounterVec(prometheus.CounterOpts{
+				Name: "shale_remotewrite_exemplars_rejected_total",
+				Help: "Exemplars received but not written, by reason.",
+			}, []string{"reason"}),
+		},
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shale_remotewrite_requests_total",
 			Help: "Remote-write requests by protocol version and HTTP status code.",
@@ -68,8 +68,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{
-		m.samplesReceived, m.histogramsReceived, m.exemplarsReceived,
-		m.samplesRejected, m.histogramsRejected, m.exemplarsRejected,
+		m.received[kindSamples], m.received[kindHistograms], m.received[kindExemplars],
+		m.rejected[kindSamples], m.rejected[kindHistograms], m.rejected[kindExemplars],
 		m.requests, m.duration, m.inflight,
 	} {
 		if err := reg.Register(c); err != nil {

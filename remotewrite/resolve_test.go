@@ -117,7 +117,7 @@ func TestResolveSeries(t *testing.T) {
 				h, _ := newTestHandler(t, app, nil)
 				resp := post(t, h, contentType(version), "snappy", body)
 				msgs[i] = assertCode(t, resp, http.StatusBadRequest, "not valid UTF-8")
-				if got := testutil.ToFloat64(h.m.samplesRejected.WithLabelValues("invalid_labels")); got != float64(len(badAt)) {
+				if got := testutil.ToFloat64(h.m.rejected[kindSamples].WithLabelValues("invalid_labels")); got != float64(len(badAt)) {
 					t.Fatalf("rejected{reason=invalid_labels} = %v, want %d", got, len(badAt))
 				}
 			}

@@ -66,6 +66,34 @@ func lenDelim(b []byte, i int) ([]byte, int, error) {
 	return b[i:end:end], end, nil
 }
 
+// bytesField reads a length-delimited field of message msg whose key gave
+// wire type wt. The hottest loops check wt themselves and call lenDelim,
+// which spares a call and three arguments per field.
+func bytesField(b []byte, i, wt int, msg string, field uint64) ([]byte, int, error) {
+	if wt != wireBytes {
+		return nil, i, wrongType(msg, field, wt)
+	}
+	return lenDelim(b, i)
+}
+
+// varintField reads a varint field of message msg whose key gave wire type
+// wt.
+func varintField(b []byte, i, wt int, msg string, field uint64) (uint64, int, error) {
+	if wt != wireVarint {
+		return 0, i, wrongType(msg, field, wt)
+	}
+	return uvarint(b, i)
+}
+
+// doubleField reads a double field of message msg whose key gave wire type
+// wt.
+func doubleField(b []byte, i, wt int, msg string, field uint64) (float64, int, error) {
+	if wt != wireFixed64 {
+		return 0, i, wrongType(msg, field, wt)
+	}
+	return double(b, i)
+}
+
 func fixed64(b []byte, i int) (uint64, int, error) {
 	if len(b)-i < 8 {
 		return 0, i, errTruncated

@@ -183,7 +183,7 @@ func (a *appender) Append(ref promstorage.SeriesRef, lset labels.Labels, st, t i
 	db := a.db
 	maxT := db.head.maxT.Load()
 	if minT := db.oldestAccepted(maxT); t < minT {
-		db.metrics.rejected.WithLabelValues("too_old").Inc()
+		db.metrics.rejected.WithLabelValues("out_of_bounds").Inc()
 		return 0, fmt.Errorf("%w: sample at %d is older than the retention of %s allows (%d; newest sample %d)", promstorage.ErrOutOfBounds, t, db.opts.Retention, minT, maxT)
 	}
 	s, err := a.series(t, lset)
@@ -248,7 +248,7 @@ func (a *appender) series(t int64, lset labels.Labels) (*memSeries, error) {
 		return nil, err
 	}
 	if p == nil {
-		db.metrics.rejected.WithLabelValues("too_old").Inc()
+		db.metrics.rejected.WithLabelValues("out_of_bounds").Inc()
 		return nil, fmt.Errorf("%w: sample at %d falls in a partition already written out", promstorage.ErrOutOfBounds, t)
 	}
 	if p != missed {

@@ -7,7 +7,13 @@ import (
 type metrics struct {
 	reg prometheus.Registerer
 
-	appended          prometheus.Counter
+	appended prometheus.Counter
+	// rejected's reasons name the error returned, in Prometheus' words:
+	// out_of_bounds (ErrOutOfBounds: outside the time range the head
+	// accepts), too_old (ErrTooOldSample: outside the out-of-order window),
+	// out_of_order, duplicate, invalid_labels, commit_conflict. The
+	// remote-write receiver counts the same errors under the same names
+	// (docs/remotewrite.md).
 	rejected          *prometheus.CounterVec
 	seriesCreated     prometheus.Counter
 	partitionsCreated prometheus.Counter

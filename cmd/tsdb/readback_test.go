@@ -155,7 +155,7 @@ func TestRemoteWriteReadBack(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			h, err := remotewrite.NewHandler(ingestAppendable{db}, remotewrite.DefaultOptions(), remotewrite.Deps{})
+			h, err := remotewrite.NewHandler(ingestAppendable{db}, remotewrite.DefaultOptions(), remotewrite.Components{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -196,7 +196,7 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 
 	runErr := make(chan error, 1)
 	if cfg.mode == "writer" {
-		rw, err := remotewrite.NewHandler(ingestAppendable{db}, fileCfg.RemoteWrite, remotewrite.Deps{Logger: logger, Registerer: reg})
+		rw, err := remotewrite.NewHandler(ingestAppendable{db}, fileCfg.RemoteWrite, remotewrite.Components{Logger: logger, Registerer: reg})
 		if err != nil {
 			return fmt.Errorf("remote write: %w", err)
 		}
