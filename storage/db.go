@@ -16,7 +16,6 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	promstorage "github.com/prometheus/prometheus/storage"
 
-	"github.com/shaledb/shale/gorilla"
 	"github.com/shaledb/shale/index"
 	"github.com/shaledb/shale/storage/lsm"
 )
@@ -317,5 +316,4 @@ func (db *DB) StartTime() (int64, error) {
 var (
 	_ promstorage.Storage           = (*DB)(nil)
 	_ promstorage.ExemplarQueryable = (*DB)(nil)
-	_                               = gorilla.ErrCorrupt
 )

@@ -2,14 +2,16 @@ package lsm
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
+
+	"github.com/shaledb/shale/corrupt"
 )
 
 // ErrCorrupt marks an object (manifest or WAL) whose bytes cannot be
-// decoded: bad magic, bad checksum, truncated or malformed.
-var ErrCorrupt = errors.New("lsm: corrupt object")
+// decoded: bad magic, bad checksum, truncated or malformed. It wraps
+// corrupt.Err.
+var ErrCorrupt = corrupt.New("lsm: corrupt object")
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 

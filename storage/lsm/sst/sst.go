@@ -14,8 +14,9 @@ package sst
 
 import (
 	"context"
-	"errors"
 	"fmt"
+
+	"github.com/shaledb/shale/corrupt"
 )
 
 // Kind is what an entry does to its key.
@@ -90,8 +91,8 @@ func (c Compression) String() string {
 func (c Compression) valid() bool { return c <= CompressionZstd }
 
 // ErrCorrupt marks corruption (bad checksum, bad magic, truncated or malformed
-// bytes): errors.Is(err, sst.ErrCorrupt).
-var ErrCorrupt = errors.New("sst: corrupt")
+// bytes): errors.Is(err, sst.ErrCorrupt). It wraps corrupt.Err.
+var ErrCorrupt = corrupt.New("sst: corrupt")
 
 // corruptf returns an error that wraps ErrCorrupt.
 func corruptf(format string, args ...any) error {
