@@ -30,6 +30,8 @@ import (
 	"github.com/prometheus/prometheus/util/httputil"
 	"github.com/prometheus/prometheus/util/notifications"
 	v1 "github.com/prometheus/prometheus/web/api/v1"
+
+	"github.com/shaledb/shale/internal/promreg"
 )
 
 // APIPrefix is where the API is mounted.
@@ -96,12 +98,11 @@ func NewAPI(opts Options, comps Components) (*API, error) {
 			NativeHistogramMinResetDuration: time.Hour,
 		}, []string{"handler"}),
 	}
-	if comps.Registerer != nil {
-		for _, c := range []prometheus.Collector{a.requests, a.duration} {
-			if err := comps.Registerer.Register(c); err != nil {
-				return nil, fmt.Errorf("register promql API metrics: %w", err)
-			}
-		}
+	if err := errors.Join(
+		promreg.Register(comps.Registerer, &a.requests),
+		promreg.Register(comps.Registerer, &a.duration),
+	); err != nil {
+		return nil, fmt.Errorf("register promql API metrics: %w", err)
 	}
 
 	featureRegistry := features.NewRegistry()

@@ -25,7 +25,10 @@ var ErrClosed = errors.New("storage: closed")
 
 // Components are what DB is built from besides its settings.
 type Components struct {
-	Logger     *slog.Logger
+	Logger *slog.Logger
+	// Registerer receives the engine's metrics (nil: none). DBs on one
+	// registry share the counters; the head gauges are one DB's, so only one
+	// DB may be open on a registry at a time. Close unregisters the gauges.
 	Registerer prometheus.Registerer
 	// Now returns the wall clock; retention and flush cadence use it.
 	Now func() time.Time
@@ -74,13 +77,17 @@ func open(ctx context.Context, view lsm.View, w *lsm.DB, r *lsm.Reader, opts Opt
 	if comps.Now == nil {
 		comps.Now = time.Now
 	}
+	m, err := newMetrics(comps.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	db := &DB{
 		opts:     opts,
 		lsm:      view,
 		w:        w,
 		r:        r,
 		logger:   comps.Logger,
-		metrics:  newMetrics(comps.Registerer),
+		metrics:  m,
 		now:      comps.Now,
 		partMs:   opts.PartitionDuration.Milliseconds(),
 		head:     &head{parts: map[int64]*headPart{}},
@@ -98,7 +105,9 @@ func open(ctx context.Context, view lsm.View, w *lsm.DB, r *lsm.Reader, opts Opt
 		}
 	}
 	db.head.flushAt.Store(flushThreshold(opts.HeadFlushSamples, db.head.numSeries()))
-	db.metrics.register(db)
+	if err := db.metrics.register(db); err != nil {
+		return nil, err
+	}
 	return db, nil
 }
 

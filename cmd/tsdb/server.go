@@ -110,7 +110,12 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 	cfg.walFlushInterval = walFlushInterval(cfg.walFlushInterval, where)
 	// No retrying layer here: the LSM owns retries, and knows which failed
 	// conditional writes to check by reading back.
-	bucket = objstore.NewMetricsBucket(bucket, reg, "tsdb")
+	mb, err := objstore.NewMetricsBucket(bucket, reg, "tsdb")
+	if err != nil {
+		bucket.Close()
+		return err
+	}
+	bucket = mb
 	defer bucket.Close()
 
 	copts := cache.DefaultOptions()

@@ -115,7 +115,10 @@ func Open(ctx context.Context, bucket objstore.Bucket, prefix string, opts Optio
 		return nil, err
 	}
 	comp = comp.withDefaults()
-	m := newMetrics(comp.Registerer)
+	m, err := newMetrics(comp.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	db := &DB{
 		opts:      opts,
 		comp:      comp,

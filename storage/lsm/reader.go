@@ -43,9 +43,13 @@ func OpenReader(ctx context.Context, bucket objstore.Bucket, prefix string, opts
 		return nil, err
 	}
 	comp = comp.withDefaults()
+	m, err := newMetrics(comp.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	r := &Reader{
 		opts:    opts,
-		s:       newStore(bucket, prefix, comp.Cache, newMetrics(comp.Registerer), comp.Logger, opts.RetryBackoff, 100*opts.RetryBackoff),
+		s:       newStore(bucket, prefix, comp.Cache, m, comp.Logger, opts.RetryBackoff, 100*opts.RetryBackoff),
 		merge:   comp.readMerge(),
 		clock:   comp.Clock,
 		logger:  comp.Logger.With("lsm_reader", prefix),
