@@ -53,12 +53,9 @@ func (k Kind) valid() bool { return k >= KindPut && k <= KindMerge }
 type Entry struct {
 	Key []byte
 	// Seq is the sequence number assigned by the LSM writer; larger is newer.
-	Seq  uint64
-	Kind Kind
-	// ExpireAt is the Unix time in milliseconds after which the entry is
-	// treated as deleted; 0 means never. The table only stores it.
-	ExpireAt int64
-	Value    []byte
+	Seq   uint64
+	Kind  Kind
+	Value []byte
 }
 
 // Compression selects how data and index blocks are compressed. Each block
