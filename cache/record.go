@@ -2,9 +2,10 @@ package cache
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
+
+	"github.com/shaledb/shale/corrupt"
 )
 
 // The disk tier's byte layout (docs/cache.md has the diagrams).
@@ -42,8 +43,9 @@ const (
 
 // ErrCorrupt marks bytes in the disk tier that fail validation: a bad
 // checksum, an impossible length, a record cut short or a record that holds
-// another key than the one asked for. The cache treats it as a miss.
-var ErrCorrupt = errors.New("cache: corrupt disk tier data")
+// another key than the one asked for. The cache treats it as a miss. It
+// wraps corrupt.Err.
+var ErrCorrupt = corrupt.New("cache: corrupt disk tier data")
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 

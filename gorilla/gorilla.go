@@ -24,11 +24,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/shaledb/shale/corrupt"
 )
 
 // ErrCorrupt marks a block that cannot be decoded: it was truncated, altered
-// or never was a block. Test for it with errors.Is.
-var ErrCorrupt = errors.New("gorilla: corrupt block")
+// or never was a block. Test for it with errors.Is; it wraps corrupt.Err.
+var ErrCorrupt = corrupt.New("gorilla: corrupt block")
 
 // ErrOutOfOrder is returned when a sample is not newer than the last one
 // appended.

@@ -16,11 +16,14 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/shaledb/shale/corrupt"
 )
 
 // ErrCorrupt marks bytes that do not decode: a truncated or garbled label
-// set or postings list. Callers test for it with errors.Is.
-var ErrCorrupt = errors.New("index: corrupt data")
+// set or postings list. Callers test for it with errors.Is; it wraps
+// corrupt.Err.
+var ErrCorrupt = corrupt.New("index: corrupt data")
 
 // ErrSeriesNotFound means a series reference is not in the index.
 var ErrSeriesNotFound = errors.New("index: series not found")

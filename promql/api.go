@@ -30,6 +30,8 @@ import (
 	"github.com/prometheus/prometheus/util/httputil"
 	"github.com/prometheus/prometheus/util/notifications"
 	v1 "github.com/prometheus/prometheus/web/api/v1"
+
+	"github.com/shaledb/shale/internal/promreg"
 )
 
 // APIPrefix is where the API is mounted.
@@ -106,12 +108,12 @@ func NewAPI(opts Options, comps Components) (*API, error) {
 			NativeHistogramMinResetDuration: time.Hour,
 		}, []string{"handler"}),
 	}
-	if comps.Registerer != nil {
-		for _, c := range []prometheus.Collector{a.requests, a.duration, a.refused} {
-			if err := comps.Registerer.Register(c); err != nil {
-				return nil, fmt.Errorf("register promql API metrics: %w", err)
-			}
-		}
+	if err := errors.Join(
+		promreg.Register(comps.Registerer, &a.requests),
+		promreg.Register(comps.Registerer, &a.duration),
+		promreg.Register(comps.Registerer, &a.refused),
+	); err != nil {
+		return nil, fmt.Errorf("register promql API metrics: %w", err)
 	}
 
 	featureRegistry := features.NewRegistry()
@@ -119,7 +121,7 @@ func NewAPI(opts Options, comps Components) (*API, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.budget, err = newMemoryBudget(opts.MaxMemory, opts.MaxConcurrentQueries, refused, comps.Registerer)
+	a.budget, err = newMemoryBudget(opts.MaxMemory, opts.MaxConcurrentQueries, a.refused, comps.Registerer)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package promql
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -9,6 +10,8 @@ import (
 	upstream "github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/util/features"
+
+	"github.com/shaledb/shale/internal/promreg"
 )
 
 // NewParser returns the PromQL parser the settings ask for, refusing texts
@@ -103,12 +106,11 @@ func newQueryGate(maxConcurrent int, reg prometheus.Registerer) (*queryGate, err
 			Help: "Queries holding an evaluation slot.",
 		}),
 	}
-	if reg != nil {
-		for _, c := range []prometheus.Collector{g.waiting, g.active} {
-			if err := reg.Register(c); err != nil {
-				return nil, fmt.Errorf("register query gate metrics: %w", err)
-			}
-		}
+	if err := errors.Join(
+		promreg.Register(reg, &g.waiting),
+		promreg.Register(reg, &g.active),
+	); err != nil {
+		return nil, fmt.Errorf("register query gate metrics: %w", err)
 	}
 	return g, nil
 }

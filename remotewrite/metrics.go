@@ -1,9 +1,13 @@
 package remotewrite
 
 import (
+	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shaledb/shale/internal/promreg"
 )
 
 // metrics of the receiver. received counts what well-formed requests carried;
@@ -64,17 +68,20 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Remote-write requests being processed.",
 		}),
 	}
-	if reg == nil {
-		return m, nil
-	}
-	for _, c := range []prometheus.Collector{
-		m.received[kindSamples], m.received[kindHistograms], m.received[kindExemplars],
-		m.rejected[kindSamples], m.rejected[kindHistograms], m.rejected[kindExemplars],
-		m.requests, m.duration, m.inflight,
-	} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
+	// Handlers on one registry share these series.
+	err := errors.Join(
+		promreg.Register(reg, &m.received[kindSamples]),
+		promreg.Register(reg, &m.received[kindHistograms]),
+		promreg.Register(reg, &m.received[kindExemplars]),
+		promreg.Register(reg, &m.rejected[kindSamples]),
+		promreg.Register(reg, &m.rejected[kindHistograms]),
+		promreg.Register(reg, &m.rejected[kindExemplars]),
+		promreg.Register(reg, &m.requests),
+		promreg.Register(reg, &m.duration),
+		promreg.Register(reg, &m.inflight),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("remotewrite: register metrics: %w", err)
 	}
 	return m, nil
 }

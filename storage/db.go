@@ -17,7 +17,6 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	promstorage "github.com/prometheus/prometheus/storage"
 
-	"github.com/shaledb/shale/gorilla"
 	"github.com/shaledb/shale/index"
 	"github.com/shaledb/shale/storage/lsm"
 )
@@ -27,7 +26,10 @@ var ErrClosed = errors.New("storage: closed")
 
 // Components are what DB is built from besides its settings.
 type Components struct {
-	Logger     *slog.Logger
+	Logger *slog.Logger
+	// Registerer receives the engine's metrics (nil: none). DBs on one
+	// registry share the counters; the head gauges are one DB's, so only one
+	// DB may be open on a registry at a time. Close unregisters the gauges.
 	Registerer prometheus.Registerer
 	// Now returns the wall clock; retention and flush cadence use it.
 	Now func() time.Time
@@ -76,13 +78,17 @@ func open(ctx context.Context, view lsm.View, w *lsm.DB, r *lsm.Reader, opts Opt
 	if comps.Now == nil {
 		comps.Now = time.Now
 	}
+	m, err := newMetrics(comps.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	db := &DB{
 		opts:     opts,
 		lsm:      view,
 		w:        w,
 		r:        r,
 		logger:   comps.Logger,
-		metrics:  newMetrics(comps.Registerer),
+		metrics:  m,
 		now:      comps.Now,
 		partMs:   opts.PartitionDuration.Milliseconds(),
 		head:     &head{parts: map[int64]*headPart{}},
@@ -108,7 +114,9 @@ func open(ctx context.Context, view lsm.View, w *lsm.DB, r *lsm.Reader, opts Opt
 		db.meta.m = m
 	}
 	db.head.flushAt.Store(flushThreshold(opts.HeadFlushSamples, db.head.numSeries()))
-	db.metrics.register(db)
+	if err := db.metrics.register(db); err != nil {
+		return nil, err
+	}
 	return db, nil
 }
 
@@ -389,5 +397,4 @@ func (db *DB) StartTime() (int64, error) {
 var (
 	_ promstorage.Storage           = (*DB)(nil)
 	_ promstorage.ExemplarQueryable = (*DB)(nil)
-	_                               = gorilla.ErrCorrupt
 )

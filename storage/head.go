@@ -3,7 +3,6 @@ package storage
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 
+	"github.com/shaledb/shale/corrupt"
 	"github.com/shaledb/shale/index"
 )
 
@@ -306,11 +306,11 @@ func (m partitionMeta) encode() []byte {
 
 func decodePartitionMeta(b []byte) (partitionMeta, error) {
 	if len(b) < 3 || b[0] != 1 {
-		return partitionMeta{}, errors.New("corrupt partition registry entry")
+		return partitionMeta{}, fmt.Errorf("partition registry entry of %d bytes or unknown version: %w", len(b), corrupt.Err)
 	}
 	v, n := binary.Varint(b[2:])
 	if n <= 0 || 2+n != len(b) {
-		return partitionMeta{}, errors.New("corrupt partition registry entry")
+		return partitionMeta{}, fmt.Errorf("partition registry entry: bad max time: %w", corrupt.Err)
 	}
 	return partitionMeta{closed: b[1]&1 == 1, maxT: v}, nil
 }

@@ -2,13 +2,13 @@ package storage
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 
+	"github.com/shaledb/shale/corrupt"
 	"github.com/shaledb/shale/gorilla"
 )
 
@@ -40,7 +40,7 @@ const (
 	logFloatInt       = 4
 )
 
-var errBadHeadLog = errors.New("corrupt head log record")
+var errBadHeadLog = corrupt.New("storage: corrupt head log record")
 
 type logEntry struct {
 	part int64

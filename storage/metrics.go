@@ -1,7 +1,12 @@
 package storage
 
 import (
+	"errors"
+	"fmt"
+
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shaledb/shale/internal/promreg"
 )
 
 type metrics struct {
@@ -25,10 +30,15 @@ type metrics struct {
 	flushedBytes      prometheus.Counter
 	flushDuration     prometheus.Histogram
 
-	collectors []prometheus.Collector
+	// gauges read one DB's head: registered by register, dropped by
+	// unregister. The counters above are shared by every DB on the registry
+	// and stay registered after Close, so a reopened DB continues them.
+	gauges []prometheus.Collector
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+// newMetrics makes the DB's metrics and registers the counters with reg
+// (nil: none).
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		reg: reg,
 		appended: prometheus.NewCounter(prometheus.CounterOpts{
@@ -66,16 +76,32 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}),
 	}
-	m.collectors = []prometheus.Collector{m.appended, m.rejected, m.seriesCreated, m.partitionsCreated,
-		m.partitionsClosed, m.partitionsDropped, m.flushes, m.flushFailures, m.flushedSeries, m.flushedBytes, m.flushDuration}
-	return m
+	err := errors.Join(
+		promreg.Register(reg, &m.appended),
+		promreg.Register(reg, &m.rejected),
+		promreg.Register(reg, &m.seriesCreated),
+		promreg.Register(reg, &m.partitionsCreated),
+		promreg.Register(reg, &m.partitionsClosed),
+		promreg.Register(reg, &m.partitionsDropped),
+		promreg.Register(reg, &m.flushes),
+		promreg.Register(reg, &m.flushFailures),
+		promreg.Register(reg, &m.flushedSeries),
+		promreg.Register(reg, &m.flushedBytes),
+		promreg.Register(reg, &m.flushDuration),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("storage: register metrics: %w", err)
+	}
+	return m, nil
 }
 
-func (m *metrics) register(db *DB) {
+// register registers the gauges of db's head. They read this DB, so they are
+// not shared: a second open DB on the registry is an error.
+func (m *metrics) register(db *DB) error {
 	if m.reg == nil {
-		return
+		return nil
 	}
-	m.collectors = append(m.collectors,
+	gauges := []prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "shale_storage_head_series", Help: "Series in the head's open partitions.",
 		}, func() float64 { return float64(db.head.numSeries()) }),
@@ -89,17 +115,20 @@ func (m *metrics) register(db *DB) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "shale_storage_head_max_time_seconds", Help: "Time of the newest sample in the head.",
 		}, func() float64 { return float64(db.head.maxT.Load()) / 1000 }),
-	)
-	for _, c := range m.collectors {
-		m.reg.MustRegister(c)
 	}
+	for _, c := range gauges {
+		if err := m.reg.Register(c); err != nil {
+			m.unregister()
+			return fmt.Errorf("storage: register head metrics (is another DB open on this registry?): %w", err)
+		}
+		m.gauges = append(m.gauges, c)
+	}
+	return nil
 }
 
 func (m *metrics) unregister() {
-	if m.reg == nil {
-		return
-	}
-	for _, c := range m.collectors {
+	for _, c := range m.gauges {
 		m.reg.Unregister(c)
 	}
+	m.gauges = nil
 }

@@ -2,12 +2,14 @@ package storage
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/shaledb/shale/internal/promreg"
 	"github.com/shaledb/shale/storage/lsm"
 )
 
@@ -121,8 +123,9 @@ type Warmer struct {
 
 // StartWarmer starts warming the block cache in the background with opts:
 // at once, then whenever the LSM's manifest changes. It works on a writer and
-// on a read-only DB alike. reg (optional) receives its metrics. Call Stop
-// before or after Close; a Warmer whose DB closed stops by itself.
+// on a read-only DB alike. reg (optional) receives its metrics, which the
+// warmers on one registry share and which stay registered after Stop. Call
+// Stop before or after Close; a Warmer whose DB closed stops by itself.
 func (db *DB) StartWarmer(opts WarmOptions, reg prometheus.Registerer) (*Warmer, error) {
 	return db.startWarmer(opts, reg, nil)
 }
@@ -131,8 +134,12 @@ func (db *DB) startWarmer(opts WarmOptions, reg prometheus.Registerer, onRound f
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
+	m, err := newWarmMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &Warmer{db: db, opts: opts, metrics: newWarmMetrics(reg), onRound: onRound, cancel: cancel, done: make(chan struct{})}
+	w := &Warmer{db: db, opts: opts, metrics: m, onRound: onRound, cancel: cancel, done: make(chan struct{})}
 	if opts.Age <= 0 {
 		close(w.done)
 		return w, nil
@@ -146,7 +153,6 @@ func (w *Warmer) Stop() {
 	w.once.Do(func() {
 		w.cancel()
 		<-w.done
-		w.metrics.unregister()
 	})
 }
 
@@ -185,17 +191,14 @@ func (w *Warmer) run(ctx context.Context) {
 }
 
 type warmMetrics struct {
-	reg      prometheus.Registerer
 	runs     *prometheus.CounterVec
 	bytes    prometheus.Counter
 	requests prometheus.Counter
 	duration prometheus.Histogram
-	cs       []prometheus.Collector
 }
 
-func newWarmMetrics(reg prometheus.Registerer) *warmMetrics {
+func newWarmMetrics(reg prometheus.Registerer) (*warmMetrics, error) {
 	m := &warmMetrics{
-		reg: reg,
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shale_storage_cache_warm_runs_total",
 			Help: "Warmings of the block cache with recent partitions, by result.",
@@ -214,17 +217,19 @@ func newWarmMetrics(reg prometheus.Registerer) *warmMetrics {
 			Buckets: prometheus.ExponentialBuckets(0.01, 4, 8),
 		}),
 	}
+	// Warmers on one registry share these series.
+	err := errors.Join(
+		promreg.Register(reg, &m.runs),
+		promreg.Register(reg, &m.bytes),
+		promreg.Register(reg, &m.requests),
+		promreg.Register(reg, &m.duration),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("storage: register cache warmer metrics: %w", err)
+	}
 	m.runs.WithLabelValues("success")
 	m.runs.WithLabelValues("error")
-	if reg != nil {
-		for _, c := range []prometheus.Collector{m.runs, m.bytes, m.requests, m.duration} {
-			// A second warmer on one registry goes without metrics.
-			if err := reg.Register(c); err == nil {
-				m.cs = append(m.cs, c)
-			}
-		}
-	}
-	return m
+	return m, nil
 }
 
 func (m *warmMetrics) observe(st WarmStats, err error) {
@@ -236,10 +241,4 @@ func (m *warmMetrics) observe(st WarmStats, err error) {
 	m.bytes.Add(float64(st.Bytes))
 	m.requests.Add(float64(st.Requests))
 	m.duration.Observe(st.Duration.Seconds())
-}
-
-func (m *warmMetrics) unregister() {
-	for _, c := range m.cs {
-		m.reg.Unregister(c)
-	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -70,55 +71,75 @@ func loadFileConfig(path string) (fileConfig, error) {
 	return cfg, nil
 }
 
+// openedBucket is the object store the server runs on.
+type openedBucket struct {
+	bucket objstore.Bucket
+	// prefix is the key prefix of the server's objects in the bucket.
+	prefix string
+	// name is the bucket's label (bucket=) on the objstore metrics: the S3
+	// bucket's name, or the local folder's absolute path. The prefix is left
+	// out: it names a place in the bucket, not the bucket the requests go
+	// to, and the S3 name alone matches the store's own request metrics.
+	name string
+	// where says, in logs and errors, where the data is:
+	// s3:<bucket>/<prefix> or filesystem:<path>.
+	where string
+}
+
 // openBucket opens the object store: the local folder storagePath, or what
-// configPath describes. It returns the key prefix to use.
-func openBucket(ctx context.Context, configPath, storagePath string) (objstore.Bucket, string, string, error) {
+// configPath describes.
+func openBucket(ctx context.Context, configPath, storagePath string) (openedBucket, error) {
 	if configPath == "" {
-		b, err := objstore.NewFilesystemBucket(storagePath)
-		if err != nil {
-			return nil, "", "", fmt.Errorf("open local object store %s: %w", storagePath, err)
-		}
-		return b, "", "filesystem:" + storagePath, nil
+		return openFolder(storagePath, "")
 	}
 	data, err := os.ReadFile(configPath)
 	if err != nil {
-		return nil, "", "", fmt.Errorf("read object store config: %w", err)
+		return openedBucket{}, fmt.Errorf("read object store config: %w", err)
 	}
 	var oc objstoreConfig
 	if err := decodeStrict(data, &oc); err != nil {
-		return nil, "", "", fmt.Errorf("object store config %s: %w", configPath, err)
+		return openedBucket{}, fmt.Errorf("object store config %s: %w", configPath, err)
 	}
 	switch oc.Type {
 	case "s3", "S3":
 		s3cfg := objstore.DefaultS3Config()
 		if oc.Config.Kind != 0 {
 			if err := oc.Config.Decode(&s3cfg); err != nil {
-				return nil, "", "", fmt.Errorf("object store config %s: s3: %w", configPath, err)
+				return openedBucket{}, fmt.Errorf("object store config %s: s3: %w", configPath, err)
 			}
 		}
 		if err := s3cfg.Validate(); err != nil {
-			return nil, "", "", fmt.Errorf("object store config %s: %w", configPath, err)
+			return openedBucket{}, fmt.Errorf("object store config %s: %w", configPath, err)
 		}
 		b, err := objstore.NewS3Bucket(ctx, s3cfg)
 		if err != nil {
-			return nil, "", "", err
+			return openedBucket{}, err
 		}
-		return b, oc.Prefix, fmt.Sprintf("s3:%s/%s", s3cfg.Bucket, oc.Prefix), nil
+		return openedBucket{bucket: b, prefix: oc.Prefix, name: s3cfg.Bucket, where: fmt.Sprintf("s3:%s/%s", s3cfg.Bucket, oc.Prefix)}, nil
 	case "filesystem", "FILESYSTEM":
 		var fc struct {
 			Path string `yaml:"path"`
 		}
 		if err := oc.Config.Decode(&fc); err != nil || fc.Path == "" {
-			return nil, "", "", fmt.Errorf("object store config %s: filesystem needs config.path", configPath)
+			return openedBucket{}, fmt.Errorf("object store config %s: filesystem needs config.path", configPath)
 		}
-		b, err := objstore.NewFilesystemBucket(fc.Path)
-		if err != nil {
-			return nil, "", "", err
-		}
-		return b, oc.Prefix, "filesystem:" + fc.Path, nil
+		return openFolder(fc.Path, oc.Prefix)
 	default:
-		return nil, "", "", fmt.Errorf("object store config %s: unknown type %q (want s3 or filesystem)", configPath, oc.Type)
+		return openedBucket{}, fmt.Errorf("object store config %s: unknown type %q (want s3 or filesystem)", configPath, oc.Type)
 	}
+}
+
+// openFolder opens the local folder path as the object store.
+func openFolder(path, prefix string) (openedBucket, error) {
+	b, err := objstore.NewFilesystemBucket(path)
+	if err != nil {
+		return openedBucket{}, fmt.Errorf("open local object store %s: %w", path, err)
+	}
+	name, err := filepath.Abs(path)
+	if err != nil {
+		name = filepath.Clean(path)
+	}
+	return openedBucket{bucket: b, prefix: prefix, name: name, where: "filesystem:" + path}, nil
 }
 
 // walFlushInterval is the group-commit interval: the flag's value, or when

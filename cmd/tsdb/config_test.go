@@ -60,13 +60,23 @@ func TestObjstoreConfig(t *testing.T) {
 		return p
 	}
 	ctx := context.Background()
-	b, prefix, where, err := openBucket(ctx, write("fs.yml", "type: filesystem\nprefix: p1\nconfig:\n  path: "+filepath.Join(dir, "objs")+"\n"), "")
+	ob, err := openBucket(ctx, write("fs.yml", "type: filesystem\nprefix: p1\nconfig:\n  path: "+filepath.Join(dir, "objs")+"\n"), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.Close()
-	if prefix != "p1" || !strings.HasPrefix(where, "filesystem:") {
-		t.Fatalf("prefix %q, where %q", prefix, where)
+	ob.bucket.Close()
+	if ob.prefix != "p1" || !strings.HasPrefix(ob.where, "filesystem:") || ob.name != filepath.Join(dir, "objs") {
+		t.Fatalf("prefix %q, where %q, name %q", ob.prefix, ob.where, ob.name)
+	}
+	// The default: the local folder, named by its absolute path.
+	t.Chdir(dir)
+	ob, err = openBucket(ctx, "", "data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ob.bucket.Close()
+	if ob.prefix != "" || ob.name != filepath.Join(dir, "data") {
+		t.Fatalf("local folder: prefix %q, name %q", ob.prefix, ob.name)
 	}
 	for name, content := range map[string]string{
 		"unknown-type.yml":  "type: gcs\nconfig: {}\n",
@@ -74,7 +84,7 @@ func TestObjstoreConfig(t *testing.T) {
 		"s3-no-bucket.yml":  "type: s3\nconfig:\n  region: us-east-1\n",
 		"fs-no-path.yml":    "type: filesystem\nconfig: {}\n",
 	} {
-		if _, _, _, err := openBucket(ctx, write(name, content), ""); err == nil {
+		if _, err := openBucket(ctx, write(name, content), ""); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}

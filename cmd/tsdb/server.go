@@ -105,14 +105,19 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 		logger.Info("storage closed", "duration", time.Since(start))
 	}()
 
-	bucket, prefix, where, err := openBucket(ctx, cfg.objstoreConfig, cfg.storagePath)
+	ob, err := openBucket(ctx, cfg.objstoreConfig, cfg.storagePath)
 	if err != nil {
 		return err
 	}
+	prefix, where := ob.prefix, ob.where
 	cfg.walFlushInterval = walFlushInterval(cfg.walFlushInterval, where)
 	// No retrying layer here: the LSM owns retries, and knows which failed
 	// conditional writes to check by reading back.
-	bucket = objstore.NewMetricsBucket(bucket, reg, "tsdb")
+	bucket, err := objstore.NewMetricsBucket(ob.bucket, reg, ob.name)
+	if err != nil {
+		ob.bucket.Close()
+		return err
+	}
 	defer bucket.Close()
 
 	copts := cache.DefaultOptions()

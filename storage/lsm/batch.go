@@ -3,7 +3,6 @@ package lsm
 import (
 	"bytes"
 	"fmt"
-	"time"
 )
 
 // Batch collects writes applied atomically by DB.Write: they get
@@ -18,7 +17,6 @@ type Batch struct {
 type batchOp struct {
 	kind       kind
 	key, value [2]int // offsets into buf: [start, end)
-	ttl        time.Duration
 }
 
 // NewBatch returns an empty batch with room for ops operations of n key and
@@ -27,8 +25,8 @@ func NewBatch(ops, n int) *Batch {
 	return &Batch{buf: make([]byte, 0, n), ops: make([]batchOp, 0, ops)}
 }
 
-func (b *Batch) add(k kind, key, value []byte, ttl time.Duration) {
-	op := batchOp{kind: k, ttl: ttl}
+func (b *Batch) add(k kind, key, value []byte) {
+	op := batchOp{kind: k}
 	op.key = [2]int{len(b.buf), len(b.buf) + len(key)}
 	b.buf = append(b.buf, key...)
 	op.value = [2]int{len(b.buf), len(b.buf) + len(value)}
@@ -38,21 +36,17 @@ func (b *Batch) add(k kind, key, value []byte, ttl time.Duration) {
 }
 
 // Put sets key to value.
-func (b *Batch) Put(key, value []byte) { b.add(kindPut, key, value, 0) }
-
-// PutTTL sets key to value until ttl from the time of the write; then the
-// key reads as deleted. ttl <= 0 means no expiry.
-func (b *Batch) PutTTL(key, value []byte, ttl time.Duration) { b.add(kindPut, key, value, ttl) }
+func (b *Batch) Put(key, value []byte) { b.add(kindPut, key, value) }
 
 // Delete removes key.
-func (b *Batch) Delete(key []byte) { b.add(kindDelete, key, nil, 0) }
+func (b *Batch) Delete(key []byte) { b.add(kindDelete, key, nil) }
 
 // Merge records operand for key; reads combine it with the key's older value
 // through the DB's MergeOperator.
-func (b *Batch) Merge(key, operand []byte) { b.add(kindMerge, key, operand, 0) }
+func (b *Batch) Merge(key, operand []byte) { b.add(kindMerge, key, operand) }
 
 // DeleteRange removes every key in [start, end).
-func (b *Batch) DeleteRange(start, end []byte) { b.add(kindRangeDelete, start, end, 0) }
+func (b *Batch) DeleteRange(start, end []byte) { b.add(kindRangeDelete, start, end) }
 
 // Len returns the number of writes in the batch.
 func (b *Batch) Len() int { return len(b.ops) }
@@ -85,16 +79,12 @@ func (b *Batch) validate(haveMerge bool) error {
 
 // entry returns write i with the given sequence number; key and value alias
 // the batch.
-func (b *Batch) entry(i int, seq uint64, now time.Time) entry {
+func (b *Batch) entry(i int, seq uint64) entry {
 	op := &b.ops[i]
-	e := entry{
+	return entry{
 		kind:  op.kind,
 		seq:   seq,
 		key:   b.buf[op.key[0]:op.key[1]:op.key[1]],
 		value: b.buf[op.value[0]:op.value[1]:op.value[1]],
 	}
-	if op.ttl > 0 {
-		e.expireAt = now.Add(op.ttl).UnixMilli()
-	}
-	return e
 }

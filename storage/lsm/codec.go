@@ -2,19 +2,24 @@ package lsm
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
+
+	"github.com/shaledb/shale/corrupt"
 )
 
 // ErrCorrupt marks an object (manifest or WAL) whose bytes cannot be
-// decoded: bad magic, bad checksum, truncated or malformed.
-var ErrCorrupt = errors.New("lsm: corrupt object")
+// decoded: bad magic, bad checksum, truncated or malformed. It wraps
+// corrupt.Err.
+var ErrCorrupt = corrupt.New("lsm: corrupt object")
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 const (
-	walMagic      = "SHW1"
+	// walMagic names the WAL format. SHW2 dropped the expire-at varint that
+	// every SHW1 record carried; nothing was released with SHW1, so its
+	// objects are refused like any other bad magic.
+	walMagic      = "SHW2"
 	manifestMagic = "SHM1"
 	manifestFmtV1 = 1
 	// manifestFmtV2 adds the log position after the range tombstones.
@@ -22,8 +27,8 @@ const (
 )
 
 // kindLog marks a WAL record that only the WAL holds: a record of the
-// caller's own log (DB.Log), never put in a memtable or table. Its seq, expire
-// at and key are zero; its value is the record.
+// caller's own log (DB.Log), never put in a memtable or table. Its seq and
+// key are zero; its value is the record.
 const kindLog kind = 5
 
 func corruptf(format string, args ...any) error {
@@ -34,7 +39,6 @@ func corruptf(format string, args ...any) error {
 func appendWALRecord(dst []byte, e *entry) []byte {
 	dst = append(dst, byte(e.kind))
 	dst = binary.AppendUvarint(dst, e.seq)
-	dst = binary.AppendVarint(dst, e.expireAt)
 	dst = binary.AppendUvarint(dst, uint64(len(e.key)))
 	dst = append(dst, e.key...)
 	dst = binary.AppendUvarint(dst, uint64(len(e.value)))
@@ -68,7 +72,6 @@ func decodeWAL(data []byte, dst []entry) ([]entry, error) {
 		var e entry
 		e.kind = kind(d.byte())
 		e.seq = d.uvarint()
-		e.expireAt = d.varint()
 		e.key = d.bytes()
 		e.value = d.bytes()
 		if d.err != nil {
@@ -109,16 +112,6 @@ func (d *decoder) uvarint() uint64 {
 	v, n := binary.Uvarint(d.b)
 	if n <= 0 {
 		d.fail("uvarint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) varint() int64 {
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail("varint")
 		return 0
 	}
 	d.b = d.b[n:]

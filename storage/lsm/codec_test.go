@@ -37,7 +37,7 @@ func TestManifestRoundTrip(t *testing.T) {
 
 func TestWALRoundTrip(t *testing.T) {
 	ents := []entry{
-		{kind: kindPut, seq: 1, key: []byte("k"), value: []byte("v"), expireAt: 1700000000000},
+		{kind: kindPut, seq: 1, key: []byte("k"), value: []byte("v")},
 		{kind: kindDelete, seq: 2, key: []byte("k"), value: []byte{}},
 		{kind: kindMerge, seq: 3, key: []byte(""), value: []byte("op")},
 		{kind: kindRangeDelete, seq: 4, key: []byte("a"), value: []byte("b")},
@@ -53,6 +53,16 @@ func TestWALRoundTrip(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, ents) {
 		t.Fatalf("round trip:\n got %+v\nwant %+v", got, ents)
+	}
+}
+
+// TestOldWALRefused: an SHW1 object (whose records carried an expire-at
+// varint) is refused, checksum intact, rather than misread.
+func TestOldWALRefused(t *testing.T) {
+	v1 := []byte("SHW1")
+	v1 = append(v1, byte(kindPut), 1, 0, 1, 'k', 1, 'v') // kind, seq, expire at 0, key, value
+	if _, err := decodeWAL(finishWAL(v1), nil); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("SHW1 object: err %v, want ErrCorrupt", err)
 	}
 }
 

@@ -230,9 +230,9 @@ func (db *DB) runCompaction(ctx context.Context, man *manifest, plan *compaction
 			db.protect(curID, true)
 			w = sst.NewWriter(&buf, db.opts.Table)
 		}
-		return w.Add(sst.Entry{Key: e.key, Seq: e.seq, Kind: sst.Kind(e.kind), ExpireAt: e.expireAt, Value: e.value})
+		return w.Add(sst.Entry{Key: e.key, Seq: e.seq, Kind: sst.Kind(e.kind), Value: e.value})
 	}
-	c := compactor{merge: db.merge, now: db.clock.Now().UnixMilli(), tombs: man.Tombs, bottom: plan.Bottom}
+	c := compactor{merge: db.merge, tombs: man.Tombs, bottom: plan.Bottom}
 	for ok := it.seekGE(nil); ok; {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -405,11 +405,11 @@ func (r *scanRunIter) close() error {
 }
 
 // compactor rewrites the versions of one key at a time. With no snapshots
-// to keep, each key keeps at most a Put (or Delete) and one folded merge
-// operand above a Put that has not expired yet.
+// to keep, each key keeps at most one entry: its newest Put or Delete with
+// the merge operands above it folded in, or, when it has only operands and
+// older tables outside the compaction may hold its base, one folded operand.
 type compactor struct {
 	merge  MergeOperator
-	now    int64
 	tombs  []rangeTomb
 	bottom bool
 	err    error
@@ -454,11 +454,8 @@ func (c *compactor) key(it internalIter, emit func(e *entry) error) bool {
 				terminal = &term
 			case e.kind == kindMerge:
 				c.ops = append(c.ops, keep(e.value))
-			case e.kind == kindPut && expired(e.expireAt, c.now):
-				term = entry{kind: kindDelete, seq: e.seq}
-				terminal = &term
 			default:
-				term = entry{kind: e.kind, seq: e.seq, expireAt: e.expireAt, value: keep(e.value)}
+				term = entry{kind: e.kind, seq: e.seq, value: keep(e.value)}
 				terminal = &term
 			}
 		}
@@ -500,7 +497,6 @@ func (c *compactor) write(terminal *entry, newestSeq uint64, emit func(e *entry)
 		terminal.key = key
 		if terminal.kind == kindDelete {
 			terminal.value = nil
-			terminal.expireAt = 0
 		}
 		return emit(terminal)
 	case terminal == nil && !c.bottom:
@@ -512,21 +508,6 @@ func (c *compactor) write(terminal *entry, newestSeq uint64, emit func(e *entry)
 			}
 		}
 		return emit(&entry{key: key, seq: newestSeq, kind: kindMerge, value: v})
-	case terminal != nil && terminal.kind == kindPut && terminal.expireAt != 0:
-		// The base expires later; its operands must outlive it, so they
-		// stay apart from it.
-		v := c.ops[0]
-		if len(c.ops) > 1 {
-			var err error
-			if v, err = c.fold(nil); err != nil {
-				return err
-			}
-		}
-		if err := emit(&entry{key: key, seq: newestSeq, kind: kindMerge, value: v}); err != nil {
-			return err
-		}
-		terminal.key = key
-		return emit(terminal)
 	default:
 		var base []byte
 		if terminal != nil && terminal.kind == kindPut {

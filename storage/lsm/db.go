@@ -115,7 +115,10 @@ func Open(ctx context.Context, bucket objstore.Bucket, prefix string, opts Optio
 		return nil, err
 	}
 	comp = comp.withDefaults()
-	m := newMetrics(comp.Registerer)
+	m, err := newMetrics(comp.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	db := &DB{
 		opts:      opts,
 		comp:      comp,
@@ -367,13 +370,6 @@ func (db *DB) Put(ctx context.Context, key, value []byte) error {
 	return db.Write(ctx, &b, db.DefaultWriteOptions())
 }
 
-// PutTTL sets key to value, expiring ttl after now (ttl <= 0: never).
-func (db *DB) PutTTL(ctx context.Context, key, value []byte, ttl time.Duration) error {
-	var b Batch
-	b.PutTTL(key, value, ttl)
-	return db.Write(ctx, &b, db.DefaultWriteOptions())
-}
-
 // Delete removes key.
 func (db *DB) Delete(ctx context.Context, key []byte) error {
 	var b Batch
@@ -424,14 +420,13 @@ func (db *DB) Write(ctx context.Context, b *Batch, opts WriteOptions) error {
 	if err := db.lockWhenWritable(ctx, db.stalledLocked); err != nil {
 		return err
 	}
-	now := db.clock.Now()
 	seq := db.lastSeq
 	mem := db.mem
 	wal := db.opts.WALEnabled && !opts.SkipWAL
 	buf := db.walCur
 	for i := range b.ops {
 		seq++
-		e := b.entry(i, seq, now)
+		e := b.entry(i, seq)
 		mem.add(e)
 		if wal {
 			buf.data = appendWALRecord(buf.data, &e)
@@ -740,7 +735,7 @@ func buildTable(opts sst.WriterOptions, sizeHint int64, each func(add func(e *en
 	}
 	w := sst.NewWriter(&buf, opts)
 	err := each(func(e *entry) error {
-		return w.Add(sst.Entry{Key: e.key, Seq: e.seq, Kind: sst.Kind(e.kind), ExpireAt: e.expireAt, Value: e.value})
+		return w.Add(sst.Entry{Key: e.key, Seq: e.seq, Kind: sst.Kind(e.kind), Value: e.value})
 	})
 	if err != nil {
 		return nil, sst.Info{}, err
@@ -923,7 +918,7 @@ func (db *DB) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
 	}
 	for attempt := 0; ; attempt++ {
 		v, snap := db.snapshot()
-		val, ok, err := get(ctx, db.s, v, snap, key, db.readMerge, db.clock.Now().UnixMilli())
+		val, ok, err := get(ctx, db.s, v, snap, key, db.readMerge)
 		// A table collected under a view taken just before a compaction
 		// commit: the newer view no longer needs it.
 		if err == nil || !isNotFound(err) || attempt == 2 {
@@ -939,7 +934,7 @@ func (db *DB) NewIterator(ctx context.Context, lower, upper []byte) (*Iterator, 
 		return nil, err
 	}
 	v, snap := db.snapshot()
-	r := resolver{merge: db.readMerge, now: db.clock.Now().UnixMilli(), tombs: v.tombs(snap)}
+	r := resolver{merge: db.readMerge, tombs: v.tombs(snap)}
 	return newIterator(ctx, newInternalIter(ctx, db.s, v, snap, lower, upper, true), lower, upper, r), nil
 }
 

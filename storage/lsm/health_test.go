@@ -44,7 +44,7 @@ func (l *logRecorder) take() []string {
 func TestHealthLogsOncePerInterval(t *testing.T) {
 	clock := &fakeClock{now: time.Unix(1000, 0)}
 	rec := &logRecorder{}
-	m := newMetrics(nil)
+	m, _ := newMetrics(nil) // a nil registry registers nothing and cannot fail
 	h := newHealth(clock, slog.New(rec), m)
 	state := func(s string) float64 { return testutil.ToFloat64(m.writerState.WithLabelValues(s)) }
 	expect := func(what string, want ...string) {

@@ -24,7 +24,10 @@ func TestLostAnswersUnderProductionStack(t *testing.T) {
 	mem := objstore.NewMemoryBucket()
 	fb := objstore.NewFaultBucket(mem)
 	reg := prometheus.NewRegistry()
-	stack := objstore.NewMetricsBucket(fb, reg, "test")
+	stack, err := objstore.NewMetricsBucket(fb, reg, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
 	opts := testOptions()
 	opts.L0CompactionTrigger = 2
 	db := openDB(t, stack, opts, Components{Registerer: reg})

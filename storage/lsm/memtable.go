@@ -24,11 +24,10 @@ const (
 // entry is one versioned record. For kindRangeDelete, key is the inclusive
 // start and value the exclusive end of the range.
 type entry struct {
-	key      []byte
-	value    []byte
-	seq      uint64
-	expireAt int64
-	kind     kind
+	key   []byte
+	value []byte
+	seq   uint64
+	kind  kind
 }
 
 // rangeTomb deletes every entry with key in [start, end) and seq < seq.
@@ -56,7 +55,7 @@ type node struct {
 
 // nodeEntry is an entry as a memtable keeps it: key and value lie one after
 // the other in the arena from kv. One pointer and two lengths instead of two
-// slice headers make a node 64 bytes instead of 96, which at the small
+// slice headers make a node 56 bytes instead of 88, which at the small
 // entries of a large head flush (about 100 bytes of key and value) is a fifth
 // of the memtable's memory. Lengths fit in 32 bits: a table block holds at
 // most 1 GiB.
@@ -64,7 +63,6 @@ type nodeEntry struct {
 	kv         *byte
 	klen, vlen uint32
 	seq        uint64
-	expireAt   int64
 	kind       kind
 }
 
@@ -72,7 +70,7 @@ func (n *nodeEntry) key() []byte { return unsafe.Slice(n.kv, n.klen) }
 
 func (n *nodeEntry) entry() entry {
 	kv := unsafe.Slice(n.kv, int(n.klen)+int(n.vlen))
-	return entry{key: kv[:n.klen:n.klen], value: kv[n.klen:], seq: n.seq, expireAt: n.expireAt, kind: n.kind}
+	return entry{key: kv[:n.klen:n.klen], value: kv[n.klen:], seq: n.seq, kind: n.kind}
 }
 
 // memtable is a skiplist ordered by key ascending, then seq descending. One
@@ -178,7 +176,7 @@ func (m *memtable) add(e entry) {
 	buf := m.alloc(len(e.key) + len(e.value))
 	copy(buf, e.key)
 	copy(buf[len(e.key):], e.value)
-	ne := nodeEntry{klen: uint32(len(e.key)), vlen: uint32(len(e.value)), seq: e.seq, expireAt: e.expireAt, kind: e.kind}
+	ne := nodeEntry{klen: uint32(len(e.key)), vlen: uint32(len(e.value)), seq: e.seq, kind: e.kind}
 	if len(buf) > 0 {
 		ne.kv = &buf[0]
 	}

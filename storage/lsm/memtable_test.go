@@ -55,7 +55,7 @@ func TestMemtableEntriesRoundTrip(t *testing.T) {
 		{key: []byte("a"), value: []byte("22"), seq: 3, kind: kindMerge},
 		{key: []byte("b"), seq: 2, kind: kindDelete},
 		{key: []byte{}, value: []byte{}, seq: 4, kind: kindPut},
-		{key: []byte("c"), value: big, seq: 5, expireAt: 99, kind: kindPut},
+		{key: []byte("c"), value: big, seq: 5, kind: kindPut},
 	}
 	for _, e := range in {
 		m.add(e)
@@ -66,7 +66,7 @@ func TestMemtableEntriesRoundTrip(t *testing.T) {
 	for ok := it.seekGE(nil); ok; ok = it.next() {
 		got := it.entry()
 		w := want[i]
-		if string(got.key) != string(w.key) || string(got.value) != string(w.value) || got.seq != w.seq || got.kind != w.kind || got.expireAt != w.expireAt {
+		if string(got.key) != string(w.key) || string(got.value) != string(w.value) || got.seq != w.seq || got.kind != w.kind {
 			t.Fatalf("entry %d = %q/%d %v len %d, want %q/%d %v len %d", i, got.key, got.seq, got.kind, len(got.value), w.key, w.seq, w.kind, len(w.value))
 		}
 		if cap(got.key) != len(got.key) {

@@ -2,8 +2,11 @@ package lsm
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shaledb/shale/internal/promreg"
 )
 
 type metrics struct {
@@ -23,7 +26,7 @@ type metrics struct {
 	gcDeleted       prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		flushes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "shale_lsm_flushes_total", Help: "Memtables flushed to L0 tables.",
@@ -72,35 +75,25 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "shale_lsm_gc_deleted_objects_total", Help: "Objects deleted by garbage collection.",
 		}),
 	}
-	if reg != nil {
-		m.flushes = register(reg, m.flushes)
-		m.compactions = register(reg, m.compactions)
-		m.compactionBytes = register(reg, m.compactionBytes)
-		m.bytesWritten = register(reg, m.bytesWritten)
-		m.bytesRead = register(reg, m.bytesRead)
-		m.putsLanded = register(reg, m.putsLanded)
-		m.writerState = register(reg, m.writerState)
-		m.lastPersist = register(reg, m.lastPersist)
-		m.l0Tables = register(reg, m.l0Tables)
-		m.sortedRuns = register(reg, m.sortedRuns)
-		m.memtableBytes = register(reg, m.memtableBytes)
-		m.walFlush = register(reg, m.walFlush)
-		m.writeStalls = register(reg, m.writeStalls)
-		m.gcDeleted = register(reg, m.gcDeleted)
+	// Two DBs (or a DB and a Reader) on one registry share these series.
+	err := errors.Join(
+		promreg.Register(reg, &m.flushes),
+		promreg.Register(reg, &m.compactions),
+		promreg.Register(reg, &m.compactionBytes),
+		promreg.Register(reg, &m.bytesWritten),
+		promreg.Register(reg, &m.bytesRead),
+		promreg.Register(reg, &m.putsLanded),
+		promreg.Register(reg, &m.writerState),
+		promreg.Register(reg, &m.lastPersist),
+		promreg.Register(reg, &m.l0Tables),
+		promreg.Register(reg, &m.sortedRuns),
+		promreg.Register(reg, &m.memtableBytes),
+		promreg.Register(reg, &m.walFlush),
+		promreg.Register(reg, &m.writeStalls),
+		promreg.Register(reg, &m.gcDeleted),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("lsm: register metrics: %w", err)
 	}
-	return m
-}
-
-// register registers c, or returns the collector already registered under
-// its name so that two DBs on one registerer share their series.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-	}
-	return c
+	return m, nil
 }

@@ -13,24 +13,19 @@ import (
 	"github.com/shaledb/shale/storage/objstore"
 )
 
-// modelVal is what the model knows of one key: a base value (possibly with
-// an expiry) and the merge operands written after it.
+// modelVal is what the model knows of one key: a base value and the merge
+// operands written after it.
 type modelVal struct {
-	base     string
-	hasBase  bool
-	expireAt int64 // Unix ms; 0 = never
-	ops      []string
+	base    string
+	hasBase bool
+	ops     []string
 }
 
-func (v modelVal) read(now int64) (string, bool) {
-	b, ok := v.base, v.hasBase && !expired(v.expireAt, now)
-	if !ok {
-		b = ""
-	}
+func (v modelVal) read() (string, bool) {
 	if len(v.ops) == 0 {
-		return b, ok
+		return v.base, v.hasBase
 	}
-	return b + strings.Join(v.ops, ""), true
+	return v.base + strings.Join(v.ops, ""), true
 }
 
 type model map[string]modelVal
@@ -44,14 +39,10 @@ func (m model) clone() model {
 	return c
 }
 
-func (m model) apply(op modelOp, now time.Time) {
+func (m model) apply(op modelOp) {
 	switch op.kind {
 	case kindPut:
-		v := modelVal{base: op.value, hasBase: true}
-		if op.ttl > 0 {
-			v.expireAt = now.Add(op.ttl).UnixMilli()
-		}
-		m[op.key] = v
+		m[op.key] = modelVal{base: op.value, hasBase: true}
 	case kindDelete:
 		delete(m, op.key)
 	case kindMerge:
@@ -70,13 +61,12 @@ func (m model) apply(op modelOp, now time.Time) {
 type modelOp struct {
 	kind       kind
 	key, value string
-	ttl        time.Duration
 }
 
 func (op modelOp) addTo(b *Batch) {
 	switch op.kind {
 	case kindPut:
-		b.PutTTL([]byte(op.key), []byte(op.value), op.ttl)
+		b.Put([]byte(op.key), []byte(op.value))
 	case kindDelete:
 		b.Delete([]byte(op.key))
 	case kindMerge:
@@ -96,12 +86,12 @@ const modelKeys = 40
 func modelKey(i int) string { return fmt.Sprintf("k%02d", i) }
 
 // checkModel compares every key and a full and a bounded scan of g with m.
-func checkModel(t *testing.T, rnd *rand.Rand, g getter, m model, now int64, what string) {
+func checkModel(t *testing.T, rnd *rand.Rand, g getter, m model, what string) {
 	t.Helper()
 	ctx := context.Background()
 	for i := 0; i < modelKeys; i++ {
 		k := modelKey(i)
-		want, wantOK := m[k].read(now)
+		want, wantOK := m[k].read()
 		got, ok, err := g.Get(ctx, []byte(k))
 		if err != nil {
 			t.Fatalf("%s: get %s: %v", what, k, err)
@@ -118,7 +108,7 @@ func checkModel(t *testing.T, rnd *rand.Rand, g getter, m model, now int64, what
 			if bnd[0] != nil && (k < string(bnd[0]) || k >= string(bnd[1])) {
 				continue
 			}
-			if v, ok := m[k].read(now); ok {
+			if v, ok := m[k].read(); ok {
 				want = append(want, k+"="+v)
 			}
 		}
@@ -226,11 +216,7 @@ func runModel(t *testing.T, base objstore.Bucket, cfg modelConfig) {
 		k := modelKey(rnd.IntN(modelKeys))
 		switch r := rnd.IntN(100); {
 		case r < 45:
-			op := modelOp{kind: kindPut, key: k, value: fmt.Sprintf("v%d", rnd.IntN(1000))}
-			if rnd.IntN(5) == 0 {
-				op.ttl = time.Duration(1+rnd.IntN(3)) * time.Second
-			}
-			return op
+			return modelOp{kind: kindPut, key: k, value: fmt.Sprintf("v%d", rnd.IntN(1000))}
 		case r < 60:
 			return modelOp{kind: kindDelete, key: k}
 		case r < 95:
@@ -248,10 +234,9 @@ func runModel(t *testing.T, base objstore.Bucket, cfg modelConfig) {
 		} else {
 			live = durable.clone()
 		}
-		checkModel(t, rnd, db, live, clock.Now().UnixMilli(), why)
+		checkModel(t, rnd, db, live, why)
 	}
 	for step := 0; step < cfg.steps; step++ {
-		now := clock.Now()
 		switch r := rnd.IntN(100); {
 		case r < 70:
 			op := randOp()
@@ -260,12 +245,12 @@ func runModel(t *testing.T, base objstore.Bucket, cfg modelConfig) {
 			if err := db.Write(ctx, &b, WriteOptions{AwaitDurable: cfg.wal}); err != nil {
 				t.Fatalf("step %d: write %+v: %v", step, op, err)
 			}
-			live.apply(op, now)
+			live.apply(op)
 			if cfg.wal {
-				durable.apply(op, now)
+				durable.apply(op)
 			}
 			k := op.key
-			want, wantOK := live[k].read(now.UnixMilli())
+			want, wantOK := live[k].read()
 			if got, ok := mustGet(t, db, k); ok != wantOK || got != want {
 				t.Fatalf("step %d: after %+v get %s = %q,%v; want %q,%v", step, op, k, got, ok, want, wantOK)
 			}
@@ -281,9 +266,9 @@ func runModel(t *testing.T, base objstore.Bucket, cfg modelConfig) {
 				t.Fatalf("step %d: batch: %v", step, err)
 			}
 			for _, op := range ops {
-				live.apply(op, now)
+				live.apply(op)
 				if cfg.wal {
-					durable.apply(op, now)
+					durable.apply(op)
 				}
 			}
 		case r < 78:
@@ -306,7 +291,7 @@ func runModel(t *testing.T, base objstore.Bucket, cfg modelConfig) {
 			if err := rdr.Refresh(ctx); err != nil {
 				t.Fatalf("step %d: reader refresh: %v", step, err)
 			}
-			checkModel(t, rnd, rdr, durable, clock.Now().UnixMilli(), fmt.Sprintf("step %d reader", step))
+			checkModel(t, rnd, rdr, durable, fmt.Sprintf("step %d reader", step))
 		case r < 97:
 			// Crash: maybe with a write in flight that the store never gets.
 			if cfg.faults && rnd.IntN(2) == 0 {
@@ -330,15 +315,15 @@ func runModel(t *testing.T, base objstore.Bucket, cfg modelConfig) {
 			reopen(fmt.Sprintf("step %d after close", step))
 		}
 		if step%50 == 0 {
-			checkModel(t, rnd, db, live, clock.Now().UnixMilli(), fmt.Sprintf("step %d", step))
+			checkModel(t, rnd, db, live, fmt.Sprintf("step %d", step))
 		}
 	}
-	checkModel(t, rnd, db, live, clock.Now().UnixMilli(), "end")
+	checkModel(t, rnd, db, live, "end")
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if err := rdr.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
-	checkModel(t, rnd, rdr, live, clock.Now().UnixMilli(), "reader at end")
+	checkModel(t, rnd, rdr, live, "reader at end")
 }

@@ -13,8 +13,8 @@ import (
 )
 
 // MergeOperator combines merge operands with the value they apply to.
-// existing is nil when the key has no value (never written, deleted,
-// expired); operands are oldest first. The returned slice becomes the
+// existing is nil when the key has no value (never written or deleted);
+// operands are oldest first. The returned slice becomes the
 // LSM's.
 //
 // The operator must be associative: the LSM may fold consecutive operands
@@ -23,8 +23,8 @@ import (
 // Appending bytes and OR-ing bitmaps have this property.
 type MergeOperator func(key, existing []byte, operands [][]byte) ([]byte, error)
 
-// Clock tells the time; tests inject a fake one. Expiry (TTL) and garbage
-// collection ages read it.
+// Clock tells the time; tests inject a fake one. Table ids, memtable age,
+// garbage collection, leases and the writer's health read it.
 type Clock interface {
 	Now() time.Time
 }

@@ -55,7 +55,6 @@ func covered(tombs []rangeTomb, key []byte, seq uint64) bool {
 // resolver turns the versions of one key, newest first, into its value.
 type resolver struct {
 	merge MergeOperator
-	now   int64 // Unix ms, for expiry
 	tombs []rangeTomb
 
 	ops     [][]byte
@@ -72,8 +71,6 @@ func (r *resolver) reset() {
 	r.lastSeq = 0
 }
 
-func expired(expireAt, now int64) bool { return expireAt != 0 && expireAt <= now }
-
 // add feeds the next older version. Values are kept by reference; the
 // caller keeps them alive until value is called.
 func (r *resolver) add(key []byte, e *entry) {
@@ -88,9 +85,7 @@ func (r *resolver) add(key []byte, e *entry) {
 	switch e.kind {
 	case kindPut:
 		r.done = true
-		if !expired(e.expireAt, r.now) {
-			r.base, r.hasBase = e.value, true
-		}
+		r.base, r.hasBase = e.value, true
 	case kindDelete:
 		r.done = true
 	case kindMerge:
@@ -121,8 +116,8 @@ func (r *resolver) value(key []byte) ([]byte, bool, error) {
 }
 
 // get reads key at snapshot snap from v. The returned value is the caller's.
-func get(ctx context.Context, s *store, v *view, snap uint64, key []byte, merge MergeOperator, now int64) ([]byte, bool, error) {
-	r := resolver{merge: merge, now: now, tombs: v.tombs(snap)}
+func get(ctx context.Context, s *store, v *view, snap uint64, key []byte, merge MergeOperator) ([]byte, bool, error) {
+	r := resolver{merge: merge, tombs: v.tombs(snap)}
 	var entsBuf [4]entry
 	ents := entsBuf[:0]
 	for i := -1; i < len(v.imms); i++ {
@@ -214,7 +209,7 @@ func findTable(tables []tableMeta, key []byte) int {
 }
 
 func entryFromSST(e *sst.Entry) entry {
-	return entry{key: e.Key, value: e.Value, seq: e.Seq, expireAt: e.ExpireAt, kind: kind(e.Kind)}
+	return entry{key: e.Key, value: e.Value, seq: e.Seq, kind: kind(e.Kind)}
 }
 
 // internalIter is a positioned stream of entries in table order.

@@ -43,9 +43,13 @@ func OpenReader(ctx context.Context, bucket objstore.Bucket, prefix string, opts
 		return nil, err
 	}
 	comp = comp.withDefaults()
+	m, err := newMetrics(comp.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	r := &Reader{
 		opts:    opts,
-		s:       newStore(bucket, prefix, comp.Cache, newMetrics(comp.Registerer), comp.Logger, opts.RetryBackoff, 100*opts.RetryBackoff),
+		s:       newStore(bucket, prefix, comp.Cache, m, comp.Logger, opts.RetryBackoff, 100*opts.RetryBackoff),
 		merge:   comp.readMerge(),
 		clock:   comp.Clock,
 		logger:  comp.Logger.With("lsm_reader", prefix),
@@ -203,7 +207,7 @@ func (r *Reader) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
 		if err != nil {
 			return nil, false, err
 		}
-		val, ok, err := get(ctx, r.s, v, snap, key, r.merge, r.clock.Now().UnixMilli())
+		val, ok, err := get(ctx, r.s, v, snap, key, r.merge)
 		if err == nil || !isNotFound(err) || attempt == 3 {
 			return val, ok, err
 		}
@@ -221,7 +225,7 @@ func (r *Reader) NewIterator(ctx context.Context, lower, upper []byte) (*Iterato
 	if err != nil {
 		return nil, err
 	}
-	res := resolver{merge: r.merge, now: r.clock.Now().UnixMilli(), tombs: v.tombs(snap)}
+	res := resolver{merge: r.merge, tombs: v.tombs(snap)}
 	return newIterator(ctx, newInternalIter(ctx, r.s, v, snap, lower, upper, true), lower, upper, res), nil
 }
 

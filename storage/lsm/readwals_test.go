@@ -18,7 +18,8 @@ func TestReadWALsInOrder(t *testing.T) {
 	ctx := context.Background()
 	mem := objstore.NewMemoryBucket()
 	fb := objstore.NewFaultBucket(mem)
-	s := newStore(fb, "db", nil, newMetrics(nil), nil, time.Millisecond, time.Millisecond)
+	m, _ := newMetrics(nil) // a nil registry registers nothing and cannot fail
+	s := newStore(fb, "db", nil, m, nil, time.Millisecond, time.Millisecond)
 	const n = 40
 	ids := make([]uint64, n)
 	for i := range ids {

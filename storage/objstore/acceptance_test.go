@@ -37,7 +37,11 @@ func TestAcceptanceDecorated(t *testing.T) {
 			return p
 		},
 		"metrics+fault": func(b objstore.Bucket) objstore.Bucket {
-			return objstore.NewMetricsBucket(objstore.NewFaultBucket(b), prometheus.NewRegistry(), "test")
+			m, err := objstore.NewMetricsBucket(objstore.NewFaultBucket(b), prometheus.NewRegistry(), "test")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return m
 		},
 	}
 	for _, stack := range slices.Sorted(maps.Keys(stacks)) {

@@ -3,10 +3,13 @@ package objstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shaledb/shale/internal/promreg"
 )
 
 // bucketMetrics are the collectors shared by every MetricsBucket of one
@@ -19,7 +22,7 @@ type bucketMetrics struct {
 	duration  *prometheus.HistogramVec
 }
 
-func newBucketMetrics(reg prometheus.Registerer) *bucketMetrics {
+func newBucketMetrics(reg prometheus.Registerer) (*bucketMetrics, error) {
 	m := &bucketMetrics{
 		ops: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shale_objstore_operations_total",
@@ -46,30 +49,14 @@ func newBucketMetrics(reg prometheus.Registerer) *bucketMetrics {
 			NativeHistogramMinResetDuration: time.Hour,
 		}, []string{"bucket", "operation"}),
 	}
-	if reg == nil {
-		return m
-	}
-	m.ops = register(reg, m.ops)
-	m.failures = register(reg, m.failures)
-	m.bytesRead = register(reg, m.bytesRead)
-	m.written = register(reg, m.written)
-	m.duration = register(reg, m.duration)
-	return m
-}
-
-// register registers c, or returns the equal collector already registered
-// (by another MetricsBucket on the same registry).
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		panic("objstore: register metrics: " + err.Error())
-	}
-	return c
+	err := errors.Join(
+		promreg.Register(reg, &m.ops),
+		promreg.Register(reg, &m.failures),
+		promreg.Register(reg, &m.bytesRead),
+		promreg.Register(reg, &m.written),
+		promreg.Register(reg, &m.duration),
+	)
+	return m, err
 }
 
 // MetricsBucket counts and times the operations of an inner bucket. Its
@@ -84,9 +71,15 @@ type MetricsBucket struct {
 	written   prometheus.Counter
 }
 
-// NewMetricsBucket wraps b and registers its metrics with reg (nil: not registered).
-func NewMetricsBucket(b Bucket, reg prometheus.Registerer, name string) *MetricsBucket {
-	m := newBucketMetrics(reg)
+// NewMetricsBucket wraps b and registers its metrics with reg (nil: not
+// registered). Buckets on one registry share the metrics, told apart by
+// name; a registration error (reg holds other metrics of those names) is
+// returned.
+func NewMetricsBucket(b Bucket, reg prometheus.Registerer, name string) (*MetricsBucket, error) {
+	m, err := newBucketMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("objstore: metrics of bucket %s: %w", name, err)
+	}
 	labels := prometheus.Labels{"bucket": name}
 	mb := &MetricsBucket{
 		inner:     b,
@@ -104,7 +97,7 @@ func NewMetricsBucket(b Bucket, reg prometheus.Registerer, name string) *Metrics
 			mb.failures.WithLabelValues(string(op), reason)
 		}
 	}
-	return mb
+	return mb, nil
 }
 
 // FailureReason names the class of err for metrics and logs: not_found,

@@ -15,7 +15,7 @@ import (
 func TestMetricsCount(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	fault := NewFaultBucket(NewMemoryBucket())
-	b := NewMetricsBucket(fault, reg, "main")
+	b := newMetricsBucket(t, fault, reg, "main")
 	ctx := t.Context()
 
 	PutBytes(ctx, b, "a", []byte("hello"), PutOptions{})
@@ -96,9 +96,9 @@ shale_objstore_bytes_written_total{bucket="main"} 11
 
 func TestMetricsShareRegistry(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	a := NewMetricsBucket(NewMemoryBucket(), reg, "a")
-	b := NewMetricsBucket(NewMemoryBucket(), reg, "b")
-	again := NewMetricsBucket(NewMemoryBucket(), reg, "a") // same name: shares the series
+	a := newMetricsBucket(t, NewMemoryBucket(), reg, "a")
+	b := newMetricsBucket(t, NewMemoryBucket(), reg, "b")
+	again := newMetricsBucket(t, NewMemoryBucket(), reg, "a") // same name: shares the series
 	PutBytes(t.Context(), a, "x", []byte("1"), PutOptions{})
 	PutBytes(t.Context(), again, "x", []byte("1"), PutOptions{})
 	PutBytes(t.Context(), b, "x", []byte("22"), PutOptions{})
@@ -121,7 +121,7 @@ func (brokenBody) Read([]byte) (int, error) { return 0, Transient(errors.New("re
 func (brokenBody) Close() error             { return nil }
 
 func TestMetricsCountBrokenBody(t *testing.T) {
-	b := NewMetricsBucket(NewMemoryBucket(), nil, "x")
+	b := newMetricsBucket(t, NewMemoryBucket(), nil, "x")
 	r := &countingReader{brokenBody{}, b, OpGet}
 	if _, err := io.ReadAll(r); !IsTransient(err) {
 		t.Fatalf("err = %v", err)
@@ -148,5 +148,24 @@ func TestFailureReason(t *testing.T) {
 		if got := FailureReason(tc.err); got != tc.want {
 			t.Errorf("FailureReason(%v) = %s, want %s", tc.err, got, tc.want)
 		}
+	}
+}
+
+func newMetricsBucket(t *testing.T, b Bucket, reg prometheus.Registerer, name string) *MetricsBucket {
+	t.Helper()
+	m, err := NewMetricsBucket(b, reg, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// A registry that holds other metrics of the bucket's names is an error at
+// construction, not a panic and not metrics silently missing.
+func TestMetricsRegistryConflict(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: "shale_objstore_operations_total", Help: "someone else's"}))
+	if _, err := NewMetricsBucket(NewMemoryBucket(), reg, "a"); err == nil {
+		t.Fatal("no error with a conflicting metric in the registry")
 	}
 }

@@ -10,14 +10,11 @@ import (
 // then their count. See docs/format/sst.md.
 //
 // entry := shared uvarint | unshared uvarint | valueLen uvarint | meta byte |
-//          seq uvarint | [expireAt zigzag varint if meta&metaHasExpire] |
-//          key suffix [unshared] | value [valueLen]
+//          seq uvarint | key suffix [unshared] | value [valueLen]
+//
+// meta holds the kind in its low two bits; the other bits must be zero.
 
-const (
-	metaKindMask  = 0x03
-	metaHasExpire = 0x80
-	metaKnown     = metaKindMask | metaHasExpire
-)
+const metaKindMask = 0x03
 
 // blockBuilder accumulates one block's content.
 type blockBuilder struct {
@@ -51,17 +48,11 @@ func (b *blockBuilder) add(e *Entry) {
 		shared = commonPrefix(b.lastKey, e.Key)
 	}
 	meta := byte(e.Kind) & metaKindMask
-	if e.ExpireAt != 0 {
-		meta |= metaHasExpire
-	}
 	b.buf = binary.AppendUvarint(b.buf, uint64(shared))
 	b.buf = binary.AppendUvarint(b.buf, uint64(len(e.Key)-shared))
 	b.buf = binary.AppendUvarint(b.buf, uint64(len(e.Value)))
 	b.buf = append(b.buf, meta)
 	b.buf = binary.AppendUvarint(b.buf, e.Seq)
-	if e.ExpireAt != 0 {
-		b.buf = binary.AppendVarint(b.buf, e.ExpireAt)
-	}
 	b.buf = append(b.buf, e.Key[shared:]...)
 	b.buf = append(b.buf, e.Value...)
 	b.lastKey = append(b.lastKey[:shared], e.Key[shared:]...)
@@ -100,7 +91,6 @@ type blockIter struct {
 	key      []byte // current key, reused
 	val      []byte // aliases data
 	seq      uint64
-	expire   int64
 	kind     Kind
 	valid    bool
 	err      error
@@ -168,24 +158,12 @@ func (b *blockIter) decodeFields(off int) bool {
 	}
 	meta := p[o]
 	o++
-	if meta&^metaKnown != 0 || !Kind(meta&metaKindMask).valid() {
+	if meta&^metaKindMask != 0 || !Kind(meta).valid() {
 		return b.corrupt(off)
 	}
 	var seq uint64
 	if seq, o = uvarint(p, o); o < 0 {
 		return b.corrupt(off)
-	}
-	var expire int64
-	if meta&metaHasExpire != 0 {
-		if o >= len(p) {
-			return b.corrupt(off)
-		}
-		v, k := binary.Varint(p[o:])
-		if k <= 0 {
-			return b.corrupt(off)
-		}
-		expire = v
-		o += k
 	}
 	if shared > uint64(len(b.key)) || unshared > uint64(len(p)-o) || vlen > uint64(len(p)-o)-unshared {
 		return b.corrupt(off)
@@ -193,9 +171,8 @@ func (b *blockIter) decodeFields(off int) bool {
 	ko := o + int(unshared)
 	b.key = append(b.key[:shared], p[o:ko]...)
 	b.val = p[ko : ko+int(vlen) : ko+int(vlen)]
-	b.kind = Kind(meta & metaKindMask)
+	b.kind = Kind(meta)
 	b.seq = seq
-	b.expire = expire
 	b.nextOff = ko + int(vlen)
 	b.valid = true
 	return true
@@ -240,20 +217,9 @@ func (b *blockIter) restartKeyLess(i int, target []byte) (less, ok bool) {
 	if _, o = uvarint(p, o); o < 0 || o >= len(p) { // value length
 		return false, false
 	}
-	meta := p[o]
-	o++
+	o++                              // meta
 	if _, o = uvarint(p, o); o < 0 { // seq
 		return false, false
-	}
-	if meta&metaHasExpire != 0 {
-		if o >= len(p) {
-			return false, false
-		}
-		_, k := binary.Varint(p[o:])
-		if k <= 0 {
-			return false, false
-		}
-		o += k
 	}
 	if unshared > uint64(len(p)-o) {
 		return false, false

@@ -3,6 +3,7 @@ package sst
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -58,7 +59,7 @@ func TestCorruptionDetected(t *testing.T) {
 	for _, c := range []Compression{CompressionNone, CompressionS2, CompressionZstd} {
 		t.Run("compression="+c.String(), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(11, uint64(c)))
-			entries := genEntries(rng, genSpec{keys: 60, maxVersions: 3, maxValue: 30, expireEvery: 5})
+			entries := genEntries(rng, genSpec{keys: 60, maxVersions: 3, maxValue: 30})
 			data, info := buildTable(t, entries, WriterOptions{BlockSize: 512, BloomBitsPerKey: 10, Compression: c})
 			if info.NumDataBlocks < 3 {
 				t.Fatalf("only %d blocks", info.NumDataBlocks)
@@ -143,5 +144,38 @@ func TestCorruptBlockBodies(t *testing.T) {
 				t.Fatalf("got %v, want ErrCorrupt", err)
 			}
 		})
+	}
+}
+
+// TestOldFormatRefused: a version 1 table (whose entries could carry an
+// expire_at) is refused, footer checksum and all else intact, and so is an
+// entry whose meta byte sets a bit beyond the kind (version 1's expire flag
+// was bit 7).
+func TestOldFormatRefused(t *testing.T) {
+	data, _ := buildTable(t, []Entry{{Key: []byte("k"), Seq: 1, Kind: KindPut, Value: []byte("v")}},
+		WriterOptions{BlockSize: 4096, Compression: CompressionNone})
+	v1 := bytes.Clone(data)
+	foot := v1[len(v1)-footerLen:]
+	binary.LittleEndian.PutUint32(foot[60:], 1)
+	binary.LittleEndian.PutUint32(foot[56:], footerCRC(foot))
+	if _, err := Open(context.Background(), BytesReadable(v1), "t", nil); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a version 1 table: err %v, want ErrCorrupt", err)
+	}
+
+	var bb blockBuilder
+	bb.restartInterval = 16
+	bb.add(&Entry{Key: []byte("k"), Seq: 1, Kind: KindPut, Value: []byte("v")})
+	content := bytes.Clone(bb.finish())
+	const metaOff = 3 // after shared, unshared and value length, one byte each
+	for bit := 2; bit < 8; bit++ {
+		bad := bytes.Clone(content)
+		bad[metaOff] |= 1 << bit
+		var bi blockIter
+		if err := bi.init(bad); err != nil {
+			t.Fatal(err)
+		}
+		if bi.first() || !errors.Is(bi.err, ErrCorrupt) {
+			t.Fatalf("meta bit %d set: err %v, want ErrCorrupt", bit, bi.err)
+		}
 	}
 }

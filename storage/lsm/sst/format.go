@@ -14,8 +14,11 @@ import (
 //
 // All integers little-endian. The CRC32C covers bytes [0,56) and [60,72).
 const (
-	footerLen     = 72
-	formatVersion = 1
+	footerLen = 72
+	// formatVersion 2 dropped the optional expire_at of data block entries
+	// (meta bit 7), which version 1 had. Nothing was released with version
+	// 1, so a version 1 table is refused like any unknown version.
+	formatVersion = 2
 	magic         = "SHALESST"
 )
 

@@ -130,7 +130,7 @@ func fuzzSeedTables(tb testing.TB) [][]byte {
 		{BlockSize: 256, BloomBitsPerKey: 10, Compression: CompressionS2},
 		{BlockSize: 256, Compression: CompressionZstd},
 	} {
-		entries := genEntries(rng, genSpec{keys: 6 + 4*i, maxVersions: 3, maxValue: 40, expireEvery: 4})
+		entries := genEntries(rng, genSpec{keys: 6 + 4*i, maxVersions: 3, maxValue: 40})
 		data, _ := buildTable(tb, entries, opts)
 		out = append(out, data)
 	}
@@ -139,29 +139,57 @@ func fuzzSeedTables(tb testing.TB) [][]byte {
 	return out
 }
 
-func TestWriteFuzzSeeds(t *testing.T) {
-	if os.Getenv("SST_WRITE_FUZZ_SEEDS") == "" {
-		t.Skip("set SST_WRITE_FUZZ_SEEDS=1 to rewrite testdata/fuzz")
-	}
-	tables := fuzzSeedTables(t)
-	write := func(target, name string, args ...[]byte) {
-		dir := filepath.Join("testdata", "fuzz", target)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
+// fuzzSeedFiles returns the seed corpus files of testdata/fuzz, by path,
+// as fuzzSeedTables makes them for the current format.
+func fuzzSeedFiles(tb testing.TB) map[string][]byte {
+	tb.Helper()
+	files := map[string][]byte{}
+	add := func(target, name string, args ...[]byte) {
 		var b bytes.Buffer
 		b.WriteString("go test fuzz v1\n")
 		for _, a := range args {
 			fmt.Fprintf(&b, "[]byte(%q)\n", a)
 		}
-		if err := os.WriteFile(filepath.Join(dir, name), b.Bytes(), 0o644); err != nil {
+		files[filepath.Join("testdata", "fuzz", target, name)] = b.Bytes()
+	}
+	for i, data := range fuzzSeedTables(tb) {
+		add("FuzzOpen", fmt.Sprintf("seed-%d", i), data)
+		if len(data) > footerLen {
+			add("FuzzBlockDecoders", fmt.Sprintf("seed-%d", i), data[:len(data)-footerLen], data[len(data)-footerLen:])
+		}
+	}
+	return files
+}
+
+// TestWriteFuzzSeeds rewrites testdata/fuzz when SST_WRITE_FUZZ_SEEDS is set.
+func TestWriteFuzzSeeds(t *testing.T) {
+	if os.Getenv("SST_WRITE_FUZZ_SEEDS") == "" {
+		t.Skip("set SST_WRITE_FUZZ_SEEDS=1 to rewrite testdata/fuzz")
+	}
+	for path, data := range fuzzSeedFiles(t) {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for i, data := range tables {
-		write("FuzzOpen", fmt.Sprintf("seed-%d", i), data)
-		if len(data) > footerLen {
-			write("FuzzBlockDecoders", fmt.Sprintf("seed-%d", i), data[:len(data)-footerLen], data[len(data)-footerLen:])
+}
+
+// TestFuzzSeedsCurrent fails when testdata/fuzz no longer holds the tables
+// the writer makes, as after a format change: the seeds would be refused at
+// open, every one, and the fuzzer would start from garbage.
+func TestFuzzSeedsCurrent(t *testing.T) {
+	if os.Getenv("SST_WRITE_FUZZ_SEEDS") != "" {
+		t.Skip("TestWriteFuzzSeeds is rewriting them")
+	}
+	for path, want := range fuzzSeedFiles(t) {
+		got, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s is stale: rewrite testdata/fuzz with SST_WRITE_FUZZ_SEEDS=1 go test -run TestWriteFuzzSeeds", path)
 		}
 	}
 }

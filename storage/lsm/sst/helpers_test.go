@@ -141,7 +141,6 @@ type genSpec struct {
 	maxValue    int     // value length 0..maxValue
 	largeEvery  int     // every n-th entry gets a value of largeSize (0: never)
 	largeSize   int     // size of large values
-	expireEvery int     // every n-th entry gets an ExpireAt (0: never)
 	emptyShare  float64 // share of entries with empty values
 }
 
@@ -180,9 +179,6 @@ func genEntries(rng *rand.Rand, s genSpec) []Entry {
 			default:
 				e.Value = randBytes(rng, rng.IntN(s.maxValue+1))
 			}
-			if s.expireEvery > 0 && n%s.expireEvery == 0 {
-				e.ExpireAt = rng.Int64N(1<<42) - 1<<40
-			}
 			out = append(out, e)
 			n++
 		}
@@ -207,11 +203,11 @@ func randBytes(rng *rand.Rand, n int) []byte {
 }
 
 func entryEqual(a, b Entry) bool {
-	return bytes.Equal(a.Key, b.Key) && a.Seq == b.Seq && a.Kind == b.Kind && a.ExpireAt == b.ExpireAt && bytes.Equal(a.Value, b.Value)
+	return bytes.Equal(a.Key, b.Key) && a.Seq == b.Seq && a.Kind == b.Kind && bytes.Equal(a.Value, b.Value)
 }
 
 func fmtEntry(e Entry) string {
-	return fmt.Sprintf("{%q seq=%d %v exp=%d len=%d}", e.Key, e.Seq, e.Kind, e.ExpireAt, len(e.Value))
+	return fmt.Sprintf("{%q seq=%d %v len=%d}", e.Key, e.Seq, e.Kind, len(e.Value))
 }
 
 func cloneEntry(e Entry) Entry {

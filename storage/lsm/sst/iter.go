@@ -209,7 +209,7 @@ func (it *Iter) Valid() bool { return it.valid }
 // aliases immutable block memory shared with the cache (see Table.Get) and
 // must not be modified.
 func (it *Iter) Entry() Entry {
-	return Entry{Key: it.blk.key, Seq: it.blk.seq, Kind: it.blk.kind, ExpireAt: it.blk.expire, Value: it.blk.val}
+	return Entry{Key: it.blk.key, Seq: it.blk.seq, Kind: it.blk.kind, Value: it.blk.val}
 }
 
 // Err returns the error that stopped the iterator, if any. An iterator that

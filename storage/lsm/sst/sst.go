@@ -14,8 +14,9 @@ package sst
 
 import (
 	"context"
-	"errors"
 	"fmt"
+
+	"github.com/shaledb/shale/corrupt"
 )
 
 // Kind is what an entry does to its key.
@@ -52,12 +53,9 @@ func (k Kind) valid() bool { return k >= KindPut && k <= KindMerge }
 type Entry struct {
 	Key []byte
 	// Seq is the sequence number assigned by the LSM writer; larger is newer.
-	Seq  uint64
-	Kind Kind
-	// ExpireAt is the Unix time in milliseconds after which the entry is
-	// treated as deleted; 0 means never. The table only stores it.
-	ExpireAt int64
-	Value    []byte
+	Seq   uint64
+	Kind  Kind
+	Value []byte
 }
 
 // Compression selects how data and index blocks are compressed. Each block
@@ -90,8 +88,8 @@ func (c Compression) String() string {
 func (c Compression) valid() bool { return c <= CompressionZstd }
 
 // ErrCorrupt marks corruption (bad checksum, bad magic, truncated or malformed
-// bytes): errors.Is(err, sst.ErrCorrupt).
-var ErrCorrupt = errors.New("sst: corrupt")
+// bytes): errors.Is(err, sst.ErrCorrupt). It wraps corrupt.Err.
+var ErrCorrupt = corrupt.New("sst: corrupt")
 
 // corruptf returns an error that wraps ErrCorrupt.
 func corruptf(format string, args ...any) error {

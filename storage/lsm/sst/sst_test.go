@@ -19,7 +19,6 @@ func TestRoundTrip(t *testing.T) {
 		"large-values":   {keys: 50, maxVersions: 2, maxValue: 100, largeEvery: 7, largeSize: 9000},
 		"long-prefix":    {keys: 400, prefixLen: 200, maxVersions: 1, maxValue: 20},
 		"many-versions":  {keys: 20, maxVersions: 120, maxValue: 30},
-		"with-expiry":    {keys: 200, maxVersions: 3, maxValue: 30, expireEvery: 3},
 		"single":         {keys: 1, maxVersions: 1, maxValue: 5},
 		"one-key-spills": {keys: 1, maxVersions: 400, maxValue: 50},
 	}

@@ -315,7 +315,7 @@ func (t *Table) Get(ctx context.Context, key []byte, dst []Entry) ([]Entry, erro
 		}
 		ok := bi.seekGE(key)
 		for ok && bytes.Equal(bi.key, key) {
-			dst = append(dst, Entry{Key: key, Seq: bi.seq, Kind: bi.kind, ExpireAt: bi.expire, Value: bi.val})
+			dst = append(dst, Entry{Key: key, Seq: bi.seq, Kind: bi.kind, Value: bi.val})
 			ok = bi.next()
 		}
 		if bi.err != nil {

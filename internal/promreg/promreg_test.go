@@ -1,0 +1,51 @@
+package promreg
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func TestRegister(t *testing.T) {
+	newCounter := func(help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Name: "shale_test_total", Help: help})
+	}
+	reg := prometheus.NewRegistry()
+
+	first := newCounter("h")
+	if err := Register(reg, &first); err != nil {
+		t.Fatal(err)
+	}
+	second := newCounter("h")
+	if err := Register(reg, &second); err != nil {
+		t.Fatalf("an equal collector: %v", err)
+	}
+	if second != first {
+		t.Fatal("an equal collector was not replaced by the registered one")
+	}
+	second.Inc()
+	if n := testutil.ToFloat64(first); n != 1 {
+		t.Fatalf("the shared counter is %v, want 1", n)
+	}
+
+	// Same name, other help: a conflict, returned, *c untouched.
+	other := newCounter("other help")
+	keep := other
+	if err := Register(reg, &other); err == nil || other != keep {
+		t.Fatalf("conflicting help: err %v, collector replaced %v", err, other != keep)
+	}
+
+	// An equal collector of another type: a Gauge where a Counter is.
+	gauge := prometheus.NewGauge(prometheus.GaugeOpts{Name: "shale_test_total", Help: "h"})
+	var are prometheus.AlreadyRegisteredError
+	if err := Register(reg, &gauge); !errors.As(err, &are) {
+		t.Fatalf("a Gauge where a Counter is registered: err %v, want AlreadyRegisteredError", err)
+	}
+
+	var none prometheus.Counter = newCounter("h")
+	if err := Register(nil, &none); err != nil {
+		t.Fatalf("nil registerer: %v", err)
+	}
+}
