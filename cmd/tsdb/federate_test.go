@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/prompb"
 
@@ -23,7 +24,8 @@ import (
 // prometheus federate them from /federate with honor_labels, as a global
 // Prometheus federates a lower one: it must end with the same series,
 // labels, values and timestamps, and none of those the selector leaves out
-// or that end with a stale marker.
+// or that end with a stale marker. Prometheus runs with native histograms
+// on, so it asks for protobuf, the only format that carries them.
 func TestFederationToPrometheus(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end")
@@ -50,7 +52,15 @@ func TestFederationToPrometheus(t *testing.T) {
 		// its target's.
 		series(1, "__name__", "e2e_fed_last_run", "job", "batch"),
 	}
-	all := append(append([]prompb.TimeSeries{gone}, written...),
+	// A native histogram: it travels in the protobuf format, which
+	// Prometheus asks for with native histograms enabled.
+	rpc := series(0, "__name__", "e2e_fed_rpc_seconds", "instance", "a:1", "job", "api")
+	rpc.Samples = nil
+	rpc.Histograms = []prompb.Histogram{prompb.FromIntHistogram(ts, &histogram.Histogram{
+		Count: 5, Sum: 12.5, Schema: 1, ZeroThreshold: 0.001, ZeroCount: 1,
+		PositiveSpans: []histogram.Span{{Offset: 0, Length: 2}}, PositiveBuckets: []int64{1, 2},
+	})}
+	all := append(append([]prompb.TimeSeries{gone, rpc}, written...),
 		series(5, "__name__", "other_metric", "instance", "a:1", "job", "api")) // not selected
 	if code, body, err := remoteWrite(s.url, all); err != nil || code/100 != 2 {
 		t.Fatalf("remote write: %d %s %v", code, body, err)
@@ -73,7 +83,7 @@ scrape_configs:
 		t.Fatal(err)
 	}
 	e2e.StartProcess(t, exec.Command(prom, "--config.file="+cfgPath, fmt.Sprintf("--web.listen-address=127.0.0.1:%d", promPort),
-		"--storage.tsdb.path="+filepath.Join(dir, "prom")))
+		"--storage.tsdb.path="+filepath.Join(dir, "prom"), "--enable-feature=native-histograms"))
 	e2e.WaitHTTP(t, 60*time.Second, promURL+"/-/ready")
 
 	var up []vectorSample
@@ -123,6 +133,18 @@ scrape_configs:
 	}, "Prometheus to hold the %d federated series", len(want))
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("federated series in Prometheus:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	for q, want := range map[string]string{
+		"histogram_count(e2e_fed_rpc_seconds)":          "5",
+		"histogram_sum(e2e_fed_rpc_seconds)":            "12.5",
+		"timestamp(e2e_fed_rpc_seconds) * 1000":         strconv.FormatInt(ts, 10),
+		`histogram_fraction(0, 1, e2e_fed_rpc_seconds)`: "0.4", // the zero bucket and (2^-0.5, 1]: 2 of 5
+	} {
+		var res []vectorSample
+		queryResult(t, promURL, "/api/v1/query", url.Values{"query": {q}}, &res)
+		if len(res) != 1 || fmt.Sprint(res[0].Value[1]) != want {
+			t.Errorf("%s in Prometheus: %v, want one sample %s", q, res, want)
+		}
 	}
 	var other []vectorSample
 	queryResult(t, promURL, "/api/v1/query", url.Values{"query": {`{__name__=~".+",__name__!~"e2e_.*",job!="federate"}`}}, &other)
