@@ -46,11 +46,15 @@ type API struct {
 	logger  *slog.Logger
 	started time.Time
 	handler http.Handler
+	now     func() time.Time // the clock of /federate
 
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	refused  *prometheus.CounterVec
 	budget   *memoryBudget // nil: no memory budget
+
+	federationErrors   prometheus.Counter
+	federationWarnings prometheus.Counter
 }
 
 // NewAPI builds the query engine and the HTTP API. Call Close when done.
@@ -95,6 +99,7 @@ func NewAPI(opts Options, comps Components) (*API, error) {
 		refused: refused,
 		logger:  comps.Logger,
 		started: time.Now(),
+		now:     time.Now,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shale_promql_http_requests_total",
 			Help: "HTTP API requests by handler and status code.",
@@ -107,11 +112,21 @@ func NewAPI(opts Options, comps Components) (*API, error) {
 			NativeHistogramMaxBucketNumber:  100,
 			NativeHistogramMinResetDuration: time.Hour,
 		}, []string{"handler"}),
+		federationErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shale_promql_federation_errors_total",
+			Help: "Federation requests that failed while reading series or sending the answer.",
+		}),
+		federationWarnings: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shale_promql_federation_warnings_total",
+			Help: "Warnings the storage returned to federation requests.",
+		}),
 	}
 	if err := errors.Join(
 		promreg.Register(comps.Registerer, &a.requests),
 		promreg.Register(comps.Registerer, &a.duration),
 		promreg.Register(comps.Registerer, &a.refused),
+		promreg.Register(comps.Registerer, &a.federationErrors),
+		promreg.Register(comps.Registerer, &a.federationWarnings),
 	); err != nil {
 		return nil, fmt.Errorf("register promql API metrics: %w", err)
 	}
@@ -200,6 +215,7 @@ func NewAPI(opts Options, comps Components) (*API, error) {
 	own.HandleFunc("GET "+APIPrefix+"/status/tsdb", a.own("/status/tsdb", cors, a.tsdbStatus))
 	own.HandleFunc("POST "+APIPrefix+"/admin/tsdb/snapshot", a.own("/admin/tsdb/snapshot", cors, a.snapshot))
 	own.HandleFunc("PUT "+APIPrefix+"/admin/tsdb/snapshot", a.own("/admin/tsdb/snapshot", cors, a.snapshot))
+	own.HandleFunc("GET "+FederatePath, a.federateHandler())
 	a.handler = own
 	return a, nil
 }
@@ -223,12 +239,17 @@ func errorCode[F ~func(N, error) (int, bool), N any]() F {
 }
 
 // Handler serves every path under /api/v1/ except /api/v1/write, which
-// answers 404 unless the server mounts a remote-write handler there.
+// answers 404 unless the server mounts a remote-write handler there, and
+// /federate.
 func (a *API) Handler() http.Handler { return a.handler }
 
-// Register mounts the API on mux at /api/v1/. A more specific pattern such
-// as "POST /api/v1/write" registered on the same mux takes precedence.
-func (a *API) Register(mux *http.ServeMux) { mux.Handle(APIPrefix+"/", a.handler) }
+// Register mounts the API on mux at /api/v1/ and /federate. A more specific
+// pattern such as "POST /api/v1/write" registered on the same mux takes
+// precedence.
+func (a *API) Register(mux *http.ServeMux) {
+	mux.Handle(APIPrefix+"/", a.handler)
+	mux.Handle(FederatePath, a.handler)
+}
 
 // Engine returns the query engine, e.g. for rule evaluation.
 func (a *API) Engine() *upstream.Engine { return a.engine }

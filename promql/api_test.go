@@ -396,7 +396,7 @@ func TestMounting(t *testing.T) {
 	api.Register(mux)
 	mux.HandleFunc("POST /api/v1/write", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 
-	for _, path := range []string{"/api/v1/query?query=1", "/api/v1/metadata", "/api/v1/status/buildinfo"} {
+	for _, path := range []string{"/api/v1/query?query=1", "/api/v1/metadata", "/api/v1/status/buildinfo", "/federate?match[]=up"} {
 		rec := httptest.NewRecorder()
 		mux.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
 		require.Equal(t, http.StatusServiceUnavailable, rec.Code, path)
@@ -412,6 +412,8 @@ func TestMounting(t *testing.T) {
 		{"GET", "/api/v1/query?query=1", http.StatusOK},
 		{"GET", "/api/v1/status/buildinfo", http.StatusOK},
 		{"GET", "/api/v1/openapi.yaml", http.StatusOK},
+		{"GET", "/federate?match[]=up", http.StatusOK},
+		{"GET", "/federate/x", http.StatusNotFound},
 		{"GET", "/api/v1/nope", http.StatusNotFound},
 		{"DELETE", "/api/v1/query", http.StatusMethodNotAllowed},
 	} {

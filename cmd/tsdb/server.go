@@ -282,9 +282,9 @@ func (s *storeHealth) unready(now time.Time) string {
 	return ""
 }
 
-// httpServer is the server's HTTP side: the API and remote write behind
-// gates that answer 503 until storage is open, health endpoints, metrics
-// and profiles.
+// httpServer is the server's HTTP side: the API (with /federate) and remote
+// write behind gates that answer 503 until storage is open, health
+// endpoints, metrics and profiles.
 type httpServer struct {
 	cfg    *config
 	logger *slog.Logger
@@ -304,6 +304,7 @@ func newHTTPServer(cfg *config, reg *prometheus.Registry, logger *slog.Logger) *
 	h := &httpServer{cfg: cfg, logger: logger, serveErr: make(chan error, 1)}
 	mux := http.NewServeMux()
 	mux.Handle("/api/", &h.api)
+	mux.Handle(promql.FederatePath, &h.api)
 	mux.Handle("/api/v1/write", &h.write)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
