@@ -73,7 +73,7 @@ func TestFromAppendableV2(t *testing.T) {
 		{Labels: labels.FromStrings("__name__", "c"), Hists: []recHist{{ST: 9, T: testNow, H: intHistogram(0)}}},
 	}
 	resp := postSeries(t, h, 2, sent)
-	assertCode(t, resp, http.StatusOK, "")
+	assertCode(t, resp, http.StatusNoContent, "")
 	assertWritten(t, resp.Header(), 3, 1, 1)
 	none := metadata.Metadata{}
 	want := []upstreamCall{
@@ -87,7 +87,7 @@ func TestFromAppendableV2(t *testing.T) {
 	// appender kept must not change.
 	other := []recSeries{{Labels: labels.FromStrings("__name__", "zzz"), Samples: []recSample{{T: testNow, V: 1}},
 		Meta: metadata.Metadata{Type: model.MetricTypeGauge, Help: "Something else entirely."}}}
-	assertCode(t, postSeries(t, h, 2, other), http.StatusOK, "")
+	assertCode(t, postSeries(t, h, 2, other), http.StatusNoContent, "")
 	if diff := cmp.Diff(want, store.calls[:len(want)]); diff != "" {
 		t.Fatalf("upstream appender calls differ:\n%s", diff)
 	}

@@ -447,7 +447,7 @@ func TestASCIILabelsV1(t *testing.T) {
 			h, _ := newTestHandler(t, newRecorder(), func(o *Options) { o.MaxLabelValueLength = 1000 })
 			resp := post(t, h, "", "snappy", snappy.Encode(nil, request(tc.series)))
 			if tc.valid {
-				assertCode(t, resp, http.StatusOK, "")
+				assertCode(t, resp, http.StatusNoContent, "")
 			} else {
 				assertCode(t, resp, http.StatusBadRequest, "not valid UTF-8")
 			}

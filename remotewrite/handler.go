@@ -197,7 +197,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case res.code == http.StatusOK:
-		w.WriteHeader(http.StatusOK)
+		// 204, as the remote-write 2.0 specification recommends and
+		// Prometheus answers (1.0 senders take any 2xx).
+		w.WriteHeader(http.StatusNoContent)
 	default:
 		if res.code == http.StatusMethodNotAllowed {
 			w.Header().Set("Allow", http.MethodPost)

@@ -110,7 +110,7 @@ func TestRoundTripInProcess(t *testing.T) {
 			} else {
 				resp = post(t, h, ContentTypeV2, "snappy", encodeV2(t, toV2(sent)))
 			}
-			assertCode(t, resp, http.StatusOK, "")
+			assertCode(t, resp, http.StatusNoContent, "")
 			assertSeries(t, sent, rec.all())
 			if version == 2 {
 				s, hi, e := rec.counts()
@@ -135,12 +135,12 @@ func TestContentNegotiation(t *testing.T) {
 		msg           string
 		v2Headers     bool
 	}{
-		{name: "no content type is 1.0", ct: "", enc: "snappy", body: v1, code: 200},
-		{name: "bare protobuf is 1.0", ct: "application/x-protobuf", enc: "snappy", body: v1, code: 200},
-		{name: "explicit 1.0", ct: ContentTypeV1, enc: "snappy", body: v1, code: 200},
-		{name: "1.0 with space and no encoding", ct: "application/x-protobuf; proto=prometheus.WriteRequest", body: v1, code: 200},
-		{name: "2.0", ct: ContentTypeV2, enc: "snappy", body: v2, code: 200, v2Headers: true},
-		{name: "2.0 with space and charset", ct: "application/x-protobuf; proto=io.prometheus.write.v2.Request; charset=utf-8", enc: "SNAPPY", body: v2, code: 200, v2Headers: true},
+		{name: "no content type is 1.0", ct: "", enc: "snappy", body: v1, code: 204},
+		{name: "bare protobuf is 1.0", ct: "application/x-protobuf", enc: "snappy", body: v1, code: 204},
+		{name: "explicit 1.0", ct: ContentTypeV1, enc: "snappy", body: v1, code: 204},
+		{name: "1.0 with space and no encoding", ct: "application/x-protobuf; proto=prometheus.WriteRequest", body: v1, code: 204},
+		{name: "2.0", ct: ContentTypeV2, enc: "snappy", body: v2, code: 204, v2Headers: true},
+		{name: "2.0 with space and charset", ct: "application/x-protobuf; proto=io.prometheus.write.v2.Request; charset=utf-8", enc: "SNAPPY", body: v2, code: 204, v2Headers: true},
 		{name: "json", ct: "application/json", enc: "snappy", body: v1, code: 415, msg: "unsupported Content-Type"},
 		{name: "unknown proto", ct: "application/x-protobuf;proto=io.prometheus.write.v3.Request", enc: "snappy", body: v1, code: 415, msg: "io.prometheus.write.v2.Request"},
 		{name: "bad media type", ct: "application/x-protobuf;;;=", enc: "snappy", body: v1, code: 415},
@@ -224,7 +224,7 @@ func TestRequestLimits(t *testing.T) {
 		req.ContentLength = -1
 		hr := newHTTPRecorder()
 		h.ServeHTTP(hr, req)
-		assertCode(t, hr, http.StatusOK, "")
+		assertCode(t, hr, http.StatusNoContent, "")
 		if len(rec.all()) != 20 {
 			t.Fatalf("%d series written", len(rec.all()))
 		}
@@ -277,7 +277,7 @@ func seriesLimitCases() []struct {
 		msg    string
 		reason string
 	}{
-		{"unsorted", []prompb.Label{{Name: "__name__", Value: "m"}, {Name: "z", Value: "1"}, {Name: "a", Value: "2"}}, `label names not sorted: "a" after "z"`, "invalid_labels"},
+		{"unsorted with a name repeated apart", []prompb.Label{{Name: "__name__", Value: "m"}, {Name: "z", Value: "1"}, {Name: "a", Value: "2"}, {Name: "z", Value: "3"}}, `duplicate label name "z"`, "invalid_labels"},
 		{"duplicate", []prompb.Label{{Name: "__name__", Value: "m"}, {Name: "a", Value: "1"}, {Name: "a", Value: "2"}}, `duplicate label name "a"`, "invalid_labels"},
 		{"empty name", []prompb.Label{{Name: "", Value: "x"}, {Name: "__name__", Value: "m"}}, "empty label name", "invalid_labels"},
 		{"no metric name", []prompb.Label{{Name: "job", Value: "x"}}, "missing or empty metric name", "missing_metric_name"},
@@ -287,6 +287,37 @@ func seriesLimitCases() []struct {
 		{"too many labels", []prompb.Label{{Name: "__name__", Value: "m"}, {Name: "a", Value: "1"}, {Name: "b", Value: "1"}, {Name: "c", Value: "1"}, {Name: "d", Value: "1"}, {Name: "e", Value: "1"}, {Name: "f", Value: "1"}, {Name: "g", Value: "1"}}, "8 labels exceed max_labels_per_series=7", "limit_labels"},
 		{"long name", []prompb.Label{{Name: "__name__", Value: "m"}, {Name: strings.Repeat("n", 33), Value: "1"}}, "max_label_name_length=32", "limit_label_name_length"},
 		{"long value", []prompb.Label{{Name: "__name__", Value: "m"}, {Name: "a", Value: strings.Repeat("v", 65)}}, "max_label_value_length=64", "limit_label_value_length"},
+	}
+}
+
+// TestUnsortedLabelsSorted: a series whose label names come in any order is
+// stored with them sorted, as Prometheus 3 takes it, in both versions.
+func TestUnsortedLabelsSorted(t *testing.T) {
+	for _, version := range []int{1, 2} {
+		t.Run(fmt.Sprintf("version=%d", version), func(t *testing.T) {
+			lbls := []prompb.Label{{Name: "zone", Value: "b"}, {Name: "__name__", Value: "m"}, {Name: "job", Value: "x"}}
+			rec := newRecorder()
+			h, _ := newTestHandler(t, rec, nil)
+			var resp *httptestRecorder
+			if version == 1 {
+				req := &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{{Labels: lbls, Samples: []prompb.Sample{{Value: 1, Timestamp: testNow}}}}}
+				resp = post(t, h, "", "snappy", encodeV1(t, req))
+			} else {
+				req := &writev2.Request{Symbols: []string{""}}
+				var refs []uint32
+				for _, l := range lbls {
+					refs = append(refs, symbolize(req, l.Name), symbolize(req, l.Value))
+				}
+				req.Timeseries = []writev2.TimeSeries{{LabelsRefs: refs, Samples: []writev2.Sample{{Value: 1, Timestamp: testNow}}}}
+				resp = post(t, h, ContentTypeV2, "snappy", encodeV2(t, req))
+			}
+			assertCode(t, resp, http.StatusNoContent, "")
+			got := rec.all()
+			want := labels.FromStrings("__name__", "m", "job", "x", "zone", "b")
+			if len(got) != 1 || !labels.Equal(got[0].Labels, want) {
+				t.Fatalf("stored %v, want one series %s", got, want)
+			}
+		})
 	}
 }
 
@@ -348,7 +379,7 @@ func TestEmptyLabelValueIsDropped(t *testing.T) {
 		Labels:  []prompb.Label{{Name: "__name__", Value: "m"}, {Name: "empty", Value: ""}, {Name: "job", Value: "j"}},
 		Samples: []prompb.Sample{{Value: 1, Timestamp: testNow}},
 	}}}
-	assertCode(t, post(t, h, "", "", encodeV1(t, req)), http.StatusOK, "")
+	assertCode(t, post(t, h, "", "", encodeV1(t, req)), http.StatusNoContent, "")
 	if rec.get(labels.FromStrings("__name__", "m", "job", "j")) == nil {
 		t.Fatalf("series not stored without the empty label: %v", rec.all())
 	}
@@ -489,7 +520,7 @@ func TestHistograms(t *testing.T) {
 			rec := newRecorder()
 			h, _ := newTestHandler(t, rec, nil)
 			resp := postSeries(t, h, version, valid)
-			assertCode(t, resp, http.StatusOK, "")
+			assertCode(t, resp, http.StatusNoContent, "")
 			assertSeries(t, valid, rec.all())
 		})
 	}
@@ -567,7 +598,7 @@ func TestExemplars(t *testing.T) {
 				},
 			}
 			resp := postSeries(t, h, version, []recSeries{s})
-			assertCode(t, resp, http.StatusOK, "")
+			assertCode(t, resp, http.StatusNoContent, "")
 			if version == 2 {
 				assertWritten(t, resp.Header(), 1, 0, 2)
 			}
@@ -588,7 +619,7 @@ func TestMetadata(t *testing.T) {
 		rec := newRecorder()
 		h, _ := newTestHandler(t, rec, nil)
 		sent := richPayload(testNow, true)
-		assertCode(t, postSeries(t, h, 2, sent), http.StatusOK, "")
+		assertCode(t, postSeries(t, h, 2, sent), http.StatusNoContent, "")
 		got := rec.get(sent[1].Labels)
 		want := metadata.Metadata{Type: model.MetricTypeGauge, Help: "Temperature.", Unit: "celsius"}
 		if got.Meta != want {
@@ -603,7 +634,7 @@ func TestMetadata(t *testing.T) {
 			{Type: prompb.MetricMetadata_COUNTER, MetricFamilyName: "node_cpu_seconds_total", Help: "Seconds the CPUs spent in each mode.", Unit: "seconds"},
 			{Type: prompb.MetricMetadata_STATESET, MetricFamilyName: "ss", Help: "h"},
 		}
-		assertCode(t, post(t, h, "", "snappy", encodeV1(t, req)), http.StatusOK, "")
+		assertCode(t, post(t, h, "", "snappy", encodeV1(t, req)), http.StatusNoContent, "")
 		want := map[string]metadata.Metadata{
 			"node_cpu_seconds_total": {Type: model.MetricTypeCounter, Help: "Seconds the CPUs spent in each mode.", Unit: "seconds"},
 			"ss":                     {Type: model.MetricTypeStateset, Help: "h"},
@@ -619,7 +650,7 @@ func TestStartTimestamps(t *testing.T) {
 		rec := newRecorder()
 		h, _ := newTestHandler(t, rec, nil)
 		sent := richPayload(testNow, true)
-		assertCode(t, postSeries(t, h, 2, sent), http.StatusOK, "")
+		assertCode(t, postSeries(t, h, 2, sent), http.StatusNoContent, "")
 		got := rec.get(sent[0].Labels)
 		if got.Samples[0].ST != testNow-60_000 {
 			t.Fatalf("sample st %d", got.Samples[0].ST)
@@ -659,7 +690,7 @@ func TestStartTimestamps(t *testing.T) {
 		ts = protowire.AppendVarint(ts, uint64(testNow-1000))
 		b = protowire.AppendTag(b, 5, protowire.BytesType)
 		b = protowire.AppendBytes(b, ts)
-		assertCode(t, post(t, h, ContentTypeV2, "snappy", snappy.Encode(nil, b)), http.StatusOK, "")
+		assertCode(t, post(t, h, ContentTypeV2, "snappy", snappy.Encode(nil, b)), http.StatusNoContent, "")
 		got := rec.get(labels.FromStrings("__name__", "m"))
 		if got == nil || len(got.Samples) != 2 || got.Samples[0].ST != testNow-1000 || got.Samples[1].ST != testNow-7 {
 			t.Fatalf("recorded %+v", got)
@@ -763,10 +794,10 @@ func TestInflightLimit(t *testing.T) {
 		t.Fatalf("Retry-After %q", got)
 	}
 	close(release)
-	if code := <-done; code != http.StatusOK {
+	if code := <-done; code != http.StatusNoContent {
 		t.Fatalf("first request: %d", code)
 	}
-	assertCode(t, post(t, h, "", "snappy", body), http.StatusOK, "")
+	assertCode(t, post(t, h, "", "snappy", body), http.StatusNoContent, "")
 }
 
 func TestPanicIsRecovered(t *testing.T) {
@@ -783,7 +814,7 @@ func TestPanicIsRecovered(t *testing.T) {
 		t.Fatalf("commits %d rollbacks %d", rec.commits, rec.rollbacks)
 	}
 	rec.appendErr = nil
-	assertCode(t, postSeries(t, h, 1, nodePayload(3, 1, testNow)), http.StatusOK, "")
+	assertCode(t, postSeries(t, h, 1, nodePayload(3, 1, testNow)), http.StatusNoContent, "")
 }
 
 func TestMetrics(t *testing.T) {
@@ -899,7 +930,7 @@ func TestNoPerSampleAllocations(t *testing.T) {
 					req.ContentLength = int64(len(body))
 					w.code = 0
 					h.ServeHTTP(w, req)
-					if w.code != http.StatusOK {
+					if w.code != http.StatusNoContent {
 						t.Fatalf("status %d", w.code)
 					}
 				}
@@ -996,7 +1027,7 @@ func TestConcurrentRequests(t *testing.T) {
 				} else {
 					resp = post(t, h, ContentTypeV2, "snappy", encodeV2(t, toV2(series)))
 				}
-				if resp.Code != http.StatusOK {
+				if resp.Code != http.StatusNoContent {
 					errs <- fmt.Sprintf("worker %d request %d: %d %s", w, i, resp.Code, resp.Body.String())
 				}
 			}

@@ -532,15 +532,17 @@ func (st *reqState) validSymbol(d *decoder, ref uint32) bool {
 
 // buildLabels checks a label set against the specification and the limits and
 // writes it to *dst through sb. Labels with an empty value are dropped: in the
-// Prometheus data model they are the same as absent labels. Exemplar labels
-// need no metric name and may come unsorted.
+// Prometheus data model they are the same as absent labels. Label names that
+// come unsorted are sorted, as Prometheus 3 does (senders that build label
+// sets from maps send them in any order); a repeated name is an error.
+// Exemplar labels need no metric name.
 func (h *Handler) buildLabels(sb *labels.ScratchBuilder, dst *labels.Labels, lbls []labels.Label, exemplarLabels, knownUTF8 bool) (string, error) {
 	o := &h.opts
 	if len(lbls) > o.MaxLabelsPerSeries {
 		return "limit_labels", fmt.Errorf("%d labels exceed max_labels_per_series=%d", len(lbls), o.MaxLabelsPerSeries)
 	}
 	sb.Reset()
-	hasName := false
+	hasName, unsorted := false, false
 	for i := range lbls {
 		l := &lbls[i]
 		if l.Name == "" {
@@ -559,7 +561,7 @@ func (h *Handler) buildLabels(sb *labels.ScratchBuilder, dst *labels.Labels, lbl
 			// Names are not empty (checked above); most differ in their first
 			// byte, which spares a string comparison.
 			case l.Name[0] < prev[0] || (l.Name[0] == prev[0] && l.Name < prev):
-				return "invalid_labels", fmt.Errorf("label names not sorted: %q after %q", trunc(l.Name), trunc(prev))
+				unsorted = true
 			}
 		}
 		if !knownUTF8 && !utf8.ValidString(l.Name) {
@@ -576,12 +578,19 @@ func (h *Handler) buildLabels(sb *labels.ScratchBuilder, dst *labels.Labels, lbl
 		}
 		sb.Add(l.Name, l.Value)
 	}
-	if exemplarLabels {
-		sb.Sort()
-	} else if !hasName {
+	if !exemplarLabels && !hasName {
 		return "missing_metric_name", fmt.Errorf("missing or empty metric name (%s)", model.MetricNameLabel)
 	}
+	if exemplarLabels || unsorted {
+		sb.Sort()
+	}
 	sb.Overwrite(dst)
+	if unsorted {
+		// A repeated name is adjacent only once sorted.
+		if name, dup := dst.HasDuplicateLabelNames(); dup {
+			return "invalid_labels", fmt.Errorf("duplicate label name %q", trunc(name))
+		}
+	}
 	return "", nil
 }
 

@@ -63,7 +63,7 @@ func TestRejectedReasonsAgree(t *testing.T) {
 			t.Fatalf("status %d, want %d: %s", rec.Code, want, rec.Body)
 		}
 	}
-	write(http.StatusOK, series("a", t0), series("b", t0))
+	write(http.StatusNoContent, series("a", t0), series("b", t0))
 	write(http.StatusBadRequest,
 		series("a", t0-(48*time.Hour).Milliseconds()), // older than the retention of a day
 		series("b", t0-time.Minute.Milliseconds()),    // older than b's newest sample
