@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	upstream "github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/storage"
@@ -157,7 +158,7 @@ type barrierQuerier struct {
 func (q barrierQuerier) Select(ctx context.Context, sortSeries bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
 	set := q.Querier.Select(ctx, sortSeries, hints, ms...)
 	for _, m := range ms {
-		if m.Name == labels.MetricName && m.Matches("heavy") {
+		if m.Name == model.MetricNameLabel && m.Matches("heavy") {
 			q.q.entered <- struct{}{}
 			<-q.q.proceed
 			return &barrierSet{SeriesSet: set, hold: sync.OnceFunc(func() {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/util/teststorage"
@@ -42,7 +43,7 @@ type blockingQuerier struct {
 
 func (q blockingQuerier) Select(ctx context.Context, sortSeries bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
 	for _, m := range ms {
-		if m.Name == labels.MetricName && m.Matches("block") {
+		if m.Name == model.MetricNameLabel && m.Matches("block") {
 			q.q.started <- struct{}{}
 			<-ctx.Done()
 			q.q.stopped <- ctx.Err()
