@@ -68,7 +68,7 @@ func (db *DB) checkWritable() error {
 		return nil
 	}
 	h := db.StoreHealth()
-	if d := h.FailingFor(time.Now()); d > db.opts.WriteTimeout {
+	if d := h.WritesFailingFor(time.Now()); d > db.opts.WriteTimeout {
 		return &unavailableError{
 			msg:   fmt.Sprintf("the object store has been failing for %s (%s)", d.Round(time.Second), h.Op),
 			cause: h.Err,

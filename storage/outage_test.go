@@ -67,7 +67,7 @@ func TestCommitDuringOutage(t *testing.T) {
 				// a head flush is what meets the failure.
 				go func() { _ = db.Flush(context.Background()) }()
 			}
-			e2e.Eventually(t, 10*time.Second, func() bool { return db.StoreHealth().FailingFor(time.Now()) > opts.WriteTimeout }, "the store to be failing for longer than the write timeout")
+			e2e.Eventually(t, 10*time.Second, func() bool { return db.StoreHealth().WritesFailingFor(time.Now()) > opts.WriteTimeout }, "the store to be failing for longer than the write timeout")
 			start := time.Now()
 			err = commit(2000)
 			if !errors.Is(err, ErrUnavailable) {

@@ -275,9 +275,9 @@ func (s *storeHealth) unready(now time.Time) string {
 	switch {
 	case h.Fenced:
 		return "a newer writer opened the same bucket and prefix and fenced this one"
-	case h.FailingFor(now) >= s.grace:
-		return fmt.Sprintf("the object store has been failing for %s, since %s (last error: %s: %v); writes cannot be made durable; queries are served from memory and cache",
-			h.FailingFor(now).Round(time.Second), h.Since.UTC().Format(time.RFC3339), h.Op, h.Err)
+	case h.WritesFailingFor(now) >= s.grace:
+		return fmt.Sprintf("writes to the object store have been failing for %s, since %s (last error: %s: %v); writes cannot be made durable; queries are served from memory and cache",
+			h.WritesFailingFor(now).Round(time.Second), h.WritesSince.UTC().Format(time.RFC3339), h.Op, h.Err)
 	}
 	return ""
 }

@@ -16,6 +16,10 @@ type Health struct {
 	Failing bool
 	// Since is when the failures began; zero when not Failing.
 	Since time.Time
+	// WritesSince is when writes (puts, deletes) began to fail; zero while
+	// they succeed. A store that takes writes but fails listings (GC, the
+	// fence check) is Failing, yet the writer still persists.
+	WritesSince time.Time
 	// Op and Err are the last failure's operation and object, and its error.
 	Op  string
 	Err error
@@ -32,6 +36,15 @@ func (h Health) FailingFor(now time.Time) time.Duration {
 		return 0
 	}
 	return now.Sub(h.Since)
+}
+
+// WritesFailingFor is how long writes have been failing at now; 0 while
+// they succeed.
+func (h Health) WritesFailingFor(now time.Time) time.Duration {
+	if h.WritesSince.IsZero() {
+		return 0
+	}
+	return now.Sub(h.WritesSince)
 }
 
 // Writer states for shale_lsm_writer_state.
@@ -66,6 +79,7 @@ type health struct {
 	// fails the listings the writer needs.
 	writeErr, readErr error
 	since             time.Time
+	writesSince       time.Time
 	op                string
 	err               error
 	lastPersist       time.Time
@@ -106,6 +120,7 @@ func (h *health) succeeded(write bool) {
 		h.lastPersist = now
 		h.persisted.Set(float64(now.UnixNano()) / 1e9)
 		h.writeErr = nil
+		h.writesSince = time.Time{}
 	} else {
 		h.readErr = nil
 	}
@@ -133,6 +148,9 @@ func (h *health) failed(write bool, op string, err error) {
 	now := h.clock.Now()
 	if write {
 		h.writeErr = err
+		if h.writesSince.IsZero() {
+			h.writesSince = now
+		}
 	} else {
 		h.readErr = err
 	}
@@ -175,6 +193,7 @@ func (h *health) get() Health {
 	return Health{
 		Failing:     !h.since.IsZero(),
 		Since:       h.since,
+		WritesSince: h.writesSince,
 		Op:          h.op,
 		Err:         h.err,
 		LastPersist: h.lastPersist,

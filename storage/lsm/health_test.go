@@ -92,6 +92,9 @@ func TestHealthLogsOncePerInterval(t *testing.T) {
 	if hh := h.get(); !hh.Failing || hh.FailingFor(clock.Now()) < 29*time.Second || !errors.Is(hh.Err, boom) {
 		t.Fatalf("health during the outage: %+v", hh)
 	}
+	if hh := h.get(); hh.WritesFailingFor(clock.Now()) < 29*time.Second {
+		t.Fatalf("writes failing for %v during the outage", hh.WritesFailingFor(clock.Now()))
+	}
 	// A read that succeeds does not end a failure of writes.
 	h.succeeded(false)
 	if !h.get().Failing {
@@ -102,6 +105,14 @@ func TestHealthLogsOncePerInterval(t *testing.T) {
 	if state(stateOK) != 1 || h.get().Failing {
 		t.Fatal("not ok after recovery")
 	}
+	// A store that takes writes but fails the writer's listings is failing,
+	// yet writes are not.
+	h.failed(false, "list wal/", boom)
+	if hh := h.get(); !hh.Failing || hh.WritesFailingFor(clock.Now()) != 0 {
+		t.Fatalf("a failed read: %+v", hh)
+	}
+	h.succeeded(false)
+	rec.take()
 	h.setFenced()
 	h.failed(true, "put d", boom)
 	if state(stateFenced) != 1 || !h.get().Fenced {
