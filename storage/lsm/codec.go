@@ -61,6 +61,9 @@ func decodeWAL(data []byte, dst []entry) ([]entry, error) {
 		return dst, corruptf("wal object too short (%d bytes)", len(data))
 	}
 	if string(data[:len(walMagic)]) != walMagic {
+		if string(data[:3]) == walMagic[:3] {
+			return dst, corruptf("wal object of format %q, written by an older, unreleased build of Shale; this one reads %q: start from an empty bucket or prefix", data[:len(walMagic)], walMagic)
+		}
 		return dst, corruptf("wal object has bad magic %q", data[:len(walMagic)])
 	}
 	body := data[:len(data)-4]

@@ -67,7 +67,10 @@ func decodeFooter(b []byte, size int64) (footer, error) {
 	}
 	le := binary.LittleEndian
 	if v := le.Uint32(b[60:]); v != formatVersion {
-		return f, corruptf("unknown format version %d", v)
+		if v < formatVersion {
+			return f, corruptf("format version %d: written by an older, unreleased build of Shale, which this one (version %d) does not read; start from an empty bucket or prefix", v, formatVersion)
+		}
+		return f, corruptf("unknown format version %d (this build reads %d)", v, formatVersion)
 	}
 	if want, got := le.Uint32(b[56:]), footerCRC(b); want != got {
 		return f, corruptf("footer checksum mismatch: stored %08x, computed %08x", want, got)
