@@ -258,7 +258,7 @@ func (a *appender) series(t int64, lset labels.Labels) (*memSeries, error) {
 			return s, nil
 		}
 	}
-	s, err := p.create(h, lset, db.persistSeries(p.start))
+	s, err := p.create(h, lset, db.persistSeries(a.ctx, p.start))
 	if err != nil {
 		return nil, err
 	}
@@ -312,17 +312,28 @@ func (a *appender) Commit() error {
 	}
 	a.done = true
 	db := a.db
+	for _, e := range a.ex {
+		db.ex.add(e.lset, e.e)
+	}
+	if len(a.pending) == 0 && len(a.meta) == 0 {
+		return nil
+	}
+	if err := db.checkWritable(); err != nil {
+		return err
+	}
+	ctx, cancel := db.writeContext(a.ctx)
+	defer cancel()
 	if len(a.meta) > 0 {
 		newest := int64(math.MinInt64)
 		for _, ps := range a.pending {
 			newest = max(newest, ps.smp.t)
 		}
-		if err := db.setMetadata(a.ctx, a.meta, newest); err != nil {
+		if err := db.setMetadata(ctx, a.meta, newest); err != nil {
+			if ctx.Err() != nil {
+				return db.waitErr(ctx, "record metric metadata", err)
+			}
 			db.logger.Debug("metric metadata not stored", "err", err)
 		}
-	}
-	for _, e := range a.ex {
-		db.ex.add(e.lset, e.e)
 	}
 	if len(a.pending) == 0 {
 		return nil
@@ -344,11 +355,6 @@ func (a *appender) Commit() error {
 		}
 	}
 
-	if err := db.checkWritable(); err != nil {
-		return err
-	}
-	ctx, cancel := db.writeContext(a.ctx)
-	defer cancel()
 	if db.opts.WAL {
 		if err := db.w.WaitLogRoom(ctx); err != nil {
 			return db.waitErr(ctx, "wait for room in the write-ahead log", err)

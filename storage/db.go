@@ -313,16 +313,19 @@ func (db *DB) headPartFor(ctx context.Context, t int64) (*headPart, error) {
 }
 
 // persistSeries returns the function that writes a new series' forward-index
-// entry.
-func (db *DB) persistSeries(part int64) func(ref uint32, lset labels.Labels) error {
+// entry. The write waits for room in the LSM (back-pressure while the object
+// store fails) at most the write timeout, and then fails as ErrUnavailable.
+func (db *DB) persistSeries(ctx context.Context, part int64) func(ref uint32, lset labels.Labels) error {
 	return func(ref uint32, lset labels.Labels) error {
 		var b lsm.Batch
 		b.Put(forwardKey(part, ref), index.EncodeLabels(nil, lset))
-		err := db.write(context.Background(), &b, true)
-		if err == nil {
-			db.metrics.seriesCreated.Inc()
+		wctx, cancel := db.writeContext(ctx)
+		defer cancel()
+		if err := db.write(wctx, &b, true); err != nil {
+			return db.waitErr(wctx, "record a new series", err)
 		}
-		return err
+		db.metrics.seriesCreated.Inc()
+		return nil
 	}
 }
 

@@ -3,6 +3,8 @@ package storage
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -133,4 +135,44 @@ func TestCommitTimesOutOnASlowStore(t *testing.T) {
 		t.Fatalf("the sample is not in the head: %v", got)
 	}
 	fb.SetOpLatency(objstore.OpPut, 0)
+}
+
+// TestNewSeriesDuringOutage: once the LSM's backlog is full because the
+// store refuses writes, recording a new series fails as ErrUnavailable within
+// the write timeout instead of waiting for the store.
+func TestNewSeriesDuringOutage(t *testing.T) {
+	mem := objstore.NewMemoryBucket()
+	fb := objstore.NewFaultBucket(mem)
+	opts := DefaultOptions()
+	opts.WriteTimeout = 100 * time.Millisecond
+	lopts := testLSMOptions()
+	lopts.MemtableBytes, lopts.MaxUnflushedBytes = 64<<10, 64<<10
+	lopts.MaxRetryBackoff = 5 * time.Millisecond
+	db, err := openOn(context.Background(), fb, "tsdb", opts, lopts, nil, Components{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	remove := fb.Inject(objstore.Fault{Ops: []objstore.Op{objstore.OpPut}, Err: errors.New("access denied")})
+	defer remove()
+	for i := 0; ; i++ {
+		if i == 100_000 {
+			t.Fatal("100,000 new series recorded while the store refuses every write")
+		}
+		app := db.Appender(context.Background())
+		start := time.Now()
+		_, err := app.Append(0, labels.FromStrings("__name__", "x", "i", strings.Repeat("v", 100)+strconv.Itoa(i)), 1000, 1)
+		took := time.Since(start)
+		if err != nil {
+			if !errors.Is(err, ErrUnavailable) {
+				t.Fatalf("new series %d: %v, want ErrUnavailable", i, err)
+			}
+			if took > opts.WriteTimeout+time.Second {
+				t.Fatalf("new series %d refused after %v, past the write timeout", i, took)
+			}
+			_ = app.Rollback()
+			return
+		}
+		_ = app.Commit() // refused too, once the store has failed long enough
+	}
 }
