@@ -12,7 +12,7 @@ COUNT   ?= 1
 
 export PATH := $(TOOLS):$(PATH)
 
-.PHONY: all build run test test-short bench bench-e2e soak soak-short lint fuzz tools clean
+.PHONY: all build run test test-short bench bench-e2e soak soak-short lint fuzz tools peers clean
 
 all: build
 
@@ -78,6 +78,21 @@ fuzz:
 # Project-local tools: versitygw (the S3-compatible server the tests start),
 # staticcheck (lint) and benchstat (comparing benchmark runs).
 tools: $(TOOLS)/versitygw $(TOOLS)/staticcheck $(TOOLS)/benchstat
+
+# The current peers of the side-by-side benchmark, built from the Go module
+# proxy at pinned versions (not part of `make test`; about 8 minutes):
+#   make peers && make bench-e2e BENCH_ARGS='-prom-bin=$(TOOLS)/prometheus-3.16 -vm-bin=$(TOOLS)/victoria-metrics-1.151'
+peers: $(TOOLS)/prometheus-3.16 $(TOOLS)/victoria-metrics-1.151
+
+$(TOOLS)/victoria-metrics-1.151:
+	mkdir -p $(TOOLS)/peers
+	GOBIN=$(TOOLS)/peers $(GO) install github.com/VictoriaMetrics/VictoriaMetrics/app/victoria-metrics@v1.151.0
+	mv $(TOOLS)/peers/victoria-metrics $@
+
+$(TOOLS)/prometheus-3.16:
+	mkdir -p $(TOOLS)/peers
+	GOBIN=$(TOOLS)/peers $(GO) install github.com/prometheus/prometheus/cmd/prometheus@v0.316.0
+	mv $(TOOLS)/peers/prometheus $@
 
 $(TOOLS)/versitygw:
 	GOBIN=$(TOOLS) $(GO) install github.com/versity/versitygw/cmd/versitygw@v1.8.0
