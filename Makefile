@@ -81,7 +81,7 @@ tools: $(TOOLS)/versitygw $(TOOLS)/staticcheck $(TOOLS)/benchstat
 
 # The current peers of the side-by-side benchmark, built from the Go module
 # proxy at pinned versions (not part of `make test`; about 8 minutes):
-#   make peers && make bench-e2e BENCH_ARGS='-prom-bin=$(TOOLS)/prometheus-3.16 -vm-bin=$(TOOLS)/victoria-metrics-1.151'
+#   make peers && make bench-e2e BENCH_ARGS='-prometheus-bin=.tools/prometheus-3.16 -victoria-metrics-bin=.tools/victoria-metrics-1.151'
 peers: $(TOOLS)/prometheus-3.16 $(TOOLS)/victoria-metrics-1.151
 
 $(TOOLS)/victoria-metrics-1.151:
