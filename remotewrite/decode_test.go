@@ -68,6 +68,14 @@ func normHint(h histogram.CounterResetHint) histogram.CounterResetHint {
 	return h
 }
 
+// clone copies s, keeping nil nil.
+func clone[T any](s []T) []T {
+	if s == nil {
+		return nil
+	}
+	return append([]T{}, s...)
+}
+
 // normalize builds the normalised form of what d decoded.
 func (d *decoder) normalize(version int) normReq {
 	var st reqState
@@ -85,10 +93,20 @@ func (d *decoder) normalize(version int) normReq {
 		for _, hr := range d.hists[s.histograms.lo:s.histograms.hi] {
 			h, fh := st.histogram(d, &hr)
 			nh := normHist{T: hr.t, ST: hr.st}
+			// Copy field by field: histogram.Copy drops custom values from
+			// an exponential schema, which would hide a decoder that lost them.
 			if h != nil {
-				nh.H = h.Copy()
+				c := *h
+				c.PositiveSpans, c.NegativeSpans = clone(h.PositiveSpans), clone(h.NegativeSpans)
+				c.PositiveBuckets, c.NegativeBuckets = clone(h.PositiveBuckets), clone(h.NegativeBuckets)
+				c.CustomValues = clone(h.CustomValues)
+				nh.H = &c
 			} else {
-				nh.FH = fh.Copy()
+				c := *fh
+				c.PositiveSpans, c.NegativeSpans = clone(fh.PositiveSpans), clone(fh.NegativeSpans)
+				c.PositiveBuckets, c.NegativeBuckets = clone(fh.PositiveBuckets), clone(fh.NegativeBuckets)
+				c.CustomValues = clone(fh.CustomValues)
+				nh.FH = &c
 			}
 			ns.Hists = append(ns.Hists, nh)
 		}

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
 )
 
@@ -37,6 +39,14 @@ func seedRequests(t testing.TB) (v1, v2 map[string][]byte) {
 	add("rich", richPayload(testNow, true))
 	add("node", nodePayload(5, 2, testNow))
 	add("empty", nil)
+	// Custom bounds on an exponential schema: the request is invalid, but
+	// both decoders must still agree on what it says.
+	expH, expFH := nhcbHistogram(1), nhcbFloatHistogram(1)
+	expH.Schema, expFH.Schema = 0, 2
+	add("custom-values-exponential-schema", []recSeries{{
+		Labels: labels.FromStrings(model.MetricNameLabel, "x"),
+		Hists:  []recHist{{T: testNow, H: nhcbHistogram(0)}, {T: testNow + 1, H: expH}, {T: testNow + 2, FH: expFH}},
+	}})
 	meta := toV1(nodePayload(1, 1, testNow))
 	meta.Metadata = []prompb.MetricMetadata{{Type: prompb.MetricMetadata_COUNTER, MetricFamilyName: "node_cpu_seconds_total", Help: "h", Unit: "seconds"}}
 	b, err := meta.Marshal()
