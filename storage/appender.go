@@ -379,6 +379,7 @@ func (a *appender) Commit() error {
 	}
 	var (
 		dropped  int
+		oldest   = int64(math.MaxInt64)
 		newest   = int64(math.MinInt64)
 		firstErr error
 	)
@@ -408,7 +409,7 @@ func (a *appender) Commit() error {
 			dropped++
 			continue
 		}
-		newest = max(newest, ps.smp.t)
+		oldest, newest = min(oldest, ps.smp.t), max(newest, ps.smp.t)
 		ps.part.noteTime(ps.smp.t)
 	}
 	for {
@@ -418,6 +419,7 @@ func (a *appender) Commit() error {
 		}
 	}
 	h.mu.RUnlock()
+	db.changed(oldest, newest)
 	if db.opts.WAL {
 		if err := logged.Wait(ctx); err != nil {
 			return db.waitErr(ctx, "log appended samples", err)

@@ -57,7 +57,8 @@ type DB struct {
 	// flushNow asks Run for a flush before the interval is up.
 	flushNow chan struct{}
 
-	follow followed
+	follow  followed
+	changes changeHook
 
 	closeOnce sync.Once
 	closed    chan struct{}

@@ -79,6 +79,7 @@ func (db *DB) Delete(ctx context.Context, mint, maxt int64, ms ...*labels.Matche
 	if err := db.sync(ctx); err != nil {
 		return fmt.Errorf("delete: %w", err)
 	}
+	db.changed(mint, maxt)
 	db.logger.Info("series data deleted", "mint", mint, "maxt", maxt, "matchers", fmt.Sprint(ms), "series_blocks", deleted)
 	return nil
 }

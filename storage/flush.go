@@ -280,6 +280,7 @@ func (db *DB) applyRetention(ctx context.Context) error {
 	if err := db.write(ctx, &b, true); err != nil {
 		return err
 	}
+	db.changed(allTimeMin, keepFrom-1)
 	db.dropMetadataBefore(keepFrom)
 	return nil
 }

@@ -29,6 +29,9 @@ type followed struct {
 	// dropped and the records left are replayed.
 	logAfter uint64
 	logNext  lsm.LogPos
+	// manifest is the writer's manifest version the last call saw: when it
+	// changes, OnChange hears of the whole time range.
+	manifest uint64
 }
 
 // followOpenPartition returns the index of a partition the writer has open,
@@ -82,8 +85,15 @@ func (db *DB) followHeadLog(ctx context.Context) error {
 	f := &db.follow
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if v := db.r.ManifestVersion(); v != f.manifest {
+		f.manifest = v
+		db.changed(allTimeMin, allTimeMax)
+	}
 	apply := func(pos lsm.LogPos, rec []byte) error {
+		oldest, newest := int64(math.MaxInt64), int64(math.MinInt64)
+		defer func() { db.changed(oldest, newest) }()
 		err := decodeLogRecord(rec, func(e *logEntry) error {
+			oldest, newest = min(oldest, e.t), max(newest, e.t)
 			p, err := db.followOpenPartitionLocked(ctx, e.part)
 			if err != nil {
 				return err
