@@ -7,7 +7,9 @@ import (
 )
 
 // changeHook is what DB.OnChange installed.
-type changeHook struct{ fn atomic.Pointer[func(mint, maxt int64)] }
+type changeHook struct {
+	fn atomic.Pointer[func(mint, maxt int64)]
+}
 
 // OnChange makes f be called whenever data that queries see changes in the
 // time range [mint, maxt] (ms, inclusive): after a commit's samples are
