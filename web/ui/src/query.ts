@@ -138,7 +138,7 @@ class Panel {
     this.statsEl = h('div', { class: 'stats' });
     const tabs = h('div', { class: 'tabs' });
     const tabButton = (name: 'graph' | 'table', label: string) => {
-      const b = h('button', { class: `tab ${name}${this.tab === name ? ' active' : ''}`, type: 'button' }, label);
+      const b = h('button', { class: `tab tab-${name}${this.tab === name ? ' active' : ''}`, type: 'button' }, label);
       b.addEventListener('click', () => {
         this.tab = name;
         tabs.querySelectorAll('.tab').forEach((x) => x.classList.toggle('active', x === b));
@@ -181,7 +181,7 @@ class Panel {
 
   state(): PanelState {
     return {
-      expr: this.editor.state.doc.toString(),
+      expr: this.editor.state.doc.toString().trim(),
       tab: this.tab,
       range: this.rangeIn.value.trim(),
       end: this.endIn.value.trim(),
