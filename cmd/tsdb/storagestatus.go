@@ -244,6 +244,20 @@ type storageStatusJSON struct {
 	Cache []tierJSON `json:"cache"`
 }
 
+// requestCosts prices the request rates by kind, and returns the monthly
+// total they come to at those rates.
+func requestCosts(totals, perMinute map[string]float64) ([]kindJSON, float64) {
+	kinds := []kindJSON{}
+	var sum float64
+	for _, k := range requestKinds {
+		j := kindJSON{Kind: k.kind, Operation: k.op, Total: totals[k.op], PerMinute: perMinute[k.op], PricePer1000: k.price}
+		j.MonthlyCostUSD = j.PerMinute * minutesPerMonth / 1000 * k.price
+		sum += j.MonthlyCostUSD
+		kinds = append(kinds, j)
+	}
+	return kinds, sum
+}
+
 func tablesJSON(ts []lsm.TableStatus) []tableJSON {
 	out := make([]tableJSON, len(ts))
 	for i, t := range ts {
@@ -326,13 +340,7 @@ func (s *storageStatus) status(ctx context.Context, now time.Time) (*storageStat
 		return nil, err
 	}
 	out.Requests.WindowSeconds = span.Seconds()
-	out.Requests.Kinds = []kindJSON{}
-	for _, k := range requestKinds {
-		j := kindJSON{Kind: k.kind, Operation: k.op, Total: totals[k.op], PerMinute: perMinute[k.op], PricePer1000: k.price}
-		j.MonthlyCostUSD = j.PerMinute * minutesPerMonth / 1000 * k.price
-		out.Requests.MonthlyCostUSD += j.MonthlyCostUSD
-		out.Requests.Kinds = append(out.Requests.Kinds, j)
-	}
+	out.Requests.Kinds, out.Requests.MonthlyCostUSD = requestCosts(totals, perMinute)
 	cs := s.cache.Stats()
 	out.Cache = []tierJSON{tierOf("memory", cs.Memory, s.cacheOpts.MemoryBytes)}
 	if s.cacheOpts.DiskPath != "" {

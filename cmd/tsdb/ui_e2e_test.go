@@ -98,7 +98,7 @@ func screenshot(t testing.TB, ctx context.Context, name string) {
 	if screenshotDir == "" {
 		return
 	}
-	png := result(t, ctx, "screenshot "+name, chromedp.FullScreenshot(90))
+	png := result(t, ctx, "screenshot "+name, chromedp.FullScreenshot(100))
 	if err := os.WriteFile(filepath.Join(screenshotDir, name+".png"), png, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func writeUIData(t testing.TB, base, name string, n int, end time.Time, span tim
 	t.Helper()
 	req := &prompb.WriteRequest{
 		Timeseries: uiSeries(name, n, end, span),
-		Metadata:   []prompb.MetricMetadata{{Type: prompb.MetricMetadata_GAUGE, MetricFamilyName: name, Help: "Temperature of the UI test's hosts."}},
+		Metadata:   []prompb.MetricMetadata{{Type: prompb.MetricMetadata_GAUGE, MetricFamilyName: name, Help: "Readings of " + name + "."}},
 	}
 	// One series per request keeps requests small.
 	for i := range req.Timeseries {
@@ -403,7 +403,7 @@ func TestUIExploreAndStorage(t *testing.T) {
 	for _, r := range rows {
 		got = append(got, r.Name)
 		counts[r.Name] = r.Count
-		if r.Name == "ui_test_temperature" && (r.Type != "gauge" || r.Help != "Temperature of the UI test's hosts.") {
+		if r.Name == "ui_test_temperature" && (r.Type != "gauge" || r.Help != "Readings of ui_test_temperature.") {
 			t.Errorf("explore row %+v, want the gauge's type and help", r)
 		}
 	}

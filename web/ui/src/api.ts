@@ -22,6 +22,8 @@ export interface Answer<T> {
   data: T;
   warnings: string[];
   infos: string[];
+  /** performance.now() when the answer's body had arrived, before it was parsed. */
+  receivedAt: number;
 }
 
 /** Calls GET api/v1/<path> with params (repeated keys as arrays). */
@@ -40,6 +42,7 @@ export async function api<T>(path: string, params: Record<string, string | strin
     throw new APIError(`cannot reach the server: ${(e as Error).message}`, 0, 'network');
   }
   const text = await resp.text();
+  const receivedAt = performance.now();
   let body: any;
   try {
     body = JSON.parse(text);
@@ -49,7 +52,7 @@ export async function api<T>(path: string, params: Record<string, string | strin
   if (body.status !== 'success') {
     throw new APIError(body.error ?? `${resp.status} ${resp.statusText}`, resp.status, body.errorType ?? 'http');
   }
-  return { data: body.data as T, warnings: body.warnings ?? [], infos: body.infos ?? [] };
+  return { data: body.data as T, warnings: body.warnings ?? [], infos: body.infos ?? [], receivedAt };
 }
 
 /** Creates an element with attributes and children. */

@@ -231,11 +231,11 @@ class Panel {
         params.time = String(end);
         answer = await api<QueryData>('query', params, abort.signal);
       }
-      const answered = performance.now();
+      const answered = answer.receivedAt;
       for (const w of answer.warnings) this.messages.append(notice('warning', w));
       for (const i of answer.infos) this.messages.append(notice('info', i));
       let rendered: number;
-      if (this.tab === 'graph') rendered = this.graph(answer.data, end - range, end, step, s.stacked);
+      if (this.tab === 'graph') rendered = await this.graph(answer.data, end - range, end, step, s.stacked);
       else rendered = this.table(answer.data);
       const renderMs = rendered - answered;
       this.el.dataset.renderMs = renderMs.toFixed(1);
@@ -265,8 +265,8 @@ class Panel {
     this.statsEl.dataset.samples = String(samples ?? '');
   }
 
-  /** Draws a query_range answer and returns the time the first draw ended. */
-  private graph(d: QueryData, start: number, end: number, step: number, stacked: boolean): number {
+  /** Draws a query_range answer; resolves to the time its first draw ended. */
+  private graph(d: QueryData, start: number, end: number, step: number, stacked: boolean): Promise<number> | number {
     this.plot?.destroy();
     this.plot = undefined;
     this.out.replaceChildren();
@@ -331,13 +331,11 @@ class Panel {
       bands: stacked ? series.slice(1).map((_, i) => ({ series: [i + 2, i + 1] as [number, number] })) : undefined,
       axes: [{}, { size: 70 }],
     };
-    let drawn = 0;
-    opts.hooks = { draw: [() => (drawn ||= performance.now())] };
+    // uPlot draws in a microtask after it is made; the draw hook says when.
+    const drawn = new Promise<number>((resolve) => (opts.hooks = { draw: [() => resolve(performance.now())] }));
     const box = h('div', { class: 'graph', 'data-series': String(series.length), 'data-points': String(n) });
     this.out.append(box);
     this.plot = new uPlot(opts, [xs as unknown as number[], ...shown] as uPlot.AlignedData, box);
-    if (!drawn) this.plot.redraw(false, true);
-    drawn ||= performance.now();
     this.resizeObs?.disconnect();
     this.resizeObs = new ResizeObserver(() => this.plot?.setSize({ width: Math.max(this.out.clientWidth, 300), height: 320 }));
     this.resizeObs.observe(this.out);

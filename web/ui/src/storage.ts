@@ -86,7 +86,7 @@ export async function storagePage(root: HTMLElement) {
       'section',
       { id: 'requests' },
       h('h2', {}, 'Object-store requests'),
-      h('p', {}, `Rate over the last ${req.windowSeconds} s, and the monthly request cost that rate would have at S3 list prices (storage and transfer not included).`),
+      h('p', {}, `Rates over the last ${req.windowSeconds.toFixed(0)} s${req.windowSeconds < 55 ? ' (the server started recently: a short burst weighs heavily)' : ''}, and the monthly request cost those rates would have at S3 list prices (storage and transfer not included).`),
       table(
         ['Kind', 'Total', 'Per minute', 'Price per 1,000', 'Projected per month'],
         req.kinds.map((k) => [k.kind, h('span', { class: 'total', 'data-kind': k.kind }, String(k.total)), k.perMinute.toFixed(1), k.pricePer1000USD ? `$${k.pricePer1000USD}` : 'free', usd(k.monthlyCostUSD)]),
