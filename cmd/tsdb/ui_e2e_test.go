@@ -383,11 +383,13 @@ func TestUIExploreAndStorage(t *testing.T) {
 		t.Skip("end to end")
 	}
 	ctx := browser(t)
-	s := startShale(t, "--storage.path="+t.TempDir())
+	s := startShale(t, "--storage.path="+t.TempDir(), "--storage.head-flush-interval=1s")
 	defer s.stop(t)
 	end := time.Now().Truncate(time.Minute)
 	writeUIData(t, s.url, "ui_test_temperature", 5, end, time.Hour)
 	writeUIData(t, s.url, "ui_test_pressure", 3, end, time.Hour)
+	// Tables for the storage page to list.
+	e2e.Eventually(t, 30*time.Second, func() bool { return len(storageStatusOf(t, s.url).Levels[0].Tables) > 0 }, "a head flush")
 	// A query reads through the block cache.
 	var v []vectorSample
 	apiQuery(t, s.url, url.Values{"query": {"ui_test_temperature"}}, &v)
