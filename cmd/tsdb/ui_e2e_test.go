@@ -273,6 +273,26 @@ func TestUIQueryPage(t *testing.T) {
 		t.Fatalf("graph canvas has %d painted pixels: the series were not drawn", g.Painted)
 	}
 	screenshot(t, ctx, "query-graph")
+	// Stacked, the top line is the sum of the five (about 1000), not the
+	// largest of them (about 400).
+	ymax := func() float64 {
+		v := result(t, ctx, "ymax", chromedp.AttributeValue(chromedp.CSS("div.graph"), "data-ymax")).Value
+		x, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			t.Fatalf("data-ymax %q: %v", v, err)
+		}
+		return x
+	}
+	if y := ymax(); y < 400 || y > 500 {
+		t.Fatalf("unstacked graph reaches %v, want about 400", y)
+	}
+	browse(t, ctx, "stack", chromedp.Click(chromedp.CSS("input.stacked")))
+	waitPanel(t, ctx, "")
+	if y := ymax(); y < 900 || y > 1100 {
+		t.Fatalf("stacked graph reaches %v, want about 1000", y)
+	}
+	browse(t, ctx, "unstack", chromedp.Click(chromedp.CSS("input.stacked")))
+	waitPanel(t, ctx, "")
 
 	// The table at a fixed time shows the API's values.
 	at := end.Add(-10 * time.Minute)

@@ -12,6 +12,9 @@ interface TSDBStatus {
   seriesCountByMetricName: { name: string; value: number }[];
 }
 
+/** The most metric names the list shows at once. */
+const maxRows = 1000;
+
 export async function explorePage(root: HTMLElement) {
   const filter = h('input', { type: 'search', class: 'filter', placeholder: 'Filter metric names', 'aria-label': 'filter' });
   const summary = h('p', { class: 'summary' });
@@ -46,10 +49,12 @@ export async function explorePage(root: HTMLElement) {
       listEl.replaceChildren(notice('empty', names.length ? 'No metric name matches' : 'No metrics yet: send some with remote write'));
       return;
     }
+    // A table of every name of a large server would take long to lay out.
+    const more = shown.length - maxRows;
     listEl.replaceChildren(
       table(
         ['Metric', 'Type', 'Help', 'Series'],
-        shown.map((n) => {
+        shown.slice(0, maxRows).map((n) => {
           const md = meta[n]?.[0];
           const a = h('a', { href: '#', class: 'metric', 'data-name': n }, n);
           a.addEventListener('click', (e) => {
@@ -61,6 +66,7 @@ export async function explorePage(root: HTMLElement) {
         }),
         'metrics-table',
       ),
+      more > 0 ? notice('info', `${more} more metric names: type in the filter to narrow the list`) : '',
     );
   };
   filter.addEventListener('input', render);

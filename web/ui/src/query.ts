@@ -333,7 +333,9 @@ class Panel {
     };
     // uPlot draws in a microtask after it is made; the draw hook says when.
     const drawn = new Promise<number>((resolve) => (opts.hooks = { draw: [() => resolve(performance.now())] }));
-    const box = h('div', { class: 'graph', 'data-series': String(series.length), 'data-points': String(n) });
+    let ymax = -Infinity;
+    for (const col of shown) for (const v of col) if (v !== null && v > ymax) ymax = v;
+    const box = h('div', { class: 'graph', 'data-series': String(series.length), 'data-points': String(n), 'data-ymax': String(ymax) });
     this.out.append(box);
     this.plot = new uPlot(opts, [xs as unknown as number[], ...shown] as uPlot.AlignedData, box);
     this.resizeObs?.disconnect();

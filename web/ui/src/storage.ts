@@ -57,8 +57,18 @@ export interface StorageStatus {
 
 const usd = (x: number) => `$${x < 10 ? x.toFixed(2) : x.toFixed(0)}`;
 
+/** How often the page reloads its figures while it is visible, in ms. */
+const refreshEvery = 15_000;
+
 export async function storagePage(root: HTMLElement) {
   root.replaceChildren(h('h1', {}, 'Storage'), notice('info', 'Loading…'));
+  await render(root);
+  setInterval(() => {
+    if (document.visibilityState === 'visible') void render(root);
+  }, refreshEvery);
+}
+
+async function render(root: HTMLElement) {
   let s: StorageStatus;
   try {
     s = (await api<StorageStatus>('status/storage')).data;
@@ -66,6 +76,8 @@ export async function storagePage(root: HTMLElement) {
     root.replaceChildren(h('h1', {}, 'Storage'), notice('error', `Error loading the storage status: ${(e as Error).message}`));
     return;
   }
+  // Keep the table lists that are open across a refresh.
+  const open = new Set([...root.querySelectorAll('details[open]')].map((d) => d.getAttribute('data-level')));
   const kv = (rows: [string, string][], cls: string) => table(['', ''], rows, `kv ${cls}`);
   const state: [string, string][] = [
     ['Mode', s.mode],
@@ -80,7 +92,7 @@ export async function storagePage(root: HTMLElement) {
   if (s.readerLastRefresh) state.push(['Last refresh', s.readerLastRefresh], ['Lag', `${s.readerLagSeconds?.toFixed(1)} s`]);
   const req = s.requests;
   root.replaceChildren(
-    h('h1', {}, 'Storage'),
+    h('h1', {}, 'Storage ', h('small', { class: 'updated' }, `as of ${new Date().toISOString().slice(11, 19)} UTC, every ${refreshEvery / 1000} s`)),
     h('section', { id: 'state' }, h('h2', {}, s.mode === 'writer' ? 'Writer' : 'Reader'), kv(state, 'state')),
     h(
       'section',
@@ -136,7 +148,7 @@ export async function storagePage(root: HTMLElement) {
       ),
       ...s.levels
         .filter((l) => l.tables.length)
-        .map((l) => h('details', {}, h('summary', {}, `${l.name}: ${l.tables.length} tables`), table(['Table', 'Size', 'Entries'], l.tables.map((t) => [t.id, bytes(t.bytes), String(t.entries)])))),
+        .map((l) => h('details', { 'data-level': l.name, open: open.has(l.name) }, h('summary', {}, `${l.name}: ${l.tables.length} tables`), table(['Table', 'Size', 'Entries'], l.tables.map((t) => [t.id, bytes(t.bytes), String(t.entries)])))),
     ),
   );
 }
