@@ -273,6 +273,18 @@ func TestUIQueryPage(t *testing.T) {
 		t.Fatalf("graph canvas has %d painted pixels: the series were not drawn", g.Painted)
 	}
 	screenshot(t, ctx, "query-graph")
+	// Everything the page loaded (script, styles, API calls) came from
+	// the server itself.
+	var resources []string
+	evalJSON(t, ctx, `[location.href, ...performance.getEntriesByType('resource').map(e => e.name)]`, &resources)
+	if len(resources) < 4 {
+		t.Fatalf("page loaded %q: want the script, the styles and API calls", resources)
+	}
+	for _, r := range resources {
+		if !strings.HasPrefix(r, s.url+"/") {
+			t.Errorf("page loaded %s, not from the server", r)
+		}
+	}
 	// Stacked, the top line is the sum of the five (about 1000), not the
 	// largest of them (about 400).
 	ymax := func() float64 {
