@@ -52,7 +52,7 @@ func TestStorageStatusWriterAndReader(t *testing.T) {
 	}
 	var series int
 	for _, p := range ws.Partitions {
-		if p.End-p.Start != (2 * time.Hour).Milliseconds() || p.Series == nil {
+		if p.End-p.Start != (2*time.Hour).Milliseconds() || p.Series == nil {
 			t.Fatalf("partition %+v: want 2 h, in memory", p)
 		}
 		series += *p.Series
