@@ -12,7 +12,7 @@ COUNT   ?= 1
 
 export PATH := $(TOOLS):$(PATH)
 
-.PHONY: all build run test test-short bench bench-e2e soak soak-short lint fuzz tools peers clean
+.PHONY: all build run test test-short bench bench-e2e soak soak-short lint fuzz tools peers clean ui ui-check
 
 all: build
 
@@ -25,6 +25,17 @@ build:
 
 run: build
 	$(BIN)/tsdb --storage.path=./data $(ARGS)
+
+# The web UI's bundle (web/static, embedded in the binary and committed, so
+# that building Shale needs no Node.js), rebuilt from web/ui with the locked
+# npm packages. ui-check fails when the committed bundle differs from what
+# its sources build.
+ui:
+	cd web/ui && npm ci --no-audit --no-fund && npm run check && npm run build
+
+ui-check: ui
+	@git diff --exit-code --stat -- web/static || { echo "web/static differs from what web/ui builds: run make ui and commit it"; exit 1; }
+	@test -z "$$(git status --porcelain -- web/static)" || { git status --porcelain -- web/static; echo "web/static has files web/ui does not build, or misses some: run make ui and commit it"; exit 1; }
 
 # Every test, race detector on. Tests that need an external program (versitygw,
 # Debian's prometheus) skip with the install step named, unless

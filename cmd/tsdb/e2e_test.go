@@ -56,7 +56,7 @@ type shale struct {
 	proc *e2e.Process
 }
 
-func startShale(t *testing.T, args ...string) *shale {
+func startShale(t testing.TB, args ...string) *shale {
 	t.Helper()
 	port := e2e.FreePort(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)

@@ -32,6 +32,8 @@ type config struct {
 	shutdownTimeout time.Duration
 	enableAdmin     bool
 	configFile      string
+	externalURL     string
+	routePrefix     string
 
 	mode              string
 	storagePath       string
@@ -153,6 +155,7 @@ func parseFlags(args []string) (*config, error) {
 	app.Flag("query.max-memory", "Memory the queries in flight may hold together (e.g. 1GiB); a query that would go beyond it fails with 503. 0: no budget.").
 		Default("1GiB").IsSetByUser(&cfg.queryMaxMemorySet).SetValue(&cfg.queryMaxMemory)
 
+	addUIFlags(app, cfg)
 	promslogflag.AddFlags(app, &cfg.log)
 	if _, err := app.Parse(args); err != nil {
 		return nil, err

@@ -83,7 +83,10 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 	registerBuildInfo(reg, build)
 	logger.Info("starting Shale", "version", build.Version, "revision", build.Revision, "build_date", build.BuildDate, "go_version", build.GoVersion)
 
-	h := newHTTPServer(cfg, reg, logger)
+	h, err := newHTTPServer(cfg, reg, logger)
+	if err != nil {
+		return err
+	}
 	if err := h.start(); err != nil {
 		return err
 	}
@@ -198,6 +201,7 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 	}
 	defer papi.Close()
 	h.api.set(papi.Handler())
+	h.storage.set(startStorageStatus(pacerCtx, db, cfg.mode, where, ob.name, blockCache, copts, reg, logger))
 
 	runErr := make(chan error, 1)
 	if cfg.mode == "writer" {
@@ -296,13 +300,20 @@ type httpServer struct {
 	serveErr chan error
 
 	api, write gate
+	storage    gate // GET /api/v1/status/storage
 	ready      atomic.Bool
 	health     atomic.Pointer[storeHealth]
 }
 
-func newHTTPServer(cfg *config, reg *prometheus.Registry, logger *slog.Logger) *httpServer {
+func newHTTPServer(cfg *config, reg *prometheus.Registry, logger *slog.Logger) (*httpServer, error) {
+	ext, err := externalURL(cfg.externalURL, cfg.listenAddress)
+	if err != nil {
+		return nil, err
+	}
 	h := &httpServer{cfg: cfg, logger: logger, serveErr: make(chan error, 1)}
 	mux := http.NewServeMux()
+	mux.Handle("/", uiHandler(ext))
+	mux.Handle("GET "+storageStatusPath, &h.storage)
 	mux.Handle("/api/", &h.api)
 	mux.Handle(promql.FederatePath, &h.api)
 	mux.Handle("/api/v1/write", &h.write)
@@ -318,8 +329,8 @@ func newHTTPServer(cfg *config, reg *prometheus.Registry, logger *slog.Logger) *
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	base, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
-	h.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 30 * time.Second, BaseContext: func(net.Listener) context.Context { return base }}
-	return h
+	h.srv = &http.Server{Handler: withRoutePrefix(routePrefix(cfg.routePrefix, ext), mux), ReadHeaderTimeout: 30 * time.Second, BaseContext: func(net.Listener) context.Context { return base }}
+	return h, nil
 }
 
 func (h *httpServer) serveReady(w http.ResponseWriter, _ *http.Request) {
@@ -416,6 +427,8 @@ func flagMap(cfg *config) map[string]string {
 	return map[string]string{
 		"web.listen-address":          cfg.listenAddress,
 		"web.enable-admin-api":        fmt.Sprint(cfg.enableAdmin),
+		"web.external-url":            cfg.externalURL,
+		"web.route-prefix":            cfg.routePrefix,
 		"mode":                        cfg.mode,
 		"storage.path":                cfg.storagePath,
 		"objstore.config-file":        cfg.objstoreConfig,

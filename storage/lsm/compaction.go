@@ -118,6 +118,8 @@ func (db *DB) Compact(ctx context.Context) error {
 func (db *DB) compactOnce(ctx context.Context) (done bool, err error) {
 	db.compactMu.Lock()
 	defer db.compactMu.Unlock()
+	db.compacting.Store(true)
+	defer db.compacting.Store(false)
 	db.mu.Lock()
 	if db.err != nil {
 		err := db.err
@@ -296,6 +298,7 @@ func (db *DB) runCompaction(ctx context.Context, man *manifest, plan *compaction
 		return err
 	}
 	db.m.compactions.Inc()
+	db.compactionsDone.Add(1)
 	db.m.compactionBytes.Add(float64(written))
 	db.logger.Info("lsm: compaction done", "plan", plan.String(), "tables", len(out), "bytes", written, "took", time.Since(start))
 	return nil

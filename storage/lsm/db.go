@@ -99,6 +99,10 @@ type DB struct {
 	replayMoves []replayMove
 
 	compactMu sync.Mutex // one compaction at a time
+	// compacting is true while a compaction is planned or runs;
+	// compactionsDone counts those committed (Status).
+	compacting      atomic.Bool
+	compactionsDone atomic.Uint64
 
 	// logFence is the WAL fence written at open: log records of earlier
 	// writers sit in WAL ids below it (ReplayLog).

@@ -32,6 +32,10 @@ type Reader struct {
 	snap   uint64
 	manID  uint64
 	closed bool
+	// refreshedAt is when a refresh last succeeded, seenWAL the newest
+	// WAL object read then (Status).
+	refreshedAt time.Time
+	seenWAL     uint64
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -172,6 +176,7 @@ func (r *Reader) refresh(ctx context.Context) error {
 	r.mu.Lock()
 	r.v = &view{mem: mem, man: man}
 	r.manID = manID
+	r.refreshedAt, r.seenWAL = r.clock.Now(), r.lastWAL
 	r.snap = max(snap, r.snap)
 	r.mu.Unlock()
 	if manID != curID {
