@@ -344,6 +344,9 @@ type otlpAppender struct {
 	// family and meta are the metadata last given to the Appender.
 	family string
 	meta   metadata.Metadata
+	// newest is the time of the newest sample appended in this request, by
+	// series (label hash), kept for series whose points carry a start time.
+	newest map[uint64]int64
 
 	received, written, rejected tally
 }
@@ -384,6 +387,7 @@ func (a *otlpAppender) Append(_ storage.SeriesRef, ls labels.Labels, st, t int64
 		}
 	}
 	a.updateMetadata(lset, opts)
+	st = a.startTime(lset, st, t)
 	var ref SeriesRef
 	var err error
 	if k == kindHistograms {
@@ -403,6 +407,29 @@ func (a *otlpAppender) Append(_ storage.SeriesRef, ls labels.Labels, st, t int64
 	a.written[k]++
 	a.appendExemplars(ref, lset, opts.Exemplars)
 	return ref, nil
+}
+
+// startTime returns st, or 0 when the series has a sample at or after st
+// earlier in this request. The Appender stores a zero sample at a start time
+// only when the series has nothing there yet, but it cannot see the samples
+// of its own open request: consecutive delta points (each starting where the
+// last ended) would have their zero overwrite the previous point.
+func (a *otlpAppender) startTime(lset labels.Labels, st, t int64) int64 {
+	if st <= 0 || st >= t {
+		return st
+	}
+	if a.newest == nil {
+		a.newest = map[uint64]int64{}
+	}
+	h := lset.Hash()
+	prev, seen := a.newest[h]
+	if !seen || t > prev {
+		a.newest[h] = t
+	}
+	if seen && prev >= st {
+		return 0
+	}
+	return st
 }
 
 // count counts what one Append call brings.
