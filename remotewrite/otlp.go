@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/prometheus/model/metadata"
 	"github.com/prometheus/prometheus/storage"
 	otlptranslator "github.com/prometheus/prometheus/storage/remote/otlptranslator/prometheusremotewrite"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 )
@@ -292,6 +293,7 @@ func (o *OTLPHandler) ingest(r *http.Request, st *reqState, md pmetric.Metrics) 
 		a.minT = now.Add(-h.opts.MaxSampleAge).UnixMilli()
 	}
 	a.refuseUntranslatable(md, o.opts.NativeDeltaIngestion)
+	a.refuseOutOfRange(md, o.settings.LookbackDelta)
 	a.app = h.app.Appender(r.Context())
 
 	conv := o.converters.Get().(*otlptranslator.PrometheusConverter)
@@ -539,6 +541,99 @@ func (a *otlpAppender) refuseUntranslatable(md pmetric.Metrics, allowDelta bool)
 			})
 		}
 	}
+}
+
+// maxTargetInfoSamples bounds the target_info samples of one resource. The
+// translator writes one every half lookback delta from the resource's
+// oldest point to its newest: a point decades old would make millions.
+// 10000 cover 17 days at the default lookback delta.
+const maxTargetInfoSamples = 10_000
+
+// refuseOutOfRange removes from md the data points that cannot be written
+// for their time, before the translator spans target_info over them: those
+// outside the accepted window (max_future_skew, max_sample_age), and those
+// older than maxTargetInfoSamples target_info intervals before the newest
+// point of their resource.
+func (a *otlpAppender) refuseOutOfRange(md pmetric.Metrics, lookback time.Duration) {
+	if lookback <= 0 {
+		lookback = 5 * time.Minute
+	}
+	span := maxTargetInfoSamples * (lookback / 2).Milliseconds()
+	o := &a.h.opts
+	rms := md.ResourceMetrics()
+	for i := range rms.Len() {
+		sms := rms.At(i).ScopeMetrics()
+		newest := int64(math.MinInt64)
+		for j := range sms.Len() {
+			ms := sms.At(j).Metrics()
+			for k := range ms.Len() {
+				m := ms.At(k)
+				removePoints(m, func(t int64) bool {
+					switch {
+					case t > a.maxT:
+						a.refusePoint(m, "too_far_in_future", "metric %q: data point at %d: timestamp more than max_future_skew=%s ahead of the receiver's clock", trunc(m.Name()), t, o.MaxFutureSkew)
+					case t < a.minT:
+						a.refusePoint(m, "too_old", "metric %q: data point at %d: timestamp older than max_sample_age=%s", trunc(m.Name()), t, o.MaxSampleAge)
+					default:
+						newest = max(newest, t)
+						return false
+					}
+					return true
+				})
+			}
+		}
+		if newest == math.MinInt64 || newest-span <= a.minT {
+			continue
+		}
+		oldest := newest - span
+		for j := range sms.Len() {
+			ms := sms.At(j).Metrics()
+			for k := range ms.Len() {
+				m := ms.At(k)
+				removePoints(m, func(t int64) bool {
+					if t >= oldest {
+						return false
+					}
+					a.refusePoint(m, "too_old", "metric %q: data point at %d: more than %s before the newest point of its resource (%d), which target_info would span", trunc(m.Name()), t, time.Duration(span)*time.Millisecond, newest)
+					return true
+				})
+			}
+		}
+	}
+}
+
+// refusePoint counts one data point of m as received and rejected.
+func (a *otlpAppender) refusePoint(m pmetric.Metric, reason, format string, args ...any) {
+	k := kindSamples
+	if t := m.Type(); t == pmetric.MetricTypeHistogram || t == pmetric.MetricTypeExponentialHistogram {
+		k = kindHistograms
+	}
+	a.received[k]++
+	a.h.m.received[k].Inc()
+	a.rejectOne(k, reason, format, args...)
+}
+
+// timed is a data point.
+type timed interface{ Timestamp() pcommon.Timestamp }
+
+// removePoints removes the data points of m whose time (ms) drop says to.
+func removePoints(m pmetric.Metric, drop func(t int64) bool) {
+	switch m.Type() {
+	case pmetric.MetricTypeGauge:
+		removeIf(m.Gauge().DataPoints().RemoveIf, drop)
+	case pmetric.MetricTypeSum:
+		removeIf(m.Sum().DataPoints().RemoveIf, drop)
+	case pmetric.MetricTypeHistogram:
+		removeIf(m.Histogram().DataPoints().RemoveIf, drop)
+	case pmetric.MetricTypeExponentialHistogram:
+		removeIf(m.ExponentialHistogram().DataPoints().RemoveIf, drop)
+	case pmetric.MetricTypeSummary:
+		removeIf(m.Summary().DataPoints().RemoveIf, drop)
+	}
+}
+
+func removeIf[T timed](removeIf func(func(T) bool), drop func(t int64) bool) {
+	removeIf(func(p T) bool { return drop(int64(p.Timestamp()) / 1e6) })
 }
 
 // untranslatable says why the translator would refuse metric m ("" if it

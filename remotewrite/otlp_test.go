@@ -462,3 +462,24 @@ func TestOTLPStaleAndSpecialValues(t *testing.T) {
 		t.Fatalf("samples %+v", s)
 	}
 }
+
+// TestOTLPTargetInfoSpanBounded checks that a point decades older than the
+// rest of its resource is refused rather than spanned by millions of
+// target_info samples.
+func TestOTLPTargetInfoSpanBounded(t *testing.T) {
+	md := otlpPayload(testNow)
+	m := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().AppendEmpty()
+	m.SetName("ancient")
+	m.SetEmptyGauge().DataPoints().AppendEmpty().SetTimestamp(otlpTS(1))
+	rec := newRecorder()
+	oh, _ := newOTLPHandler(t, rec, nil, nil)
+	w := post(t, oh, ContentTypeOTLPProto, "", otlpProto(t, md))
+	ps := exportResponse(t, ContentTypeOTLPProto, w.Body.Bytes()).PartialSuccess()
+	if w.Code != http.StatusOK || ps.RejectedDataPoints() != 1 || !strings.Contains(ps.ErrorMessage(), `metric "ancient": data point at 1: more than`) {
+		t.Fatalf("got %d, partial success %d %q", w.Code, ps.RejectedDataPoints(), ps.ErrorMessage())
+	}
+	ti := rec.get(labels.FromStrings("__name__", "target_info", "host_name", "h1", "instance", "i1", "job", "svc"))
+	if ti == nil || len(ti.Samples) > 3 {
+		t.Fatalf("target_info: %+v", ti)
+	}
+}
