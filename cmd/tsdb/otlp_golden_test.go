@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -16,9 +17,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/golang/snappy"
+	"github.com/prometheus/prometheus/model/labels"
+	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 
@@ -92,6 +97,58 @@ type goldenResult struct {
 	Status    int              `json:"status"`
 	Series    []goldenSeries   `json:"series"`
 	Exemplars []goldenExemplar `json:"exemplars"`
+	// Metadata by series name. Prometheus serves /api/v1/metadata from its
+	// scrape targets only; the golden files take it from what Prometheus
+	// remote-writes (2.0, with metadata-wal-records), which is per series.
+	// Shale's is read from /api/v1/metadata, by family: the series name's,
+	// or the name without a _bucket, _sum or _count suffix.
+	Metadata map[string][]goldenMeta `json:"metadata"`
+}
+
+type goldenMeta struct {
+	Type string `json:"type"`
+	Help string `json:"help"`
+	Unit string `json:"unit"`
+}
+
+// addMeta adds m to the set of metadata of family.
+func addMeta(md map[string][]goldenMeta, family string, m goldenMeta) {
+	if !slices.Contains(md[family], m) {
+		md[family] = append(md[family], m)
+		slices.SortFunc(md[family], func(a, b goldenMeta) int { return strings.Compare(jsonString(a), jsonString(b)) })
+	}
+}
+
+// readMetadata reads /api/v1/metadata and returns the metadata of each of
+// the series names.
+func readMetadata(t *testing.T, baseURL string, series []goldenSeries) map[string][]goldenMeta {
+	t.Helper()
+	resp, err := http.Get(baseURL + "/api/v1/metadata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Status string                  `json:"status"`
+		Data   map[string][]goldenMeta `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || r.Status != "success" {
+		t.Fatalf("metadata: %v %+v", err, r)
+	}
+	out := map[string][]goldenMeta{}
+	for _, s := range series {
+		name := s.Labels["__name__"]
+		ms, ok := r.Data[name]
+		for _, suf := range []string{"_bucket", "_sum", "_count"} {
+			if !ok && strings.HasSuffix(name, suf) {
+				ms, ok = r.Data[strings.TrimSuffix(name, suf)]
+			}
+		}
+		for _, m := range ms {
+			addMeta(out, name, m)
+		}
+	}
+	return out
 }
 
 type goldenSeries struct {
@@ -280,7 +337,7 @@ func TestOTLPGolden(t *testing.T) {
 			t0 := goldenT0()
 			code, body := postOTLP(t, s.url, c, t0)
 			series, exemplars := readStored(t, s.url, t0)
-			got := goldenResult{Status: code, Series: series, Exemplars: exemplars}
+			got := goldenResult{Status: code, Series: series, Exemplars: exemplars, Metadata: readMetadata(t, s.url, series)}
 			if jsonString(got) != jsonString(want) {
 				t.Errorf("Shale stored what Prometheus 3 did not (answer %d %q)\n got: %s\nwant: %s", code, body, indent(got), indent(want))
 			}
@@ -313,12 +370,15 @@ func writeOTLPGolden(t *testing.T) {
 			if c.otlp != "" {
 				cfg += "otlp:" + c.otlp
 			}
+			capture := newMetadataCapture(t)
+			defer capture.srv.Close()
+			cfg += "remote_write:\n  - url: " + capture.srv.URL + "/write\n    protobuf_message: io.prometheus.write.v2.Request\n    send_native_histograms: true\n    send_exemplars: true\n    queue_config: {batch_send_deadline: 100ms}\n"
 			cfgFile := writeYAML(t, dir, "prometheus.yml", cfg)
 			port := e2e.FreePort(t)
 			addr := fmt.Sprintf("127.0.0.1:%d", port)
 			// Shale stores a zero sample at a start timestamp, as
 			// Prometheus does with created-timestamp-zero-ingestion.
-			features := append([]string{"exemplar-storage", "created-timestamp-zero-ingestion"}, c.promFeatures...)
+			features := append([]string{"exemplar-storage", "created-timestamp-zero-ingestion", "metadata-wal-records"}, c.promFeatures...)
 			cmd := exec.Command(bin, "--config.file="+cfgFile, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 				"--web.listen-address="+addr, "--web.enable-otlp-receiver", "--enable-feature="+strings.Join(features, ","))
 			p := e2e.StartProcess(t, cmd)
@@ -335,13 +395,21 @@ func writeOTLPGolden(t *testing.T) {
 				resp.Body.Close()
 				return resp.StatusCode == http.StatusOK
 			}, "prometheus at %s to be ready", addr)
-			t0 := goldenT0()
+			// Prometheus remote-writes only samples newer than its
+			// start: the payload's times (from t0-30s on) are ahead of
+			// the clock, within both servers' 10 minutes.
+			t0 := time.Now().Add(40 * time.Second).Truncate(time.Second).UnixMilli()
 			code, body := postOTLP(t, base, c, t0)
 			if code != http.StatusOK {
 				t.Logf("prometheus answered %d: %s", code, body)
 			}
 			series, exemplars := readStored(t, base, t0)
-			out, err := json.MarshalIndent(goldenResult{Status: code, Series: series, Exemplars: exemplars}, "", "  ")
+			var names []string
+			for _, s := range series {
+				names = append(names, s.Labels["__name__"])
+			}
+			md := capture.wait(t, names)
+			out, err := json.MarshalIndent(goldenResult{Status: code, Series: series, Exemplars: exemplars, Metadata: md}, "", "  ")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -350,4 +418,79 @@ func writeOTLPGolden(t *testing.T) {
 			}
 		})
 	}
+}
+
+// metadataCapture receives Prometheus' remote writes (2.0) and keeps the
+// metadata of every series name.
+type metadataCapture struct {
+	srv  *httptest.Server
+	mu   sync.Mutex
+	meta map[string]goldenMeta // by series name
+}
+
+func newMetadataCapture(t *testing.T) *metadataCapture {
+	c := &metadataCapture{meta: map[string]goldenMeta{}}
+	c.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		raw, err := snappy.Decode(nil, body)
+		if err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		var req writev2.Request
+		if err := req.Unmarshal(raw); err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		var sb labels.ScratchBuilder
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		var samples, hists, exemplars int
+		for _, ts := range req.Timeseries {
+			samples, hists, exemplars = samples+len(ts.Samples), hists+len(ts.Histograms), exemplars+len(ts.Exemplars)
+			ls, err := ts.ToLabels(&sb, req.Symbols)
+			if err != nil {
+				continue
+			}
+			m, err := ts.ToMetadata(req.Symbols)
+			if err != nil {
+				continue
+			}
+			c.meta[ls.Get("__name__")] = goldenMeta{Type: string(m.Type), Help: m.Help, Unit: m.Unit}
+		}
+		w.Header().Set("X-Prometheus-Remote-Write-Samples-Written", strconv.Itoa(samples))
+		w.Header().Set("X-Prometheus-Remote-Write-Histograms-Written", strconv.Itoa(hists))
+		w.Header().Set("X-Prometheus-Remote-Write-Exemplars-Written", strconv.Itoa(exemplars))
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	return c
+}
+
+// wait waits until metadata came for every name and returns it.
+func (c *metadataCapture) wait(t *testing.T, names []string) map[string][]goldenMeta {
+	t.Helper()
+	e2e.Eventually(t, 60*time.Second, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, n := range names {
+			if _, ok := c.meta[n]; !ok {
+				return false
+			}
+		}
+		return true
+	}, "metadata of %d series names remote-written by Prometheus", len(names))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string][]goldenMeta{}
+	for name, m := range c.meta {
+		if m == (goldenMeta{}) {
+			continue
+		}
+		addMeta(out, name, m)
+	}
+	return out
 }
