@@ -35,12 +35,13 @@ type objstoreConfig struct {
 
 // fileConfig is the content of --config.file: the settings flags do poorly.
 type fileConfig struct {
-	RemoteWrite remotewrite.Options `yaml:"remote_write"`
-	Query       promql.Options      `yaml:"query"`
+	RemoteWrite remotewrite.Options     `yaml:"remote_write"`
+	Query       promql.Options          `yaml:"query"`
+	OTLP        remotewrite.OTLPOptions `yaml:"otlp"`
 }
 
 func defaultFileConfig() fileConfig {
-	return fileConfig{RemoteWrite: remotewrite.DefaultOptions(), Query: promql.DefaultOptions()}
+	return fileConfig{RemoteWrite: remotewrite.DefaultOptions(), Query: promql.DefaultOptions(), OTLP: remotewrite.DefaultOTLPOptions()}
 }
 
 // decodeStrict decodes YAML, refusing unknown fields.
@@ -67,6 +68,9 @@ func loadFileConfig(path string) (fileConfig, error) {
 	}
 	if err := cfg.RemoteWrite.Validate(); err != nil {
 		return cfg, fmt.Errorf("config file %s: remote_write: %w", path, err)
+	}
+	if err := cfg.OTLP.Validate(); err != nil {
+		return cfg, fmt.Errorf("config file %s: otlp: %w", path, err)
 	}
 	return cfg, nil
 }

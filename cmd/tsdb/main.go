@@ -31,6 +31,7 @@ type config struct {
 	webConfigFile   string
 	shutdownTimeout time.Duration
 	enableAdmin     bool
+	enableOTLP      bool
 	configFile      string
 	externalURL     string
 	routePrefix     string
@@ -95,7 +96,9 @@ func parseFlags(args []string) (*config, error) {
 		Default("30s").DurationVar(&cfg.shutdownTimeout)
 	app.Flag("web.enable-admin-api", "Enable the admin endpoints under /api/v1/admin/tsdb (delete_series). Writer mode only.").
 		Default("false").BoolVar(&cfg.enableAdmin)
-	app.Flag("config.file", "YAML file with remote_write limits and query settings (see README). A --query.* flag given on the command line overrides its key in the query section.").
+	app.Flag("web.enable-otlp-receiver", "Serve the OTLP/HTTP metrics receiver at /api/v1/otlp/v1/metrics (writer mode; settings in the otlp section of --config.file). On by default; --no-web.enable-otlp-receiver turns it off.").
+		Default("true").BoolVar(&cfg.enableOTLP)
+	app.Flag("config.file", "YAML file with remote_write limits, query settings and otlp translation settings (see README). A --query.* flag given on the command line overrides its key in the query section.").
 		Default("").StringVar(&cfg.configFile)
 
 	app.Flag("mode", "writer: ingest and serve queries (fences any other writer of the bucket and prefix); reader: a read-only replica serving queries from the same bucket.").

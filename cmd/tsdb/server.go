@@ -210,10 +210,14 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 			return fmt.Errorf("remote write: %w", err)
 		}
 		h.write.set(rw)
+		if err := mountOTLP(h, rw, cfg.enableOTLP, fileCfg.OTLP, qopts.LookbackDelta); err != nil {
+			return err
+		}
 		h.health.Store(&storeHealth{db: db, grace: readyGrace})
 		go func() { runErr <- db.Run(ctx) }()
 	} else {
 		h.write.set(readerWriteHandler(db, logger))
+		h.otlp.set(readerWriteHandler(db, logger))
 	}
 	h.ready.Store(true)
 	logger.Info("ready")
@@ -301,6 +305,7 @@ type httpServer struct {
 
 	api, write gate
 	storage    gate // GET /api/v1/status/storage
+	otlp       gate
 	ready      atomic.Bool
 	health     atomic.Pointer[storeHealth]
 }
@@ -317,6 +322,7 @@ func newHTTPServer(cfg *config, reg *prometheus.Registry, logger *slog.Logger) (
 	mux.Handle("/api/", &h.api)
 	mux.Handle(promql.FederatePath, &h.api)
 	mux.Handle("/api/v1/write", &h.write)
+	mux.Handle(remotewrite.OTLPPath, &h.otlp)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "Shale is Healthy.")

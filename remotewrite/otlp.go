@@ -1,0 +1,722 @@
+package remotewrite
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"mime"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/config"
+	"github.com/prometheus/prometheus/model/exemplar"
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/metadata"
+	"github.com/prometheus/prometheus/storage"
+	otlptranslator "github.com/prometheus/prometheus/storage/remote/otlptranslator/prometheusremotewrite"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
+)
+
+// OTLPPath is where Prometheus serves the OTLP/HTTP metrics receiver.
+const OTLPPath = "/api/v1/otlp/v1/metrics"
+
+// Content types of OTLP/HTTP.
+const (
+	ContentTypeOTLPProto = "application/x-protobuf"
+	ContentTypeOTLPJSON  = "application/json"
+)
+
+// OTLPHandler serves POST /api/v1/otlp/v1/metrics: OTLP/HTTP metrics
+// (ExportMetricsServiceRequest in protobuf or JSON, optionally gzipped),
+// translated to Prometheus series by the upstream translator as Prometheus 3
+// translates them, and appended through the Handler's Appendable with its
+// validation, limits, metrics and commit. It is safe for concurrent use.
+type OTLPHandler struct {
+	h          *Handler
+	opts       OTLPOptions
+	settings   otlptranslator.Settings
+	converters sync.Pool
+}
+
+// OTLP returns the OTLP receiver that appends through h: it shares h's
+// Appendable, limits (max_compressed_bytes and max_decompressed_bytes bound
+// the body before and after gzip), requests in flight and metrics (the
+// requests are counted with version="otlp").
+func (h *Handler) OTLP(opts OTLPOptions) (*OTLPHandler, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	promote := otlptranslator.NewPromoteResourceAttributes(config.OTLPConfig{
+		PromoteAllResourceAttributes: opts.PromoteAllResourceAttributes,
+		PromoteResourceAttributes:    trimmed(opts.PromoteResourceAttributes),
+		IgnoreResourceAttributes:     trimmed(opts.IgnoreResourceAttributes),
+	})
+	o := &OTLPHandler{h: h, opts: opts}
+	o.settings = otlptranslator.Settings{
+		AddMetricSuffixes:                    opts.TranslationStrategy.ShouldAddSuffixes(),
+		AllowUTF8:                            !opts.TranslationStrategy.ShouldEscape(),
+		PromoteResourceAttributes:            promote,
+		KeepIdentifyingResourceAttributes:    opts.KeepIdentifyingResourceAttributes,
+		ConvertHistogramsToNHCB:              opts.ConvertHistogramsToNHCB,
+		PromoteScopeMetadata:                 opts.PromoteScopeMetadata,
+		AllowDeltaTemporality:                opts.NativeDeltaIngestion,
+		LookbackDelta:                        opts.LookbackDelta,
+		LabelNameUnderscoreSanitization:      opts.LabelNameUnderscoreSanitization,
+		LabelNamePreserveMultipleUnderscores: opts.LabelNamePreserveMultipleUnderscores,
+	}
+	o.converters.New = func() any { return otlptranslator.NewPrometheusConverter(nil) }
+	return o, nil
+}
+
+const otlpVersion = "otlp"
+
+// otlpResult is the outcome of one OTLP request.
+type otlpResult struct {
+	result
+	json bool // answer in JSON
+	// rejected data points and their report, for a partial success.
+	rejected int64
+	report   string
+}
+
+func (o *OTLPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	h := o.h
+	h.m.inflight.Inc()
+	defer h.m.inflight.Dec()
+
+	res := o.serve(r)
+	switch {
+	case res.code == http.StatusOK:
+		resp := pmetricotlp.NewExportResponse()
+		if res.report != "" {
+			ps := resp.PartialSuccess()
+			ps.SetRejectedDataPoints(res.rejected)
+			ps.SetErrorMessage(res.report)
+		}
+		var body []byte
+		var err error
+		if res.json {
+			w.Header().Set("Content-Type", ContentTypeOTLPJSON)
+			body, err = resp.MarshalJSON()
+		} else {
+			w.Header().Set("Content-Type", ContentTypeOTLPProto)
+			body, err = resp.MarshalProto()
+		}
+		if err != nil { // cannot happen for these messages
+			h.logger.Error("otlp: encode response", "err", err)
+		}
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(body)
+	default:
+		if res.code == http.StatusMethodNotAllowed {
+			w.Header().Set("Allow", http.MethodPost)
+		}
+		if res.retryAfter {
+			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(h.opts.RetryAfter/time.Second))))
+		}
+		http.Error(w, res.msg, res.code)
+	}
+	h.m.requests.WithLabelValues(otlpVersion, codeLabel(res.code)).Inc()
+	h.m.duration.WithLabelValues(otlpVersion).Observe(time.Since(start).Seconds())
+}
+
+func otlpFail(code int, format string, args ...any) otlpResult {
+	return otlpResult{result: fail(code, format, args...)}
+}
+
+// serve handles one OTLP request.
+func (o *OTLPHandler) serve(r *http.Request) (res otlpResult) {
+	h := o.h
+	defer func() {
+		if p := recover(); p != nil {
+			h.logger.Error("otlp: panic while handling request", "panic", p, "stack", string(debug.Stack()))
+			res = otlpFail(http.StatusInternalServerError, "internal error")
+		}
+	}()
+	if r.Method != http.MethodPost {
+		return otlpFail(http.StatusMethodNotAllowed, "method %s not allowed, use POST", r.Method)
+	}
+	ct := r.Header.Get("Content-Type")
+	isJSON, ok := otlpContentType(ct)
+	if !ok {
+		return otlpFail(http.StatusUnsupportedMediaType, "unsupported Content-Type %q: want %s or %s", ct, ContentTypeOTLPProto, ContentTypeOTLPJSON)
+	}
+	gzipped := false
+	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
+	case "", "identity":
+	case "gzip":
+		gzipped = true
+	default:
+		res = otlpFail(http.StatusUnsupportedMediaType, "unsupported Content-Encoding %q: only gzip or none is supported", enc)
+		res.json = isJSON
+		return res
+	}
+	if h.sem != nil {
+		select {
+		case h.sem <- struct{}{}:
+			defer func() { <-h.sem }()
+		default:
+			res = otlpFail(http.StatusTooManyRequests, "overloaded: more than max_inflight_requests=%d requests in flight", h.opts.MaxInflightRequests)
+			res.retryAfter = true
+			return res
+		}
+	}
+
+	st := h.states.Get().(*reqState)
+	defer h.putState(st)
+	md, res := o.decode(r, st, isJSON, gzipped)
+	if res.code != 0 {
+		return res
+	}
+	res = o.ingest(r, st, md)
+	res.json = isJSON
+	switch {
+	case res.code >= 500:
+		if ok, n := h.failLog.allow(time.Now()); ok {
+			h.logger.Error("otlp: request failed", "code", res.code, "err", res.msg, "failed_since_last_line", n)
+		}
+	case res.code >= 400 || res.report != "":
+		if ok, n := h.rejectLog.allow(time.Now()); ok {
+			msg := res.msg
+			if msg == "" {
+				msg = res.report
+			}
+			h.logger.Warn("otlp: request partially rejected", "code", res.code, "err", msg, "rejected_since_last_line", n)
+		}
+	}
+	return res
+}
+
+// otlpContentType reports whether ct selects JSON or protobuf, and whether
+// it is supported at all.
+func otlpContentType(ct string) (isJSON, ok bool) {
+	switch ct {
+	case ContentTypeOTLPProto:
+		return false, true
+	case ContentTypeOTLPJSON:
+		return true, true
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false, false
+	}
+	switch mt {
+	case ContentTypeOTLPProto:
+		return false, true
+	case ContentTypeOTLPJSON:
+		return true, true
+	}
+	return false, false
+}
+
+// decode reads, decompresses and decodes the body; on failure the result
+// has a code.
+func (o *OTLPHandler) decode(r *http.Request, st *reqState, isJSON, gzipped bool) (pmetric.Metrics, otlpResult) {
+	opts := &o.h.opts
+	var err error
+	st.body, err = readBody(st.body[:0], r.Body, r.ContentLength, opts.MaxCompressedBytes)
+	if err != nil {
+		if errors.Is(err, errBodyTooLarge) {
+			return pmetric.Metrics{}, otlpFail(http.StatusRequestEntityTooLarge, "request body exceeds max_compressed_bytes=%d", opts.MaxCompressedBytes)
+		}
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return pmetric.Metrics{}, otlpFail(http.StatusRequestEntityTooLarge, "request body: %v", err)
+		}
+		return pmetric.Metrics{}, otlpFail(http.StatusBadRequest, "read request body: %v", err)
+	}
+	raw := st.body
+	if gzipped {
+		if st.raw, err = gunzip(st.raw[:0], st.body, opts.MaxDecompressedBytes); err != nil {
+			if errors.Is(err, errBodyTooLarge) {
+				return pmetric.Metrics{}, otlpFail(http.StatusRequestEntityTooLarge, "decompressed body exceeds max_decompressed_bytes=%d", opts.MaxDecompressedBytes)
+			}
+			return pmetric.Metrics{}, otlpFail(http.StatusBadRequest, "gzip: %v", err)
+		}
+		raw = st.raw
+	} else if int64(len(raw)) > opts.MaxDecompressedBytes {
+		return pmetric.Metrics{}, otlpFail(http.StatusRequestEntityTooLarge, "request body exceeds max_decompressed_bytes=%d", opts.MaxDecompressedBytes)
+	}
+	md, err := decodeOTLP(raw, isJSON)
+	if err != nil {
+		return pmetric.Metrics{}, otlpFail(http.StatusBadRequest, "%v", err)
+	}
+	return md, otlpResult{}
+}
+
+// decodeOTLP decodes an ExportMetricsServiceRequest.
+func decodeOTLP(raw []byte, isJSON bool) (pmetric.Metrics, error) {
+	req := pmetricotlp.NewExportRequest()
+	if isJSON {
+		if err := req.UnmarshalJSON(raw); err != nil {
+			return pmetric.Metrics{}, fmt.Errorf("decode OTLP ExportMetricsServiceRequest (JSON): %w", err)
+		}
+	} else if err := req.UnmarshalProto(raw); err != nil {
+		return pmetric.Metrics{}, fmt.Errorf("decode OTLP ExportMetricsServiceRequest (protobuf): %w", err)
+	}
+	return req.Metrics(), nil
+}
+
+// gunzip decompresses src into dst (reusing its capacity), failing with
+// errBodyTooLarge once more than limit bytes come out.
+func gunzip(dst, src []byte, limit int64) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(src))
+	if err != nil {
+		return dst, err
+	}
+	defer zr.Close()
+	return readBody(dst, zr, -1, limit)
+}
+
+// ingest translates md and appends it. Series and points that are invalid,
+// or that the storage rejects as bad data, are skipped and reported (a
+// partial success) while the rest is committed; overload and storage failures
+// roll the whole request back (429, 503, 500), so a retry never duplicates.
+func (o *OTLPHandler) ingest(r *http.Request, st *reqState, md pmetric.Metrics) otlpResult {
+	h := o.h
+	a := &otlpAppender{h: h, st: st, minT: math.MinInt64}
+	now := h.now()
+	a.maxT = now.Add(h.opts.MaxFutureSkew).UnixMilli()
+	if h.opts.MaxSampleAge > 0 {
+		a.minT = now.Add(-h.opts.MaxSampleAge).UnixMilli()
+	}
+	a.refuseUntranslatable(md, o.opts.NativeDeltaIngestion)
+	a.refuseOutOfRange(md, o.settings.LookbackDelta)
+	a.app = h.app.Appender(r.Context())
+
+	conv := o.converters.Get().(*otlptranslator.PrometheusConverter)
+	conv.Reset(a)
+	finished := false
+	defer func() {
+		if !finished { // a panic below: never leave an Appender open
+			_ = a.app.Rollback()
+		}
+		conv.Reset(nil)
+		o.converters.Put(conv)
+	}()
+	annots, errs := conv.FromMetrics(r.Context(), md, o.settings)
+	if ws, _ := annots.AsStrings("", 0, 0); len(ws) > 0 {
+		h.logger.Debug("otlp: translation warnings", "warnings", ws)
+	}
+	if a.fatal == nil && errs != nil && r.Context().Err() != nil {
+		a.fatal = r.Context().Err()
+	}
+	if a.fatal != nil {
+		finished = true
+		if rerr := a.app.Rollback(); rerr != nil {
+			h.logger.Error("otlp: rollback failed", "err", rerr)
+		}
+		return a.fail("storage", a.fatal)
+	}
+	if errs != nil {
+		a.translationErrors(errs)
+	}
+	err := a.app.Commit()
+	finished = true
+	if err != nil {
+		return a.fail("commit", err)
+	}
+	return a.committed()
+}
+
+// otlpAppender is the storage.AppenderV2 the upstream translator appends to:
+// it checks what it is given as the remote-write receiver does (labels,
+// limits, time window, histograms), appends it through an Appender, counts
+// what was received, written and rejected, and keeps the first error that is
+// not bad data, after which it appends nothing more.
+type otlpAppender struct {
+	h          *Handler
+	st         *reqState
+	app        Appender
+	minT, maxT int64
+	// fatal is the first error to roll the request back for.
+	fatal error
+	// family and meta are the metadata last given to the Appender.
+	family string
+	meta   metadata.Metadata
+	// newest is the time of the newest sample appended in this request, by
+	// series (label hash), kept for series whose points carry a start time.
+	newest map[uint64]int64
+
+	received, written, rejected tally
+}
+
+var _ storage.AppenderV2 = (*otlpAppender)(nil)
+
+// Append checks and appends one sample (float, or native histogram h) with
+// its exemplars and metadata. Bad data is counted and reported, and nil
+// returned so that the translator goes on with the request.
+func (a *otlpAppender) Append(_ storage.SeriesRef, ls labels.Labels, st, t int64, v float64, h *histogram.Histogram, fh *histogram.FloatHistogram, opts storage.AppendV2Options) (storage.SeriesRef, error) {
+	k := kindSamples
+	if h != nil || fh != nil {
+		k = kindHistograms
+	}
+	a.count(k, len(opts.Exemplars))
+	if a.fatal != nil {
+		return 0, a.fatal
+	}
+	s := a.st
+	s.lbls = s.lbls[:0]
+	ls.Range(func(l labels.Label) { s.lbls = append(s.lbls, l) })
+	if reason, err := a.h.buildLabels(&s.sb, &s.ls, s.lbls, false, false); err != nil {
+		a.rejectOne(k, reason, "series %s: %v", describe(s.lbls), err)
+		a.reject(kindExemplars, reason, len(opts.Exemplars))
+		return 0, nil
+	}
+	lset := s.ls
+	if t < a.minT || t > a.maxT {
+		a.rejectOutsideWindow(k, lset, t)
+		a.reject(kindExemplars, "rejected_sample", len(opts.Exemplars))
+		return 0, nil
+	}
+	if k == kindHistograms {
+		if err := validate(h, fh); err != nil {
+			a.rejectOne(k, "invalid_histogram", "series %s: histogram at %d: %v", lset, t, err)
+			a.reject(kindExemplars, "rejected_sample", len(opts.Exemplars))
+			return 0, nil
+		}
+	}
+	a.updateMetadata(lset, opts)
+	st = a.startTime(lset, st, t)
+	var ref SeriesRef
+	var err error
+	if k == kindHistograms {
+		ref, err = a.app.AppendHistogram(0, lset, st, t, h, fh)
+	} else {
+		ref, err = a.app.Append(0, lset, st, t, v)
+	}
+	if err != nil {
+		a.reject(kindExemplars, "rejected_sample", len(opts.Exemplars))
+		if !IsBadData(err) {
+			a.fatal = err
+			return 0, err
+		}
+		a.rejectOne(k, rejectReason(err), "series %s: %s at %d: %v", lset, k, t, err)
+		return 0, nil
+	}
+	a.written[k]++
+	a.appendExemplars(ref, lset, opts.Exemplars)
+	return ref, nil
+}
+
+// startTime returns st, or 0 when the series has a sample at or after st
+// earlier in this request. The Appender stores a zero sample at a start time
+// only when the series has nothing there yet, but it cannot see the samples
+// of its own open request: consecutive delta points (each starting where the
+// last ended) would have their zero overwrite the previous point.
+func (a *otlpAppender) startTime(lset labels.Labels, st, t int64) int64 {
+	if st <= 0 || st >= t {
+		return st
+	}
+	if a.newest == nil {
+		a.newest = map[uint64]int64{}
+	}
+	h := lset.Hash()
+	prev, seen := a.newest[h]
+	if !seen || t > prev {
+		a.newest[h] = t
+	}
+	if seen && prev >= st {
+		return 0
+	}
+	return st
+}
+
+// count counts what one Append call brings.
+func (a *otlpAppender) count(k kind, exemplars int) {
+	a.received[k]++
+	a.h.m.received[k].Inc()
+	if exemplars > 0 {
+		a.received[kindExemplars] += exemplars
+		a.h.m.received[kindExemplars].Add(float64(exemplars))
+	}
+}
+
+// updateMetadata gives the Appender the metadata of the family of the next
+// sample when it differs from the last given.
+func (a *otlpAppender) updateMetadata(lset labels.Labels, opts storage.AppendV2Options) {
+	m := opts.Metadata
+	if opts.MetricFamilyName == a.family && m == a.meta {
+		return
+	}
+	a.family, a.meta = strings.Clone(opts.MetricFamilyName), metadata.Metadata{Type: m.Type, Help: strings.Clone(m.Help), Unit: strings.Clone(m.Unit)}
+	family := a.family
+	if family == "" {
+		family = lset.Get(model.MetricNameLabel)
+	}
+	if _, err := a.app.UpdateMetadata(0, labels.FromStrings(model.MetricNameLabel, family), a.meta); err != nil {
+		a.h.logger.Debug("otlp: metadata not stored", "family", family, "err", err)
+	}
+}
+
+// appendExemplars appends the exemplars of a written sample, sorted by time
+// (the translator sorts them). A refused exemplar never fails the request.
+func (a *otlpAppender) appendExemplars(ref SeriesRef, lset labels.Labels, exs []exemplar.Exemplar) {
+	s := a.st
+	for _, e := range exs {
+		s.exlb = s.exlb[:0]
+		e.Labels.Range(func(l labels.Label) { s.exlb = append(s.exlb, l) })
+		if reason, err := a.h.buildLabels(&s.exsb, &s.exls, s.exlb, true, false); err != nil {
+			a.rejectOne(kindExemplars, reason, "series %s: exemplar %s: %v", lset, describe(s.exlb), err)
+			continue
+		}
+		e.Labels = s.exls
+		newRef, err := a.app.AppendExemplar(ref, lset, e)
+		if err != nil {
+			reason, unexpected := exemplarRejectReason(err)
+			if unexpected {
+				a.h.logger.Warn("otlp: exemplar not stored", "series", lset.String(), "err", err)
+			}
+			a.reject(kindExemplars, reason, 1)
+			continue
+		}
+		if newRef != 0 {
+			ref = newRef
+		}
+		a.written[kindExemplars]++
+	}
+}
+
+// Commit and Rollback are the handler's to call, on the Appender itself.
+func (a *otlpAppender) Commit() error   { return errors.New("otlp: the translator must not commit") }
+func (a *otlpAppender) Rollback() error { return errors.New("otlp: the translator must not roll back") }
+
+// reject counts n items of kind k as not written, for reason.
+func (a *otlpAppender) reject(k kind, reason string, n int) {
+	if n == 0 {
+		return
+	}
+	a.h.m.rejected[k].WithLabelValues(reason).Add(float64(n))
+	a.rejected[k] += n
+}
+
+// rejectOne rejects one item and tells the sender why.
+func (a *otlpAppender) rejectOne(k kind, reason string, format string, args ...any) {
+	a.reject(k, reason, 1)
+	a.st.problem(a.h.opts.MaxErrorMessages, format, args...)
+}
+
+// rejectOutsideWindow rejects an item at time at, outside [minT, maxT].
+func (a *otlpAppender) rejectOutsideWindow(k kind, ls labels.Labels, at int64) {
+	o := &a.h.opts
+	if at > a.maxT {
+		a.rejectOne(k, "too_far_in_future", "series %s: %s at %d: timestamp more than max_future_skew=%s ahead of the receiver's clock", ls, k, at, o.MaxFutureSkew)
+		return
+	}
+	a.rejectOne(k, "too_old", "series %s: %s at %d: timestamp older than max_sample_age=%s", ls, k, at, o.MaxSampleAge)
+}
+
+// refuseUntranslatable removes from md the metrics the translator would
+// refuse for their temporality or type, and reports their data points: a
+// delta sum or histogram without native_delta_ingestion (Prometheus answers
+// those 500, so senders retry them for ever), one of unspecified
+// temporality, a metric of no type.
+func (a *otlpAppender) refuseUntranslatable(md pmetric.Metrics, allowDelta bool) {
+	rms := md.ResourceMetrics()
+	for i := range rms.Len() {
+		sms := rms.At(i).ScopeMetrics()
+		for j := range sms.Len() {
+			sms.At(j).Metrics().RemoveIf(func(m pmetric.Metric) bool {
+				k, n, why := untranslatable(m, allowDelta)
+				if why == "" {
+					return false
+				}
+				a.received[k] += n
+				a.h.m.received[k].Add(float64(n))
+				a.reject(k, "unsupported_temporality", n)
+				a.st.problem(a.h.opts.MaxErrorMessages, "metric %q: %s: its %d data points are dropped", trunc(m.Name()), why, n)
+				return true
+			})
+		}
+	}
+}
+
+// maxTargetInfoSamples bounds the target_info samples of one resource. The
+// translator writes one every half lookback delta from the resource's
+// oldest point to its newest: a point decades old would make millions.
+// 10000 cover 17 days at the default lookback delta.
+const maxTargetInfoSamples = 10_000
+
+// refuseOutOfRange removes from md the data points that cannot be written
+// for their time, before the translator spans target_info over them: those
+// outside the accepted window (max_future_skew, max_sample_age), and those
+// older than maxTargetInfoSamples target_info intervals before the newest
+// point of their resource.
+func (a *otlpAppender) refuseOutOfRange(md pmetric.Metrics, lookback time.Duration) {
+	if lookback <= 0 {
+		lookback = 5 * time.Minute
+	}
+	span := maxTargetInfoSamples * (lookback / 2).Milliseconds()
+	o := &a.h.opts
+	rms := md.ResourceMetrics()
+	for i := range rms.Len() {
+		sms := rms.At(i).ScopeMetrics()
+		newest := int64(math.MinInt64)
+		for j := range sms.Len() {
+			ms := sms.At(j).Metrics()
+			for k := range ms.Len() {
+				m := ms.At(k)
+				removePoints(m, func(t int64) bool {
+					switch {
+					case t > a.maxT:
+						a.refusePoint(m, "too_far_in_future", "metric %q: data point at %d: timestamp more than max_future_skew=%s ahead of the receiver's clock", trunc(m.Name()), t, o.MaxFutureSkew)
+					case t < a.minT:
+						a.refusePoint(m, "too_old", "metric %q: data point at %d: timestamp older than max_sample_age=%s", trunc(m.Name()), t, o.MaxSampleAge)
+					default:
+						newest = max(newest, t)
+						return false
+					}
+					return true
+				})
+			}
+		}
+		if newest == math.MinInt64 || newest-span <= a.minT {
+			continue
+		}
+		oldest := newest - span
+		for j := range sms.Len() {
+			ms := sms.At(j).Metrics()
+			for k := range ms.Len() {
+				m := ms.At(k)
+				removePoints(m, func(t int64) bool {
+					if t >= oldest {
+						return false
+					}
+					a.refusePoint(m, "too_old", "metric %q: data point at %d: more than %s before the newest point of its resource (%d), which target_info would span", trunc(m.Name()), t, time.Duration(span)*time.Millisecond, newest)
+					return true
+				})
+			}
+		}
+	}
+}
+
+// refusePoint counts one data point of m as received and rejected.
+func (a *otlpAppender) refusePoint(m pmetric.Metric, reason, format string, args ...any) {
+	k := kindSamples
+	if t := m.Type(); t == pmetric.MetricTypeHistogram || t == pmetric.MetricTypeExponentialHistogram {
+		k = kindHistograms
+	}
+	a.received[k]++
+	a.h.m.received[k].Inc()
+	a.rejectOne(k, reason, format, args...)
+}
+
+// timed is a data point.
+type timed interface{ Timestamp() pcommon.Timestamp }
+
+// removePoints removes the data points of m whose time (ms) drop says to.
+func removePoints(m pmetric.Metric, drop func(t int64) bool) {
+	switch m.Type() {
+	case pmetric.MetricTypeGauge:
+		removeIf(m.Gauge().DataPoints().RemoveIf, drop)
+	case pmetric.MetricTypeSum:
+		removeIf(m.Sum().DataPoints().RemoveIf, drop)
+	case pmetric.MetricTypeHistogram:
+		removeIf(m.Histogram().DataPoints().RemoveIf, drop)
+	case pmetric.MetricTypeExponentialHistogram:
+		removeIf(m.ExponentialHistogram().DataPoints().RemoveIf, drop)
+	case pmetric.MetricTypeSummary:
+		removeIf(m.Summary().DataPoints().RemoveIf, drop)
+	}
+}
+
+func removeIf[T timed](removeIf func(func(T) bool), drop func(t int64) bool) {
+	removeIf(func(p T) bool { return drop(int64(p.Timestamp()) / 1e6) })
+}
+
+// untranslatable says why the translator would refuse metric m ("" if it
+// would not), with the kind and number of its data points.
+func untranslatable(m pmetric.Metric, allowDelta bool) (kind, int, string) {
+	var t pmetric.AggregationTemporality
+	var k kind
+	var n int
+	switch m.Type() {
+	case pmetric.MetricTypeSum:
+		t, k, n = m.Sum().AggregationTemporality(), kindSamples, m.Sum().DataPoints().Len()
+	case pmetric.MetricTypeHistogram:
+		t, k, n = m.Histogram().AggregationTemporality(), kindHistograms, m.Histogram().DataPoints().Len()
+	case pmetric.MetricTypeExponentialHistogram:
+		t, k, n = m.ExponentialHistogram().AggregationTemporality(), kindHistograms, m.ExponentialHistogram().DataPoints().Len()
+	case pmetric.MetricTypeGauge, pmetric.MetricTypeSummary:
+		return 0, 0, ""
+	default:
+		return kindSamples, 0, "metric has no data (no gauge, sum, histogram, exponential histogram or summary)"
+	}
+	switch {
+	case t == pmetric.AggregationTemporalityCumulative:
+		return k, n, ""
+	case t == pmetric.AggregationTemporalityDelta && allowDelta:
+		return k, n, ""
+	case t == pmetric.AggregationTemporalityDelta:
+		return k, n, "delta temporality is not stored unless otlp.native_delta_ingestion is true (or send cumulative temporality)"
+	}
+	return k, n, fmt.Sprintf("aggregation temporality %s is not supported", t)
+}
+
+// translationErrors reports what the translator refused beside the storage:
+// each error is counted as one rejected data point.
+func (a *otlpAppender) translationErrors(errs error) {
+	var list []error
+	if j, ok := errs.(interface{ Unwrap() []error }); ok {
+		list = j.Unwrap()
+	} else {
+		list = []error{errs}
+	}
+	for _, err := range list {
+		a.h.m.received[kindSamples].Inc()
+		a.rejected[kindSamples]++
+		a.received[kindSamples]++
+		a.h.m.rejected[kindSamples].WithLabelValues("untranslatable").Inc()
+		a.st.problem(a.h.opts.MaxErrorMessages, "translate: %v", err)
+	}
+}
+
+// fail answers a request rolled back, or that failed to commit, because of
+// err (not bad data): nothing is written.
+func (a *otlpAppender) fail(what string, err error) otlpResult {
+	code, reason := failure(err)
+	a.written = tally{}
+	for k := range nKinds {
+		a.reject(k, reason, a.received[k]-a.rejected[k])
+	}
+	return otlpResult{result: result{
+		code:       code,
+		msg:        fmt.Sprintf("%s: %v", what, err),
+		retryAfter: code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable,
+	}}
+}
+
+// committed answers a committed request: 200, with a partial success when
+// anything was rejected, or 400 when nothing of a request that carried
+// something was written.
+func (a *otlpAppender) committed() otlpResult {
+	res := otlpResult{result: result{
+		code:       http.StatusOK,
+		samples:    a.written[kindSamples],
+		histograms: a.written[kindHistograms],
+		exemplars:  a.written[kindExemplars],
+	}}
+	if a.st.nProblems == 0 {
+		return res
+	}
+	report := a.st.report(res.result)
+	if a.written[kindSamples]+a.written[kindHistograms] == 0 && a.rejected[kindSamples]+a.rejected[kindHistograms] > 0 {
+		res.code, res.msg = http.StatusBadRequest, report
+		return res
+	}
+	res.report = report
+	res.rejected = int64(a.rejected[kindSamples] + a.rejected[kindHistograms])
+	return res
+}

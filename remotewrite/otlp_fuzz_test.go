@@ -1,0 +1,98 @@
+package remotewrite
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"go.opentelemetry.io/collector/pdata/pmetric"
+)
+
+// FuzzOTLP decodes arbitrary bytes as an OTLP ExportMetricsServiceRequest,
+// protobuf or JSON (the first byte chooses), and translates and appends
+// what decodes, without the handler's recover, so any panic fails. Decoding
+// errors are 400s; a decoded request is written, partly or not at all, but
+// never fails otherwise. Seeds are under testdata/fuzz/FuzzOTLP; rewrite them
+// with
+//
+//	SHALE_WRITE_FUZZ_SEEDS=1 go test -run TestWriteOTLPFuzzSeeds ./remotewrite
+//
+// and fuzz with
+//
+//	go test -run '^$' -fuzz FuzzOTLP -fuzztime 60s ./remotewrite
+func FuzzOTLP(f *testing.F) {
+	for _, b := range otlpSeeds(f) {
+		f.Add(b)
+	}
+	f.Add([]byte{0})
+	f.Add([]byte{1})
+	f.Add([]byte{1, '{', '}'})
+	f.Add([]byte{0, 0x0a, 0x00})
+	oh, _ := newOTLPHandler(f, nopAppendable{}, nil, func(o *OTLPOptions) { o.PromoteAllResourceAttributes = true })
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) == 0 {
+			return
+		}
+		isJSON := b[0]%2 == 1
+		md, err := decodeOTLP(b[1:], isJSON)
+		if err != nil {
+			return
+		}
+		st := &reqState{}
+		req := httptest.NewRequest(http.MethodPost, OTLPPath, nil).WithContext(context.Background())
+		res := oh.ingest(req, st, md)
+		if res.code != http.StatusOK && res.code != http.StatusBadRequest {
+			t.Fatalf("status %d: %s", res.code, res.msg)
+		}
+	})
+}
+
+// otlpSeeds are encoded requests, each prefixed with the byte that selects
+// its encoding.
+func otlpSeeds(t testing.TB) map[string][]byte {
+	seeds := map[string][]byte{}
+	add := func(name string, md pmetric.Metrics) {
+		seeds[name+"-proto"] = append([]byte{0}, otlpProto(t, md)...)
+		seeds[name+"-json"] = append([]byte{1}, otlpJSON(t, md)...)
+	}
+	add("payload", otlpPayload(testNow))
+	add("empty", pmetric.NewMetrics())
+	md := otlpPayload(testNow)
+	m := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().AppendEmpty()
+	m.SetName("h")
+	h := m.SetEmptyHistogram()
+	h.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	dp := h.DataPoints().AppendEmpty()
+	dp.SetTimestamp(otlpTS(testNow))
+	dp.ExplicitBounds().FromRaw([]float64{1, 2})
+	dp.BucketCounts().FromRaw([]uint64{1, 1, 1})
+	dp.SetCount(3)
+	s := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().AppendEmpty()
+	s.SetName("s")
+	sq := s.SetEmptySummary().DataPoints().AppendEmpty()
+	sq.SetTimestamp(otlpTS(testNow))
+	sq.QuantileValues().AppendEmpty().SetQuantile(0.5)
+	add("histogram-summary", md)
+	return seeds
+}
+
+// TestWriteOTLPFuzzSeeds writes the seed corpus of FuzzOTLP.
+func TestWriteOTLPFuzzSeeds(t *testing.T) {
+	if os.Getenv("SHALE_WRITE_FUZZ_SEEDS") == "" {
+		t.Skip("set SHALE_WRITE_FUZZ_SEEDS=1 to rewrite testdata/fuzz")
+	}
+	dir := filepath.Join("testdata", "fuzz", "FuzzOTLP")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range otlpSeeds(t) {
+		content := "go test fuzz v1\n[]byte(" + strconv.Quote(string(b)) + ")\n"
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
