@@ -122,6 +122,10 @@ type appender struct {
 	// IngestAppender.hint), nil otherwise.
 	known *memSeries
 	done  bool
+	// newestPending is the newest pending sample time by labels hash, kept
+	// from the first start-time zero sample of the transaction on (see
+	// IngestAppender.stZero).
+	newestPending map[uint64]int64
 }
 
 type pendingExemplar struct {
@@ -202,6 +206,9 @@ func (a *appender) Append(ref promstorage.SeriesRef, lset labels.Labels, st, t i
 		smp.fh = fh.Copy()
 	}
 	a.pending = append(a.pending, pendingSample{part: p, s: s, smp: smp})
+	if a.newestPending != nil {
+		a.notePending(lset.Hash(), t)
+	}
 	for _, e := range opts.Exemplars {
 		a.ex = append(a.ex, pendingExemplar{lset: s.lset(), e: e})
 	}
@@ -213,6 +220,12 @@ func (a *appender) Append(ref promstorage.SeriesRef, lset labels.Labels, st, t i
 		a.meta = append(a.meta, pendingMetadata{family: family, m: opts.Metadata})
 	}
 	return promstorage.SeriesRef(s.ref) + 1, nil
+}
+
+func (a *appender) notePending(hash uint64, t int64) {
+	if cur, ok := a.newestPending[hash]; !ok || t > cur {
+		a.newestPending[hash] = t
+	}
 }
 
 // series returns the series lset of the open partition of time t, creating

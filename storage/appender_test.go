@@ -368,3 +368,38 @@ func TestHeadSeriesLabels(t *testing.T) {
 		t.Fatalf("labelSet = %s, want %s", got, want)
 	}
 }
+
+// TestStartTimeZeroInsideRequest sends, in one request, a series' sample and
+// then a later one whose start time is the first one's time, also with
+// another series between them: the zero sample must not replace the first
+// sample, as Prometheus stores a created-timestamp zero only before the
+// series' newest sample.
+func TestStartTimeZeroInsideRequest(t *testing.T) {
+	db := openTestDB(t, objstore.NewMemoryBucket(), DefaultOptions())
+	defer db.Close()
+	a := labels.FromStrings("__name__", "c_total", "job", "a")
+	b := labels.FromStrings("__name__", "c_total", "job", "b")
+	app := db.IngestAppender(context.Background())
+	for _, s := range []struct {
+		lset  labels.Labels
+		st, t int64
+		v     float64
+	}{
+		{a, 500, 1000, 5},
+		{b, 0, 1000, 1},
+		{a, 1000, 2000, 7}, // start time at the previous sample: no zero
+		{a, 2500, 3000, 2}, // a reset: a zero at 2500
+	} {
+		if _, err := app.Append(0, s.lset, s.st, s.t, s.v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := app.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	got := queryFloats(t, db, math.MinInt64, math.MaxInt64, labels.MustNewMatcher(labels.MatchEqual, "job", "a"))[a.String()]
+	want := []tsample{{500, 0}, {1000, 5}, {2000, 7}, {2500, 0}, {3000, 2}}
+	if !sameSamples(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}

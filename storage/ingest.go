@@ -180,9 +180,22 @@ func (ia *IngestAppender) AppendHistogram(ref promstorage.SeriesRef, lset labels
 	return ia.refOf(ref, lset, hinted), nil
 }
 
-// stZero stores the zero sample of a created timestamp when it is new.
+// stZero stores the zero sample of a created timestamp when it is new: as in
+// Prometheus, only when the series has no sample at or after it, neither
+// stored nor earlier in the same transaction (a zero sample at the time of a
+// pending sample would replace it).
 func (ia *IngestAppender) stZero(lset labels.Labels, st, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) {
 	if st <= 0 || st >= t {
+		return
+	}
+	a := &ia.a
+	if a.newestPending == nil {
+		a.newestPending = make(map[uint64]int64)
+		for _, ps := range a.pending {
+			a.notePending(ps.s.lset().Hash(), ps.smp.t)
+		}
+	}
+	if newest, ok := a.newestPending[lset.Hash()]; ok && newest >= st {
 		return
 	}
 	if s := ia.a.last; s != nil && (s == ia.a.known || s.is(lset)) {
