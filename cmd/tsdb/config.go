@@ -13,6 +13,7 @@ import (
 
 	"github.com/shaledb/shale/promql"
 	"github.com/shaledb/shale/remotewrite"
+	"github.com/shaledb/shale/rules"
 	"github.com/shaledb/shale/storage/objstore"
 )
 
@@ -37,6 +38,9 @@ type objstoreConfig struct {
 type fileConfig struct {
 	RemoteWrite remotewrite.Options `yaml:"remote_write"`
 	Query       promql.Options      `yaml:"query"`
+	// Prometheus holds the sections with Prometheus' keys: global,
+	// rule_files and alerting.
+	Prometheus rules.FileConfig `yaml:",inline"`
 }
 
 func defaultFileConfig() fileConfig {

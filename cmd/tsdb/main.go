@@ -74,6 +74,8 @@ type config struct {
 	queryMaxSubqueryStepsSet bool
 	queryMaxMemorySet        bool
 
+	rules ruleFlags
+
 	log promslog.Config
 }
 
@@ -153,6 +155,7 @@ func parseFlags(args []string) (*config, error) {
 	app.Flag("query.max-memory", "Memory the queries in flight may hold together (e.g. 1GiB); a query that would go beyond it fails with 503. 0: no budget.").
 		Default("1GiB").IsSetByUser(&cfg.queryMaxMemorySet).SetValue(&cfg.queryMaxMemory)
 
+	addRuleFlags(app, &cfg.rules)
 	promslogflag.AddFlags(app, &cfg.log)
 	if _, err := app.Parse(args); err != nil {
 		return nil, err

@@ -67,6 +67,9 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 	if err := qopts.Validate(); err != nil {
 		return fmt.Errorf("query settings: %w", err)
 	}
+	if _, err := ruleConfig(cfg.configFile, qopts); err != nil {
+		return err
+	}
 	sopts := storageOptions(cfg)
 	if err := sopts.Validate(); err != nil {
 		return fmt.Errorf("storage settings: %w", err)
@@ -189,7 +192,7 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 		Registerer:        reg,
 		Gatherer:          reg,
 		BuildInfo:         promql.BuildInfo{Revision: build.Revision, BuildDate: build.BuildDate, Branch: "shale-" + build.Version, GoVersion: runtime.Version()},
-		Flags:             flagMap(cfg),
+		Flags:             cfg.rules.flagMap(flagMap(cfg)),
 		ConfigYAML:        func() string { return configYAML(cfg, fileCfg) },
 		StorageRetention:  retentionString(time.Duration(cfg.retention)),
 	})
@@ -211,6 +214,11 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 	} else {
 		h.write.set(readerWriteHandler(db, logger))
 	}
+	stopRules, err := h.serveRules(ctx, qopts, db, papi, reg)
+	if err != nil {
+		return err
+	}
+	defer stopRules()
 	h.ready.Store(true)
 	logger.Info("ready")
 
@@ -296,6 +304,8 @@ type httpServer struct {
 	serveErr chan error
 
 	api, write gate
+	rules      gate                        // /api/v1/rules, /alerts, /alertmanagers
+	reloader   atomic.Pointer[ruleRuntime] // /-/reload
 	ready      atomic.Bool
 	health     atomic.Pointer[storeHealth]
 }
@@ -306,6 +316,7 @@ func newHTTPServer(cfg *config, reg *prometheus.Registry, logger *slog.Logger) *
 	mux.Handle("/api/", &h.api)
 	mux.Handle(promql.FederatePath, &h.api)
 	mux.Handle("/api/v1/write", &h.write)
+	h.mountRules(mux)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "Shale is Healthy.")
