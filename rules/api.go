@@ -24,7 +24,7 @@ type Source interface {
 	v1.AlertmanagerRetriever
 }
 
-// Handler serves GET and POST /api/v1/rules (with the type, rule_name[],
+// Handler serves GET /api/v1/rules (with the type, rule_name[],
 // rule_group[], file[], match[], exclude_alerts, group_limit and
 // group_next_token parameters), /api/v1/alerts and /api/v1/alertmanagers
 // from src, with the upstream API's code: the answers are Prometheus'.
