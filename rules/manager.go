@@ -38,6 +38,14 @@ type Options struct {
 	// DrainNotificationQueue sends the queued alerts before a shutdown ends
 	// (--alertmanager.drain-notification-queue-on-shutdown).
 	DrainNotificationQueue bool
+	// MaxConcurrentEvals is how many rules without dependencies on other
+	// rules of their group may be evaluated at once beside the groups' own
+	// evaluations, across all groups (--rules.max-concurrent-rule-evals,
+	// Prometheus' concurrent-rule-eval feature); 0 evaluates each group's
+	// rules one after another. Each rule commits its samples on its own, and
+	// a commit waits until they are durable (a WAL flush interval), so a
+	// large group evaluated one rule at a time takes rules x that interval.
+	MaxConcurrentEvals int64
 }
 
 // DefaultOptions returns Prometheus' defaults.
@@ -48,6 +56,7 @@ func DefaultOptions() Options {
 		ResendDelay:               time.Minute,
 		NotificationQueueCapacity: 10000,
 		DrainNotificationQueue:    true,
+		MaxConcurrentEvals:        16,
 	}
 }
 
@@ -62,6 +71,8 @@ func (o Options) Validate() error {
 		return errors.New("the alert resend delay must not be negative")
 	case o.NotificationQueueCapacity <= 0:
 		return errors.New("the notification queue capacity must be positive")
+	case o.MaxConcurrentEvals < 0:
+		return errors.New("the most concurrent rule evaluations must not be negative")
 	}
 	return nil
 }
@@ -147,7 +158,9 @@ func New(opts Options, comps Components) (*Manager, error) {
 		DefaultRuleQueryOffset: func() time.Duration {
 			return time.Duration(m.queryOffset.Load())
 		},
-		Parser: comps.Parser,
+		Parser:                 comps.Parser,
+		ConcurrentEvalsEnabled: opts.MaxConcurrentEvals > 0,
+		MaxConcurrentEvals:     opts.MaxConcurrentEvals,
 	})
 	return m, nil
 }

@@ -37,6 +37,7 @@ type ruleFlags struct {
 	queueCapacity   int
 	drainQueue      bool
 	enableLifecycle bool
+	concurrentEvals int64
 }
 
 func addRuleFlags(app *kingpin.Application, f *ruleFlags) {
@@ -51,6 +52,8 @@ func addRuleFlags(app *kingpin.Application, f *ruleFlags) {
 		Default(fmt.Sprint(d.NotificationQueueCapacity)).IntVar(&f.queueCapacity)
 	app.Flag("alertmanager.drain-notification-queue-on-shutdown", "Send any outstanding Alertmanager notifications when shutting down. If false, any outstanding Alertmanager notifications will be dropped when shutting down.").
 		Default(fmt.Sprint(d.DrainNotificationQueue)).BoolVar(&f.drainQueue)
+	app.Flag("rules.max-concurrent-rule-evals", "Rules without dependencies on other rules of their group evaluated at once beside the groups' own evaluations, across all groups (Prometheus' concurrent-rule-eval feature, on in Shale: each rule's samples wait for the WAL's group commit). 0: one rule after another.").
+		Default(fmt.Sprint(d.MaxConcurrentEvals)).Int64Var(&f.concurrentEvals)
 	app.Flag("web.enable-lifecycle", "Enable reloading the config file by HTTP request (POST /-/reload). SIGHUP reloads it in any case.").
 		Default("false").BoolVar(&f.enableLifecycle)
 }
@@ -62,6 +65,7 @@ func (f *ruleFlags) options() rules.Options {
 		ResendDelay:               time.Duration(f.resendDelay),
 		NotificationQueueCapacity: f.queueCapacity,
 		DrainNotificationQueue:    f.drainQueue,
+		MaxConcurrentEvals:        f.concurrentEvals,
 	}
 }
 
@@ -72,6 +76,7 @@ func (f *ruleFlags) flagMap(m map[string]string) map[string]string {
 	m["alertmanager.notification-queue-capacity"] = fmt.Sprint(f.queueCapacity)
 	m["alertmanager.drain-notification-queue-on-shutdown"] = fmt.Sprint(f.drainQueue)
 	m["web.enable-lifecycle"] = fmt.Sprint(f.enableLifecycle)
+	m["rules.max-concurrent-rule-evals"] = fmt.Sprint(f.concurrentEvals)
 	return m
 }
 
