@@ -13,6 +13,7 @@ import (
 
 	"github.com/shaledb/shale/promql"
 	"github.com/shaledb/shale/remotewrite"
+	"github.com/shaledb/shale/rules"
 	"github.com/shaledb/shale/storage/objstore"
 )
 
@@ -38,6 +39,9 @@ type fileConfig struct {
 	RemoteWrite remotewrite.Options     `yaml:"remote_write"`
 	Query       promql.Options          `yaml:"query"`
 	OTLP        remotewrite.OTLPOptions `yaml:"otlp"`
+	// Prometheus holds the sections with Prometheus' keys: global,
+	// rule_files and alerting.
+	Prometheus rules.FileConfig `yaml:",inline"`
 }
 
 func defaultFileConfig() fileConfig {

@@ -77,6 +77,8 @@ type config struct {
 	queryMaxSubqueryStepsSet bool
 	queryMaxMemorySet        bool
 
+	rules ruleFlags
+
 	log promslog.Config
 }
 
@@ -159,6 +161,7 @@ func parseFlags(args []string) (*config, error) {
 		Default("1GiB").IsSetByUser(&cfg.queryMaxMemorySet).SetValue(&cfg.queryMaxMemory)
 
 	addUIFlags(app, cfg)
+	addRuleFlags(app, &cfg.rules)
 	promslogflag.AddFlags(app, &cfg.log)
 	if _, err := app.Parse(args); err != nil {
 		return nil, err

@@ -67,6 +67,9 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 	if err := qopts.Validate(); err != nil {
 		return fmt.Errorf("query settings: %w", err)
 	}
+	if _, err := ruleConfig(cfg.configFile, qopts); err != nil {
+		return err
+	}
 	sopts := storageOptions(cfg)
 	if err := sopts.Validate(); err != nil {
 		return fmt.Errorf("storage settings: %w", err)
@@ -192,7 +195,7 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 		Registerer:        reg,
 		Gatherer:          reg,
 		BuildInfo:         promql.BuildInfo{Revision: build.Revision, BuildDate: build.BuildDate, Branch: "shale-" + build.Version, GoVersion: runtime.Version()},
-		Flags:             flagMap(cfg),
+		Flags:             cfg.rules.flagMap(flagMap(cfg)),
 		ConfigYAML:        func() string { return configYAML(cfg, fileCfg) },
 		StorageRetention:  retentionString(time.Duration(cfg.retention)),
 	})
@@ -219,6 +222,11 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 		h.write.set(readerWriteHandler(db, logger))
 		h.otlp.set(readerWriteHandler(db, logger))
 	}
+	stopRules, err := h.serveRules(ctx, qopts, db, papi, reg)
+	if err != nil {
+		return err
+	}
+	defer stopRules()
 	h.ready.Store(true)
 	logger.Info("ready")
 
@@ -306,6 +314,8 @@ type httpServer struct {
 	api, write gate
 	storage    gate // GET /api/v1/status/storage
 	otlp       gate
+	rules      gate                        // /api/v1/rules, /alerts, /alertmanagers
+	reloader   atomic.Pointer[ruleRuntime] // /-/reload
 	ready      atomic.Bool
 	health     atomic.Pointer[storeHealth]
 }
@@ -323,6 +333,7 @@ func newHTTPServer(cfg *config, reg *prometheus.Registry, logger *slog.Logger) (
 	mux.Handle(promql.FederatePath, &h.api)
 	mux.Handle("/api/v1/write", &h.write)
 	mux.Handle(remotewrite.OTLPPath, &h.otlp)
+	h.mountRules(mux)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "Shale is Healthy.")

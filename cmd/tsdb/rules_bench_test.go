@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/prometheus/model/labels"
+	prules "github.com/prometheus/prometheus/rules"
+	promstorage "github.com/prometheus/prometheus/storage"
+
+	"github.com/shaledb/shale/promql"
+	"github.com/shaledb/shale/rules"
+	"github.com/shaledb/shale/storage"
+	"github.com/shaledb/shale/storage/lsm"
+	"github.com/shaledb/shale/storage/objstore"
+)
+
+// Rule benchmark shape: 100 metrics of 1,000 series each (10 jobs x 100
+// instances), scraped every 15 s; 10 groups of 100 recording rules, 10 a
+// metric, evaluated every 15 s.
+const (
+	benchMetrics   = 100
+	benchJobs      = 10
+	benchInstances = 100
+	benchGroups    = 10
+	benchStep      = 15 * time.Second
+)
+
+// benchRuleExprs are the 10 rules of one metric, of the kinds recording
+// rules use.
+var benchRuleExprs = []string{
+	`sum by (job) (rate(%s[5m]))`,
+	`sum by (instance) (rate(%s[5m]))`,
+	`max by (job) (%s)`,
+	`avg by (job) (%s)`,
+	`count by (job) (%s)`,
+	`sum(rate(%s{job="j1"}[5m]))`,
+	`quantile by (job) (0.9, rate(%s[5m]))`,
+	`sum by (job) (increase(%s[1m]))`,
+	`topk(5, rate(%s[5m]))`,
+	`sum without (instance) (irate(%s[1m]))`,
+}
+
+// benchConcurrency is --rules.max-concurrent-rule-evals for the benchmark:
+// SHALE_BENCH_RULE_CONCURRENCY, else the server's default.
+func benchConcurrency() int64 {
+	if v, err := strconv.ParseInt(os.Getenv("SHALE_BENCH_RULE_CONCURRENCY"), 10, 64); err == nil {
+		return v
+	}
+	return rules.DefaultOptions().MaxConcurrentEvals
+}
+
+// BenchmarkRecordingRules evaluates 1,000 recording rules (10 groups of
+// 100, concurrently, as the rule manager runs them) over 100,000 active
+// series while a writer appends the next scrape of every series each step,
+// as ingest would at a 15 s scrape interval. Each iteration is one 15 s
+// step: the groups' evaluation at it, writing their results through the
+// storage's appender. It reports the slowest group's time
+// (prometheus_rule_group_last_duration_seconds) and the steps whose slowest
+// group took longer than the 15 s interval (a missed iteration).
+//
+// The storage's WAL flush interval is the LSM's default, 100ms, the
+// server's on S3 (10ms on the local folder).
+//
+//	go test ./cmd/tsdb -run '^$' -bench BenchmarkRecordingRules -benchtime 5x
+func BenchmarkRecordingRules(b *testing.B) {
+	ctx := context.Background()
+	opts := storage.DefaultOptions()
+	opts.OutOfOrderWindow = 24 * time.Hour
+	opts.Retention = 0
+	lopts := lsm.DefaultOptions()
+	w, err := lsm.Open(ctx, objstore.NewMemoryBucket(), "", storage.LSMOptions(opts, lopts), storage.LSMComponents(lsm.Components{}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	db, err := storage.Open(ctx, w, opts, storage.Components{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+
+	series := make([]labels.Labels, 0, benchMetrics*benchJobs*benchInstances)
+	for m := range benchMetrics {
+		for j := range benchJobs {
+			for i := range benchInstances {
+				series = append(series, labels.FromStrings("__name__", fmt.Sprintf("bench_metric_%d", m),
+					"instance", fmt.Sprintf("i%d", i), "job", fmt.Sprintf("j%d", j)))
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	values := make([]float64, len(series))
+	scrape := func(ts time.Time) {
+		app := db.AppenderV2(ctx)
+		for k, ls := range series {
+			values[k] += float64(rng.IntN(100))
+			if _, err := app.Append(0, ls, 0, ts.UnixMilli(), values[k], nil, nil, promstorage.AppendV2Options{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := app.Commit(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// 10 minutes of history, then one scrape a step.
+	start := time.Now().Add(-10 * time.Minute).Truncate(benchStep)
+	t := start
+	for ; t.Before(start.Add(10 * time.Minute)); t = t.Add(benchStep) {
+		scrape(t)
+	}
+
+	qopts := promql.DefaultOptions()
+	ng, err := promql.NewEngine(qopts, nil, nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ng.Close()
+	p := promql.NewParser(qopts)
+	mopts := &prules.ManagerOptions{
+		QueryFunc:    prules.EngineQueryFunc(ng, db),
+		AppendableV2: db,
+		Queryable:    db,
+		Context:      ctx,
+		Registerer:   prometheus.NewRegistry(),
+		Parser:       p,
+	}
+	if n := benchConcurrency(); n > 0 {
+		mopts.ConcurrentEvalsEnabled, mopts.MaxConcurrentEvals = true, n
+	}
+	prules.NewManager(mopts) // fills in the controllers of concurrent evaluation
+	var groups []*prules.Group
+	for g := range benchGroups {
+		var rs []prules.Rule
+		for m := g * benchMetrics / benchGroups; m < (g+1)*benchMetrics/benchGroups; m++ {
+			for r, e := range benchRuleExprs {
+				expr, err := p.ParseExpr(fmt.Sprintf(e, fmt.Sprintf("bench_metric_%d", m)))
+				if err != nil {
+					b.Fatal(err)
+				}
+				rs = append(rs, prules.NewRecordingRule(fmt.Sprintf("bench:metric_%d:rule_%d", m, r), expr, labels.EmptyLabels()))
+			}
+		}
+		mopts.RuleDependencyController.AnalyseRules(rs)
+		groups = append(groups, prules.NewGroup(prules.GroupOptions{Name: fmt.Sprintf("g%d", g), File: "bench.yml", Interval: benchStep, Rules: rs, Opts: mopts}))
+	}
+
+	var slowest, sum time.Duration
+	missed := 0
+	b.ResetTimer()
+	for b.Loop() {
+		t = t.Add(benchStep)
+		var ingest sync.WaitGroup
+		ingest.Add(1)
+		go func() { defer ingest.Done(); scrape(t) }()
+		var wg sync.WaitGroup
+		durations := make([]time.Duration, len(groups))
+		for k, g := range groups {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				began := time.Now()
+				g.Eval(ctx, t)
+				durations[k] = time.Since(began)
+			}()
+		}
+		wg.Wait()
+		ingest.Wait()
+		step := time.Duration(0)
+		for _, d := range durations {
+			step = max(step, d)
+		}
+		sum += step
+		slowest = max(slowest, step)
+		if step > benchStep {
+			missed++
+		}
+	}
+	for _, g := range groups {
+		for _, r := range g.Rules() {
+			if err := r.LastError(); err != nil {
+				b.Fatalf("rule %s: %v", r.Name(), err)
+			}
+		}
+	}
+	b.ReportMetric(sum.Seconds()/float64(b.N), "group-s/eval")
+	b.ReportMetric(slowest.Seconds(), "max-group-s")
+	b.ReportMetric(float64(missed), "missed")
+}
