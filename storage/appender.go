@@ -122,6 +122,8 @@ type appender struct {
 	// IngestAppender.hint), nil otherwise.
 	known *memSeries
 	done  bool
+	// queued: Commit does not wait for the WAL (QueuedAppendable).
+	queued bool
 	// newestPending is the newest pending sample time by labels hash, kept
 	// from the first start-time zero sample of the transaction on (see
 	// IngestAppender.stZero).
@@ -142,6 +144,21 @@ type pendingMetadata struct {
 // appenders may be used concurrently.
 func (db *DB) AppenderV2(ctx context.Context) promstorage.AppenderV2 {
 	return &appender{db: db, ctx: ctx}
+}
+
+// QueuedAppendable returns an Appendable whose commits return once their
+// samples are applied (queries see them) and queued for the write-ahead log,
+// without waiting for the log to make them durable: a crash loses at most
+// the log's last group-commit interval of them. Rule evaluation uses it: a
+// group commits after each rule, and waiting for the object store each time
+// would make a group of n rules take n round trips. Without the WAL it is the
+// DB itself.
+func (db *DB) QueuedAppendable() promstorage.AppendableV2 { return queuedAppendable{db} }
+
+type queuedAppendable struct{ db *DB }
+
+func (q queuedAppendable) AppenderV2(ctx context.Context) promstorage.AppenderV2 {
+	return &appender{db: q.db, ctx: ctx, queued: true}
 }
 
 // Appender returns an appender with Prometheus' version 1 interface.
@@ -433,7 +450,7 @@ func (a *appender) Commit() error {
 	}
 	h.mu.RUnlock()
 	db.changed(oldest, newest)
-	if db.opts.WAL {
+	if db.opts.WAL && !a.queued {
 		if err := logged.Wait(ctx); err != nil {
 			return db.waitErr(ctx, "log appended samples", err)
 		}

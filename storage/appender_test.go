@@ -6,11 +6,13 @@ import (
 	"math"
 	"strconv"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/prometheus/prometheus/model/labels"
 	promstorage "github.com/prometheus/prometheus/storage"
 
+	"github.com/shaledb/shale/storage/lsm"
 	"github.com/shaledb/shale/storage/objstore"
 )
 
@@ -401,5 +403,47 @@ func TestStartTimeZeroInsideRequest(t *testing.T) {
 	want := []tsample{{500, 0}, {1000, 5}, {2000, 7}, {2500, 0}, {3000, 2}}
 	if !sameSamples(got, want) {
 		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
+// TestQueuedAppendable commits through the queued appendable while the WAL
+// would not write its next object for an hour: the commit returns at once,
+// queries see the samples, and the next WAL object makes them durable.
+func TestQueuedAppendable(t *testing.T) {
+	ctx := context.Background()
+	b := objstore.NewMemoryBucket()
+	opts := DefaultOptions()
+	opts.WriteTimeout = 0
+	lopts := testLSMOptions()
+	lopts.WALFlushInterval = time.Hour
+	db, err := openOn(ctx, b, "tsdb", opts, lopts, nil, Components{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	lset := labels.FromStrings("__name__", "recorded")
+	app := db.QueuedAppendable().AppenderV2(ctx)
+	if _, err := app.Append(0, lset, 0, 1000, 1, nil, nil, promstorage.AppendV2Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	m := labels.MustNewMatcher(labels.MatchEqual, "__name__", "recorded")
+	if got := queryFloats(t, db, math.MinInt64, math.MaxInt64, m)[lset.String()]; !sameSamples(got, []tsample{{1000, 1}}) {
+		t.Fatalf("writer sees %v", got)
+	}
+	if err := db.w.FlushWAL(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ropts := lsm.DefaultReaderOptions()
+	ropts.PollInterval = 0
+	r, err := openReadOnlyOn(ctx, b, "tsdb", opts, ropts, nil, Components{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if got := queryFloats(t, r, math.MinInt64, math.MaxInt64, m)[lset.String()]; !sameSamples(got, []tsample{{1000, 1}}) {
+		t.Fatalf("the WAL holds %v", got)
 	}
 }

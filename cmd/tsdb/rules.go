@@ -142,7 +142,7 @@ func (r *ruleRuntime) startRules(opts rules.Options, db *storage.DB, papi *promq
 		return fmt.Errorf("external URL %q: %w", externalURL, err)
 	}
 	mgr, err := rules.New(opts, rules.Components{
-		Appendable:  db,
+		Appendable:  db.QueuedAppendable(),
 		Queryable:   db,
 		QueryFunc:   prules.EngineQueryFunc(papi.Engine(), db),
 		Parser:      promql.NewParser(r.qopts),
