@@ -168,26 +168,33 @@ func (a *API) routes() http.Handler {
 	r.Get("/label/:name/values", a.wrap(a.labelValues))
 	both("/series", a.series)
 	for path, f := range map[string]endpoint{
-		"/metadata":            a.metadata,
-		"/scrape_pools":        a.scrapePools,
-		"/targets":             a.targets,
-		"/targets/metadata":    a.targetMetadata,
-		"/alertmanagers":       a.alertmanagers,
-		"/alerts":              a.alerts,
-		"/rules":               a.rules,
-		"/status/config":       a.config,
-		"/status/runtimeinfo":  a.runtimeInfo,
-		"/status/buildinfo":    a.buildInfo,
-		"/status/flags":        a.flags,
-		"/status/tsdb":         a.tsdbStatus,
-		"/status/tsdb/blocks":  a.tsdbBlocks,
-		"/status/self_metrics": a.selfMetrics,
-		"/features":            a.features,
+		"/metadata":              a.metadata,
+		"/scrape_pools":          a.scrapePools,
+		"/targets":               a.targets,
+		"/targets/metadata":      a.targetMetadata,
+		"/targets/relabel_steps": a.relabelSteps,
+		"/scrape_pools/config":   a.scrapePoolConfig,
+		"/alertmanagers":         a.alertmanagers,
+		"/alerts":                a.alerts,
+		"/rules":                 a.rules,
+		"/status/config":         a.config,
+		"/status/runtimeinfo":    a.runtimeInfo,
+		"/status/buildinfo":      a.buildInfo,
+		"/status/flags":          a.flags,
+		"/status/tsdb":           a.tsdbStatus,
+		"/status/tsdb/blocks":    a.tsdbBlocks,
+		"/status/self_metrics":   a.selfMetrics,
+		"/features":              a.features,
 	} {
 		r.Get(path, a.wrap(f))
 	}
 	r.Get("/status/walreplay", a.plain(a.walReplay))
 	r.Get("/notifications", a.plain(a.notifications))
+	r.Get("/notifications/live", a.notificationsLive)
+	for _, path := range []string{"/search/metric_names", "/search/label_names", "/search/label_values"} {
+		r.Get(path, a.ready(a.searchDisabled))
+		r.Post(path, a.ready(a.searchDisabled))
+	}
 	for path, f := range map[string]endpoint{
 		"/admin/tsdb/delete_series":    a.deleteSeries,
 		"/admin/tsdb/clean_tombstones": a.cleanTombstones,

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/common/model"
@@ -145,7 +146,8 @@ func (a *API) respondError(w http.ResponseWriter, e *apiError, data any) {
 }
 
 func (a *API) write(w http.ResponseWriter, code int, resp *response) {
-	b, err := jsonAPI.Marshal(resp)
+	b, release, err := encode(resp)
+	defer release()
 	if err != nil {
 		a.logger.Error("error marshaling response", "err", err)
 		http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -156,6 +158,29 @@ func (a *API) write(w http.ResponseWriter, code int, resp *response) {
 	if n, err := w.Write(b); err != nil {
 		a.logger.Error("error writing response", "bytesWritten", n, "err", err)
 	}
+}
+
+// answerBuffers keeps the buffers of query answers for the next ones; a
+// buffer beyond maxPooledAnswer is left to the collector.
+var answerBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledAnswer = 4 << 20
+
+// encode returns the JSON of an answer and a function to call once it is
+// written.
+func encode(resp *response) ([]byte, func(), error) {
+	bp := answerBuffers.Get().(*[]byte)
+	if b, ok := appendQueryResponse((*bp)[:0], resp); ok {
+		return b, func() {
+			if cap(b) <= maxPooledAnswer {
+				*bp = b
+				answerBuffers.Put(bp)
+			}
+		}, nil
+	}
+	answerBuffers.Put(bp)
+	b, err := jsonAPI.Marshal(resp)
+	return b, func() {}, err
 }
 
 var (

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"github.com/grafana/regexp"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/util/httputil"
 	"google.golang.org/protobuf/encoding/protojson"
 	"net/http"
 	"os"
@@ -368,4 +370,44 @@ func (a *API) selfMetrics(r *http.Request) result {
 		out = append(out, b)
 	}
 	return ok(out)
+}
+
+var errNoScrapePool = badData(fmt.Errorf("error retrieving scrape config: %w", errors.New("scrape pool not found")))
+
+func (a *API) scrapePoolConfig(r *http.Request) result {
+	if r.FormValue("scrapePool") == "" {
+		return fail(badData(errors.New("no scrapePool parameter provided")))
+	}
+	return fail(errNoScrapePool)
+}
+
+func (a *API) relabelSteps(r *http.Request) result {
+	if r.FormValue("scrapePool") == "" {
+		return fail(badData(errors.New("no scrapePool parameter provided")))
+	}
+	s := r.FormValue("labels")
+	if s == "" {
+		return fail(badData(errors.New("no labels parameter provided")))
+	}
+	var ls labels.Labels
+	if err := json.Unmarshal([]byte(s), &ls); err != nil {
+		return fail(badData(fmt.Errorf("error parsing labels: %w", err)))
+	}
+	return fail(errNoScrapePool)
+}
+
+// searchDisabled answers the search endpoints, which Prometheus serves only
+// with --enable-feature=search-api.
+func (a *API) searchDisabled(w http.ResponseWriter, r *http.Request) {
+	httputil.SetCORS(w, a.cors, r)
+	a.respondError(w, &apiError{errorUnavailable, errors.New("search API disabled")}, nil)
+}
+
+// notificationsLive answers that there is no notification stream.
+func (a *API) notificationsLive(w http.ResponseWriter, r *http.Request) {
+	httputil.SetCORS(w, a.cors, r)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("Connection", "keep-alive")
+	w.WriteHeader(http.StatusNoContent)
 }
