@@ -77,24 +77,18 @@ func appendQueryResponse(dst []byte, resp *response) ([]byte, bool) {
 	return append(dst, '}'), true
 }
 
-func appendVector(dst []byte, v upstream.Vector) []byte {
-	dst = append(dst, '[')
-	for i, s := range v {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = appendSampleJSON(dst, s)
-	}
-	return append(dst, ']')
-}
+func appendVector(dst []byte, v upstream.Vector) []byte { return appendList(dst, v, appendSampleJSON) }
 
-func appendMatrix(dst []byte, m upstream.Matrix) []byte {
+func appendMatrix(dst []byte, m upstream.Matrix) []byte { return appendList(dst, m, appendSeriesJSON) }
+
+// appendList appends a JSON array of xs.
+func appendList[T any](dst []byte, xs []T, appendOne func([]byte, T) []byte) []byte {
 	dst = append(dst, '[')
-	for i, s := range m {
+	for i, x := range xs {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendSeriesJSON(dst, s)
+		dst = appendOne(dst, x)
 	}
 	return append(dst, ']')
 }
@@ -102,24 +96,10 @@ func appendMatrix(dst []byte, m upstream.Matrix) []byte {
 func appendSeriesJSON(dst []byte, s upstream.Series) []byte {
 	dst = appendLabels(append(dst, `{"metric":`...), s.Metric)
 	if len(s.Floats) > 0 {
-		dst = append(dst, `,"values":[`...)
-		for i, p := range s.Floats {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = appendFPoint(dst, p)
-		}
-		dst = append(dst, ']')
+		dst = appendList(append(dst, `,"values":`...), s.Floats, appendFPoint)
 	}
 	if len(s.Histograms) > 0 {
-		dst = append(dst, `,"histograms":[`...)
-		for i, p := range s.Histograms {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = appendHPoint(dst, p)
-		}
-		dst = append(dst, ']')
+		dst = appendList(append(dst, `,"histograms":`...), s.Histograms, appendHPoint)
 	}
 	return append(dst, '}')
 }

@@ -35,20 +35,9 @@ func (a *API) query(r *http.Request) result {
 	if err != nil {
 		return fail(invalidParam(err, "time"))
 	}
-	ctx, cancel, apiErr := a.withTimeout(r)
-	if apiErr != nil {
-		return fail(apiErr)
-	}
-	defer cancel()
-	opts, err := queryOpts(r)
-	if err != nil {
-		return fail(badData(err))
-	}
-	qry, err := a.limited.NewInstantQuery(ctx, a.comps.Queryable, opts, r.FormValue("query"), ts)
-	if err != nil {
-		return fail(constructionError(err))
-	}
-	return a.exec(ctx, r, qry, limit)
+	return a.run(r, limit, func(ctx context.Context, opts upstream.QueryOpts, qs string) (upstream.Query, error) {
+		return a.limited.NewInstantQuery(ctx, a.comps.Queryable, opts, qs, ts)
+	})
 }
 
 func (a *API) queryRange(r *http.Request) result {
@@ -60,6 +49,15 @@ func (a *API) queryRange(r *http.Request) result {
 	if apiErr != nil {
 		return fail(apiErr)
 	}
+	return a.run(r, limit, func(ctx context.Context, opts upstream.QueryOpts, qs string) (upstream.Query, error) {
+		return a.limited.NewRangeQuery(ctx, a.comps.Queryable, opts, qs, start, end, step)
+	})
+}
+
+type queryBuilder func(ctx context.Context, opts upstream.QueryOpts, qs string) (upstream.Query, error)
+
+// run builds the query of a request, under its timeout, and runs it.
+func (a *API) run(r *http.Request, limit int, build queryBuilder) result {
 	ctx, cancel, apiErr := a.withTimeout(r)
 	if apiErr != nil {
 		return fail(apiErr)
@@ -69,7 +67,7 @@ func (a *API) queryRange(r *http.Request) result {
 	if err != nil {
 		return fail(badData(err))
 	}
-	qry, err := a.limited.NewRangeQuery(ctx, a.comps.Queryable, opts, r.FormValue("query"), start, end, step)
+	qry, err := build(ctx, opts, r.FormValue("query"))
 	if err != nil {
 		return fail(constructionError(err))
 	}

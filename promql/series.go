@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/common/route"
@@ -26,11 +27,7 @@ func (a *API) series(r *http.Request) result {
 	if len(r.Form["match[]"]) == 0 {
 		return fail(badData(errors.New("no match[] parameter provided")))
 	}
-	limit, apiErr := parseLimit(r.FormValue("limit"))
-	if apiErr != nil {
-		return fail(apiErr)
-	}
-	start, end, apiErr := timeRange(r)
+	limit, start, end, apiErr := listParams(r)
 	if apiErr != nil {
 		return fail(apiErr)
 	}
@@ -61,6 +58,16 @@ func (a *API) series(r *http.Request) result {
 	res := readSeries(r, set, limit)
 	res.finalizer = func() { q.Close() }
 	return res
+}
+
+// listParams parses limit, start and end, in the order Prometheus does.
+func listParams(r *http.Request) (limit int, start, end time.Time, _ *apiError) {
+	limit, apiErr := parseLimit(r.FormValue("limit"))
+	if apiErr != nil {
+		return 0, start, end, apiErr
+	}
+	start, end, apiErr = timeRange(r)
+	return limit, start, end, apiErr
 }
 
 func readSeries(r *http.Request, set storage.SeriesSet, limit int) result {
@@ -108,11 +115,7 @@ type labelLister func(q storage.Querier, hints *storage.LabelHints, ms []*labels
 // labelsOf answers /labels and /label/<name>/values: the sorted union over
 // the match[] sets, at most limit of them.
 func (a *API) labelsOf(r *http.Request, list labelLister) result {
-	limit, apiErr := parseLimit(r.FormValue("limit"))
-	if apiErr != nil {
-		return fail(apiErr)
-	}
-	start, end, apiErr := timeRange(r)
+	limit, start, end, apiErr := listParams(r)
 	if apiErr != nil {
 		return fail(apiErr)
 	}

@@ -129,6 +129,19 @@ func (adminStats) Stats(string, int) (*tsdb.Stats, error)         { return nil, 
 func (adminStats) WALReplayStatus() (tsdb.WALReplayStatus, error) { return tsdb.WALReplayStatus{}, nil }
 func (adminStats) BlockMetas() ([]tsdb.BlockMeta, error)          { return []tsdb.BlockMeta{}, nil }
 
+// newServerPair serves the fixture through this package's API and through
+// the upstream handlers, both built with the same settings.
+func newServerPair(t *testing.T, fx *fixture, edit func(*Options, *Components)) (*testServer, *httptest.Server) {
+	t.Helper()
+	ts := newTestServer(t, edit)
+	fx.appendTo(t, ts.db)
+	opts, comps := DefaultOptions(), Components{Queryable: ts.db, ExemplarQueryable: ts.db}
+	edit(&opts, &comps)
+	ref := httptest.NewServer(newUpstreamAPI(t, opts, comps))
+	t.Cleanup(ref.Close)
+	return ts, ref
+}
+
 // timings are the fields of stats that differ from run to run.
 var timings = regexp.MustCompile(`"(evalTotalTime|resultSortTime|queryPreparationTime|innerEvalTime|execQueueTime|execTotalTime)":[-0-9.e]+`)
 
@@ -144,12 +157,7 @@ func TestSameAsUpstream(t *testing.T) {
 		o.MaxSamples = 200_000
 		c.Flags = map[string]string{"a": "<b>"}
 	}
-	ts := newTestServer(t, edit)
-	fx.appendTo(t, ts.db)
-	opts, comps := DefaultOptions(), Components{Queryable: ts.db, ExemplarQueryable: ts.db}
-	edit(&opts, &comps)
-	ref := httptest.NewServer(newUpstreamAPI(t, opts, comps))
-	t.Cleanup(ref.Close)
+	ts, ref := newServerPair(t, fx, edit)
 
 	at := fx.at(50 * time.Minute)
 	window := url.Values{"start": {fx.at(0)}, "end": {fx.at(61 * time.Minute)}}
@@ -177,12 +185,7 @@ func TestRemoteReadSameAsUpstream(t *testing.T) {
 			o.RemoteReadMaxBytesInFrame = 256 // several frames per series
 			c.Queryable = queryableOnly{c.Queryable}
 		}
-		ts := newTestServer(t, edit)
-		fx.appendTo(t, ts.db)
-		opts, comps := DefaultOptions(), Components{Queryable: ts.db, ExemplarQueryable: ts.db}
-		edit(&opts, &comps)
-		ref := httptest.NewServer(newUpstreamAPI(t, opts, comps))
-		t.Cleanup(ref.Close)
+		ts, ref := newServerPair(t, fx, edit)
 		for name, body := range remoteReadBodies(t, fx) {
 			t.Run(fmt.Sprintf("limit=%d/%s", limit, name), func(t *testing.T) {
 				wantCode, wantHdr, want := postRaw(t, ts.client, ref.URL+"/api/v1/read", body)
