@@ -64,21 +64,7 @@ func NewAPI(opts Options, comps Components) (*API, error) {
 	if comps.Queryable == nil {
 		return nil, errors.New("promql: Components.Queryable is required")
 	}
-	if comps.Logger == nil {
-		comps.Logger = slog.New(slog.DiscardHandler)
-	}
-	if comps.Gatherer == nil {
-		comps.Gatherer = prometheus.NewRegistry()
-	}
-	if comps.ExemplarQueryable == nil {
-		comps.ExemplarQueryable = noExemplars{}
-	}
-	if comps.Flags == nil {
-		comps.Flags = map[string]string{}
-	}
-	if comps.ConfigYAML == nil {
-		comps.ConfigYAML = func() string { return "" }
-	}
+	comps = comps.withDefaults()
 	cors, err := compileCORS(opts.CORSOrigin)
 	if err != nil {
 		return nil, fmt.Errorf("promql options: cors_origin: %w", err)
@@ -148,6 +134,26 @@ func NewAPI(opts Options, comps Components) (*API, error) {
 	}
 	a.handler = a.routes()
 	return a, nil
+}
+
+// withDefaults fills in the optional components.
+func (c Components) withDefaults() Components {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Gatherer == nil {
+		c.Gatherer = prometheus.NewRegistry()
+	}
+	if c.ExemplarQueryable == nil {
+		c.ExemplarQueryable = noExemplars{}
+	}
+	if c.Flags == nil {
+		c.Flags = map[string]string{}
+	}
+	if c.ConfigYAML == nil {
+		c.ConfigYAML = func() string { return "" }
+	}
+	return c
 }
 
 // routes mounts the endpoints as Prometheus does (web/api/v1 Register), so
