@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
-	"os"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -15,21 +13,16 @@ import (
 	"sync"
 	"time"
 
+	"github.com/grafana/regexp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/route"
-	"github.com/prometheus/prometheus/config"
 	"github.com/prometheus/prometheus/model/exemplar"
 	"github.com/prometheus/prometheus/model/labels"
 	upstream "github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
-	"github.com/prometheus/prometheus/rules"
-	"github.com/prometheus/prometheus/scrape"
 	"github.com/prometheus/prometheus/storage"
-	"github.com/prometheus/prometheus/tsdb"
 	"github.com/prometheus/prometheus/util/features"
 	"github.com/prometheus/prometheus/util/httputil"
-	"github.com/prometheus/prometheus/util/notifications"
-	v1 "github.com/prometheus/prometheus/web/api/v1"
 
 	"github.com/shaledb/shale/internal/promreg"
 )
@@ -46,7 +39,13 @@ type API struct {
 	logger  *slog.Logger
 	started time.Time
 	handler http.Handler
-	now     func() time.Time // the clock of /federate
+	cors    *regexp.Regexp
+	limited *limitedEngine
+	build   buildInfoData
+
+	featureRegistry features.Collector
+	remoteRead      http.Handler
+	now             func() time.Time // the clock of /federate
 
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
@@ -65,21 +64,7 @@ func NewAPI(opts Options, comps Components) (*API, error) {
 	if comps.Queryable == nil {
 		return nil, errors.New("promql: Components.Queryable is required")
 	}
-	if comps.Logger == nil {
-		comps.Logger = slog.New(slog.DiscardHandler)
-	}
-	if comps.Gatherer == nil {
-		comps.Gatherer = prometheus.NewRegistry()
-	}
-	if comps.ExemplarQueryable == nil {
-		comps.ExemplarQueryable = noExemplars{}
-	}
-	if comps.Flags == nil {
-		comps.Flags = map[string]string{}
-	}
-	if comps.ConfigYAML == nil {
-		comps.ConfigYAML = func() string { return "" }
-	}
+	comps = comps.withDefaults()
 	cors, err := compileCORS(opts.CORSOrigin)
 	if err != nil {
 		return nil, fmt.Errorf("promql options: cors_origin: %w", err)
@@ -99,6 +84,7 @@ func NewAPI(opts Options, comps Components) (*API, error) {
 		refused: refused,
 		logger:  comps.Logger,
 		started: time.Now(),
+		cors:    cors,
 		now:     time.Now,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shale_promql_http_requests_total",
@@ -131,8 +117,8 @@ func NewAPI(opts Options, comps Components) (*API, error) {
 		return nil, fmt.Errorf("register promql API metrics: %w", err)
 	}
 
-	featureRegistry := features.NewRegistry()
-	a.engine, err = newEngine(opts, a.parser, comps.Logger, comps.Registerer, featureRegistry)
+	a.featureRegistry = features.NewRegistry()
+	a.engine, err = newEngine(opts, a.parser, comps.Logger, comps.Registerer, a.featureRegistry)
 	if err != nil {
 		return nil, err
 	}
@@ -140,102 +126,127 @@ func NewAPI(opts Options, comps Components) (*API, error) {
 	if err != nil {
 		return nil, err
 	}
-	limited := &limitedEngine{ng: a.engine, maxSubquerySteps: opts.MaxSubquerySteps, budget: a.budget, refused: refused}
+	a.limited = &limitedEngine{ng: a.engine, maxSubquerySteps: opts.MaxSubquerySteps, budget: a.budget, refused: refused}
+	a.build = buildInfoFrom(comps.BuildInfo)
+	a.remoteRead, err = newReadHandler(opts, comps, a.logger)
+	if err != nil {
+		return nil, err
+	}
+	a.handler = a.routes()
+	return a, nil
+}
 
-	bi := comps.BuildInfo
+// withDefaults fills in the optional components.
+func (c Components) withDefaults() Components {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Gatherer == nil {
+		c.Gatherer = prometheus.NewRegistry()
+	}
+	if c.ExemplarQueryable == nil {
+		c.ExemplarQueryable = noExemplars{}
+	}
+	if c.Flags == nil {
+		c.Flags = map[string]string{}
+	}
+	if c.ConfigYAML == nil {
+		c.ConfigYAML = func() string { return "" }
+	}
+	return c
+}
+
+// routes mounts the endpoints as Prometheus does (web/api/v1 Register), so
+// that request metrics carry the same handler names ("/label/:name/values").
+func (a *API) routes() http.Handler {
+	r := route.New().WithInstrumentation(a.instrument)
+	r.Options("/*path", a.wrap(func(*http.Request) result { return result{} }))
+	both := func(path string, f endpoint) {
+		r.Get(path, a.wrap(f))
+		r.Post(path, a.wrap(f))
+	}
+	both("/query", a.query)
+	both("/query_range", a.queryRange)
+	both("/query_exemplars", a.queryExemplars)
+	both("/format_query", a.formatQuery)
+	both("/parse_query", a.parseQuery)
+	both("/labels", a.labelNames)
+	r.Get("/label/:name/values", a.wrap(a.labelValues))
+	both("/series", a.series)
+	for path, f := range map[string]endpoint{
+		"/metadata":              a.metadata,
+		"/scrape_pools":          a.scrapePools,
+		"/targets":               a.targets,
+		"/targets/metadata":      a.targetMetadata,
+		"/targets/relabel_steps": a.relabelSteps,
+		"/scrape_pools/config":   a.scrapePoolConfig,
+		"/alertmanagers":         a.alertmanagers,
+		"/alerts":                a.alerts,
+		"/rules":                 a.rules,
+		"/status/config":         a.config,
+		"/status/runtimeinfo":    a.runtimeInfo,
+		"/status/buildinfo":      a.buildInfo,
+		"/status/flags":          a.flags,
+		"/status/tsdb":           a.tsdbStatus,
+		"/status/tsdb/blocks":    a.tsdbBlocks,
+		"/status/self_metrics":   a.selfMetrics,
+		"/features":              a.features,
+	} {
+		r.Get(path, a.wrap(f))
+	}
+	r.Get("/status/walreplay", a.plain(a.walReplay))
+	r.Get("/notifications", a.plain(a.notifications))
+	r.Get("/notifications/live", a.notificationsLive)
+	for _, path := range []string{"/search/metric_names", "/search/label_names", "/search/label_values"} {
+		r.Get(path, a.ready(a.searchDisabled))
+		r.Post(path, a.ready(a.searchDisabled))
+	}
+	for path, f := range map[string]endpoint{
+		"/admin/tsdb/delete_series":    a.deleteSeries,
+		"/admin/tsdb/clean_tombstones": a.cleanTombstones,
+		"/admin/tsdb/snapshot":         a.snapshot,
+	} {
+		r.Post(path, a.wrap(f))
+		r.Put(path, a.wrap(f))
+	}
+	r.Post("/read", a.ready(a.remoteRead.ServeHTTP))
+	r.Post("/write", a.ready(notMounted("remote write receiver needs to be enabled with --web.enable-remote-write-receiver")))
+	r.Post("/otlp/v1/metrics", a.ready(notMounted("otlp write receiver needs to be enabled with --web.enable-otlp-receiver")))
+	r.Get("/openapi.yaml", a.ready(serveOpenAPI))
+
+	mux := http.NewServeMux()
+	mux.Handle(APIPrefix+"/", http.StripPrefix(APIPrefix, r))
+	mux.HandleFunc("GET "+FederatePath, a.federateHandler())
+	return mux
+}
+
+// plain serves an endpoint that Prometheus answers without readiness and
+// compression.
+func (a *API) plain(f endpoint) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		httputil.SetCORS(w, a.cors, r)
+		res := f(r)
+		if res.err != nil {
+			a.respondError(w, res.err, nil)
+			return
+		}
+		a.respond(w, res.data, nil, "")
+	}
+}
+
+// notMounted answers a receiver path the server has not mounted a handler on.
+func notMounted(msg string) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) { http.Error(w, msg, http.StatusNotFound) }
+}
+
+func buildInfoFrom(bi BuildInfo) buildInfoData {
 	if bi.Version == "" {
 		bi.Version = compatibleVersion()
 	}
 	if bi.GoVersion == "" {
 		bi.GoVersion = runtime.Version()
 	}
-
-	sq, ok := comps.Queryable.(storage.SampleAndChunkQueryable)
-	if !ok {
-		sq = sampleAndChunkQueryable{comps.Queryable}
-	}
-	up := v1.NewAPI(
-		limited,
-		sq,
-		nil, // remote write and OTLP are served elsewhere
-		comps.ExemplarQueryable,
-		func(context.Context) v1.ScrapePoolsRetriever { return noScrape{} },
-		func(context.Context) v1.TargetRetriever { return noScrape{} },
-		func(context.Context) v1.AlertmanagerRetriever { return noAlertmanagers{} },
-		func() config.Config { return config.DefaultConfig },
-		comps.Flags,
-		v1.GlobalURLOptions{ListenAddress: "", Host: "", Scheme: "http"},
-		a.ready,
-		adminStats{deleter: comps.Deleter},
-		"", // no local data directory; snapshots are answered by snapshot()
-		opts.EnableAdmin,
-		false, 0, // search endpoints off
-		comps.Logger,
-		func(context.Context) v1.RulesRetriever { return noRules{} },
-		opts.RemoteReadSampleLimit,
-		opts.RemoteReadConcurrencyLimit,
-		opts.RemoteReadMaxBytesInFrame,
-		false, // not an agent
-		cors,
-		a.runtimeInfo,
-		&v1.PrometheusVersion{
-			Version: bi.Version, Revision: bi.Revision, Branch: bi.Branch,
-			BuildUser: bi.BuildUser, BuildDate: bi.BuildDate, GoVersion: bi.GoVersion,
-		},
-		func() []notifications.Notification { return []notifications.Notification{} },
-		func() (<-chan notifications.Notification, func(), bool) { return nil, func() {}, false },
-		comps.Gatherer,
-		comps.Registerer,
-		nil,        // default stats renderer
-		false, nil, // remote write receiver off
-		false, false, false, // OTLP receiver off
-		opts.LookbackDelta,
-		false, false, // type-and-unit labels, metadata append: write-side features
-		errorCode[v1.OverrideErrorCode](),
-		featureRegistry,
-		// The served OpenAPI document lists only what this API answers.
-		v1.OpenAPIOptions{IncludePaths: []string{
-			"/query", "/series", "/label", "/metadata", "/status", "/format_query", "/parse_query",
-			"/targets", "/scrape_pools", "/rules", "/alerts", "/alertmanagers", "/admin", "/read",
-			"/features", "/notifications",
-		}},
-		a.parser,
-		false, // query cost estimation off
-		opts.QueryTimeout,
-	)
-
-	router := route.New().WithInstrumentation(a.instrument)
-	up.Register(router)
-
-	own := http.NewServeMux()
-	own.Handle(APIPrefix+"/", http.StripPrefix(APIPrefix, router))
-	// Endpoints whose data Shale keeps differently from a Prometheus server.
-	own.HandleFunc("GET "+APIPrefix+"/metadata", a.own("/metadata", cors, a.metadata))
-	own.HandleFunc("GET "+APIPrefix+"/status/config", a.own("/status/config", cors, a.config))
-	own.HandleFunc("GET "+APIPrefix+"/status/tsdb", a.own("/status/tsdb", cors, a.tsdbStatus))
-	own.HandleFunc("POST "+APIPrefix+"/admin/tsdb/snapshot", a.own("/admin/tsdb/snapshot", cors, a.snapshot))
-	own.HandleFunc("PUT "+APIPrefix+"/admin/tsdb/snapshot", a.own("/admin/tsdb/snapshot", cors, a.snapshot))
-	own.HandleFunc("GET "+FederatePath, a.federateHandler())
-	a.handler = own
-	return a, nil
-}
-
-// errorCode answers a query refused by the memory budget with 503: the
-// upstream API gives it errorType "execution", as it does every evaluation
-// error it does not know (and Prometheus' own memory limit, max-samples), and
-// so status 422, which says the query itself is at fault; the same query may
-// succeed once fewer run, which is what 503 tells a client. Other errors keep
-// the upstream status.
-//
-// F is v1.OverrideErrorCode, whose first parameter has an unexported type
-// that only inference can name.
-func errorCode[F ~func(N, error) (int, bool), N any]() F {
-	return func(_ N, err error) (int, bool) {
-		if errors.Is(err, ErrMemoryBudget) {
-			return http.StatusServiceUnavailable, true
-		}
-		return 0, false
-	}
+	return buildInfoData(bi)
 }
 
 // Handler serves every path under /api/v1/ except /api/v1/write, which
@@ -300,31 +311,6 @@ func (w *statusWriter) Flush() {
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-func (a *API) runtimeInfo() (v1.RuntimeInfo, error) {
-	cwd, err := os.Getwd()
-	if err != nil {
-		cwd = "<error retrieving current working directory>"
-	}
-	host, err := os.Hostname()
-	if err != nil {
-		host = "<error retrieving hostname>"
-	}
-	return v1.RuntimeInfo{
-		StartTime:           a.started,
-		CWD:                 cwd,
-		Hostname:            host,
-		ServerTime:          time.Now(),
-		ReloadConfigSuccess: true,
-		LastConfigTime:      a.started,
-		GoroutineCount:      runtime.NumGoroutine(),
-		GOMAXPROCS:          runtime.GOMAXPROCS(0),
-		GOMEMLIMIT:          debug.SetMemoryLimit(-1),
-		GOGC:                os.Getenv("GOGC"),
-		GODEBUG:             os.Getenv("GODEBUG"),
-		StorageRetention:    a.comps.StorageRetention,
-	}, nil
-}
 
 var (
 	versionOnce sync.Once
@@ -393,57 +379,3 @@ func (noExemplars) ExemplarQuerier(context.Context) (storage.ExemplarQuerier, er
 func (noExemplars) Select(int64, int64, ...[]*labels.Matcher) ([]exemplar.QueryResult, error) {
 	return []exemplar.QueryResult{}, nil
 }
-
-// noScrape answers the target endpoints: Shale receives samples, it does not scrape.
-type noScrape struct{}
-
-func (noScrape) ScrapePools() []string                       { return []string{} }
-func (noScrape) TargetsActive() map[string][]*scrape.Target  { return map[string][]*scrape.Target{} }
-func (noScrape) TargetsDropped() map[string][]*scrape.Target { return map[string][]*scrape.Target{} }
-func (noScrape) TargetsDroppedCounts() map[string]int        { return map[string]int{} }
-func (noScrape) ScrapePoolConfig(string) (*config.ScrapeConfig, error) {
-	return nil, errors.New("scrape pool not found")
-}
-
-type noAlertmanagers struct{}
-
-func (noAlertmanagers) Alertmanagers() []*url.URL        { return nil }
-func (noAlertmanagers) DroppedAlertmanagers() []*url.URL { return nil }
-
-type noRules struct{}
-
-func (noRules) RuleGroups() []*rules.Group           { return nil }
-func (noRules) AlertingRules() []*rules.AlertingRule { return nil }
-
-// errUnsupported is returned by admin operations the storage does not offer.
-var errUnsupported = errors.New("not supported by this storage")
-
-// adminStats adapts the admin endpoints to the storage. Stats and Snapshot
-// are never reached: tsdbStatus and snapshot answer those paths first.
-type adminStats struct{ deleter SeriesDeleter }
-
-func (s adminStats) CleanTombstones() error {
-	if c, ok := s.deleter.(TombstoneCleaner); ok {
-		return c.CleanTombstones(context.Background())
-	}
-	return nil
-}
-
-func (s adminStats) Delete(ctx context.Context, mint, maxt int64, ms ...*labels.Matcher) error {
-	if s.deleter == nil {
-		return fmt.Errorf("delete series: %w", errUnsupported)
-	}
-	return s.deleter.Delete(ctx, mint, maxt, ms...)
-}
-
-func (adminStats) Snapshot(string, bool) error { return fmt.Errorf("snapshot: %w", errUnsupported) }
-
-func (adminStats) Stats(string, int) (*tsdb.Stats, error) {
-	return nil, fmt.Errorf("stats: %w", errUnsupported)
-}
-
-func (adminStats) WALReplayStatus() (tsdb.WALReplayStatus, error) {
-	return tsdb.WALReplayStatus{}, nil
-}
-
-func (adminStats) BlockMetas() ([]tsdb.BlockMeta, error) { return []tsdb.BlockMeta{}, nil }

@@ -1,0 +1,73 @@
+package promql
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/prometheus/prometheus/model/timestamp"
+)
+
+// The admin endpoints, under --web.enable-admin-api.
+
+// errUnsupported is returned by admin operations the storage does not offer.
+var errUnsupported = errors.New("not supported by this storage")
+
+var errAdminDisabled = &apiError{errorUnavailable, errors.New("admin APIs disabled")}
+
+func (a *API) deleteSeries(r *http.Request) result {
+	if !a.opts.EnableAdmin {
+		return fail(errAdminDisabled)
+	}
+	if err := r.ParseForm(); err != nil {
+		return fail(badData(fmt.Errorf("error parsing form values: %w", err)))
+	}
+	if len(r.Form["match[]"]) == 0 {
+		return fail(badData(errors.New("no match[] parameter provided")))
+	}
+	start, end, apiErr := timeRange(r)
+	if apiErr != nil {
+		return fail(apiErr)
+	}
+	for _, s := range r.Form["match[]"] {
+		ms, err := a.parser.ParseMetricSelector(s)
+		if err != nil {
+			return fail(invalidParam(err, "match[]"))
+		}
+		if a.comps.Deleter == nil {
+			return fail(internalError(fmt.Errorf("delete series: %w", errUnsupported)))
+		}
+		if err := a.comps.Deleter.Delete(r.Context(), timestamp.FromTime(start), timestamp.FromTime(end), ms...); err != nil {
+			return fail(internalError(err))
+		}
+	}
+	return result{}
+}
+
+func (a *API) cleanTombstones(*http.Request) result {
+	if !a.opts.EnableAdmin {
+		return fail(errAdminDisabled)
+	}
+	if c, ok := a.comps.Deleter.(TombstoneCleaner); ok {
+		if err := c.CleanTombstones(context.Background()); err != nil {
+			return fail(internalError(err))
+		}
+	}
+	return result{}
+}
+
+// snapshot answers as Prometheus does, but a snapshot of an object-store
+// database is a copy of its bucket prefix, which is not done here.
+func (a *API) snapshot(r *http.Request) result {
+	if !a.opts.EnableAdmin {
+		return fail(errAdminDisabled)
+	}
+	if s := r.FormValue("skip_head"); s != "" {
+		if _, err := strconv.ParseBool(s); err != nil {
+			return fail(invalidParam(fmt.Errorf("unable to parse boolean: %w", err), "skip_head"))
+		}
+	}
+	return fail(internalError(fmt.Errorf("create snapshot: %w", errUnsupported)))
+}

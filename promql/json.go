@@ -1,0 +1,238 @@
+package promql
+
+import (
+	"math"
+	"strconv"
+	"unsafe"
+
+	jsoniter "github.com/json-iterator/go"
+	"github.com/prometheus/prometheus/model/exemplar"
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
+	upstream "github.com/prometheus/prometheus/promql"
+)
+
+// The JSON of the API is what Prometheus writes, byte for byte: json-iterator
+// in its standard-library mode with the encoders Prometheus registers for
+// query results (web/api/v1/json_codec.go, util/jsonutil): labels as objects
+// in label order, timestamps as seconds with up to three decimals, floats as
+// strings ("NaN", "+Inf"), histograms as count, sum and buckets.
+//
+// The encoders here append to a byte slice. Registered with json-iterator
+// (by type name, for the whole process, as the upstream package does) they
+// serve every answer; appendQueryResponse uses them without json-iterator
+// for the answers of queries, the large ones.
+
+func init() {
+	register := func(typ string, f func(dst []byte, ptr unsafe.Pointer) []byte) {
+		jsoniter.RegisterTypeEncoderFunc(typ, func(ptr unsafe.Pointer, s *jsoniter.Stream) {
+			s.SetBuffer(f(s.Buffer(), ptr))
+		}, func(unsafe.Pointer) bool { return false })
+	}
+	register("promql.Vector", func(b []byte, p unsafe.Pointer) []byte { return appendVector(b, *(*upstream.Vector)(p)) })
+	register("promql.Matrix", func(b []byte, p unsafe.Pointer) []byte { return appendMatrix(b, *(*upstream.Matrix)(p)) })
+	register("promql.Series", func(b []byte, p unsafe.Pointer) []byte { return appendSeriesJSON(b, *(*upstream.Series)(p)) })
+	register("promql.Sample", func(b []byte, p unsafe.Pointer) []byte { return appendSampleJSON(b, *(*upstream.Sample)(p)) })
+	register("promql.FPoint", func(b []byte, p unsafe.Pointer) []byte { return appendFPoint(b, *(*upstream.FPoint)(p)) })
+	register("promql.HPoint", func(b []byte, p unsafe.Pointer) []byte { return appendHPoint(b, *(*upstream.HPoint)(p)) })
+	register("exemplar.Exemplar", func(b []byte, p unsafe.Pointer) []byte { return appendExemplar(b, *(*exemplar.Exemplar)(p)) })
+	jsoniter.RegisterTypeEncoderFunc("labels.Labels", func(ptr unsafe.Pointer, s *jsoniter.Stream) {
+		s.SetBuffer(appendLabels(s.Buffer(), *(*labels.Labels)(ptr)))
+	}, func(ptr unsafe.Pointer) bool { return (*labels.Labels)(ptr).IsEmpty() })
+}
+
+var jsonAPI = jsoniter.ConfigCompatibleWithStandardLibrary
+
+// appendQueryResponse appends the answer of a query whose result is a
+// vector or a matrix and that has no statistics, and reports whether it
+// could; other answers go through json-iterator.
+func appendQueryResponse(dst []byte, resp *response) ([]byte, bool) {
+	d, ok := resp.Data.(*queryData)
+	if !ok || d.Stats != nil || resp.Status != "success" {
+		return dst, false
+	}
+	dst = append(dst, `{"status":"success","data":{"resultType":"`...)
+	switch v := d.Result.(type) {
+	case upstream.Matrix:
+		dst = appendMatrix(append(dst, `matrix","result":`...), v)
+	case upstream.Vector:
+		dst = appendVector(append(dst, `vector","result":`...), v)
+	default:
+		return dst, false
+	}
+	dst = append(dst, '}')
+	for _, f := range []struct {
+		name string
+		msgs []string
+	}{{`,"warnings":`, resp.Warnings}, {`,"infos":`, resp.Infos}} {
+		if len(f.msgs) == 0 {
+			continue
+		}
+		b, err := jsonAPI.Marshal(f.msgs) // HTML-escaped, as the envelope's strings are
+		if err != nil {
+			return dst, false
+		}
+		dst = append(append(dst, f.name...), b...)
+	}
+	return append(dst, '}'), true
+}
+
+func appendVector(dst []byte, v upstream.Vector) []byte { return appendList(dst, v, appendSampleJSON) }
+
+func appendMatrix(dst []byte, m upstream.Matrix) []byte { return appendList(dst, m, appendSeriesJSON) }
+
+// appendList appends a JSON array of xs.
+func appendList[T any](dst []byte, xs []T, appendOne func([]byte, T) []byte) []byte {
+	dst = append(dst, '[')
+	for i, x := range xs {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendOne(dst, x)
+	}
+	return append(dst, ']')
+}
+
+func appendSeriesJSON(dst []byte, s upstream.Series) []byte {
+	dst = appendLabels(append(dst, `{"metric":`...), s.Metric)
+	if len(s.Floats) > 0 {
+		dst = appendList(append(dst, `,"values":`...), s.Floats, appendFPoint)
+	}
+	if len(s.Histograms) > 0 {
+		dst = appendList(append(dst, `,"histograms":`...), s.Histograms, appendHPoint)
+	}
+	return append(dst, '}')
+}
+
+func appendSampleJSON(dst []byte, s upstream.Sample) []byte {
+	dst = appendLabels(append(dst, `{"metric":`...), s.Metric)
+	if s.H == nil {
+		return append(appendFPoint(append(dst, `,"value":`...), upstream.FPoint{T: s.T, F: s.F}), '}')
+	}
+	return append(appendHPoint(append(dst, `,"histogram":`...), upstream.HPoint{T: s.T, H: s.H}), '}')
+}
+
+func appendFPoint(dst []byte, p upstream.FPoint) []byte {
+	dst = appendTimestamp(append(dst, '['), p.T)
+	return append(appendFloat(append(dst, ','), p.F), ']')
+}
+
+func appendHPoint(dst []byte, p upstream.HPoint) []byte {
+	dst = appendTimestamp(append(dst, '['), p.T)
+	return append(appendHistogram(append(dst, ','), p.H), ']')
+}
+
+func appendExemplar(dst []byte, e exemplar.Exemplar) []byte {
+	dst = appendLabels(append(dst, `{"labels":`...), e.Labels)
+	dst = appendFloat(append(dst, `,"value":`...), e.Value)
+	return append(appendTimestamp(append(dst, `,"timestamp":`...), e.Ts), '}')
+}
+
+func appendLabels(dst []byte, ls labels.Labels) []byte {
+	dst = append(dst, '{')
+	first := true
+	ls.Range(func(l labels.Label) {
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		dst = appendString(append(appendString(dst, l.Name), ':'), l.Value)
+	})
+	return append(dst, '}')
+}
+
+// appendString quotes s as json-iterator's Stream.WriteString does: control
+// characters, quotes and backslashes escaped, every other byte as it is.
+func appendString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		b := s[i]
+		if b > 31 && b != '"' && b != '\\' {
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		switch b {
+		case '"', '\\':
+			dst = append(dst, '\\', b)
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		default:
+			dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
+		}
+		start = i + 1
+	}
+	return append(append(dst, s[start:]...), '"')
+}
+
+// appendTimestamp writes milliseconds as seconds: 1700000000.5 is "1700000000.500".
+func appendTimestamp(dst []byte, t int64) []byte {
+	if t < 0 {
+		dst = append(dst, '-')
+		t = -t
+	}
+	dst = strconv.AppendInt(dst, t/1000, 10)
+	if f := t % 1000; f != 0 {
+		dst = append(dst, '.')
+		if f < 100 {
+			dst = append(dst, '0')
+		}
+		if f < 10 {
+			dst = append(dst, '0')
+		}
+		dst = strconv.AppendInt(dst, f, 10)
+	}
+	return dst
+}
+
+// appendFloat writes a float as a string, in exponent form beyond 1e21 and
+// below 1e-6 as JavaScript does.
+func appendFloat(dst []byte, f float64) []byte {
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	return append(strconv.AppendFloat(append(dst, '"'), f, format, -1, 64), '"')
+}
+
+// appendHistogram writes count, sum and the non-empty buckets, each as
+// [boundaries, lower, upper, count], boundaries 0: (lower, upper], 1:
+// [lower, upper), 2: (lower, upper), 3: [lower, upper].
+func appendHistogram(dst []byte, h *histogram.FloatHistogram) []byte {
+	dst = appendFloat(append(dst, `{"count":`...), h.Count)
+	dst = appendFloat(append(dst, `,"sum":`...), h.Sum)
+	found := false
+	for it := h.AllBucketIterator(); it.Next(); {
+		b := it.At()
+		if b.Count == 0 {
+			continue
+		}
+		if found {
+			dst = append(dst, ',')
+		} else {
+			dst = append(dst, `,"buckets":[`...)
+			found = true
+		}
+		boundaries := byte('2')
+		switch {
+		case b.LowerInclusive && b.UpperInclusive:
+			boundaries = '3'
+		case b.LowerInclusive:
+			boundaries = '1'
+		case b.UpperInclusive:
+			boundaries = '0'
+		}
+		dst = appendFloat(append(dst, '[', boundaries, ','), b.Lower)
+		dst = appendFloat(append(dst, ','), b.Upper)
+		dst = append(appendFloat(append(dst, ','), b.Count), ']')
+	}
+	if found {
+		dst = append(dst, ']')
+	}
+	return append(dst, '}')
+}
