@@ -41,6 +41,7 @@ type API struct {
 	handler http.Handler
 	cors    *regexp.Regexp
 	limited *limitedEngine
+	cache   *resultsCache // nil: range queries are not cached
 	build   buildInfoData
 
 	featureRegistry features.Collector
@@ -127,6 +128,13 @@ func NewAPI(opts Options, comps Components) (*API, error) {
 		return nil, err
 	}
 	a.limited = &limitedEngine{ng: a.engine, maxSubquerySteps: opts.MaxSubquerySteps, budget: a.budget, refused: refused}
+	if opts.ResultsCacheSize > 0 && comps.Changes != nil {
+		a.cache, err = newResultsCache(ResultsCacheOptions{MaxBytes: opts.ResultsCacheSize, Freshness: opts.ResultsCacheFreshness}, func() time.Time { return a.now() }, comps.Registerer)
+		if err != nil {
+			return nil, fmt.Errorf("results cache: %w", err)
+		}
+		comps.Changes.OnChange(a.cache.Changed)
+	}
 	a.build = buildInfoFrom(comps.BuildInfo)
 	a.remoteRead, err = newReadHandler(opts, comps, a.logger)
 	if err != nil {
@@ -266,7 +274,12 @@ func (a *API) Register(mux *http.ServeMux) {
 func (a *API) Engine() *upstream.Engine { return a.engine }
 
 // Close stops the query engine.
-func (a *API) Close() error { return a.engine.Close() }
+func (a *API) Close() error {
+	if a.cache != nil {
+		a.comps.Changes.OnChange(nil)
+	}
+	return a.engine.Close()
+}
 
 // ready answers like a Prometheus server that has not finished starting.
 func (a *API) ready(f http.HandlerFunc) http.HandlerFunc {

@@ -26,6 +26,11 @@ type Components struct {
 	// Deleter serves POST /api/v1/admin/tsdb/delete_series when
 	// Options.EnableAdmin is set. Nil answers that endpoint with an error.
 	Deleter SeriesDeleter
+	// Changes reports changes to the stored data by time range
+	// (storage.DB does). With it, and Options.ResultsCacheSize, range
+	// queries go through the results cache; without it there is no cache,
+	// since nothing could tell it what to forget.
+	Changes ChangeSource
 	// Ready reports whether the storage can serve; until it does, every
 	// endpoint answers 503 as a starting Prometheus does. Nil means always.
 	Ready func() bool
@@ -44,6 +49,18 @@ type Components struct {
 	ConfigYAML func() string
 	// StorageRetention is shown in /api/v1/status/runtimeinfo, e.g. "15d".
 	StorageRetention string
+}
+
+// ChangeSource is a storage that reports what changes in its data.
+type ChangeSource interface {
+	// OnChange makes f be called with the time range (ms, inclusive) of
+	// every change queries could see: new samples, backfill, deletes,
+	// retention. nil removes it.
+	OnChange(f func(mint, maxt int64))
+	// CatchUp brings the storage up to date with what it follows (a read
+	// replica with its writer), reporting what changed, before a cache is
+	// consulted.
+	CatchUp(ctx context.Context) error
 }
 
 // BuildInfo is the build information shown by /api/v1/status/buildinfo.

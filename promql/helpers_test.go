@@ -60,6 +60,7 @@ func newTestServerOn(t testing.TB, db testDB, edit func(*Options, *Components)) 
 		comps.Cardinality = shaleCardinality{db}
 		comps.Metadata = db
 		comps.Deleter = db
+		comps.Changes = db
 	}
 	if edit != nil {
 		edit(&opts, &comps)

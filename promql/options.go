@@ -77,6 +77,13 @@ type Options struct {
 	// RemoteReadSampleLimit, RemoteReadConcurrencyLimit and
 	// RemoteReadMaxBytesInFrame limit POST /api/v1/read as the Prometheus
 	// flags --storage.remote.read-* do. A sample limit of 0 means no limit.
+	// ResultsCacheSize is the memory, in bytes, the range-query results
+	// cache may take; 0 turns it off. See resultscache.go.
+	ResultsCacheSize int64 `yaml:"results_cache_size"`
+	// ResultsCacheFreshness is how far behind now the data of a step must
+	// end for its result to be kept: later samples are still arriving.
+	ResultsCacheFreshness time.Duration `yaml:"results_cache_freshness"`
+
 	RemoteReadSampleLimit      int `yaml:"remote_read_sample_limit"`
 	RemoteReadConcurrencyLimit int `yaml:"remote_read_concurrency_limit"`
 	RemoteReadMaxBytesInFrame  int `yaml:"remote_read_max_bytes_in_frame"`
@@ -89,6 +96,9 @@ const (
 	DefaultMaxQueryDepth    = 256
 	DefaultMaxSubquerySteps = 1_000_000
 	DefaultMaxMemory        = 1 << 30
+
+	DefaultResultsCacheSize      = 256 << 20
+	DefaultResultsCacheFreshness = 5 * time.Minute
 )
 
 // DefaultOptions returns the settings Prometheus uses by default, and
@@ -103,6 +113,8 @@ func DefaultOptions() Options {
 		MaxQueryDepth:              DefaultMaxQueryDepth,
 		MaxSubquerySteps:           DefaultMaxSubquerySteps,
 		MaxMemory:                  DefaultMaxMemory,
+		ResultsCacheSize:           DefaultResultsCacheSize,
+		ResultsCacheFreshness:      DefaultResultsCacheFreshness,
 		CORSOrigin:                 ".*",
 		RemoteReadSampleLimit:      50_000_000,
 		RemoteReadConcurrencyLimit: 10,
@@ -136,6 +148,12 @@ func (o Options) Validate() error {
 	}
 	if o.MaxMemory < 0 {
 		errs = append(errs, fmt.Errorf("max_memory must not be negative, got %d", o.MaxMemory))
+	}
+	if o.ResultsCacheSize < 0 {
+		errs = append(errs, fmt.Errorf("results_cache_size must not be negative, got %d", o.ResultsCacheSize))
+	}
+	if o.ResultsCacheFreshness < 0 {
+		errs = append(errs, fmt.Errorf("results_cache_freshness must not be negative, got %s", o.ResultsCacheFreshness))
 	}
 	if _, err := compileCORS(o.CORSOrigin); err != nil {
 		errs = append(errs, fmt.Errorf("cors_origin: %w", err))

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/prometheus/model/timestamp"
 	upstream "github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/util/annotations"
 	"github.com/prometheus/prometheus/util/httputil"
 	"github.com/prometheus/prometheus/util/stats"
 )
@@ -49,10 +50,74 @@ func (a *API) queryRange(r *http.Request) result {
 	if apiErr != nil {
 		return fail(apiErr)
 	}
+	if res, ok := a.cachedRange(r, limit, start, end, step); ok {
+		return res
+	}
 	return a.run(r, limit, func(ctx context.Context, opts upstream.QueryOpts, qs string) (upstream.Query, error) {
 		return a.limited.NewRangeQuery(ctx, a.comps.Queryable, opts, qs, start, end, step)
 	})
 }
+
+// cachedRange answers a range query through the results cache. It declines
+// (false) when there is no cache, when the request asks for statistics or
+// for start timestamps, and when the query does not parse, so that the
+// plain path gives the error.
+func (a *API) cachedRange(r *http.Request, limit int, start, end time.Time, step time.Duration) (result, bool) {
+	if a.cache == nil || r.FormValue("stats") != "" || r.Header.Get("X-Prometheus-Use-Start-Timestamps") != "" {
+		return result{}, false
+	}
+	qs := r.FormValue("query")
+	expr, err := a.parser.ParseExpr(qs)
+	if err != nil {
+		return result{}, false
+	}
+	ctx, cancel, apiErr := a.withTimeout(r)
+	if apiErr != nil {
+		return fail(apiErr), true
+	}
+	defer cancel()
+	opts, err := queryOpts(r)
+	if err != nil {
+		return fail(badData(err)), true
+	}
+	if err := a.comps.Changes.CatchUp(ctx); err != nil {
+		return result{}, false
+	}
+	lookback := opts.LookbackDelta()
+	if lookback <= 0 {
+		lookback = a.opts.LookbackDelta
+	}
+	run := func(ctx context.Context, s, e int64) (upstream.Matrix, annotations.Annotations, func(), error) {
+		qry, err := a.limited.NewRangeQuery(ctx, a.comps.Queryable, opts, qs, time.UnixMilli(s), time.UnixMilli(e), step)
+		if err != nil {
+			return nil, nil, nil, constructErr{err}
+		}
+		res := qry.Exec(httputil.ContextFromRequest(ctx, r))
+		if res.Err != nil {
+			return nil, res.Warnings, qry.Close, res.Err
+		}
+		m, _ := res.Value.(upstream.Matrix)
+		return m, res.Warnings, qry.Close, nil
+	}
+	m, warnings, err := a.cache.query(ctx, expr, qs, start.UnixMilli(), end.UnixMilli(), step.Milliseconds(), lookback, run)
+	if err != nil {
+		if ce, ok := err.(constructErr); ok {
+			return fail(constructionError(ce.err)), true
+		}
+		return result{err: queryError(err), warnings: warnings}, true
+	}
+	if limit > 0 && len(m) > limit {
+		m = m[:limit]
+		warnings = warnings.Add(errTruncated)
+	}
+	return result{data: &queryData{ResultType: parser.ValueTypeMatrix, Result: m}, warnings: warnings}, true
+}
+
+// constructErr marks an error building a query, answered differently from
+// one running it.
+type constructErr struct{ err error }
+
+func (e constructErr) Error() string { return e.err.Error() }
 
 type queryBuilder func(ctx context.Context, opts upstream.QueryOpts, qs string) (upstream.Query, error)
 

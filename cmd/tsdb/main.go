@@ -77,6 +77,11 @@ type config struct {
 	queryMaxSubqueryStepsSet bool
 	queryMaxMemorySet        bool
 
+	queryCacheSize         kingpinBytes
+	queryCacheFreshness    time.Duration
+	queryCacheSizeSet      bool
+	queryCacheFreshnessSet bool
+
 	rules ruleFlags
 
 	log promslog.Config
@@ -159,6 +164,10 @@ func parseFlags(args []string) (*config, error) {
 		Default("1000000").IsSetByUser(&cfg.queryMaxSubqueryStepsSet).Int64Var(&cfg.queryMaxSubquerySteps)
 	app.Flag("query.max-memory", "Memory the queries in flight may hold together (e.g. 1GiB); a query that would go beyond it fails with 503. 0: no budget.").
 		Default("1GiB").IsSetByUser(&cfg.queryMaxMemorySet).SetValue(&cfg.queryMaxMemory)
+	app.Flag("query.results-cache.size", "Memory of the range-query results cache (e.g. 256MiB): a dashboard refresh evaluates only the steps it has not seen. 0: no cache.").
+		Default("256MiB").IsSetByUser(&cfg.queryCacheSizeSet).SetValue(&cfg.queryCacheSize)
+	app.Flag("query.results-cache.freshness", "How far behind now the data of a step must end for the results cache to keep it (later samples are still arriving).").
+		Default("5m").IsSetByUser(&cfg.queryCacheFreshnessSet).DurationVar(&cfg.queryCacheFreshness)
 
 	addUIFlags(app, cfg)
 	addRuleFlags(app, &cfg.rules)
@@ -195,6 +204,12 @@ func (cfg *config) applyQueryLimits(o *promql.Options) {
 	}
 	if cfg.queryMaxMemorySet {
 		o.MaxMemory = int64(cfg.queryMaxMemory)
+	}
+	if cfg.queryCacheSizeSet {
+		o.ResultsCacheSize = int64(cfg.queryCacheSize)
+	}
+	if cfg.queryCacheFreshnessSet {
+		o.ResultsCacheFreshness = cfg.queryCacheFreshness
 	}
 }
 
