@@ -249,24 +249,7 @@ func (h *httpServer) serveReload(w http.ResponseWriter, r *http.Request) {
 // its lease names, and otherwise answers 503 saying that the writer has
 // them.
 func readerRulesHandler(db *storage.DB, logger *slog.Logger) http.Handler {
-	var (
-		mu     sync.Mutex
-		addr   string
-		looked time.Time
-	)
-	writer := func(ctx context.Context) string {
-		mu.Lock()
-		defer mu.Unlock()
-		if time.Since(looked) < 10*time.Second {
-			return addr
-		}
-		a, err := db.WriterAddress(ctx)
-		if err != nil {
-			logger.Debug("could not read the writer's lease", "err", err)
-		}
-		addr, looked = a, time.Now()
-		return addr
-	}
+	writer := writerAddress(db, logger, 10*time.Second)
 	const replica = "this Shale server is a read-only replica (--mode=reader): rules and alerts are evaluated by the writer"
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a := writer(r.Context())

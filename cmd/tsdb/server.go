@@ -244,18 +244,18 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 	}
 }
 
-// readerWriteHandler answers remote writes to a read-only replica: 405 with
-// Allow: POST, naming the writer's address when its lease gives one.
-func readerWriteHandler(db *storage.DB, logger *slog.Logger) http.Handler {
+// writerAddress returns a func giving the address the writer's lease names
+// ("" when none), read from the bucket at most once per every.
+func writerAddress(db *storage.DB, logger *slog.Logger, every time.Duration) func(context.Context) string {
 	var (
 		mu     sync.Mutex
 		addr   string
 		looked time.Time
 	)
-	writer := func(ctx context.Context) string {
+	return func(ctx context.Context) string {
 		mu.Lock()
 		defer mu.Unlock()
-		if time.Since(looked) < 30*time.Second {
+		if !looked.IsZero() && time.Since(looked) < every {
 			return addr
 		}
 		a, err := db.WriterAddress(ctx)
@@ -265,6 +265,12 @@ func readerWriteHandler(db *storage.DB, logger *slog.Logger) http.Handler {
 		addr, looked = a, time.Now()
 		return addr
 	}
+}
+
+// readerWriteHandler answers remote writes to a read-only replica: 405 with
+// Allow: POST, naming the writer's address when its lease gives one.
+func readerWriteHandler(db *storage.DB, logger *slog.Logger) http.Handler {
+	writer := writerAddress(db, logger, 30*time.Second)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		msg := "this Shale server is a read-only replica (--mode=reader): send remote writes to the writer"
 		if a := writer(r.Context()); a != "" {
