@@ -52,11 +52,9 @@ var upstreamOnly = map[string]string{
 }
 
 // upstreamAlso lists, for an upstream package of upstreamOnly, the other
-// Shale packages that may import it too: rules still serves the rule and
-// alert endpoints with the upstream API's code, until it has its own.
-var upstreamAlso = map[string][]string{
-	"github.com/prometheus/prometheus/web/api/v1": {"rules"},
-}
+// Shale packages that may import it too (none now: promql and rules serve
+// the HTTP API with their own code).
+var upstreamAlso = map[string][]string{}
 
 type pkg struct {
 	ImportPath string
