@@ -138,16 +138,25 @@ func TestManagerAndHandler(t *testing.T) {
 	if got := get("/api/v1/query?query=1"); !strings.Contains(got, "404") {
 		t.Errorf("a path Handler does not serve: %s", got)
 	}
-	// The recording rule's output is in the storage.
-	q, err := ng.NewInstantQuery(t.Context(), st, nil, "m:sum", time.Now())
-	if err != nil {
-		t.Fatal(err)
+	// The recording rule's output is in the storage once its group (which
+	// runs apart from the alert's) has evaluated.
+	for {
+		q, err := ng.NewInstantQuery(t.Context(), st, nil, "m:sum", time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := q.Exec(t.Context())
+		v, ok := r.Value.(promql.Vector)
+		done := r.Err == nil && ok && len(v) == 1 && v[0].F == 2 && v[0].Metric.Get("__name__") == "m:sum"
+		if !done && (r.Err != nil || len(v) > 0 || time.Now().After(deadline)) {
+			t.Fatalf("m:sum: %v %v", r.Value, r.Err)
+		}
+		q.Close()
+		if done {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	r := q.Exec(t.Context())
-	if v, ok := r.Value.(promql.Vector); r.Err != nil || !ok || len(v) != 1 || v[0].F != 2 || v[0].Metric.Get("__name__") != "m:sum" {
-		t.Errorf("m:sum: %v %v", r.Value, r.Err)
-	}
-	q.Close()
 	if n := testutil.CollectAndCount(reg, "prometheus_rule_group_last_duration_seconds"); n != 2 {
 		t.Errorf("prometheus_rule_group_last_duration_seconds has %d series, want one a group", n)
 	}
