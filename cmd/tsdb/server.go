@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/shaledb/shale/cache"
+	"github.com/shaledb/shale/importer"
 	"github.com/shaledb/shale/promql"
 	"github.com/shaledb/shale/remotewrite"
 	"github.com/shaledb/shale/storage"
@@ -206,10 +207,16 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 			return fmt.Errorf("remote write: %w", err)
 		}
 		h.write.set(rw)
+		imp, err := importer.NewHandler(db, logger, reg)
+		if err != nil {
+			return fmt.Errorf("import endpoint: %w", err)
+		}
+		h.imp.set(imp)
 		h.health.Store(&storeHealth{db: db, grace: readyGrace})
 		go func() { runErr <- db.Run(ctx) }()
 	} else {
 		h.write.set(readerWriteHandler(db, logger))
+		h.imp.set(readerWriteHandler(db, logger))
 	}
 	h.ready.Store(true)
 	logger.Info("ready")
@@ -296,6 +303,7 @@ type httpServer struct {
 	serveErr chan error
 
 	api, write gate
+	imp        gate // POST /api/v1/import
 	ready      atomic.Bool
 	health     atomic.Pointer[storeHealth]
 }
@@ -306,6 +314,7 @@ func newHTTPServer(cfg *config, reg *prometheus.Registry, logger *slog.Logger) *
 	mux.Handle("/api/", &h.api)
 	mux.Handle(promql.FederatePath, &h.api)
 	mux.Handle("/api/v1/write", &h.write)
+	mux.Handle(importer.ImportPath, &h.imp)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "Shale is Healthy.")
