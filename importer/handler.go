@@ -34,7 +34,7 @@ const ImportPath = "/api/v1/import"
 // rest is stored; a storage that cannot take samples now gets 503 with
 // Retry-After.
 type Handler struct {
-	app    promstorage.Appendable
+	app    Appendable
 	logger *slog.Logger
 	m      handlerMetrics
 }
@@ -46,7 +46,7 @@ type handlerMetrics struct {
 }
 
 // NewHandler returns the handler, registering its metrics on reg.
-func NewHandler(app promstorage.Appendable, logger *slog.Logger, reg prometheus.Registerer) (*Handler, error) {
+func NewHandler(app Appendable, logger *slog.Logger, reg prometheus.Registerer) (*Handler, error) {
 	h := &Handler{app: app, logger: logger, m: handlerMetrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shale_import_requests_total", Help: "Requests to /api/v1/import, by status code.",
@@ -159,7 +159,7 @@ func (h *Handler) commit(r *http.Request, b Batch) (Refused, int, error) {
 	for _, ser := range b {
 		var ref promstorage.SeriesRef
 		for _, smp := range ser.Samples {
-			rf, err := app.Append(ref, ser.Labels, smp.T, smp.V)
+			rf, err := app.Append(ref, ser.Labels, 0, smp.T, smp.V)
 			if err != nil {
 				if reason, bad := refusal(err); bad {
 					refused.Add(false, reason)

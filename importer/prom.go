@@ -19,7 +19,7 @@ import (
 // BatchSamples is about how many samples a source puts in one batch: large
 // enough that a commit's fixed costs vanish, small enough that a few
 // batches in flight hold little memory.
-const BatchSamples = 64 << 10
+const BatchSamples = 14 << 10
 
 // WindowMs is the span of time a Prometheus source reads at a time: the
 // length of Prometheus' own blocks, and of Shale's default partitions, so
@@ -134,6 +134,9 @@ func (s *PromSource) Run(ctx context.Context, emit func(Batch) error) (err error
 		var (
 			batch Batch
 			n     int
+			// slab holds the samples of a batch: one allocation for
+			// many series.
+			slab []Sample
 		)
 		flush := func() error {
 			if len(batch) == 0 {
@@ -141,14 +144,17 @@ func (s *PromSource) Run(ctx context.Context, emit func(Batch) error) (err error
 			}
 			s.read.Add(int64(n))
 			err := emit(batch)
-			batch, n = nil, 0
+			batch, n, slab = nil, 0, nil
 			return err
 		}
 		set := q.Select(ctx, false, &promstorage.SelectHints{Start: w[0], End: w[1]}, all)
 		for set.Next() {
 			ser := set.At()
 			it = ser.Iterator(it)
-			samples := make([]Sample, 0, 128)
+			if slab == nil {
+				slab = make([]Sample, 0, BatchSamples+BatchSamples/4)
+			}
+			from := len(slab)
 			for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
 				var smp Sample
 				switch vt {
@@ -161,8 +167,11 @@ func (s *PromSource) Run(ctx context.Context, emit func(Batch) error) (err error
 				default:
 					return fmt.Errorf("series %s: unknown sample kind %v", ser.Labels(), vt)
 				}
-				samples = append(samples, smp)
+				// A series longer than the room left moves to a new
+				// array; the series before keep the old one.
+				slab = append(slab, smp)
 			}
+			samples := slab[from:len(slab):len(slab)]
 			if err := it.Err(); err != nil {
 				return fmt.Errorf("read series %s: %w", ser.Labels(), err)
 			}

@@ -92,7 +92,7 @@ type Options struct {
 
 // DefaultOptions returns the settings the tsdb import command starts from.
 func DefaultOptions() Options {
-	return Options{Writers: 2, ProgressInterval: 10 * time.Second}
+	return Options{Writers: 4, ProgressInterval: 10 * time.Second}
 }
 
 // Validate checks the settings.

@@ -222,7 +222,7 @@ func importAlone(ctx context.Context, cfg *importConfig, src importer.Source, op
 		}
 		logger.Info("storage closed", "duration", time.Since(start))
 	}()
-	return importer.Run(ctx, src, importer.NewAppendableSink(db, logger), opts)
+	return importer.Run(ctx, src, importer.NewAppendableSink(importAppendable{db}, logger), opts)
 }
 
 // isTerminal reports whether f is a terminal (the progress bar is redrawn
@@ -230,4 +230,12 @@ func importAlone(ctx context.Context, cfg *importConfig, src importer.Source, op
 func isTerminal(f *os.File) bool {
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
+}
+
+// importAppendable lets the importer append to the storage, with the
+// appender the remote-write receiver uses.
+type importAppendable struct{ db *storage.DB }
+
+func (a importAppendable) Appender(ctx context.Context) importer.Appender {
+	return a.db.IngestAppender(ctx)
 }

@@ -207,7 +207,7 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 			return fmt.Errorf("remote write: %w", err)
 		}
 		h.write.set(rw)
-		imp, err := importer.NewHandler(db, logger, reg)
+		imp, err := importer.NewHandler(importAppendable{db}, logger, reg)
 		if err != nil {
 			return fmt.Errorf("import endpoint: %w", err)
 		}
