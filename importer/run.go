@@ -162,7 +162,7 @@ func Run(ctx context.Context, src Source, sink Sink, opts Options) (Summary, err
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
-	st := &state{seen: make(map[uint64]struct{}), sum: Summary{MinT: math.MaxInt64, MaxT: math.MinInt64, }}
+	st := &state{seen: make(map[uint64]struct{}), sum: Summary{MinT: math.MaxInt64, MaxT: math.MinInt64}}
 	batches := make(chan Batch, opts.Writers)
 	var wg sync.WaitGroup
 	for range opts.Writers {
