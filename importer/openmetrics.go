@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
+	"maps"
 	"os"
+	"slices"
 	"sync/atomic"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -14,8 +15,9 @@ import (
 )
 
 // MaxOpenMetricsBytes bounds the file an OpenMetrics source reads: like
-// promtool, it holds the whole file in memory.
-const MaxOpenMetricsBytes = 8 << 30
+// promtool, it holds the whole file in memory, and its samples (about as
+// many bytes again).
+const MaxOpenMetricsBytes = 4 << 30
 
 // OpenMetricsSource reads an OpenMetrics text file as promtool tsdb
 // create-blocks-from openmetrics does: through the upstream parser, every
@@ -24,8 +26,8 @@ const MaxOpenMetricsBytes = 8 << 30
 // is not stored). The whole file is checked before anything is written: a
 // file the parser refuses imports nothing.
 //
-// It reads the file once to learn its time range, then once for each two
-// hours that hold samples, newest first (as PromSource does).
+// It parses the file once, keeping the samples by two-hour window, and
+// hands the windows on newest first (as PromSource does).
 type OpenMetricsSource struct {
 	name        string
 	data        []byte
@@ -59,119 +61,107 @@ func (s *OpenMetricsSource) Progress() (done, total int64, unit string) {
 	return s.read.Load(), s.total.Load(), "samples"
 }
 
-// scanOpenMetrics checks the whole input and returns its time range and
-// number of samples.
-func scanOpenMetrics(data []byte) (mint, maxt int64, n int64, err error) {
-	mint, maxt = math.MaxInt64, math.MinInt64
-	p := textparse.NewOpenMetricsParser(data, nil)
-	for {
-		e, err := p.Next()
-		if errors.Is(err, io.EOF) {
-			return mint, maxt, n, nil
-		}
-		if err != nil {
-			return 0, 0, 0, err
-		}
-		if e != textparse.EntrySeries {
-			continue
-		}
-		series, ts, _ := p.Series()
-		if ts == nil {
-			return 0, 0, 0, fmt.Errorf("expected timestamp for series %s, got none", series)
-		}
-		mint, maxt = min(mint, *ts), max(maxt, *ts)
-		n++
-	}
-}
-
-// Run implements Source.
+// Run implements Source. It parses the whole input first, keeping its
+// samples by window; then it hands the windows on, newest first.
 func (s *OpenMetricsSource) Run(ctx context.Context, emit func(Batch) error) error {
-	mint, maxt, n, err := scanOpenMetrics(s.data)
+	windows, n, err := parseOpenMetrics(s.data)
 	if err != nil {
 		return fmt.Errorf("%s: %w", s.name, err)
 	}
 	s.total.Store(n)
-	if n == 0 {
-		return nil
-	}
-	// Windows [start, start+WindowMs), newest first; prev is the newest
-	// sample older than the window just read, to skip empty windows.
-	start := floorDiv(maxt, WindowMs) * WindowMs
-	for start+WindowMs > mint {
-		prev, err := s.window(ctx, start, start+WindowMs, emit)
-		if err != nil {
-			return err
+	starts := slices.Sorted(maps.Keys(windows))
+	slices.Reverse(starts)
+	for _, start := range starts {
+		w := windows[start]
+		delete(windows, start) // let it go once handed on
+		var (
+			batch Batch
+			m     int
+		)
+		for _, ser := range w.series {
+			batch = append(batch, *ser)
+			if m += len(ser.Samples); m >= BatchSamples {
+				s.read.Add(int64(m))
+				if err := emit(batch); err != nil {
+					return err
+				}
+				batch, m = nil, 0
+				if err := ctx.Err(); err != nil {
+					return context.Cause(ctx)
+				}
+			}
 		}
-		if prev == math.MinInt64 {
-			return nil
+		if len(batch) > 0 {
+			s.read.Add(int64(m))
+			if err := emit(batch); err != nil {
+				return err
+			}
 		}
-		start = floorDiv(prev, WindowMs) * WindowMs
 	}
 	return nil
 }
 
-// window emits the samples of [from, to) and returns the newest sample
-// time before from (math.MinInt64 if none).
-func (s *OpenMetricsSource) window(ctx context.Context, from, to int64, emit func(Batch) error) (int64, error) {
-	prev := int64(math.MinInt64)
+// omWindow is the samples of one window, by series in the order met.
+type omWindow struct {
+	series []*Series
+	index  map[string]int // series text -> position
+}
+
+// parseOpenMetrics parses data whole, as promtool does: every sample must
+// have a timestamp and the file must end with "# EOF". It returns the
+// samples by window start and their number.
+func parseOpenMetrics(data []byte) (map[int64]*omWindow, int64, error) {
+	windows := map[int64]*omWindow{}
 	st := labels.NewSymbolTable()
-	p := textparse.NewOpenMetricsParser(s.data, st)
+	p := textparse.NewOpenMetricsParser(data, st)
 	// The series text of a line names its labels: build them once.
 	known := map[string]labels.Labels{}
 	var (
-		batch Batch
-		n     int
-		lastS string
+		n       int64
+		lastW   *omWindow
+		lastS   string
+		lastSer *Series
 	)
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		s.read.Add(int64(n))
-		err := emit(batch)
-		batch, n, lastS = nil, 0, ""
-		return err
-	}
 	for {
 		e, err := p.Next()
 		if errors.Is(err, io.EOF) {
-			break
+			return windows, n, nil
 		}
 		if err != nil {
-			return 0, fmt.Errorf("%s: %w", s.name, err)
+			return nil, 0, err
 		}
 		if e != textparse.EntrySeries {
 			continue
 		}
 		series, ts, v := p.Series()
-		t := *ts // checked by scanOpenMetrics
-		if t < from {
-			prev = max(prev, t)
+		if ts == nil {
+			return nil, 0, fmt.Errorf("expected timestamp for series %s, got none", series)
+		}
+		t := *ts
+		n++
+		start := floorDiv(t, WindowMs) * WindowMs
+		w := windows[start]
+		if w == nil {
+			w = &omWindow{index: map[string]int{}}
+			windows[start] = w
+		}
+		if w == lastW && lastSer != nil && string(series) == lastS {
+			lastSer.Samples = append(lastSer.Samples, Sample{T: t, V: v})
 			continue
 		}
-		if t >= to {
-			continue
-		}
-		if len(batch) > 0 && string(series) == lastS {
-			last := &batch[len(batch)-1]
-			last.Samples = append(last.Samples, Sample{T: t, V: v})
+		if i, ok := w.index[string(series)]; ok {
+			lastSer = w.series[i]
 		} else {
 			lset, ok := known[string(series)]
 			if !ok {
 				p.Labels(&lset)
 				known[string(series)] = lset
 			}
-			lastS = string(series)
-			batch = append(batch, Series{Labels: lset, Samples: []Sample{{T: t, V: v}}})
+			lastSer = &Series{Labels: lset}
+			w.index[string(series)] = len(w.series)
+			w.series = append(w.series, lastSer)
 		}
-		if n++; n >= BatchSamples {
-			if err := flush(); err != nil {
-				return 0, err
-			}
-			if err := ctx.Err(); err != nil {
-				return 0, context.Cause(ctx)
-			}
-		}
+		lastSer.Samples = append(lastSer.Samples, Sample{T: t, V: v})
+		lastW, lastS = w, string(series)
 	}
-	return prev, flush()
 }
