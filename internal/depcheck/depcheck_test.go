@@ -22,6 +22,7 @@ var allowed = map[string][]string{
 	"cmd/...":                       {"..."},
 	"promql":                        {"storage"},
 	"remotewrite":                   {},
+	"importer":                      {},
 	"web":                           {},
 	"storage":                       {"storage/lsm", "index", "gorilla"},
 	"storage/lsm":                   {"storage/lsm/sst", "storage/objstore", "cache"},
