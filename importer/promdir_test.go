@@ -37,7 +37,7 @@ func writePromDir(t *testing.T, dir string) {
 					}
 					_, err = app.Append(0, lset, ts, v)
 				case 1:
-					_, err = app.Append(0, lset, ts, []float64{math.Inf(1), math.Inf(-1), -0.0, 1e-310}[j%4])
+					_, err = app.Append(0, lset, ts, []float64{math.Inf(1), math.Inf(-1), math.Copysign(0, -1), 1e-310}[j%4])
 				case 2:
 					_, err = app.AppendHistogram(0, lset, ts, tsdbutil.GenerateTestHistogram(int64(j)), nil)
 				case 3:
