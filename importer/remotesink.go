@@ -71,6 +71,9 @@ func NewRemoteSink(opts RemoteOptions, logger *slog.Logger) (*RemoteSink, error)
 // Write implements Sink.
 func (s *RemoteSink) Write(ctx context.Context, b Batch) (Refused, error) {
 	var refused Refused
+	// b is left as it is: the caller counts it afterwards. off is how many
+	// samples of b[0] went out already.
+	off := 0
 	for len(b) > 0 {
 		// Whole series up to the batch size; a longer series is cut.
 		var (
@@ -79,15 +82,16 @@ func (s *RemoteSink) Write(ctx context.Context, b Batch) (Refused, error) {
 		)
 		for len(b) > 0 && n < s.opts.BatchSamples {
 			ser := b[0]
-			if room := s.opts.BatchSamples - n; len(ser.Samples) > room {
-				req = append(req, Series{Labels: ser.Labels, Samples: ser.Samples[:room]})
-				b[0].Samples = ser.Samples[room:]
+			rest := ser.Samples[off:]
+			if room := s.opts.BatchSamples - n; len(rest) > room {
+				req = append(req, Series{Labels: ser.Labels, Samples: rest[:room]})
+				off += room
 				n += room
 				break
 			}
-			req = append(req, ser)
-			n += len(ser.Samples)
-			b = b[1:]
+			req = append(req, Series{Labels: ser.Labels, Samples: rest})
+			n += len(rest)
+			b, off = b[1:], 0
 		}
 		r, err := s.send(ctx, req)
 		if err != nil {

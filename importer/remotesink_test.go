@@ -103,6 +103,11 @@ func TestRemoteSinkRetries(t *testing.T) {
 			if err != nil || refused.Total() != 0 {
 				t.Fatalf("write: %v, refused %+v", err, refused)
 			}
+			for _, ser := range b {
+				if len(ser.Samples) != 10 {
+					t.Fatalf("Write changed the batch: %s has %d samples", ser.Labels, len(ser.Samples))
+				}
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			for k, n := range want {
