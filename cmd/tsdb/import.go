@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -70,7 +71,7 @@ func parseImportFlags(args []string) (*importConfig, error) {
 		Default("data").StringVar(&cfg.storagePath)
 	app.Flag("objstore.config-file", "Object store config file (as the server's flag).").
 		Default("").StringVar(&cfg.objstoreConfig)
-	app.Flag("storage.wal", "Make each batch durable in the object store before the next (as the server's flag). Off: faster, and a killed import loses what it had not flushed yet (run it again).").
+	app.Flag("storage.wal", "Count a batch as stored only once it is durable in the object store (as the server's flag). Off: faster, and a killed import loses what it had not written out yet (run it again).").
 		Default("true").SetValue(&cfg.wal)
 	app.Flag("storage.wal.flush-interval", "Group-commit interval of the write-ahead log (as the server's flag; 0: automatic).").
 		Default("0s").DurationVar(&cfg.walFlush)
@@ -97,6 +98,12 @@ func parseImportFlags(args []string) (*importConfig, error) {
 	vm := app.Command("vm", "Import VictoriaMetrics' JSON-line export (/api/v1/export): one {\"metric\":{...},\"values\":[...],\"timestamps\":[...]} a line; gzip accepted.")
 	vm.Arg("file", "The JSON-line file (- for standard input).").Required().StringVar(&cfg.path)
 
+	// Without a source kingpin prints the usage and exits 0.
+	if !slices.ContainsFunc(args, func(a string) bool {
+		return slices.Contains([]string{"prometheus", "openmetrics", "vm", "help"}, a) || strings.HasPrefix(a, "--help") || a == "-h"
+	}) {
+		return nil, errors.New("name what to import: prometheus, openmetrics or vm (tsdb import --help)")
+	}
 	cmd, err := app.Parse(args)
 	if err != nil {
 		return nil, err
@@ -117,6 +124,11 @@ func importMain(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	sum, err := runImport(ctx, cfg, logger)
+	if err != nil && sum.Duration == 0 {
+		// It never started.
+		fmt.Fprintln(os.Stderr, "tsdb import:", err)
+		return 1
+	}
 	fmt.Fprint(os.Stderr, sum.String())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "tsdb import: stopped:", err)
