@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
 
@@ -200,4 +201,47 @@ func parseLabels(s string) (labels.Labels, error) {
 	}
 	b.Sort()
 	return b.Labels(), nil
+}
+
+// TestImportRefusesOlderThanRetention: newest first, the storage learns
+// the newest time at once; what is older than the retention before it is
+// refused and counted, and everything else is stored.
+func TestImportRefusesOlderThanRetention(t *testing.T) {
+	var buf bytes.Buffer
+	all := known{}
+	newest := int64(math.MinInt64)
+	testSeries(func(lset labels.Labels, ts int64, v float64) {
+		all.add(lset, ts, v)
+		newest = max(newest, ts)
+		fmt.Fprintf(&buf, "%s{instance=%q,job=%q} %s %s\n", lset.Get("__name__"), lset.Get("instance"), lset.Get("job"), formatOM(v), formatOMTime(ts))
+	})
+	fmt.Fprintln(&buf, "# EOF")
+	cutoff := newest - 24*3600_000
+	want, refused := known{}, 0
+	for k, ps := range all {
+		for _, p := range ps {
+			if p.t < cutoff {
+				refused++
+				continue
+			}
+			want[k] = append(want[k], p)
+		}
+	}
+	opts := testStorageOptions()
+	opts.Retention = 24 * time.Hour
+	s := openStore(t, t.TempDir(), opts)
+	defer s.stop()
+	sum, err := importer.Run(context.Background(), importer.NewOpenMetricsSource("test", buf.Bytes()), importer.NewAppendableSink(appendable{s.db}, slog.New(slog.DiscardHandler)), importer.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refused == 0 || sum.Refused.Samples != refused || sum.Refused.Reasons["older than the retention"] != refused {
+		t.Errorf("refused %+v, want %d older than the retention", sum.Refused, refused)
+	}
+	q, err := s.db.Querier(math.MinInt64, math.MaxInt64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	comparePoints(t, want, readAll(t, q))
 }
