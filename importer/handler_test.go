@@ -120,4 +120,3 @@ func TestHandlerClosedStorage(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
-

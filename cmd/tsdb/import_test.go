@@ -92,7 +92,7 @@ func upstreamSamples(t *testing.T) (map[string][]tpoint, int64) {
 func servedSamples(t *testing.T, baseURL string, at int64) map[string][]tpoint {
 	t.Helper()
 	var res []struct {
-		Metric map[string]string   `json:"metric"`
+		Metric map[string]string    `json:"metric"`
 		Values [][2]json.RawMessage `json:"values"`
 	}
 	queryResult(t, baseURL, "/api/v1/query", url.Values{"query": {`{__name__=~".+"}[40m]`}, "time": {fmt.Sprintf("%d.%03d", at/1000, at%1000)}}, &res)
