@@ -278,8 +278,11 @@ func (a *appender) series(t int64, lset labels.Labels) (*memSeries, error) {
 		return nil, err
 	}
 	if p == nil {
-		db.metrics.rejected.WithLabelValues("out_of_bounds").Inc()
-		return nil, fmt.Errorf("%w: sample at %d falls in a partition already written out", promstorage.ErrOutOfBounds, t)
+		// A flush is writing the partition out; once it is done the
+		// partition opens again for this sample. A retry succeeds:
+		// refusing the sample for good (out of bounds) lost it.
+		db.metrics.rejected.WithLabelValues("partition_closing").Inc()
+		return nil, &unavailableError{msg: fmt.Sprintf("sample at %d falls in a partition being written out; retry", t)}
 	}
 	if p != missed {
 		h = lset.Hash()

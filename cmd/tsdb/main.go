@@ -90,7 +90,8 @@ type config struct {
 func parseFlags(args []string) (*config, error) {
 	cfg := &config{log: promslog.Config{}}
 	app := kingpin.New("tsdb", "Shale: a Prometheus-compatible time-series database whose durable state lives only in object storage.\n\n"+
-		"Remote-write to /api/v1/write (remote write 1.0 and 2.0); query with the Prometheus HTTP API under /api/v1.")
+		"Remote-write to /api/v1/write (remote write 1.0 and 2.0); query with the Prometheus HTTP API under /api/v1.\n\n"+
+		"tsdb import prometheus|openmetrics|vm ... imports history (tsdb import --help).")
 	app.HelpFlag.Short('h')
 	app.Version(readBuildInfo().String())
 	sd := storage.DefaultOptions()
@@ -214,6 +215,9 @@ func (cfg *config) applyQueryLimits(o *promql.Options) {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == importCommand {
+		os.Exit(importMain(os.Args[2:]))
+	}
 	cfg, err := parseFlags(os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "tsdb:", err)

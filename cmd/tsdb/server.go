@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/shaledb/shale/cache"
+	"github.com/shaledb/shale/importer"
 	"github.com/shaledb/shale/promql"
 	"github.com/shaledb/shale/remotewrite"
 	"github.com/shaledb/shale/storage"
@@ -217,11 +218,17 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 		if err := mountOTLP(h, rw, cfg.enableOTLP, fileCfg.OTLP, qopts.LookbackDelta); err != nil {
 			return err
 		}
+		imp, err := importer.NewHandler(importAppendable{db}, logger, reg)
+		if err != nil {
+			return fmt.Errorf("import endpoint: %w", err)
+		}
+		h.imp.set(imp)
 		h.health.Store(&storeHealth{db: db, grace: readyGrace})
 		go func() { runErr <- db.Run(ctx) }()
 	} else {
 		h.write.set(readerWriteHandler(db, logger))
 		h.otlp.set(readerWriteHandler(db, logger))
+		h.imp.set(readerWriteHandler(db, logger))
 	}
 	stopRules, err := h.serveRules(ctx, qopts, db, papi, reg)
 	if err != nil {
@@ -323,6 +330,7 @@ type httpServer struct {
 	otlp       gate
 	rules      gate                        // /api/v1/rules, /alerts, /alertmanagers
 	reloader   atomic.Pointer[ruleRuntime] // /-/reload
+	imp        gate // POST /api/v1/import
 	ready      atomic.Bool
 	health     atomic.Pointer[storeHealth]
 }
@@ -341,6 +349,7 @@ func newHTTPServer(cfg *config, reg *prometheus.Registry, logger *slog.Logger) (
 	mux.Handle("/api/v1/write", &h.write)
 	mux.Handle(remotewrite.OTLPPath, &h.otlp)
 	h.mountRules(mux)
+	mux.Handle(importer.ImportPath, &h.imp)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "Shale is Healthy.")

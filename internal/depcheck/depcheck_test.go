@@ -23,6 +23,7 @@ var allowed = map[string][]string{
 	"promql":                        {"storage"},
 	"remotewrite":                   {},
 	"rules":                         {},
+	"importer":                      {},
 	"web":                           {},
 	"storage":                       {"storage/lsm", "index", "gorilla"},
 	"storage/lsm":                   {"storage/lsm/sst", "storage/objstore", "cache"},

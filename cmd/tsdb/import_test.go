@@ -1,0 +1,271 @@
+package main
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/value"
+	"github.com/prometheus/prometheus/tsdb"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+
+	"github.com/shaledb/shale/internal/e2e"
+)
+
+// promBlock is a Prometheus data directory of one block written by a real
+// Prometheus: 3758 series, 1572314 float samples over 35 minutes.
+const promBlock = "/work/shared/testdata/prom-block-real"
+
+func needPromBlock(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(promBlock); err != nil {
+		if os.Getenv("SHALE_REQUIRE_E2E") == "1" {
+			t.Fatalf("%s: %v", promBlock, err)
+		}
+		t.Skipf("%s is missing: %v", promBlock, err)
+	}
+}
+
+// tpoint is a sample as the query API gives it: ms and the float's bits.
+type tpoint struct {
+	t int64
+	v uint64
+}
+
+// upstreamSamples reads the block through the upstream reader: what the
+// query API must give back (stale markers end a series there, so they are
+// left out; the importer's own tests compare those bit for bit).
+func upstreamSamples(t *testing.T) (map[string][]tpoint, int64) {
+	t.Helper()
+	db, err := tsdb.OpenDBReadOnly(promBlock, t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	blocks, err := db.Blocks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	maxt := blocks[len(blocks)-1].Meta().MaxTime - 1
+	q, err := db.Querier(math.MinInt64, maxt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	out := map[string][]tpoint{}
+	newest := int64(math.MinInt64)
+	set := q.Select(t.Context(), false, nil, labels.MustNewMatcher(labels.MatchRegexp, "", ".*"))
+	var it chunkenc.Iterator
+	for set.Next() {
+		s := set.At()
+		it = s.Iterator(it)
+		for it.Next() == chunkenc.ValFloat {
+			ts, v := it.At()
+			newest = max(newest, ts)
+			if value.IsStaleNaN(v) {
+				continue
+			}
+			out[s.Labels().String()] = append(out[s.Labels().String()], tpoint{ts, math.Float64bits(v)})
+		}
+	}
+	if err := set.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out, newest
+}
+
+// servedSamples reads every raw sample of the 40 minutes up to at (ms)
+// through /api/v1/query.
+func servedSamples(t *testing.T, baseURL string, at int64) map[string][]tpoint {
+	t.Helper()
+	var res []struct {
+		Metric map[string]string    `json:"metric"`
+		Values [][2]json.RawMessage `json:"values"`
+	}
+	queryResult(t, baseURL, "/api/v1/query", url.Values{"query": {`{__name__=~".+"}[40m]`}, "time": {fmt.Sprintf("%d.%03d", at/1000, at%1000)}}, &res)
+	out := map[string][]tpoint{}
+	for _, s := range res {
+		key := labels.FromMap(s.Metric).String()
+		for _, p := range s.Values {
+			ts := strings.Replace(string(p[0]), ".", "", 1)
+			if !strings.Contains(string(p[0]), ".") {
+				ts += "000"
+			} else if frac := len(string(p[0])) - strings.Index(string(p[0]), ".") - 1; frac < 3 {
+				ts += strings.Repeat("0", 3-frac)
+			}
+			ms, err := strconv.ParseInt(ts, 10, 64)
+			if err != nil {
+				t.Fatalf("time %s: %v", p[0], err)
+			}
+			var vs string
+			if err := json.Unmarshal(p[1], &vs); err != nil {
+				t.Fatal(err)
+			}
+			v, err := strconv.ParseFloat(vs, 64)
+			if err != nil {
+				t.Fatalf("value %s: %v", vs, err)
+			}
+			out[key] = append(out[key], tpoint{ms, math.Float64bits(v)})
+		}
+	}
+	return out
+}
+
+func sameSamples(t *testing.T, want, got map[string][]tpoint) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("got %d series, want %d", len(got), len(want))
+	}
+	bad := 0
+	for k, w := range want {
+		g := got[k]
+		if len(g) != len(w) {
+			t.Errorf("%s: got %d samples, want %d", k, len(g), len(w))
+			bad++
+		} else {
+			for i := range w {
+				if g[i] != w[i] {
+					t.Errorf("%s sample %d: got %d %#x, want %d %#x", k, i, g[i].t, g[i].v, w[i].t, w[i].v)
+					bad++
+					break
+				}
+			}
+		}
+		if bad > 10 {
+			t.Fatal("too many differences")
+		}
+	}
+}
+
+// runImport runs bin/tsdb import with args and returns its output and
+// error.
+func runImportCmd(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(tsdbBinary, append([]string{"import", "--progress.interval=1s"}, args...)...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// TestImportBesideWriter imports the real block through a running writer's
+// remote-write endpoint (2.0 and 1.0) and reads every sample back through
+// the query API.
+func TestImportBesideWriter(t *testing.T) {
+	needPromBlock(t)
+	want, newest := upstreamSamples(t)
+	for _, version := range []string{"2", "1"} {
+		t.Run("rw="+version, func(t *testing.T) {
+			s := startShale(t, "--storage.path="+t.TempDir(), "--storage.retention.time=0")
+			out, err := runImportCmd(t, "--url="+s.url, "--remote-write.version="+version, "prometheus", promBlock)
+			if err != nil {
+				t.Fatalf("import: %v\n%s", err, out)
+			}
+			if !strings.Contains(out, "samples:     1572314 floats") || !strings.Contains(out, "series:      3758") {
+				t.Errorf("summary:\n%s", out)
+			}
+			sameSamples(t, want, servedSamples(t, s.url, newest))
+			s.stop(t)
+		})
+	}
+}
+
+// TestImportAloneRefusedBesideLiveWriter: alone, the import does not fence
+// a running writer; it says how to import through it.
+func TestImportAloneRefusedBesideLiveWriter(t *testing.T) {
+	needPromBlock(t)
+	dir := t.TempDir()
+	s := startShale(t, "--storage.path="+dir)
+	out, err := runImportCmd(t, "--storage.path="+dir, "prometheus", promBlock)
+	if err == nil || !strings.Contains(out, "a Shale writer is running") || !strings.Contains(out, "--url=") {
+		t.Fatalf("import beside a live writer: %v\n%s", err, out)
+	}
+	// The writer was not fenced: it still takes writes.
+	if code, body, err := remoteWrite(s.url, loadSeries(1)); err != nil || code/100 != 2 {
+		t.Fatalf("writer after the refused import: %d %s %v", code, body, err)
+	}
+	s.stop(t)
+}
+
+// TestImportKilledThenRerun kills an import alone halfway (SIGKILL), runs
+// it again, and finds every sample once, bit for bit, through the query
+// API: what the killed one committed stays, the rerun writes the rest, and
+// samples written twice keep one value.
+func TestImportKilledThenRerun(t *testing.T) {
+	needPromBlock(t)
+	want, newest := upstreamSamples(t)
+	dir := t.TempDir()
+	cmd := exec.Command(tsdbBinary, "import", "--storage.path="+dir, "--progress.interval=50ms", "--writers=1", "prometheus", promBlock)
+	p := e2e.StartProcess(t, cmd)
+	e2e.Eventually(t, 60*time.Second, func() bool {
+		if exited, _ := p.Exited(); exited {
+			return true
+		}
+		for _, l := range strings.Split(p.Output(), "\n") {
+			if strings.HasPrefix(l, "import: ") && !strings.Contains(l, " 0 samples stored") {
+				return true
+			}
+		}
+		return false
+	}, "the import to store samples")
+	if exited, _ := p.Exited(); exited {
+		t.Log("the import ended before it could be killed; the rerun still must change nothing")
+	}
+	_ = p.Cmd.Process.Signal(syscall.SIGKILL)
+	p.Stop()
+
+	out, err := runImportCmd(t, "--storage.path="+dir, "prometheus", promBlock)
+	if err != nil {
+		t.Fatalf("rerun: %v\n%s", err, out)
+	}
+	s := startShale(t, "--storage.path="+dir, "--storage.retention.time=0")
+	sameSamples(t, want, servedSamples(t, s.url, newest))
+	s.stop(t)
+}
+
+// TestImportEndpoint posts VictoriaMetrics' JSON lines, gzip-compressed, to
+// the server's /api/v1/import and reads them back; a malformed line is a
+// 400 naming it.
+func TestImportEndpoint(t *testing.T) {
+	s := startShale(t, "--storage.path="+t.TempDir())
+	base := time.Now().Add(-time.Hour).UnixMilli()
+	var body bytes.Buffer
+	zw := gzip.NewWriter(&body)
+	fmt.Fprintf(zw, `{"metric":{"__name__":"imported","job":"vm"},"values":[1,2.5,"Infinity"],"timestamps":[%d,%d,%d]}`+"\n", base, base+1000, base+2000)
+	zw.Close()
+	post := func(b []byte, enc string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, s.url+"/api/v1/import", bytes.NewReader(b))
+		if enc != "" {
+			req.Header.Set("Content-Encoding", enc)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		msg, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(msg)
+	}
+	if code, msg := post(body.Bytes(), "gzip"); code != http.StatusNoContent {
+		t.Fatalf("import: %d %s", code, msg)
+	}
+	if code, msg := post([]byte("{\"metric\":{\"a\":\"b\"},\"values\":[1],\"timestamps\":[1]}\n{oops\n"), ""); code != 400 || !strings.Contains(msg, "line 2") {
+		t.Fatalf("malformed: %d %s", code, msg)
+	}
+	got := servedSamples(t, s.url, base+2000)
+	key := labels.FromStrings("__name__", "imported", "job", "vm").String()
+	want := []tpoint{{base, math.Float64bits(1)}, {base + 1000, math.Float64bits(2.5)}, {base + 2000, math.Float64bits(math.Inf(1))}}
+	sameSamples(t, map[string][]tpoint{key: want}, map[string][]tpoint{key: got[key]})
+	s.stop(t)
+}

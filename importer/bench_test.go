@@ -1,0 +1,64 @@
+package importer_test
+
+import (
+	"context"
+	"log/slog"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/shaledb/shale/importer"
+)
+
+// BenchmarkImportPrometheus imports the real Prometheus block alone (the
+// storage appender on a local-folder bucket), as tsdb import prometheus
+// does, and reports samples/s of wall time and CPU time per sample (the
+// machine is shared: CPU time is the steadier figure).
+//
+//	go test ./importer -run '^$' -bench ImportPrometheus -benchtime 3x -count 5
+func BenchmarkImportPrometheus(b *testing.B) {
+	skipWithoutRealBlock(b)
+	for _, wal := range []bool{true, false} {
+		name := "wal=on"
+		if !wal {
+			name = "wal=off"
+		}
+		b.Run(name, func(b *testing.B) {
+			opts := testStorageOptions()
+			opts.WAL = wal
+			var (
+				samples int
+				wall    time.Duration
+				cpu     time.Duration
+			)
+			for b.Loop() {
+				b.StopTimer()
+				s := openStore(b, b.TempDir(), opts)
+				src, err := importer.NewPromSource(realBlock, b.TempDir(), slog.New(slog.DiscardHandler))
+				if err != nil {
+					b.Fatal(err)
+				}
+				c0 := cpuTime()
+				b.StartTimer()
+				sum, err := importer.Run(context.Background(), src, importer.NewAppendableSink(appendable{s.db}, slog.New(slog.DiscardHandler)), importer.DefaultOptions())
+				b.StopTimer()
+				cpu += cpuTime() - c0
+				if err != nil {
+					b.Fatal(err)
+				}
+				samples += sum.Samples
+				wall += sum.Duration
+				s.stop()
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(samples)/wall.Seconds(), "samples/s")
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(samples), "cpu-ns/sample")
+		})
+	}
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

@@ -1,0 +1,180 @@
+package importer
+
+import (
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	promstorage "github.com/prometheus/prometheus/storage"
+
+	"github.com/shaledb/shale/internal/promreg"
+)
+
+// ImportPath is where Handler is served: VictoriaMetrics' path for its
+// JSON-line format.
+const ImportPath = "/api/v1/import"
+
+// Handler serves POST /api/v1/import: VictoriaMetrics' JSON-line format
+// (what its /api/v1/export writes), gzip accepted (Content-Encoding: gzip).
+// It appends through app one batch of lines at a time and answers once
+// every batch is committed (with the storage's WAL on, durable): 204. A
+// malformed line stops the request with 400 naming the line; the lines
+// before it are stored, and sending the whole body again is safe (a series
+// keeps one value per timestamp). Samples the storage refuses for good
+// (older than the retention, invalid labels) get 400 naming them while the
+// rest is stored; a storage that cannot take samples now gets 503 with
+// Retry-After.
+type Handler struct {
+	app    Appendable
+	logger *slog.Logger
+	m      handlerMetrics
+}
+
+type handlerMetrics struct {
+	requests *prometheus.CounterVec
+	samples  prometheus.Counter
+	refused  *prometheus.CounterVec
+}
+
+// NewHandler returns the handler, registering its metrics on reg.
+func NewHandler(app Appendable, logger *slog.Logger, reg prometheus.Registerer) (*Handler, error) {
+	h := &Handler{app: app, logger: logger, m: handlerMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shale_import_requests_total", Help: "Requests to /api/v1/import, by status code.",
+		}, []string{"code"}),
+		samples: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shale_import_samples_total", Help: "Samples stored through /api/v1/import.",
+		}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shale_import_refused_samples_total", Help: "Samples /api/v1/import refused for good, by reason.",
+		}, []string{"reason"}),
+	}}
+	if err := promreg.Register(reg, &h.m.requests); err != nil {
+		return nil, err
+	}
+	if err := promreg.Register(reg, &h.m.samples); err != nil {
+		return nil, err
+	}
+	if err := promreg.Register(reg, &h.m.refused); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// handlerBatchSamples is how many samples the handler commits at a time.
+const handlerBatchSamples = 16 << 10
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	code, msg := h.serve(w, r)
+	h.m.requests.WithLabelValues(strconv.Itoa(code)).Inc()
+	if code == http.StatusNoContent {
+		w.WriteHeader(code)
+		return
+	}
+	if code == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	if code == http.StatusMethodNotAllowed {
+		w.Header().Set("Allow", http.MethodPost)
+	}
+	http.Error(w, msg, code)
+}
+
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (int, string) {
+	if r.Method != http.MethodPost {
+		return http.StatusMethodNotAllowed, "use POST"
+	}
+	body := io.Reader(r.Body)
+	switch enc := strings.ToLower(r.Header.Get("Content-Encoding")); enc {
+	case "", "identity":
+	case "gzip":
+		zr, err := gzip.NewReader(r.Body)
+		if err != nil {
+			return http.StatusBadRequest, "gzip: " + err.Error()
+		}
+		defer zr.Close()
+		body = zr
+	default:
+		return http.StatusUnsupportedMediaType, fmt.Sprintf("unsupported Content-Encoding %q (gzip or none)", enc)
+	}
+	vr, err := NewVMReader(body)
+	if err != nil {
+		return http.StatusBadRequest, err.Error()
+	}
+	var refused Refused
+	stored := 0
+	for {
+		b, rerr := vr.Next(handlerBatchSamples)
+		if len(b) > 0 {
+			ref, n, err := h.commit(r, b)
+			refused.add(ref)
+			stored += n
+			if err != nil {
+				if retryable(err) {
+					return http.StatusServiceUnavailable, fmt.Sprintf("storage unavailable; retry (samples of earlier lines are stored): %v", err)
+				}
+				h.logger.Error("import: commit failed", "err", err)
+				return http.StatusInternalServerError, fmt.Sprintf("storage error (samples of earlier lines may be stored): %v", err)
+			}
+		}
+		if errors.Is(rerr, io.EOF) {
+			break
+		}
+		if rerr != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(rerr, &mbe) {
+				return http.StatusRequestEntityTooLarge, rerr.Error()
+			}
+			return http.StatusBadRequest, fmt.Sprintf("%v (the %d lines before it are stored: %d samples; sending the whole body again is safe)", rerr, vr.Line()-1, stored)
+		}
+	}
+	h.m.samples.Add(float64(stored))
+	if refused.Total() > 0 {
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(refused.Reasons)) {
+			h.m.refused.WithLabelValues(k).Add(float64(refused.Reasons[k]))
+			parts = append(parts, fmt.Sprintf("%d %s", refused.Reasons[k], k))
+		}
+		return http.StatusBadRequest, fmt.Sprintf("%d samples refused (%s); the other %d are stored", refused.Total(), strings.Join(parts, ", "), stored)
+	}
+	return http.StatusNoContent, ""
+}
+
+// commit appends b in one transaction, retrying none of it: the sender
+// retries. It returns what it refused and how many samples it stored.
+func (h *Handler) commit(r *http.Request, b Batch) (Refused, int, error) {
+	start := time.Now()
+	var refused Refused
+	app := h.app.Appender(r.Context())
+	n := 0
+	for _, ser := range b {
+		var ref promstorage.SeriesRef
+		for _, smp := range ser.Samples {
+			rf, err := app.Append(ref, ser.Labels, 0, smp.T, smp.V)
+			if err != nil {
+				if reason, bad := refusal(err); bad {
+					refused.Add(false, reason)
+					continue
+				}
+				_ = app.Rollback()
+				return refused, 0, fmt.Errorf("append to %s: %w", ser.Labels, err)
+			}
+			ref = rf
+			n++
+		}
+	}
+	if err := app.Commit(); err != nil {
+		return refused, 0, err
+	}
+	h.logger.Debug("import: batch committed", "samples", n, "duration", time.Since(start))
+	return refused, n, nil
+}

@@ -1,0 +1,62 @@
+package importer
+
+import (
+	"math"
+
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
+)
+
+// Sample is one sample of a series: a float (H and FH nil) or a native
+// histogram (one of H and FH set).
+type Sample struct {
+	T  int64
+	V  float64
+	H  *histogram.Histogram
+	FH *histogram.FloatHistogram
+}
+
+// IsHistogram reports whether s is a native histogram sample.
+func (s Sample) IsHistogram() bool { return s.H != nil || s.FH != nil }
+
+// Series is some of one series' samples, in the order the source read them
+// (time order for every source here). A Sink may keep neither the slice nor
+// the labels past Write.
+type Series struct {
+	Labels  labels.Labels
+	Samples []Sample
+}
+
+// Batch is what a Source hands a Sink at a time.
+type Batch []Series
+
+// samples returns the number of float samples and of histograms in b.
+func (b Batch) samples() (floats, hists int) {
+	for _, s := range b {
+		for _, smp := range s.Samples {
+			if smp.IsHistogram() {
+				hists++
+			} else {
+				floats++
+			}
+		}
+	}
+	return floats, hists
+}
+
+// timeRange returns the oldest and newest timestamps of b
+// (math.MaxInt64, math.MinInt64 when b is empty).
+func (b Batch) timeRange() (mint, maxt int64) {
+	mint, maxt = math.MaxInt64, math.MinInt64
+	for _, s := range b {
+		if n := len(s.Samples); n > 0 {
+			// Sources yield each series in time order, but a sink
+			// must not rely on it for its counts.
+			for _, smp := range s.Samples {
+				mint = min(mint, smp.T)
+				maxt = max(maxt, smp.T)
+			}
+		}
+	}
+	return mint, maxt
+}
