@@ -330,7 +330,7 @@ type httpServer struct {
 	otlp       gate
 	rules      gate                        // /api/v1/rules, /alerts, /alertmanagers
 	reloader   atomic.Pointer[ruleRuntime] // /-/reload
-	imp        gate // POST /api/v1/import
+	imp        gate                        // POST /api/v1/import
 	ready      atomic.Bool
 	health     atomic.Pointer[storeHealth]
 }
