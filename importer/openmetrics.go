@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"sort"
 	"sync/atomic"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -69,6 +70,16 @@ func (s *OpenMetricsSource) Run(ctx context.Context, emit func(Batch) error) err
 		return fmt.Errorf("%s: %w", s.name, err)
 	}
 	s.total.Store(n)
+	return emitWindows(ctx, windows, func(n int) { s.read.Add(int64(n)) }, emit)
+}
+
+// emitWindows hands the windows' series on in batches of about BatchSamples
+// samples, newest window first, each batch within one window: a batch that
+// spans many time partitions would reopen them all at once in the storage,
+// which writes old partitions out again when many are open, and a batch
+// that keeps meeting a partition being written out never gets through.
+// done is told the samples of each batch handed on.
+func emitWindows(ctx context.Context, windows map[int64]*omWindow, done func(int), emit func(Batch) error) error {
 	starts := slices.Sorted(maps.Keys(windows))
 	slices.Reverse(starts)
 	for _, start := range starts {
@@ -81,7 +92,7 @@ func (s *OpenMetricsSource) Run(ctx context.Context, emit func(Batch) error) err
 		for _, ser := range w.series {
 			batch = append(batch, *ser)
 			if m += len(ser.Samples); m >= BatchSamples {
-				s.read.Add(int64(m))
+				done(m)
 				if err := emit(batch); err != nil {
 					return err
 				}
@@ -92,13 +103,33 @@ func (s *OpenMetricsSource) Run(ctx context.Context, emit func(Batch) error) err
 			}
 		}
 		if len(batch) > 0 {
-			s.read.Add(int64(m))
+			done(m)
 			if err := emit(batch); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// add puts the samples of ser into their windows.
+func addToWindows(windows map[int64]*omWindow, key string, ser Series) {
+	for len(ser.Samples) > 0 {
+		start := floorDiv(ser.Samples[0].T, WindowMs) * WindowMs
+		n := sort.Search(len(ser.Samples), func(i int) bool { return ser.Samples[i].T >= start+WindowMs })
+		w := windows[start]
+		if w == nil {
+			w = &omWindow{index: map[string]int{}}
+			windows[start] = w
+		}
+		if i, ok := w.index[key]; ok {
+			w.series[i].Samples = append(w.series[i].Samples, ser.Samples[:n]...)
+		} else {
+			w.index[key] = len(w.series)
+			w.series = append(w.series, &Series{Labels: ser.Labels, Samples: ser.Samples[:n:n]})
+		}
+		ser.Samples = ser.Samples[n:]
+	}
 }
 
 // omWindow is the samples of one window, by series in the order met.

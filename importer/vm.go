@@ -251,23 +251,26 @@ func (s *VMFileSource) Run(ctx context.Context, emit func(Batch) error) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", s.path, err)
 	}
+	// An export holds each series' whole history on one line: read it
+	// all, keeping the samples by window, and hand the windows on as the
+	// other sources do (see emitWindows).
+	windows := map[int64]*omWindow{}
 	for {
 		if err := ctx.Err(); err != nil {
 			return context.Cause(ctx)
 		}
 		b, err := vr.Next(BatchSamples)
-		if len(b) > 0 {
-			if eerr := emit(b); eerr != nil {
-				return eerr
-			}
+		for _, ser := range b {
+			addToWindows(windows, ser.Labels.String(), ser)
 		}
 		if err == io.EOF {
-			return nil
+			break
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", s.path, err)
 		}
 	}
+	return emitWindows(ctx, windows, func(int) {}, emit)
 }
 
 type countingReader struct {
