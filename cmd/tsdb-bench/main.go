@@ -472,7 +472,7 @@ func writeOutputs(o *options, runs [][]*sysResult, skipped []string) error {
 			fmt.Fprintf(&b, "- %s: %d requests failed; first error: %s\n", r.Name, r.Failed, r.FirstError)
 		}
 		if len(r.RefreshEmpty) > 0 {
-			fmt.Fprintf(&b, "- %s: dashboard panels with no series when opened: %s\n", r.Name, strings.Join(r.RefreshEmpty, ", "))
+			fmt.Fprintf(&b, "- %s: dashboard panels with no series in some evaluation: %s\n", r.Name, strings.Join(r.RefreshEmpty, ", "))
 		}
 		if len(r.EmptyNames) > 0 {
 			fmt.Fprintf(&b, "- %s: dashboard queries with no series: %s\n", r.Name, strings.Join(r.EmptyNames, ", "))

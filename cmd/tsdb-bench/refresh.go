@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -48,12 +49,9 @@ func parseRanges(s string) ([]time.Duration, error) {
 // refreshRound is one evaluation of the whole dashboard.
 type refreshRound struct {
 	Due, Start time.Time
+	Late       bool // the round before was still running when this one was due
 	Results    []queryResult
 }
-
-// late reports whether the round started after it was due: the round
-// before it overran the refresh interval.
-func (r refreshRound) late() bool { return r.Start.Sub(r.Due) > 100*time.Millisecond }
 
 // total is the panels' latencies summed.
 func (r refreshRound) total() time.Duration {
@@ -74,7 +72,8 @@ func scheduleRefreshes(ctx context.Context, n int, every time.Duration, eval fun
 	rounds := make([]refreshRound, 0, n+1)
 	for k := 0; k <= n; k++ {
 		due := t0.Add(time.Duration(k) * every)
-		if d := time.Until(due); d > 0 {
+		d := time.Until(due)
+		if d > 0 {
 			t := time.NewTimer(d)
 			select {
 			case <-t.C:
@@ -87,7 +86,7 @@ func scheduleRefreshes(ctx context.Context, n int, every time.Duration, eval fun
 			return rounds
 		}
 		start := time.Now()
-		rounds = append(rounds, refreshRound{Due: due, Start: start, Results: eval(start)})
+		rounds = append(rounds, refreshRound{Due: due, Start: start, Late: k > 0 && d <= 0, Results: eval(start)})
 	}
 	return rounds
 }
@@ -113,7 +112,7 @@ func summariseRefreshes(r *sysResult, rounds []refreshRound) {
 				if r.FirstQueryError == "" {
 					r.FirstQueryError = q.Query.Name + ": " + q.Err
 				}
-			} else if i == 0 && q.Series == 0 {
+			} else if q.Series == 0 && !slices.Contains(r.RefreshEmpty, q.Query.Name) {
 				r.RefreshEmpty = append(r.RefreshEmpty, q.Query.Name)
 			}
 		}
@@ -130,7 +129,7 @@ func summariseRefreshes(r *sysResult, rounds []refreshRound) {
 			continue
 		}
 		r.RefreshRounds++
-		if rd.late() {
+		if rd.Late {
 			r.RefreshLate++
 		}
 		tot = append(tot, ms(rd.total()))
@@ -210,6 +209,10 @@ func (o *options) refreshSystem(ctx context.Context, s *system) (*sysResult, err
 	}
 	backfill := time.Since(t0)
 	r.SamplesPerSec = float64(r.Samples) / backfill.Seconds()
+	// The dashboard is opened on history already there: VictoriaMetrics
+	// makes its newest rows searchable a second or so after it takes them,
+	// and the backfill's last second holds its last hour of data time.
+	s.flush(ctx)
 
 	gen.cfg.RealTime = true
 	liveCtx, stopLive := context.WithCancel(ctx)

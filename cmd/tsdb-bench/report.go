@@ -89,8 +89,8 @@ type sysResult struct {
 	RefreshRounds                        int                   // refreshes after the first evaluation
 	RefreshLate                          int                   // refreshes that started late: the one before overran the interval
 	RefreshErrors                        int                   // failed panel queries
-	RefreshEmpty                         []string              // panels with no series at the first evaluation
-	RefreshCPU                           float64               // server CPU seconds per refresh, the live ingest's included
+	RefreshEmpty                         []string              // panels with no series in some evaluation
+	RefreshCPU                           float64               // server CPU seconds per refresh interval, ingest and background work included
 	CacheHitRatio                        float64               // Shale's results cache: hit steps / steps over the refreshes
 	RefreshByRange                       map[string][2]float64 // range -> first, refresh p50 in ms
 
@@ -179,7 +179,7 @@ var reportRows = []row{
 	{"dashboard first evaluation, panels summed", func(r *sysResult) float64 { return r.RefreshFirst }, "ms", true},
 	{"dashboard refresh p50, panels summed", func(r *sysResult) float64 { return r.RefreshP50 }, "ms", true},
 	{"dashboard refresh p90, panels summed", func(r *sysResult) float64 { return r.RefreshP90 }, "ms", true},
-	{"server CPU per refresh (live ingest included)", func(r *sysResult) float64 { return r.RefreshCPU }, "CPU-s", true},
+	{"server CPU per refresh interval (ingest, background work included)", func(r *sysResult) float64 { return r.RefreshCPU }, "CPU-s", true},
 	{"results-cache hit ratio over the refreshes", func(r *sysResult) float64 { return r.CacheHitRatio }, "ratio", false},
 	{"dashboard refreshes", func(r *sysResult) float64 { return ifRefreshed(r, r.RefreshRounds) }, "count", false},
 	{"dashboard refreshes started late", func(r *sysResult) float64 { return ifRefreshed(r, r.RefreshLate) }, "count", true},
