@@ -7,6 +7,10 @@
 //
 //	make bench-e2e BENCH_ARGS='-series=10000 -duration=30s'
 //
+// With -refreshes=N it measures a dashboard left open instead: history, then
+// real-time samples while the dashboard's range queries are refreshed every
+// -refresh-interval with their end at now (refresh.go).
+//
 // With -mode=soak it runs the fault soak instead (soak.go):
 //
 //	make soak-short   # 15 min; make soak: 2 h
