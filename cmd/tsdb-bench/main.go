@@ -7,6 +7,10 @@
 //
 //	make bench-e2e BENCH_ARGS='-series=10000 -duration=30s'
 //
+// With -refreshes=N it measures a dashboard left open instead: history, then
+// real-time samples while the dashboard's range queries are refreshed every
+// -refresh-interval with their end at now (refresh.go).
+//
 // With -mode=soak it runs the fault soak instead (soak.go):
 //
 //	make soak-short   # 15 min; make soak: 2 h
@@ -47,6 +51,11 @@ type options struct {
 	mode      string
 	soak      soakConfig
 
+	// The dashboard refresh pattern (refresh.go); off when refreshes is 0.
+	refreshes     int
+	refreshEvery  time.Duration
+	refreshRanges []time.Duration
+
 	// dataEnd is where compressed-time data ends, in ms: set at the first
 	// system's run and kept for every system and run of the invocation.
 	dataEnd int64
@@ -83,7 +92,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.load.Progress, "progress", 5*time.Second, "period of the progress line; 0 disables it")
 	fs.Uint64Var(&o.load.Seed, "seed", 1, "seed of the generated values")
 	sys := fs.String("systems", "null,shale,shale-rw2,prometheus,victoria-metrics",
-		"systems in the order they run: null (the generator alone), shale (remote write 1.0), shale-rw2 (2.0), shale-nowal (acknowledged once in memory), prometheus, victoria-metrics")
+		"systems in the order they run: null (the generator alone), shale (remote write 1.0), shale-rw2 (2.0), shale-nowal (acknowledged once in memory), shale-nocache (results cache off), prometheus, victoria-metrics")
 	fs.StringVar(&o.out, "out", "bench-out", "folder for the report, the SVG, the results JSON and the systems' data")
 	fs.IntVar(&o.runs, "runs", 1, "repeat the whole benchmark; the table shows medians")
 	fs.IntVar(&o.rounds, "query-rounds", 3, "warm rounds of the query set (after one warm-up round)")
@@ -96,6 +105,9 @@ func parseFlags(args []string) (*options, error) {
 	fs.BoolVar(&o.keepData, "keep-data", false, "keep the systems' data folders under -out")
 	fs.BoolVar(&o.noQueries, "skip-queries", false, "measure the ingest and the stored bytes only (no queries, no restarts)")
 	fs.StringVar(&o.mode, "mode", "bench", "bench: the side-by-side benchmark; soak: the fault soak of Shale on S3 (soak.go)")
+	fs.IntVar(&o.refreshes, "refreshes", 0, "dashboard refresh pattern (refresh.go): backfill -span ending now, ingest in real time, open the dashboard's range queries with their end at now, then refresh them this many times; 0: the usual benchmark")
+	fs.DurationVar(&o.refreshEvery, "refresh-interval", 30*time.Second, "the dashboard's refresh interval (with -refreshes)")
+	ranges := fs.String("refresh-ranges", "1h,6h", "the dashboard's time ranges, comma-separated: each panel is queried over each (with -refreshes)")
 	addSoakFlags(fs, &o.soak)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -119,6 +131,13 @@ func parseFlags(args []string) (*options, error) {
 	o.systems = strings.Split(*sys, ",")
 	if o.load.Interval < time.Second || o.load.PerTarget < 1 || o.load.Series < 1 || o.runs < 1 {
 		return nil, errors.New("-interval must be at least 1s; -series, -series-per-target and -runs at least 1")
+	}
+	if o.refreshes < 0 || (o.refreshes > 0 && o.refreshEvery <= 0) {
+		return nil, errors.New("-refreshes must not be negative, -refresh-interval positive")
+	}
+	var err error
+	if o.refreshRanges, err = parseRanges(*ranges); err != nil {
+		return nil, err
 	}
 	if o.load.RealTime && o.load.Duration == 0 {
 		o.load.Duration = 5 * time.Minute
@@ -159,7 +178,7 @@ func (o *options) newSystem(name string) (*system, error) {
 	case "null":
 		s.kind = "null"
 		return s, nil
-	case "shale", "shale-rw2", "shale-nowal":
+	case "shale", "shale-rw2", "shale-nowal", "shale-nocache":
 		s.kind, s.bin, hint = "shale", o.shaleBin, "make build"
 		s.extra = strings.Fields(o.shaleArgs)
 		switch name {
@@ -167,6 +186,8 @@ func (o *options) newSystem(name string) (*system, error) {
 			s.version = 2
 		case "shale-nowal":
 			s.extra = append(s.extra, "--storage.wal=false")
+		case "shale-nocache":
+			s.extra = append(s.extra, "--query.results-cache.size=0")
 		}
 	case "prometheus":
 		s.kind, s.bin, hint = "prometheus", o.promBin, "apt-get install prometheus"
@@ -203,8 +224,15 @@ func run(ctx context.Context, o *options, stdout *os.File) error {
 				}
 				continue
 			}
+			if o.refreshes > 0 && s.kind == "null" {
+				continue // nothing to query
+			}
 			fmt.Fprintf(os.Stderr, "== run %d/%d: %s\n", i+1, o.runs, name)
-			r, err := o.benchSystem(ctx, s)
+			bench := o.benchSystem
+			if o.refreshes > 0 {
+				bench = o.refreshSystem
+			}
+			r, err := bench(ctx, s)
 			if err != nil {
 				return fmt.Errorf("%s: %w", name, err)
 			}
@@ -276,16 +304,11 @@ func (o *options) benchSystem(ctx context.Context, s *system) (*sysResult, error
 	for _, rec := range lr.records {
 		lats = append(lats, float64(rec.latency)/float64(time.Millisecond))
 	}
-	r.RWP50, r.RWP99 = percentile(lats, 50), percentile(lats, 99)
 	mSamples := float64(lr.Samples) / 1e6
-	r.GenCPUPerM = (self1 - self0) / mSamples
 	r.timeline = buildTimeline(lr.records, lr.Elapsed, 120)
-	nan := math.NaN()
-	r.PeakRSS, r.RSS, r.RSSPerSeries = nan, nan, nan
-	r.CPUPerMSamples, r.StoredBytes, r.BytesPerSample, r.BytesPerSampleNoWAL = nan, nan, nan, nan
-	r.ObjOpsPerMin, r.ObjOpsQueryMin = nan, nan
-	r.WarmP50, r.WarmP99, r.ColdP50, r.ColdP99, r.ShutdownSec = nan, nan, nan, nan, nan
-	r.DiskP50, r.DiskP99, r.BytesPerSampleEnd = nan, nan, nan
+	r.unmeasured()
+	r.RWP50, r.RWP99 = percentile(lats, 50), percentile(lats, 99)
+	r.GenCPUPerM = (self1 - self0) / mSamples
 	if ops0 >= 0 && ops1 >= 0 {
 		r.ObjOpsPerMin = (ops1 - ops0) / lr.Elapsed.Minutes()
 	}
@@ -359,6 +382,19 @@ func (o *options) benchSystem(ctx context.Context, s *system) (*sysResult, error
 	return r, nil
 }
 
+// unmeasured sets every figure of r that a run may leave unmeasured to NaN
+// ("—" in the report) but the samples per second.
+func (r *sysResult) unmeasured() {
+	nan := math.NaN()
+	r.RWP50, r.RWP99, r.GenCPUPerM = nan, nan, nan
+	r.PeakRSS, r.RSS, r.RSSPerSeries = nan, nan, nan
+	r.CPUPerMSamples, r.StoredBytes, r.BytesPerSample, r.BytesPerSampleNoWAL = nan, nan, nan, nan
+	r.ObjOpsPerMin, r.ObjOpsQueryMin = nan, nan
+	r.WarmP50, r.WarmP99, r.ColdP50, r.ColdP99, r.ShutdownSec = nan, nan, nan, nan, nan
+	r.DiskP50, r.DiskP99, r.BytesPerSampleEnd = nan, nan, nan
+	r.RefreshFirst, r.RefreshP50, r.RefreshP90, r.RefreshCPU, r.CacheHitRatio = nan, nan, nan, nan, nan
+}
+
 // setStored measures the stored bytes of a stopped system.
 func (r *sysResult) setStored(s *system, samples int64) {
 	if b, wal, err := s.storedBytes(); err == nil {
@@ -417,19 +453,30 @@ func writeOutputs(o *options, runs [][]*sysResult, skipped []string) error {
 	fmt.Fprintf(&b, "# tsdb-bench report\n\nCommand: `tsdb-bench %s`\n\n", strings.Join(os.Args[1:], " "))
 	fmt.Fprintf(&b, "Runs: %d (figures are medians over runs). Load: %d active series, %d per target, %d per request, interval %s, ",
 		len(runs), o.load.Series, o.load.PerTarget, o.load.Batch, o.load.Interval)
-	if o.load.RealTime {
+	if o.refreshes > 0 {
+		fmt.Fprintf(&b, "%s of history sent as fast as accepted, then real time while a dashboard of %d panels (%s) is opened and refreshed %d times every %s",
+			o.span, len(dashboardSet(o.refreshRanges)), rangesText(o.refreshRanges), o.refreshes, o.refreshEvery)
+	} else if o.load.RealTime {
 		b.WriteString("real time")
 	} else {
 		fmt.Fprintf(&b, "compressed time over a span of %s", o.span)
 	}
 	fmt.Fprintf(&b, ", concurrency %d, churn %g per %s, rate %s.\n\n", o.load.Concurrency, o.load.Churn, o.load.ChurnEvery, rateText(o.load.Rate))
 	b.WriteString(reportTable(runs))
-	b.WriteString("\nQuery latency by range (p50 over the queries of that range):\n\n")
-	b.WriteString(perQueryTable(runs))
+	if o.refreshes > 0 {
+		b.WriteString("\nDashboard latency by panel range (the panels of that range summed):\n\n")
+		b.WriteString(refreshTable(runs, o.refreshRanges))
+	} else {
+		b.WriteString("\nQuery latency by range (p50 over the queries of that range):\n\n")
+		b.WriteString(perQueryTable(runs))
+	}
 	b.WriteString("\nNotes:\n")
 	for _, r := range runs[len(runs)-1] {
 		if r.Failed > 0 {
 			fmt.Fprintf(&b, "- %s: %d requests failed; first error: %s\n", r.Name, r.Failed, r.FirstError)
+		}
+		if len(r.RefreshEmpty) > 0 {
+			fmt.Fprintf(&b, "- %s: dashboard panels with no series in some evaluation: %s\n", r.Name, strings.Join(r.RefreshEmpty, ", "))
 		}
 		if len(r.EmptyNames) > 0 {
 			fmt.Fprintf(&b, "- %s: dashboard queries with no series: %s\n", r.Name, strings.Join(r.EmptyNames, ", "))
@@ -457,6 +504,14 @@ func writeOutputs(o *options, runs [][]*sysResult, skipped []string) error {
 		title = fmt.Sprintf("tsdb-bench: %d series, remote write, real time", o.load.Series)
 	}
 	return os.WriteFile(filepath.Join(o.out, "timeline.svg"), []byte(timelineSVG(title, last)), 0o644)
+}
+
+func rangesText(rs []time.Duration) string {
+	var s []string
+	for _, r := range rs {
+		s = append(s, fmtRange(r))
+	}
+	return strings.Join(s, ", ")
 }
 
 func rateText(r float64) string {

@@ -56,7 +56,12 @@ func querySet() []benchQuery {
 	return qs
 }
 
-func fmtRange(r time.Duration) string { return strconv.Itoa(int(r.Hours())) + "h" }
+func fmtRange(r time.Duration) string {
+	if r%time.Hour != 0 {
+		return r.String()
+	}
+	return strconv.Itoa(int(r.Hours())) + "h"
+}
 
 // queryStep is the resolution of a range query: about 240 points, as a
 // dashboard panel some 1000 pixels wide with a max data points setting

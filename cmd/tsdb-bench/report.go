@@ -83,7 +83,19 @@ type sysResult struct {
 	FirstQueryError  string
 	PerRange         map[string][2]float64 // range ("1h", "instant") -> warm p50, cold p50 in ms
 
+	// The dashboard refresh pattern (refresh.go): latencies of a whole
+	// dashboard, its panels' summed, in ms.
+	RefreshFirst, RefreshP50, RefreshP90 float64
+	RefreshRounds                        int                   // refreshes after the first evaluation
+	RefreshLate                          int                   // refreshes that started late: the one before overran the interval
+	RefreshErrors                        int                   // failed panel queries
+	RefreshEmpty                         []string              // panels with no series in some evaluation
+	RefreshCPU                           float64               // server CPU seconds per refresh interval, ingest and background work included
+	CacheHitRatio                        float64               // Shale's results cache: hit steps / steps over the refreshes
+	RefreshByRange                       map[string][2]float64 // range -> first, refresh p50 in ms
+
 	timeline []timePoint
+	firstTS  int64 // ms, the first sample sent (refresh.go: over several ingest passes)
 }
 
 // timePoint is one bucket of the ingest timeline.
@@ -164,6 +176,22 @@ var reportRows = []row{
 	{"query errors", func(r *sysResult) float64 { return ifQueried(r, r.QueryErrors) }, "count", true},
 	{"empty dashboard results", func(r *sysResult) float64 { return ifQueried(r, r.EmptyDashboards) }, "count", true},
 	{"shutdown time", func(r *sysResult) float64 { return r.ShutdownSec }, "s", true},
+	{"dashboard first evaluation, panels summed", func(r *sysResult) float64 { return r.RefreshFirst }, "ms", true},
+	{"dashboard refresh p50, panels summed", func(r *sysResult) float64 { return r.RefreshP50 }, "ms", true},
+	{"dashboard refresh p90, panels summed", func(r *sysResult) float64 { return r.RefreshP90 }, "ms", true},
+	{"server CPU per refresh interval (ingest, background work included)", func(r *sysResult) float64 { return r.RefreshCPU }, "CPU-s", true},
+	{"results-cache hit ratio over the refreshes", func(r *sysResult) float64 { return r.CacheHitRatio }, "ratio", false},
+	{"dashboard refreshes", func(r *sysResult) float64 { return ifRefreshed(r, r.RefreshRounds) }, "count", false},
+	{"dashboard refreshes started late", func(r *sysResult) float64 { return ifRefreshed(r, r.RefreshLate) }, "count", true},
+	{"dashboard query errors", func(r *sysResult) float64 { return ifRefreshed(r, r.RefreshErrors) }, "count", true},
+}
+
+// ifRefreshed returns n, or NaN when the run had no dashboard refreshes.
+func ifRefreshed(r *sysResult, n int) float64 {
+	if r.RefreshByRange == nil {
+		return math.NaN()
+	}
+	return float64(n)
 }
 
 // ifQueried returns n, or NaN when the system was not queried.
@@ -307,6 +335,37 @@ func perQueryTable(runs [][]*sysResult) string {
 				continue
 			}
 			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", r0.Name, k, fmtNum(median(warm)), fmtNum(median(cold)))
+		}
+	}
+	return b.String()
+}
+
+// refreshTable renders the first evaluation and the refresh p50 of the
+// dashboard by panel range (medians of runs).
+func refreshTable(runs [][]*sysResult, ranges []time.Duration) string {
+	if len(runs) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("| system | range | first evaluation ms | refresh p50 ms |\n|---|---|---:|---:|\n")
+	for i, r0 := range runs[0] {
+		if r0.RefreshByRange == nil {
+			continue
+		}
+		for _, rg := range ranges {
+			k := fmtRange(rg)
+			var first, p50 []float64
+			for _, run := range runs {
+				if i < len(run) && run[i] != nil {
+					if v, ok := run[i].RefreshByRange[k]; ok {
+						first = append(first, v[0])
+						p50 = append(p50, v[1])
+					}
+				}
+			}
+			if len(first) > 0 {
+				fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", r0.Name, k, fmtNum(median(first)), fmtNum(median(p50)))
+			}
 		}
 	}
 	return b.String()

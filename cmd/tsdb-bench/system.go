@@ -348,6 +348,12 @@ func (s *system) objstoreOps() float64 {
 // sumMetric adds up every sample of metric name in a Prometheus text
 // exposition.
 func sumMetric(r interface{ Read([]byte) (int, error) }, name string) (float64, bool) {
+	return sumMetricWith(r, name, "")
+}
+
+// sumMetricWith adds up the samples of metric name whose label set holds
+// pair (as exposed, e.g. `result="hit"`); every sample for an empty pair.
+func sumMetricWith(r interface{ Read([]byte) (int, error) }, name, pair string) (float64, bool) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	var sum float64
@@ -366,7 +372,12 @@ func sumMetric(r interface{ Read([]byte) (int, error) }, name string) (float64, 
 			if j < 0 {
 				continue
 			}
+			if pair != "" && !hasLabelPair(rest[1:j], pair) {
+				continue
+			}
 			rest = rest[j+1:]
+		} else if pair != "" {
+			continue
 		}
 		fs := strings.Fields(rest)
 		if len(fs) == 0 {
@@ -380,4 +391,15 @@ func sumMetric(r interface{ Read([]byte) (int, error) }, name string) (float64, 
 		found = true
 	}
 	return sum, found
+}
+
+// hasLabelPair reports whether the exposed label set ls (without braces)
+// holds pair. Label values with commas in them are not expected here.
+func hasLabelPair(ls, pair string) bool {
+	for _, p := range strings.Split(ls, ",") {
+		if strings.TrimSpace(p) == pair {
+			return true
+		}
+	}
+	return false
 }
