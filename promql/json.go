@@ -1,7 +1,6 @@
 package promql
 
 import (
-	"math"
 	"strconv"
 	"unsafe"
 
@@ -10,6 +9,8 @@ import (
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	upstream "github.com/prometheus/prometheus/promql"
+
+	"github.com/shaledb/shale/internal/jsonenc"
 )
 
 // The JSON of the API is what Prometheus writes, byte for byte: json-iterator
@@ -37,7 +38,7 @@ func init() {
 	register("promql.HPoint", func(b []byte, p unsafe.Pointer) []byte { return appendHPoint(b, *(*upstream.HPoint)(p)) })
 	register("exemplar.Exemplar", func(b []byte, p unsafe.Pointer) []byte { return appendExemplar(b, *(*exemplar.Exemplar)(p)) })
 	jsoniter.RegisterTypeEncoderFunc("labels.Labels", func(ptr unsafe.Pointer, s *jsoniter.Stream) {
-		s.SetBuffer(appendLabels(s.Buffer(), *(*labels.Labels)(ptr)))
+		s.SetBuffer(jsonenc.AppendLabels(s.Buffer(), *(*labels.Labels)(ptr)))
 	}, func(ptr unsafe.Pointer) bool { return (*labels.Labels)(ptr).IsEmpty() })
 }
 
@@ -77,35 +78,27 @@ func appendQueryResponse(dst []byte, resp *response) ([]byte, bool) {
 	return append(dst, '}'), true
 }
 
-func appendVector(dst []byte, v upstream.Vector) []byte { return appendList(dst, v, appendSampleJSON) }
+func appendVector(dst []byte, v upstream.Vector) []byte {
+	return jsonenc.AppendList(dst, v, appendSampleJSON)
+}
 
-func appendMatrix(dst []byte, m upstream.Matrix) []byte { return appendList(dst, m, appendSeriesJSON) }
-
-// appendList appends a JSON array of xs.
-func appendList[T any](dst []byte, xs []T, appendOne func([]byte, T) []byte) []byte {
-	dst = append(dst, '[')
-	for i, x := range xs {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = appendOne(dst, x)
-	}
-	return append(dst, ']')
+func appendMatrix(dst []byte, m upstream.Matrix) []byte {
+	return jsonenc.AppendList(dst, m, appendSeriesJSON)
 }
 
 func appendSeriesJSON(dst []byte, s upstream.Series) []byte {
-	dst = appendLabels(append(dst, `{"metric":`...), s.Metric)
+	dst = jsonenc.AppendLabels(append(dst, `{"metric":`...), s.Metric)
 	if len(s.Floats) > 0 {
-		dst = appendList(append(dst, `,"values":`...), s.Floats, appendFPoint)
+		dst = jsonenc.AppendList(append(dst, `,"values":`...), s.Floats, appendFPoint)
 	}
 	if len(s.Histograms) > 0 {
-		dst = appendList(append(dst, `,"histograms":`...), s.Histograms, appendHPoint)
+		dst = jsonenc.AppendList(append(dst, `,"histograms":`...), s.Histograms, appendHPoint)
 	}
 	return append(dst, '}')
 }
 
 func appendSampleJSON(dst []byte, s upstream.Sample) []byte {
-	dst = appendLabels(append(dst, `{"metric":`...), s.Metric)
+	dst = jsonenc.AppendLabels(append(dst, `{"metric":`...), s.Metric)
 	if s.H == nil {
 		return append(appendFPoint(append(dst, `,"value":`...), upstream.FPoint{T: s.T, F: s.F}), '}')
 	}
@@ -123,51 +116,9 @@ func appendHPoint(dst []byte, p upstream.HPoint) []byte {
 }
 
 func appendExemplar(dst []byte, e exemplar.Exemplar) []byte {
-	dst = appendLabels(append(dst, `{"labels":`...), e.Labels)
+	dst = jsonenc.AppendLabels(append(dst, `{"labels":`...), e.Labels)
 	dst = appendFloat(append(dst, `,"value":`...), e.Value)
 	return append(appendTimestamp(append(dst, `,"timestamp":`...), e.Ts), '}')
-}
-
-func appendLabels(dst []byte, ls labels.Labels) []byte {
-	dst = append(dst, '{')
-	first := true
-	ls.Range(func(l labels.Label) {
-		if !first {
-			dst = append(dst, ',')
-		}
-		first = false
-		dst = appendString(append(appendString(dst, l.Name), ':'), l.Value)
-	})
-	return append(dst, '}')
-}
-
-// appendString quotes s as json-iterator's Stream.WriteString does: control
-// characters, quotes and backslashes escaped, every other byte as it is.
-func appendString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		b := s[i]
-		if b > 31 && b != '"' && b != '\\' {
-			continue
-		}
-		dst = append(dst, s[start:i]...)
-		switch b {
-		case '"', '\\':
-			dst = append(dst, '\\', b)
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
-		}
-		start = i + 1
-	}
-	return append(append(dst, s[start:]...), '"')
 }
 
 // appendTimestamp writes milliseconds as seconds: 1700000000.5 is "1700000000.500".
@@ -190,14 +141,9 @@ func appendTimestamp(dst []byte, t int64) []byte {
 	return dst
 }
 
-// appendFloat writes a float as a string, in exponent form beyond 1e21 and
-// below 1e-6 as JavaScript does.
+// appendFloat writes a float as a string, as the API's sample values are.
 func appendFloat(dst []byte, f float64) []byte {
-	format := byte('f')
-	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
-		format = 'e'
-	}
-	return append(strconv.AppendFloat(append(dst, '"'), f, format, -1, 64), '"')
+	return append(jsonenc.AppendFloat(append(dst, '"'), f), '"')
 }
 
 // appendHistogram writes count, sum and the non-empty buckets, each as

@@ -18,6 +18,8 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/rules"
 	"github.com/prometheus/prometheus/util/httputil"
+
+	"github.com/shaledb/shale/internal/jsonenc"
 )
 
 // Paths are the API paths Handler answers; mount it on each of them.
@@ -130,7 +132,7 @@ func (a *api) alertmanagers(*http.Request) result {
 }
 
 func appendAlertmanagers(dst []byte, urls []*url.URL) []byte {
-	return appendList(dst, urls, func(dst []byte, u *url.URL) []byte {
+	return jsonenc.AppendList(dst, urls, func(dst []byte, u *url.URL) []byte {
 		return append(appendHTMLString(append(dst, `{"url":`...), u.String()), '}')
 	})
 }
@@ -151,8 +153,8 @@ func (a *api) alerts(*http.Request) result {
 }
 
 func appendAlert(dst []byte, al *rules.Alert) []byte {
-	dst = appendLabels(append(dst, `{"labels":`...), al.Labels)
-	dst = appendLabels(append(dst, `,"annotations":`...), al.Annotations)
+	dst = jsonenc.AppendLabels(append(dst, `{"labels":`...), al.Labels)
+	dst = jsonenc.AppendLabels(append(dst, `,"annotations":`...), al.Annotations)
 	dst = appendHTMLString(append(dst, `,"state":`...), al.State.String())
 	dst = appendTime(append(dst, `,"activeAt":`...), al.ActiveAt)
 	if !al.KeepFiringSince.IsZero() {
@@ -311,9 +313,9 @@ func (a *api) rules(r *http.Request) result {
 			nextToken = groupToken(g)
 			break
 		}
-		b = appendFloat(append(b, `],"interval":`...), g.Interval().Seconds())
+		b = jsonenc.AppendFloat(append(b, `],"interval":`...), g.Interval().Seconds())
 		b = strconv.AppendInt(append(b, `,"limit":`...), int64(g.Limit()), 10)
-		b = appendFloat(append(b, `,"evaluationTime":`...), g.GetEvaluationTime().Seconds())
+		b = jsonenc.AppendFloat(append(b, `,"evaluationTime":`...), g.GetEvaluationTime().Seconds())
 		b = appendTime(append(b, `,"lastEvaluation":`...), g.GetLastEvaluation())
 		b = append(b, '}')
 		shown++
@@ -332,18 +334,18 @@ func appendAlertingRule(dst []byte, r *rules.AlertingRule, withAlerts bool) []by
 	dst = appendHTMLString(append(dst, `{"state":`...), r.State().String())
 	dst = appendHTMLString(append(dst, `,"name":`...), r.Name())
 	dst = appendHTMLString(append(dst, `,"query":`...), r.Query().String())
-	dst = appendFloat(append(dst, `,"duration":`...), r.HoldDuration().Seconds())
-	dst = appendFloat(append(dst, `,"keepFiringFor":`...), r.KeepFiringFor().Seconds())
-	dst = appendLabels(append(dst, `,"labels":`...), r.Labels())
-	dst = appendLabels(append(dst, `,"annotations":`...), r.Annotations())
+	dst = jsonenc.AppendFloat(append(dst, `,"duration":`...), r.HoldDuration().Seconds())
+	dst = jsonenc.AppendFloat(append(dst, `,"keepFiringFor":`...), r.KeepFiringFor().Seconds())
+	dst = jsonenc.AppendLabels(append(dst, `,"labels":`...), r.Labels())
+	dst = jsonenc.AppendLabels(append(dst, `,"annotations":`...), r.Annotations())
 	dst = append(dst, `,"alerts":`...)
 	if withAlerts {
-		dst = appendList(dst, r.ActiveAlerts(), appendAlert)
+		dst = jsonenc.AppendList(dst, r.ActiveAlerts(), appendAlert)
 	} else {
 		dst = append(dst, "null"...)
 	}
 	dst = appendHealth(dst, r.Health(), r.LastError())
-	dst = appendFloat(append(dst, `,"evaluationTime":`...), r.GetEvaluationDuration().Seconds())
+	dst = jsonenc.AppendFloat(append(dst, `,"evaluationTime":`...), r.GetEvaluationDuration().Seconds())
 	dst = appendTime(append(dst, `,"lastEvaluation":`...), r.GetEvaluationTimestamp())
 	return append(dst, `,"type":"alerting"}`...)
 }
@@ -351,9 +353,9 @@ func appendAlertingRule(dst []byte, r *rules.AlertingRule, withAlerts bool) []by
 func appendRecordingRule(dst []byte, r *rules.RecordingRule) []byte {
 	dst = appendHTMLString(append(dst, `{"name":`...), r.Name())
 	dst = appendHTMLString(append(dst, `,"query":`...), r.Query().String())
-	dst = appendLabels(append(dst, `,"labels":`...), r.Labels())
+	dst = jsonenc.AppendLabels(append(dst, `,"labels":`...), r.Labels())
 	dst = appendHealth(dst, r.Health(), r.LastError())
-	dst = appendFloat(append(dst, `,"evaluationTime":`...), r.GetEvaluationDuration().Seconds())
+	dst = jsonenc.AppendFloat(append(dst, `,"evaluationTime":`...), r.GetEvaluationDuration().Seconds())
 	dst = appendTime(append(dst, `,"lastEvaluation":`...), r.GetEvaluationTimestamp())
 	return append(dst, `,"type":"recording"}`...)
 }

@@ -29,6 +29,8 @@ import (
 	"github.com/prometheus/prometheus/util/teststorage"
 	v1 "github.com/prometheus/prometheus/web/api/v1"
 	"github.com/stretchr/testify/require"
+
+	"github.com/shaledb/shale/internal/jsonenc"
 )
 
 // newUpstreamHandler serves the three paths with Prometheus' own
@@ -318,7 +320,7 @@ func TestEncodersAsJSONIterator(t *testing.T) {
 		require.Equal(t, string(want), string(appendHTMLString(nil, s)), "%q", s)
 		stream := js.BorrowStream(nil)
 		stream.WriteString(s)
-		require.Equal(t, string(stream.Buffer()), string(appendString(nil, s)), "%q", s)
+		require.Equal(t, string(stream.Buffer()), string(jsonenc.AppendString(nil, s)), "%q", s)
 		js.ReturnStream(stream)
 	}
 	for _, f := range []float64{
@@ -326,7 +328,7 @@ func TestEncodersAsJSONIterator(t *testing.T) {
 	} {
 		want, err := js.Marshal(f)
 		require.NoError(t, err)
-		require.Equal(t, string(want), string(appendFloat(nil, f)), "%v", f)
+		require.Equal(t, string(want), string(jsonenc.AppendFloat(nil, f)), "%v", f)
 	}
 	for _, ts := range []time.Time{
 		{}, time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC), time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("x", -5*3600-1800)),
