@@ -3,6 +3,7 @@ package promql
 import (
 	"container/list"
 	"context"
+	"errors"
 	"math"
 	"sort"
 	"sync"
@@ -176,11 +177,8 @@ func cacheable(expr parser.Expr) bool {
 	return ok
 }
 
-type stopInspect struct{}
-
-func (stopInspect) Error() string { return "stop" }
-
-var errStopInspect error = stopInspect{}
+// errStopInspect ends parser.Inspect at the first node that rules caching out.
+var errStopInspect = errors.New("stop")
 
 // window returns lo and hi such that the data of the step at t is in
 // [t+lo, t+hi].
