@@ -42,6 +42,7 @@ type API struct {
 	cors    *regexp.Regexp
 	limited *limitedEngine
 	cache   *resultsCache // nil: range queries are not cached
+	shards  int           // parts a long range query is split into (shard.go)
 	build   buildInfoData
 
 	featureRegistry features.Collector
@@ -134,6 +135,10 @@ func NewAPI(opts Options, comps Components) (*API, error) {
 			return nil, fmt.Errorf("results cache: %w", err)
 		}
 		comps.Changes.OnChange(a.cache.Changed)
+	}
+	a.shards = opts.RangeShards
+	if a.shards == 0 {
+		a.shards = runtime.GOMAXPROCS(0)
 	}
 	a.build = buildInfoFrom(comps.BuildInfo)
 	a.remoteRead, err = newReadHandler(opts, comps, a.logger)

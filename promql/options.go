@@ -83,6 +83,10 @@ type Options struct {
 	// ResultsCacheFreshness is how far behind now the data of a step must
 	// end for its result to be kept: later samples are still arriving.
 	ResultsCacheFreshness time.Duration `yaml:"results_cache_freshness"`
+	// RangeShards is how many parts a long range query is split into,
+	// evaluated at once on as many cores (see shard.go); 0 means one per
+	// CPU (GOMAXPROCS), 1 turns splitting off.
+	RangeShards int `yaml:"range_shards"`
 
 	RemoteReadSampleLimit      int `yaml:"remote_read_sample_limit"`
 	RemoteReadConcurrencyLimit int `yaml:"remote_read_concurrency_limit"`
@@ -98,7 +102,7 @@ const (
 	DefaultMaxMemory        = 1 << 30
 
 	DefaultResultsCacheSize      = 256 << 20
-	DefaultResultsCacheFreshness = 5 * time.Minute
+	DefaultResultsCacheFreshness = time.Minute
 )
 
 // DefaultOptions returns the settings Prometheus uses by default, and
@@ -151,6 +155,9 @@ func (o Options) Validate() error {
 	}
 	if o.ResultsCacheSize < 0 {
 		errs = append(errs, fmt.Errorf("results_cache_size must not be negative, got %d", o.ResultsCacheSize))
+	}
+	if o.RangeShards < 0 {
+		errs = append(errs, fmt.Errorf("range_shards must not be negative, got %d", o.RangeShards))
 	}
 	if o.ResultsCacheFreshness < 0 {
 		errs = append(errs, fmt.Errorf("results_cache_freshness must not be negative, got %s", o.ResultsCacheFreshness))

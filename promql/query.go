@@ -58,17 +58,13 @@ func (a *API) queryRange(r *http.Request) result {
 	})
 }
 
-// cachedRange answers a range query through the results cache. It declines
-// (false) when there is no cache, when the request asks for statistics or
-// for start timestamps, and when the query does not parse, so that the
-// plain path gives the error.
+// cachedRange answers a range query through the results cache, evaluating
+// what the cache lacks in parts at once where the query is long enough
+// (shard.go). It declines (false) when there is neither a cache nor
+// splitting, and when the request asks for statistics or for start
+// timestamps.
 func (a *API) cachedRange(r *http.Request, limit int, start, end time.Time, step time.Duration) (result, bool) {
-	if a.cache == nil || r.FormValue("stats") != "" || r.Header.Get("X-Prometheus-Use-Start-Timestamps") != "" {
-		return result{}, false
-	}
-	qs := r.FormValue("query")
-	expr, err := a.parser.ParseExpr(qs)
-	if err != nil {
+	if (a.cache == nil && a.shards < 2) || r.FormValue("stats") != "" || r.Header.Get("X-Prometheus-Use-Start-Timestamps") != "" {
 		return result{}, false
 	}
 	ctx, cancel, apiErr := a.withTimeout(r)
@@ -80,8 +76,16 @@ func (a *API) cachedRange(r *http.Request, limit int, start, end time.Time, step
 	if err != nil {
 		return fail(badData(err)), true
 	}
-	if err := a.comps.Changes.CatchUp(ctx); err != nil {
-		return result{}, false
+	// Parsed once, here: the parser counts what its limits refuse.
+	qs := r.FormValue("query")
+	expr, err := a.parser.ParseExpr(qs)
+	if err != nil {
+		return fail(constructionError(err)), true
+	}
+	if a.cache != nil {
+		if err := a.comps.Changes.CatchUp(ctx); err != nil {
+			return result{}, false
+		}
 	}
 	lookback := opts.LookbackDelta()
 	if lookback <= 0 {
@@ -98,6 +102,9 @@ func (a *API) cachedRange(r *http.Request, limit int, start, end time.Time, step
 		}
 		m, _ := res.Value.(upstream.Matrix)
 		return m, res.Warnings, qry.Close, nil
+	}
+	if cacheable(expr) {
+		run = shardedRun(run, step.Milliseconds(), a.shards)
 	}
 	m, warnings, err := a.cache.query(ctx, expr, qs, start.UnixMilli(), end.UnixMilli(), step.Milliseconds(), lookback, run)
 	if err != nil {

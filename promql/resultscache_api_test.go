@@ -17,7 +17,7 @@ import (
 // bytes from both; the cache must serve most steps.
 func TestRangeQueryThroughCache(t *testing.T) {
 	cached := newShaleServer(t, nil)
-	plain := newTestServerOn(t, cached.db, func(o *Options, _ *Components) { o.ResultsCacheSize = 0 })
+	plain := newTestServerOn(t, cached.db, func(o *Options, _ *Components) { o.ResultsCacheSize, o.RangeShards = 0, 1 })
 	require.NotNil(t, cached.api.cache)
 	require.Nil(t, plain.api.cache)
 

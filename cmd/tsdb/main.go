@@ -81,6 +81,8 @@ type config struct {
 	queryCacheFreshness    time.Duration
 	queryCacheSizeSet      bool
 	queryCacheFreshnessSet bool
+	queryRangeShards       int
+	queryRangeShardsSet    bool
 
 	rules ruleFlags
 
@@ -168,7 +170,9 @@ func parseFlags(args []string) (*config, error) {
 	app.Flag("query.results-cache.size", "Memory of the range-query results cache (e.g. 256MiB): a dashboard refresh evaluates only the steps it has not seen. 0: no cache.").
 		Default("256MiB").IsSetByUser(&cfg.queryCacheSizeSet).SetValue(&cfg.queryCacheSize)
 	app.Flag("query.results-cache.freshness", "How far behind now the data of a step must end for the results cache to keep it (later samples are still arriving).").
-		Default("5m").IsSetByUser(&cfg.queryCacheFreshnessSet).DurationVar(&cfg.queryCacheFreshness)
+		Default("1m").IsSetByUser(&cfg.queryCacheFreshnessSet).DurationVar(&cfg.queryCacheFreshness)
+	app.Flag("query.range-shards", "Parts a long range query is split into, evaluated at once on as many cores (at least 50 steps each). 0: one per CPU; 1: no splitting.").
+		Default("0").IsSetByUser(&cfg.queryRangeShardsSet).IntVar(&cfg.queryRangeShards)
 
 	addUIFlags(app, cfg)
 	addRuleFlags(app, &cfg.rules)
@@ -211,6 +215,9 @@ func (cfg *config) applyQueryLimits(o *promql.Options) {
 	}
 	if cfg.queryCacheFreshnessSet {
 		o.ResultsCacheFreshness = cfg.queryCacheFreshness
+	}
+	if cfg.queryRangeShardsSet {
+		o.RangeShards = cfg.queryRangeShards
 	}
 }
 

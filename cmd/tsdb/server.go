@@ -489,6 +489,7 @@ func flagMap(cfg *config) map[string]string {
 		"query.max-memory":              cfg.queryMaxMemory.String(),
 		"query.results-cache.size":      cfg.queryCacheSize.String(),
 		"query.results-cache.freshness": cfg.queryCacheFreshness.String(),
+		"query.range-shards":            fmt.Sprint(cfg.queryRangeShards),
 		"log.level":                     cfg.log.Level.String(),
 	}
 }
