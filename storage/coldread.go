@@ -1,0 +1,54 @@
+package storage
+
+import (
+	"context"
+
+	"github.com/shaledb/shale/storage/lsm"
+)
+
+// A cold Select reads a persisted partition's postings first and then the
+// labels and sample blocks of the series they select: two round trips. A
+// partition whose whole stored extent is small is cheaper to read in one:
+// all of it, postings, labels and samples together, in the first round. The
+// bound keeps what a selective query reads beyond what it needs to about
+// what a ranged read transfers in the time of a round trip.
+var (
+	// wholePartitionBytes is the largest partition read whole (a variable
+	// for tests).
+	wholePartitionBytes int64 = 1 << 20
+	// wholeQueryBytes bounds the partitions one Select reads whole, in
+	// time order.
+	wholeQueryBytes int64 = 8 << 20
+)
+
+// partRange is the key range of every key of partition part.
+func partRange(part int64) lsm.KeyRange {
+	lo := partPrefix(part)
+	return lsm.KeyRange{Lower: lo, Upper: append(partPrefix(part), 0xff)}
+}
+
+// wholePartitions reports, by the index of the partition in parts, which
+// persisted partitions a cold Select should read whole in its first round
+// (wholePartitionBytes, wholeQueryBytes); nil when none. Sizing reads the
+// tables' indexes only; a warm Select then finds the partition's blocks
+// cached and reads nothing.
+func (db *DB) wholePartitions(ctx context.Context, parts []partView) []bool {
+	var out []bool
+	var total int64
+	for i, pv := range parts {
+		if pv.head != nil {
+			continue
+		}
+		r := partRange(pv.start)
+		n, err := db.lsm.RangeBytes(ctx, r.Lower, r.Upper)
+		if err != nil || n == 0 || n > wholePartitionBytes || total+n > wholeQueryBytes {
+			continue
+		}
+		total += n
+		if out == nil {
+			out = make([]bool, len(parts))
+		}
+		out[i] = true
+	}
+	return out
+}
