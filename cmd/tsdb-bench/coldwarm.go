@@ -42,6 +42,7 @@ type coldwarmConfig struct {
 	Warms     int           // warm queries after each cold one
 	Query     string        // the range query
 	Step      time.Duration // its step: about 240 points over the span, as a dashboard panel asks
+	Replot    string        // a coldwarm.json to draw the report and chart of again, measuring nothing
 }
 
 func addColdWarmFlags(fs *flag.FlagSet, c *coldwarmConfig, series *string) {
@@ -49,6 +50,7 @@ func addColdWarmFlags(fs *flag.FlagSet, c *coldwarmConfig, series *string) {
 	fs.DurationVar(&c.Span, "coldwarm-span", 6*time.Hour, "coldwarm: data time written, and the range of the query")
 	fs.IntVar(&c.Colds, "coldwarm-colds", 5, "coldwarm: restarts with empty caches (cold queries) per series count")
 	fs.IntVar(&c.Warms, "coldwarm-warms", 5, "coldwarm: warm queries after each cold one")
+	fs.StringVar(&c.Replot, "coldwarm-replot", "", "coldwarm: write the report and chart of this coldwarm.json (of an earlier run) under -out again, measuring nothing")
 	fs.StringVar(&c.Query, "coldwarm-query", `sum by (mode) (rate(node_cpu_seconds_total[5m]))`, "coldwarm: the range query (it must select every series written)")
 }
 
@@ -89,13 +91,14 @@ type coldwarmResult struct {
 	// One value per restart.
 	StartupMs  []float64 // start to ready
 	ColdMs     []float64
-	ColdReqs   []float64 // object-store requests during the cold query
+	ColdReqs   []float64 // object-store reads (GET, HEAD) during the cold query
 	ColdBytes  []float64 // bytes of their answers
+	ColdReadMs []float64 // from the query's start until the last of them was answered
 	ColdWaves  []float64 // sequential waves of requests (traceWaves)
 	ColdCPUMs  []float64 // the server's CPU time over the cold query
 	WarmMs     []float64 // every warm query
 	WarmCPUMs  []float64
-	WarmReqs   []float64
+	WarmReqs   []float64 // reads, as ColdReqs
 	WarmBytes  []float64
 	ResultSize int // series in the query's answer
 	Trace      []proxyEvent
@@ -120,6 +123,17 @@ type coldwarmEnv struct {
 func runColdWarm(ctx context.Context, o *options, stdout *os.File) error {
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
+	}
+	if o.coldwarm.Replot != "" {
+		js, err := os.ReadFile(o.coldwarm.Replot)
+		if err != nil {
+			return err
+		}
+		var rs []*coldwarmResult
+		if err := json.Unmarshal(js, &rs); err != nil {
+			return fmt.Errorf("%s: %w", o.coldwarm.Replot, err)
+		}
+		return writeColdWarm(o, o.soak.Faults.Latency, rs)
 	}
 	vgw, err := findVersityGW(o.soak.VersityGW)
 	if err != nil {
@@ -261,8 +275,10 @@ func (e *coldwarmEnv) measure(ctx context.Context, n int) (*coldwarmResult, erro
 		}
 		r.ResultSize = qr.Series
 		r.ColdMs = append(r.ColdMs, ms(qr.Latency))
-		r.ColdReqs = append(r.ColdReqs, float64(len(tr)))
-		r.ColdBytes = append(r.ColdBytes, float64(traceBytes(tr)))
+		reads := traceReads(tr)
+		r.ColdReqs = append(r.ColdReqs, float64(len(reads)))
+		r.ColdBytes = append(r.ColdBytes, float64(traceBytes(reads)))
+		r.ColdReadMs = append(r.ColdReadMs, ms(lastEnd(reads).Sub(sent)))
 		r.ColdWaves = append(r.ColdWaves, float64(traceWaves(tr)))
 		r.ColdCPUMs = append(r.ColdCPUMs, 1000*(cpu1-cpu0))
 		if i == 0 {
@@ -282,11 +298,11 @@ func (e *coldwarmEnv) measure(ctx context.Context, n int) (*coldwarmResult, erro
 				return nil, fmt.Errorf("warm query: %d series in the answer, the cold one had %d", wr.Series, qr.Series)
 			}
 			r.WarmMs = append(r.WarmMs, ms(wr.Latency))
-			r.WarmReqs = append(r.WarmReqs, float64(len(tr)))
-			r.WarmBytes = append(r.WarmBytes, float64(traceBytes(tr)))
+			r.WarmReqs = append(r.WarmReqs, float64(len(traceReads(tr))))
+			r.WarmBytes = append(r.WarmBytes, float64(traceBytes(traceReads(tr))))
 		}
-		fmt.Fprintf(os.Stderr, "[coldwarm] %d series: start %.0f ms, cold %.0f ms (%d requests, %s bytes, %d waves), warm %.0f ms\n",
-			r.Series, r.StartupMs[i], r.ColdMs[i], len(tr), fmtNum(r.ColdBytes[i]), int(r.ColdWaves[i]), median(r.WarmMs[len(r.WarmMs)-c.Warms:]))
+		fmt.Fprintf(os.Stderr, "[coldwarm] %d series: start %.0f ms, cold %.0f ms (%d reads, %s bytes, %d waves, last answered at %.0f ms), warm %.0f ms\n",
+			r.Series, r.StartupMs[i], r.ColdMs[i], len(reads), fmtNum(r.ColdBytes[i]), int(r.ColdWaves[i]), r.ColdReadMs[i], median(r.WarmMs[len(r.WarmMs)-c.Warms:]))
 		if i == c.Colds-1 {
 			// The query must have read every series written.
 			got, err := countSeries(ctx, client, s.base(), c.Query, dataEnd)
@@ -397,6 +413,30 @@ func (e *coldwarmEnv) countTables(_ context.Context, bucket string) (int, error)
 	return n, err
 }
 
+// traceReads returns the reads (GET, HEAD) of a trace: what a query asks
+// of the store. The writer's own requests (a list of new manifests every few
+// seconds, a lease renewal) are left out.
+func traceReads(tr []proxyEvent) []proxyEvent {
+	var out []proxyEvent
+	for _, ev := range tr {
+		if ev.Op == opGET || ev.Op == opHEAD {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// lastEnd is when the last request of a trace was answered.
+func lastEnd(tr []proxyEvent) time.Time {
+	var t time.Time
+	for _, ev := range tr {
+		if ev.End.After(t) {
+			t = ev.End
+		}
+	}
+	return t
+}
+
 // traceBytes sums the answers' bytes of a trace.
 func traceBytes(tr []proxyEvent) int64 {
 	var n int64
@@ -413,12 +453,7 @@ func traceBytes(tr []proxyEvent) int64 {
 // a reader paid. Other requests (a writer's lease renewal, a list of new
 // manifests) run on their own clock and are left out.
 func traceWaves(tr []proxyEvent) int {
-	var evs []proxyEvent
-	for _, ev := range tr {
-		if ev.Op == opGET || ev.Op == opHEAD {
-			evs = append(evs, ev)
-		}
-	}
+	evs := traceReads(tr)
 	slices.SortFunc(evs, func(a, b proxyEvent) int { return a.Start.Compare(b.Start) })
 	waves := 0
 	var firstEnd time.Time
@@ -459,14 +494,14 @@ func minMax(xs []float64) (lo, hi float64) {
 // coldwarmTable is the report's table.
 func coldwarmTable(rs []*coldwarmResult) string {
 	var b strings.Builder
-	b.WriteString("| series | samples | SSTs | start to ready | cold (median) | cold (min–max) | cold CPU | requests | bytes read | waves | warm (median) | warm CPU | warm requests |\n")
-	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| series | samples | SSTs | start to ready | cold (median) | cold (min–max) | cold CPU | reads | bytes read | waves | last read answered | warm (median) | warm CPU | warm reads |\n")
+	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rs {
 		lo, hi := minMax(r.ColdMs)
-		fmt.Fprintf(&b, "| %d | %s | %d | %s ms | **%s ms** | %s–%s ms | %s ms | %s | %sB | %s | **%s ms** | %s ms | %s |\n",
+		fmt.Fprintf(&b, "| %d | %s | %d | %s ms | **%s ms** | %s–%s ms | %s ms | %s | %sB | %s | %s ms | **%s ms** | %s ms | %s |\n",
 			r.Series, fmtNum(float64(r.Samples)), r.Tables, fmtNum(median(r.StartupMs)), fmtNum(median(r.ColdMs)),
 			fmtNum(lo), fmtNum(hi), fmtNum(median(r.ColdCPUMs)), fmtNum(median(r.ColdReqs)), fmtNum(median(r.ColdBytes)),
-			fmtNum(median(r.ColdWaves)), fmtNum(median(r.WarmMs)), fmtNum(median(r.WarmCPUMs)), fmtNum(median(r.WarmReqs)))
+			fmtNum(median(r.ColdWaves)), fmtNum(median(r.ColdReadMs)), fmtNum(median(r.WarmMs)), fmtNum(median(r.WarmCPUMs)), fmtNum(median(r.WarmReqs)))
 	}
 	return b.String()
 }
@@ -477,7 +512,7 @@ func writeColdWarm(o *options, latency time.Duration, rs []*coldwarmResult) erro
 	var b strings.Builder
 	fmt.Fprintf(&b, "# tsdb-bench cold and warm queries\n\nCommand: `tsdb-bench %s`\n\n", strings.Join(os.Args[1:], " "))
 	fmt.Fprintf(&b, "Query `%s` over %s at a %s step; data at a %s interval; versitygw behind a proxy adding %s to every request. "+
-		"Medians of %d restarts (cold) and %d queries (warm).\n\n", c.Query, c.Span, c.Step, o.load.Interval, latency, c.Colds, c.Colds*c.Warms)
+		"Medians of %d restarts (cold) and %d queries (warm).\n\n", c.Query, fmtRange(c.Span), c.Step, o.load.Interval, latency, c.Colds, c.Colds*c.Warms)
 	b.WriteString(coldwarmTable(rs))
 	if err := os.WriteFile(filepath.Join(o.out, "coldwarm.md"), []byte(b.String()), 0o644); err != nil {
 		return err
@@ -495,6 +530,6 @@ func writeColdWarm(o *options, latency time.Duration, rs []*coldwarmResult) erro
 			return err
 		}
 	}
-	title := fmt.Sprintf("Query latency over %s of data, %s per object-store request (versitygw)", c.Span, latency)
+	title := fmt.Sprintf("Query latency over %s of data, %s per object-store request (versitygw)", fmtRange(c.Span), latency)
 	return os.WriteFile(filepath.Join(o.out, "coldwarm.svg"), []byte(coldwarmSVG(title, rs)), 0o644)
 }

@@ -25,7 +25,7 @@ var openDataPublished = []openDataPoint{
 // a bar, OpenData's published points marked as such, and the 300 ms cold
 // goal at 500 series.
 func coldwarmSVG(title string, rs []*coldwarmResult) string {
-	const w, h = 820, 520
+	const w, h = 1000, 520
 	const x0, y0, cw, ch = 80, 50, 520, 400
 	minX, maxX := 10.0, 10000.0
 	minY, maxY := 1.0, 100000.0

@@ -74,6 +74,13 @@ func TestTraceWaves(t *testing.T) {
 	if n := traceBytes([]proxyEvent{at(0, 1, opGET), at(0, 1, opLIST)}); n != 20 {
 		t.Errorf("traceBytes = %d, want 20", n)
 	}
+	mixed := []proxyEvent{at(0, 1, opGET), at(0, 9, opLIST), at(2, 5, opHEAD), at(3, 4, opPUT)}
+	if reads := traceReads(mixed); len(reads) != 2 || reads[0].Op != opGET || reads[1].Op != opHEAD {
+		t.Errorf("traceReads = %+v, want the GET and the HEAD", reads)
+	}
+	if end := lastEnd(traceReads(mixed)); !end.Equal(t0.Add(5 * time.Millisecond)) {
+		t.Errorf("lastEnd = %s, want 5 ms after the start", end.Sub(t0))
+	}
 	txt := traceText([]proxyEvent{at(60, 110, opGET), at(0, 50, opGET)}, t0)
 	lines := strings.Split(strings.TrimSpace(txt), "\n")
 	if len(lines) != 3 || !strings.Contains(lines[1], "0.0") || !strings.Contains(lines[2], "110.0") {
@@ -124,7 +131,7 @@ func TestFaultProxyTrace(t *testing.T) {
 
 func testColdWarmResults() []*coldwarmResult {
 	return []*coldwarmResult{
-		{Series: 10, Samples: 14400, Tables: 1, StartupMs: []float64{900, 1000}, ColdMs: []float64{80, 100, 90},
+		{Series: 10, Samples: 14400, Tables: 1, StartupMs: []float64{900, 1000}, ColdMs: []float64{80, 100, 90}, ColdReadMs: []float64{60, 70, 65},
 			ColdReqs: []float64{2, 2, 2}, ColdBytes: []float64{8000, 8000, 8000}, ColdWaves: []float64{1, 1, 1},
 			ColdCPUMs: []float64{10, 20, 30}, WarmMs: []float64{5, 7}, WarmCPUMs: []float64{5, 5}, WarmReqs: []float64{0, 0}},
 		{Series: 500, Samples: 720000, Tables: 1, StartupMs: []float64{1000}, ColdMs: []float64{250, 400, 300},
@@ -136,7 +143,7 @@ func testColdWarmResults() []*coldwarmResult {
 func TestColdWarmReport(t *testing.T) {
 	tab := coldwarmTable(testColdWarmResults())
 	for _, want := range []string{
-		"| 10 | 14.4k | 1 | 950 ms | **90 ms** | 80–100 ms | 20 ms | 2 | 8000B | 1 | **6 ms** | 5 ms | 0 |",
+		"| 10 | 14.4k | 1 | 950 ms | **90 ms** | 80–100 ms | 20 ms | 2 | 8000B | 1 | 65 ms | **6 ms** | 5 ms | 0 |",
 		"| 500 | 720k | 1 | 1000 ms | **300 ms** | 250–400 ms |",
 	} {
 		if !strings.Contains(tab, want) {
@@ -196,7 +203,7 @@ func TestSmokeColdWarm(t *testing.T) {
 		t.Skip("starts versitygw and the server")
 	}
 	out := t.TempDir()
-	o, err := parseFlags([]string{"-mode=coldwarm", "-coldwarm-series=20", "-coldwarm-span=1h", "-coldwarm-colds=2",
+	o, err := parseFlags([]string{"-mode=coldwarm", "-coldwarm-series=100", "-coldwarm-span=1h", "-coldwarm-colds=2",
 		"-coldwarm-warms=2", "-store-latency=20ms", "-progress=0", "-shale-bin=" + bin, "-versitygw-bin=" + vgw, "-out=" + out})
 	if err != nil {
 		t.Fatal(err)
@@ -221,8 +228,8 @@ func TestSmokeColdWarm(t *testing.T) {
 		t.Fatalf("%d results, want 1", len(rs))
 	}
 	r := rs[0]
-	if r.Series != 20 || r.Samples != 20*240 || r.Tables < 1 {
-		t.Errorf("series %d, samples %d, tables %d; want 20, %d, at least 1", r.Series, r.Samples, r.Tables, 20*240)
+	if r.Series != 100 || r.Samples != 100*240 || r.Tables < 1 {
+		t.Errorf("series %d, samples %d, tables %d; want 100, %d, at least 1", r.Series, r.Samples, r.Tables, 100*240)
 	}
 	if len(r.ColdMs) != 2 || len(r.WarmMs) != 4 || len(r.StartupMs) != 2 {
 		t.Fatalf("%d cold, %d warm, %d startup figures; want 2, 4, 2", len(r.ColdMs), len(r.WarmMs), len(r.StartupMs))
@@ -236,9 +243,25 @@ func TestSmokeColdWarm(t *testing.T) {
 	if len(r.Trace) == 0 || r.ResultSize == 0 {
 		t.Errorf("trace of %d requests, %d series in the answer", len(r.Trace), r.ResultSize)
 	}
-	for _, name := range []string{"coldwarm.md", "coldwarm.svg", "trace-cold-20.txt"} {
+	for _, name := range []string{"coldwarm.md", "coldwarm.svg", "trace-cold-100.txt"} {
 		if fi, err := os.Stat(filepath.Join(out, name)); err != nil || fi.Size() == 0 {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+	// Drawn again from the JSON: the same report.
+	md, _ := os.ReadFile(filepath.Join(out, "coldwarm.md"))
+	out2 := t.TempDir()
+	o2, err := parseFlags([]string{"-mode=coldwarm", "-coldwarm-span=1h", "-coldwarm-colds=2", "-coldwarm-warms=2", "-store-latency=20ms",
+		"-coldwarm-replot=" + filepath.Join(out, "coldwarm.json"), "-out=" + out2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runColdWarm(t.Context(), o2, devnull); err != nil {
+		t.Fatal(err)
+	}
+	md2, _ := os.ReadFile(filepath.Join(out2, "coldwarm.md"))
+	tab := func(b []byte) string { _, after, _ := strings.Cut(string(b), "| series"); return after }
+	if tab(md) == "" || tab(md) != tab(md2) {
+		t.Errorf("replotted report differs:\n%s\nwant:\n%s", md2, md)
 	}
 }
