@@ -3,6 +3,8 @@ package storage
 import (
 	"context"
 
+	"github.com/prometheus/prometheus/model/labels"
+
 	"github.com/shaledb/shale/storage/lsm"
 )
 
@@ -10,8 +12,12 @@ import (
 // labels and sample blocks of the series they select: two round trips. A
 // partition whose whole stored extent is small is cheaper to read in one:
 // all of it, postings, labels and samples together, in the first round. The
-// bound keeps what a selective query reads beyond what it needs to about
-// what a ranged read transfers in the time of a round trip.
+// bound keeps what a query reads beyond what it needs to about what a ranged
+// read transfers in the time of a round trip. Only queries that select by
+// metric name alone do so: they take whole metrics, a large share of a small
+// partition, where a further label matcher (an instance, a job) usually
+// selects a few series, for which the partition's postings and then those
+// few series' blocks cost a round trip more but a fraction of the bytes.
 var (
 	// wholePartitionBytes is the largest partition read whole (a variable
 	// for tests).
@@ -29,10 +35,16 @@ func partRange(part int64) lsm.KeyRange {
 
 // wholePartitions reports, by the index of the partition in parts, which
 // persisted partitions a cold Select should read whole in its first round
-// (wholePartitionBytes, wholeQueryBytes); nil when none. Sizing reads the
+// (wholePartitionBytes, wholeQueryBytes), for a Select of ms; nil when none,
+// and when a matcher of ms is on another label than the metric name. Sizing reads the
 // tables' indexes only; a warm Select then finds the partition's blocks
 // cached and reads nothing.
-func (db *DB) wholePartitions(ctx context.Context, parts []partView) []bool {
+func (db *DB) wholePartitions(ctx context.Context, parts []partView, ms []*labels.Matcher) []bool {
+	for _, m := range ms {
+		if m.Name != labels.MetricName {
+			return nil
+		}
+	}
 	var out []bool
 	var total int64
 	for i, pv := range parts {

@@ -69,10 +69,13 @@ func TestColdQuerySmallPartitionsOneRound(t *testing.T) {
 	defer func(n int64) { wholePartitionBytes = n }(wholePartitionBytes)
 	for _, tc := range []struct {
 		limit int64 // wholePartitionBytes
-		want  int   // rounds of data reads of the query, the open's and the registry's apart
+		ms    []*labels.Matcher
+		want  int // rounds of data reads of the query, the open's and the registry's apart
 	}{
-		{1 << 20, 1},
-		{4 << 10, 2}, // partitions larger than that
+		{1 << 20, []*labels.Matcher{x}, 1},
+		{4 << 10, []*labels.Matcher{x}, 2}, // partitions larger than that
+		// A label matcher besides the name: a few series, not read whole.
+		{1 << 20, []*labels.Matcher{x, labels.MustNewMatcher(labels.MatchRegexp, "job", "job-[0-9]")}, 2},
 	} {
 		wholePartitionBytes = tc.limit
 		const series, interval = 100, 5 * time.Minute
@@ -90,14 +93,14 @@ func TestColdQuerySmallPartitionsOneRound(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		whole := db.wholePartitions(ctx, parts)
+		whole := db.wholePartitions(ctx, parts, tc.ms)
 		if tc.want == 1 && len(whole) != 3 {
 			t.Fatalf("%d series: partitions read whole %v, want all 3", series, whole)
 		}
 		if tc.want == 2 && whole != nil {
 			t.Fatalf("%d series: partitions read whole %v, want none", series, whole)
 		}
-		got := queryFloats(t, db, coldBase, coldBase+6*3600*1000, x)
+		got := queryFloats(t, db, coldBase, coldBase+6*3600*1000, tc.ms...)
 		if len(got) != series {
 			t.Fatalf("%d series: got %d", series, len(got))
 		}

@@ -343,7 +343,7 @@ func (db *DB) prefetchSelect(ctx context.Context, parts []partView, ms []*labels
 		return nil
 	}
 	sels := make([]*roaring.Bitmap, len(parts))
-	whole := db.wholePartitions(ctx, parts) // coldread.go
+	whole := db.wholePartitions(ctx, parts, ms) // coldread.go
 	var (
 		wg     sync.WaitGroup
 		mu     sync.Mutex
