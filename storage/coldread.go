@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/shaledb/shale/storage/lsm"
@@ -41,7 +42,7 @@ func partRange(part int64) lsm.KeyRange {
 // cached and reads nothing.
 func (db *DB) wholePartitions(ctx context.Context, parts []partView, ms []*labels.Matcher) []bool {
 	for _, m := range ms {
-		if m.Name != labels.MetricName {
+		if m.Name != model.MetricNameLabel {
 			return nil
 		}
 	}
