@@ -12,7 +12,7 @@ COUNT   ?= 1
 
 export PATH := $(TOOLS):$(PATH)
 
-.PHONY: all build run test test-short bench bench-e2e soak soak-short lint fuzz tools peers clean ui ui-check
+.PHONY: all build run test test-short bench bench-e2e bench-coldwarm soak soak-short lint fuzz tools peers clean ui ui-check
 
 all: build
 
@@ -55,6 +55,15 @@ BENCH_ARGS ?=
 bench-e2e: build
 	$(GO) build -o $(BIN)/tsdb-bench ./cmd/tsdb-bench
 	$(BIN)/tsdb-bench -shale-bin=$(BIN)/tsdb $(BENCH_ARGS)
+
+# Cold and warm query latency by series count (10 to 10,000 series over 6 h),
+# the data in versitygw behind a proxy adding 50 ms to every request
+# (cmd/tsdb-bench/coldwarm.go, docs/benchmarks.md). Report, chart and request
+# traces under bench-out/coldwarm/. Extra flags: COLDWARM_ARGS='-coldwarm-colds=3'
+COLDWARM_ARGS ?=
+bench-coldwarm: build $(TOOLS)/versitygw
+	$(GO) build -o $(BIN)/tsdb-bench ./cmd/tsdb-bench
+	$(BIN)/tsdb-bench -mode=coldwarm -shale-bin=$(BIN)/tsdb -versitygw-bin=$(TOOLS)/versitygw -out=bench-out/coldwarm $(COLDWARM_ARGS)
 
 # Fault soak: Shale on versitygw behind a fault proxy (latency, 503 SlowDown,
 # resets, lost answers, a 2-minute outage), SIGKILL and SIGTERM restarts,

@@ -343,6 +343,7 @@ func (db *DB) prefetchSelect(ctx context.Context, parts []partView, ms []*labels
 		return nil
 	}
 	sels := make([]*roaring.Bitmap, len(parts))
+	whole := db.wholePartitions(ctx, parts, ms) // coldread.go
 	var (
 		wg     sync.WaitGroup
 		mu     sync.Mutex
@@ -363,8 +364,12 @@ func (db *DB) prefetchSelect(ctx context.Context, parts []partView, ms []*labels
 				// the block after it, which a point read of a key ending a
 				// block would read next.
 				var rs []lsm.KeyRange
+				wholePart := whole != nil && whole[i]
+				if wholePart {
+					rs = append(rs, partRange(pv.start))
+				}
 				for _, m := range ms {
-					if m.Type == labels.MatchEqual && m.Value != "" {
+					if !wholePart && m.Type == labels.MatchEqual && m.Value != "" {
 						k := postingsKey(pv.start, m.Name, m.Value)
 						rs = append(rs, lsm.KeyRange{Lower: k, Upper: append(k, 0)})
 					}

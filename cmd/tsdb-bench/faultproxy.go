@@ -211,6 +211,50 @@ type faultProxy struct {
 	// holding, if set, is called when a request starts being held by a
 	// hanging outage (tests wait for it).
 	holding func()
+
+	// trace holds the forwarded requests since startTrace, while tracing.
+	tracing bool
+	trace   []proxyEvent
+}
+
+// proxyEvent is one request the proxy forwarded and answered, as a trace
+// records it.
+type proxyEvent struct {
+	Start  time.Time // when the request reached the proxy
+	Sent   time.Time // when it was forwarded (after the added latency)
+	End    time.Time // when the answer's body was sent
+	Op     s3Op
+	Path   string
+	Range  string // the Range header, if any
+	Status int
+	Bytes  int64 // bytes of the answer's body
+}
+
+// startTrace starts recording the requests the proxy forwards (dropping
+// what an earlier trace recorded).
+func (p *faultProxy) startTrace() {
+	p.mu.Lock()
+	p.tracing, p.trace = true, nil
+	p.mu.Unlock()
+}
+
+// takeTrace returns the requests recorded since startTrace, in the order
+// they ended, and stops recording.
+func (p *faultProxy) takeTrace() []proxyEvent {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	tr := p.trace
+	p.tracing, p.trace = false, nil
+	return tr
+}
+
+// record adds ev to the trace while tracing.
+func (p *faultProxy) record(ev proxyEvent) {
+	p.mu.Lock()
+	if p.tracing {
+		p.trace = append(p.trace, ev)
+	}
+	p.mu.Unlock()
 }
 
 // newFaultProxy returns a proxy to the server at target (http://host:port).
@@ -311,7 +355,9 @@ func (p *faultProxy) decide(op s3Op) (faultKind, time.Duration, chan struct{}) {
 }
 
 func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	kind, latency, outageEnd := p.decide(classifyS3(r.Method, r.URL.Path, r.URL.Query()))
+	t0 := time.Now()
+	op := classifyS3(r.Method, r.URL.Path, r.URL.Query())
+	kind, latency, outageEnd := p.decide(op)
 	ctx := r.Context()
 	switch kind {
 	case faultRefused:
@@ -351,6 +397,7 @@ func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		resetConn(w)
 		return
 	}
+	sent := time.Now()
 	resp, err := p.forward(ctx, r)
 	if err != nil {
 		// The store itself failed; a gateway error is what a client sees.
@@ -371,7 +418,9 @@ func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.WriteHeader(resp.StatusCode)
-	_, _ = io.Copy(w, resp.Body)
+	n, _ := io.Copy(w, resp.Body)
+	p.record(proxyEvent{Start: t0, Sent: sent, End: time.Now(), Op: op, Path: r.URL.Path,
+		Range: r.Header.Get("Range"), Status: resp.StatusCode, Bytes: n})
 }
 
 // forward sends r to the target with its Host header and body unchanged.

@@ -14,6 +14,9 @@
 // With -mode=soak it runs the fault soak instead (soak.go):
 //
 //	make soak-short   # 15 min; make soak: 2 h
+//
+// With -mode=coldwarm it measures cold and warm query latency by series
+// count with the data in versitygw behind a latency proxy (coldwarm.go).
 package main
 
 import (
@@ -50,6 +53,7 @@ type options struct {
 	noQueries bool
 	mode      string
 	soak      soakConfig
+	coldwarm  coldwarmConfig
 
 	// The dashboard refresh pattern (refresh.go); off when refreshes is 0.
 	refreshes     int
@@ -104,11 +108,13 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.vmArgs, "victoria-metrics-args", "", "further VictoriaMetrics flags, space-separated")
 	fs.BoolVar(&o.keepData, "keep-data", false, "keep the systems' data folders under -out")
 	fs.BoolVar(&o.noQueries, "skip-queries", false, "measure the ingest and the stored bytes only (no queries, no restarts)")
-	fs.StringVar(&o.mode, "mode", "bench", "bench: the side-by-side benchmark; soak: the fault soak of Shale on S3 (soak.go)")
+	fs.StringVar(&o.mode, "mode", "bench", "bench: the side-by-side benchmark; soak: the fault soak of Shale on S3 (soak.go); coldwarm: cold and warm query latency by series count on S3 (coldwarm.go)")
 	fs.IntVar(&o.refreshes, "refreshes", 0, "dashboard refresh pattern (refresh.go): backfill -span ending now, ingest in real time, open the dashboard's range queries with their end at now, then refresh them this many times; 0: the usual benchmark")
 	fs.DurationVar(&o.refreshEvery, "refresh-interval", 30*time.Second, "the dashboard's refresh interval (with -refreshes)")
 	ranges := fs.String("refresh-ranges", "1h,6h", "the dashboard's time ranges, comma-separated: each panel is queried over each (with -refreshes)")
 	addSoakFlags(fs, &o.soak)
+	var cwSeries string
+	addColdWarmFlags(fs, &o.coldwarm, &cwSeries)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -125,8 +131,13 @@ func parseFlags(args []string) (*options, error) {
 			return nil, err
 		}
 		return o, nil
+	case "coldwarm":
+		if err := finishColdWarmFlags(o, cwSeries); err != nil {
+			return nil, err
+		}
+		return o, nil
 	default:
-		return nil, fmt.Errorf("-mode %q: want bench or soak", o.mode)
+		return nil, fmt.Errorf("-mode %q: want bench, soak or coldwarm", o.mode)
 	}
 	o.systems = strings.Split(*sys, ",")
 	if o.load.Interval < time.Second || o.load.PerTarget < 1 || o.load.Series < 1 || o.runs < 1 {
@@ -159,9 +170,12 @@ func main() {
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	if o.mode == "soak" {
+	switch o.mode {
+	case "soak":
 		err = runSoak(ctx, o, os.Stdout)
-	} else {
+	case "coldwarm":
+		err = runColdWarm(ctx, o, os.Stdout)
+	default:
 		err = run(ctx, o, os.Stdout)
 	}
 	if err != nil {

@@ -19,6 +19,9 @@ type View interface {
 	// PrefetchRanges loads into the block cache the blocks that hold the
 	// keys of ranges, with at most parallel reads at once.
 	PrefetchRanges(ctx context.Context, ranges []KeyRange, parallel int) error
+	// RangeBytes returns the stored size of the table blocks that may hold
+	// keys in [lower, upper): what reading the range costs on a cold cache.
+	RangeBytes(ctx context.Context, lower, upper []byte) (int64, error)
 	// ManifestVersion is the id of the manifest the view reads; it changes
 	// with every flush, compaction and (for a Reader) refresh.
 	ManifestVersion() uint64

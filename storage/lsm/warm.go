@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -221,37 +223,23 @@ func prefetchRanges(ctx context.Context, s *store, man *manifest, ranges []KeyRa
 	}
 	s.openAll(ctx, open)
 	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-		sem  = make(chan struct{}, max(parallel, 1))
+		mu      sync.Mutex
+		errs    []error
+		pending []blockSpan
 	)
-	// check reads ahead what range r needs of table h, unless every block
-	// is cached already: checking costs a few lookups, a goroutine per range
-	// costs more.
+	// check notes the blocks range r needs of table h, unless every one is
+	// cached already: checking costs a few lookups, listing every
+	// (table, range) pair costs more.
 	check := func(h *sst.Table, r KeyRange) error {
 		if isPoint(r) && !h.MayContain(r.Lower) {
 			return nil
 		}
-		if h.Cached(r.Lower, r.Upper) {
+		first, last := h.BlockSpan(r.Lower, r.Upper)
+		if first > last || h.CachedBlocks(first, last) {
 			return nil
 		}
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if err := h.Prefetch(ctx, r.Lower, r.Upper); err != nil && !isNotFound(err) {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		}()
-		return nil
+		pending = append(pending, blockSpan{h, first, last})
+		return ctx.Err()
 	}
 	handle := func(t *tableMeta) *sst.Table {
 		h, err := s.table(ctx, t)
@@ -294,11 +282,75 @@ func prefetchRanges(ctx context.Context, s *store, man *manifest, ranges []KeyRa
 			}
 		})
 	}
-	wg.Wait()
 	if ctxErr != nil {
 		return ctxErr
 	}
+	// The spans of neighbouring ranges share the block one ends and the
+	// next starts in (or more, for ranges within one block): each block is
+	// read by one span only, so that no two reads fetch it at once.
+	pending = dedupeSpans(pending)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, max(parallel, 1))
+	for _, sp := range pending {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			wg.Wait()
+			return ctx.Err()
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := sp.h.PrefetchBlocks(ctx, sp.first, sp.last); err != nil && !isNotFound(err) {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// blockSpan is the data blocks [first, last] of a table to read ahead.
+type blockSpan struct {
+	h           *sst.Table
+	first, last int
+}
+
+// dedupeSpans orders spans by table and first block and trims each so that
+// no block is in two spans: a span keeps only the blocks after those of the
+// spans of its table before it, and goes when none are left. Each span
+// stays a read of its own, so the reads stay parallel.
+func dedupeSpans(spans []blockSpan) []blockSpan {
+	if len(spans) < 2 {
+		return spans
+	}
+	slices.SortFunc(spans, func(a, b blockSpan) int {
+		if c := strings.Compare(a.h.ID(), b.h.ID()); c != 0 {
+			return c
+		}
+		if a.first != b.first {
+			return a.first - b.first
+		}
+		return b.last - a.last // the longer first, so that it keeps its blocks
+	})
+	out := spans[:0]
+	var prev *sst.Table
+	covered := -1 // last block of prev read by a kept span
+	for _, sp := range spans {
+		if sp.h != prev {
+			prev, covered = sp.h, -1
+		}
+		sp.first = max(sp.first, covered+1)
+		if sp.first > sp.last {
+			continue
+		}
+		covered = sp.last
+		out = append(out, sp)
+	}
+	return out
 }
 
 func isPoint(r KeyRange) bool {
@@ -309,4 +361,57 @@ func isPoint(r KeyRange) bool {
 // key is >= key.
 func sortSearchTables(ts []tableMeta, key []byte) int {
 	return sort.Search(len(ts), func(i int) bool { return bytes.Compare(ts[i].LargestKey, key) >= 0 })
+}
+
+// RangeBytes returns the stored size of the data blocks of every table that
+// may hold keys in [lower, upper) (nil bounds are unbounded): what a
+// Prefetch of the range reads on a cold cache, at most. It opens the tables
+// the range overlaps, in parallel (their meta regions: one round trip on a
+// cold cache), and reads no data block. Writes not yet in a table are not
+// counted: they are read from memory.
+func (db *DB) RangeBytes(ctx context.Context, lower, upper []byte) (int64, error) {
+	if err := db.readable(); err != nil {
+		return 0, err
+	}
+	v, _ := db.snapshot()
+	return rangeBytes(ctx, db.s, v.man, lower, upper)
+}
+
+// RangeBytes is DB.RangeBytes on the reader's current manifest.
+func (r *Reader) RangeBytes(ctx context.Context, lower, upper []byte) (int64, error) {
+	v, _, err := r.snapshot()
+	if err != nil {
+		return 0, err
+	}
+	return rangeBytes(ctx, r.s, v.man, lower, upper)
+}
+
+func rangeBytes(ctx context.Context, s *store, man *manifest, lower, upper []byte) (int64, error) {
+	var tables []*tableMeta
+	for i := range man.L0 {
+		if overlaps(&man.L0[i], lower, upper) {
+			tables = append(tables, &man.L0[i])
+		}
+	}
+	for i := range man.Runs {
+		ts := man.Runs[i].Tables
+		j := 0
+		if lower != nil {
+			j = sortSearchTables(ts, lower)
+		}
+		for ; j < len(ts) && overlaps(&ts[j], lower, upper); j++ {
+			tables = append(tables, &ts[j])
+		}
+	}
+	s.openAll(ctx, tables)
+	var n int64
+	for _, t := range tables {
+		h, err := s.table(ctx, t)
+		if err != nil {
+			return 0, fmt.Errorf("range bytes: %w", err)
+		}
+		first, last := h.BlockSpan(lower, upper)
+		n += h.SpanBytes(first, last)
+	}
+	return n, nil
 }

@@ -2,7 +2,9 @@ package sst
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/shaledb/shale/cache"
 )
@@ -40,11 +42,16 @@ func (t *Table) Stash(ctx context.Context, lower, upper []byte) error {
 // read nothing. With a Stasher it neither promotes blocks nor counts
 // lookups. Without a cache it reports true.
 func (t *Table) Cached(lower, upper []byte) bool {
+	first, last := t.blockSpan(lower, upper)
+	return t.CachedBlocks(first, last)
+}
+
+// CachedBlocks is Cached of data blocks [first, last] (a BlockSpan).
+func (t *Table) CachedBlocks(first, last int) bool {
 	if t.c == nil {
 		return true
 	}
 	s, _ := t.c.(Stasher)
-	first, last := t.blockSpan(lower, upper)
 	for i := first; i <= last; i++ {
 		if !t.holds(s, i) {
 			return false
@@ -63,8 +70,47 @@ func (t *Table) holds(s Stasher, i int) bool {
 	return ok
 }
 
-// blockSpan returns the first and last data blocks that may hold keys in
-// [lower, upper); first > last when there are none.
+// BlockSpan returns the first and last data blocks that may hold keys in
+// [lower, upper) (nil bounds are unbounded); first > last when there are
+// none. Two ranges' spans may share a block: the one a range ends in and
+// the next one starts in.
+func (t *Table) BlockSpan(lower, upper []byte) (first, last int) { return t.blockSpan(lower, upper) }
+
+// SpanBytes is the stored size of data blocks [first, last] (a BlockSpan):
+// what reading them costs.
+func (t *Table) SpanBytes(first, last int) int64 {
+	if first > last {
+		return 0
+	}
+	return t.ix.handles[last].end() - t.ix.handles[first].off
+}
+
+// PrefetchBlocks is Prefetch of data blocks [first, last] (a BlockSpan) for
+// a query about to read them, in one round trip: a few cached blocks
+// between missing ones (up to bridgeBytes) are read again rather than
+// splitting the read, and the reads the span still needs run in parallel.
+func (t *Table) PrefetchBlocks(ctx context.Context, first, last int) error {
+	if t.c == nil || len(t.ix.handles) == 0 {
+		return nil
+	}
+	first, last = max(first, 0), min(last, len(t.ix.handles)-1)
+	runs := t.missingRuns(first, last, nil, bridgeBytes)
+	if len(runs) == 1 {
+		return t.prefetchRun(ctx, runs[0][0], runs[0][1], nil)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(runs))
+	for k, r := range runs {
+		wg.Go(func() { errs[k] = t.prefetchRun(ctx, r[0], r[1], nil) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// bridgeBytes is the most cached bytes PrefetchBlocks reads again to join
+// two reads into one: far less than what a round trip costs in time.
+const bridgeBytes = 64 << 10
+
 func (t *Table) blockSpan(lower, upper []byte) (first, last int) {
 	first, last = 0, len(t.ix.handles)-1
 	if lower != nil {
@@ -80,24 +126,47 @@ func (t *Table) prefetch(ctx context.Context, lower, upper []byte, s Stasher) er
 	if t.c == nil || len(t.ix.handles) == 0 {
 		return nil
 	}
-	cached := func(i int) bool { return t.holds(s, i) }
 	first, last := t.blockSpan(lower, upper)
+	return t.prefetchSpan(ctx, first, last, s)
+}
+
+// prefetchSpan reads the blocks of [first, last] not cached yet, in runs
+// of adjacent missing blocks of at most maxPrefetchRun, one after another,
+// through s when it is not nil.
+func (t *Table) prefetchSpan(ctx context.Context, first, last int, s Stasher) error {
+	for _, r := range t.missingRuns(first, last, s, 0) {
+		if err := t.prefetchRun(ctx, r[0], r[1], s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// missingRuns returns the runs [i, j] of blocks of [first, last] to read so
+// that every block not cached (through s when it is not nil) is read: runs of
+// adjacent missing blocks of at most maxPrefetchRun, two joined across cached
+// blocks of at most bridge bytes between them.
+func (t *Table) missingRuns(first, last int, s Stasher, bridge int64) [][2]int {
 	hs := t.ix.handles
+	var runs [][2]int
 	for i := first; i <= last; {
-		if cached(i) {
+		if t.holds(s, i) {
 			i++
 			continue
 		}
 		j := i
-		for j+1 <= last && hs[j+1].end()-hs[i].off <= maxPrefetchRun && !cached(j+1) {
+		for j+1 <= last && hs[j+1].end()-hs[i].off <= maxPrefetchRun && !t.holds(s, j+1) {
 			j++
 		}
-		if err := t.prefetchRun(ctx, i, j, s); err != nil {
-			return err
+		if n := len(runs); n > 0 && bridge > 0 && hs[i].off-hs[runs[n-1][1]].end() <= bridge &&
+			hs[j].end()-hs[runs[n-1][0]].off <= maxPrefetchRun {
+			runs[n-1][1] = j
+		} else {
+			runs = append(runs, [2]int{i, j})
 		}
 		i = j + 1
 	}
-	return nil
+	return runs
 }
 
 // prefetchRun reads blocks [i, j] in one read and caches them, through s

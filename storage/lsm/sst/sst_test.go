@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 
@@ -872,5 +873,80 @@ func TestStash(t *testing.T) {
 	}
 	if st := c.Stats(); st.Disk.Hits == 0 || st.Memory.Entries == metaEntries {
 		t.Fatalf("reads after stash: %d disk hits, %d RAM entries; want blocks promoted from disk", st.Disk.Hits, st.Memory.Entries)
+	}
+}
+
+// TestPrefetchBlocks: a span whose blocks are missing but for a few cached
+// ones is read in one ranged read when the cached ones are few bytes (they
+// are read again), and in parallel reads, each missing block once, when
+// they are more.
+func TestPrefetchBlocks(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	entries := genEntries(rng, genSpec{keys: 5000, maxVersions: 1, maxValue: 60})
+	data, _ := buildTable(t, entries, DefaultWriterOptions())
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name      string
+		cached    func(first, last int) []int // blocks cached before
+		wantReads int
+	}{
+		{"none cached", func(f, l int) []int { return nil }, 1},
+		{"one block between", func(f, l int) []int { return []int{f + 5} }, 1},
+		{"a few blocks apart", func(f, l int) []int { return []int{f, f + 3, f + 10, l} }, 1},
+		// More than bridgeBytes cached between two missing runs.
+		{"a long cached stretch", func(f, l int) []int {
+			var bs []int
+			for i := f + 2; i < l-2; i++ {
+				bs = append(bs, i)
+			}
+			return bs
+		}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &countingReadable{data: data}
+			c := newMapCache()
+			tb, err := Open(ctx, r, "tbl", c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, last := tb.BlockSpan(entries[100].Key, entries[4900].Key)
+			if last-first < 40 || tb.SpanBytes(first, last) < 2*bridgeBytes {
+				t.Fatalf("blocks %d to %d, %d bytes: want a span of more blocks and bytes", first, last, tb.SpanBytes(first, last))
+			}
+			// Cache the blocks by reading them alone.
+			pre := tc.cached(first, last)
+			for _, i := range pre {
+				if err := tb.PrefetchBlocks(ctx, i, i); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r.reset()
+			if err := tb.PrefetchBlocks(ctx, first, last); err != nil {
+				t.Fatal(err)
+			}
+			reads, n := r.stats()
+			if reads != tc.wantReads {
+				t.Errorf("%d reads, want %d", reads, tc.wantReads)
+			}
+			if !tb.CachedBlocks(first, last) {
+				t.Error("not every block of the span is cached")
+			}
+			var missing int64
+			for i := first; i <= last; i++ {
+				if !slices.Contains(pre, i) {
+					missing += tb.SpanBytes(i, i)
+				}
+			}
+			if n < missing || n > missing+bridgeBytes*int64(len(pre)) {
+				t.Errorf("read %d bytes for %d bytes of missing blocks", n, missing)
+			}
+			r.reset()
+			if err := tb.PrefetchBlocks(ctx, first, last); err != nil {
+				t.Fatal(err)
+			}
+			if reads, _ := r.stats(); reads != 0 {
+				t.Errorf("a second PrefetchBlocks made %d reads", reads)
+			}
+		})
 	}
 }

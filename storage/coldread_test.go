@@ -1,0 +1,118 @@
+package storage
+
+import (
+	"context"
+	"io"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/shaledb/shale/storage/objstore"
+)
+
+// waveBucket adds latency to every ranged read (a table's blocks) and
+// records when each starts and ends.
+type waveBucket struct {
+	objstore.Bucket
+	latency time.Duration
+	mu      sync.Mutex
+	reads   [][2]time.Time
+}
+
+func (w *waveBucket) GetRange(ctx context.Context, name string, off, length int64) (io.ReadCloser, error) {
+	start := time.Now()
+	t := time.NewTimer(w.latency)
+	select {
+	case <-ctx.Done():
+		t.Stop()
+		return nil, ctx.Err()
+	case <-t.C:
+	}
+	rc, err := w.Bucket.GetRange(ctx, name, off, length)
+	w.mu.Lock()
+	w.reads = append(w.reads, [2]time.Time{start, time.Now()})
+	w.mu.Unlock()
+	return rc, err
+}
+
+// waves counts the sequential rounds of the reads since the last call: a
+// read that starts after a read of the current round ended starts the next.
+func (w *waveBucket) waves() (waves, reads int) {
+	w.mu.Lock()
+	rs := w.reads
+	w.reads = nil
+	w.mu.Unlock()
+	slices.SortFunc(rs, func(a, b [2]time.Time) int { return a[0].Compare(b[0]) })
+	var firstEnd time.Time
+	for _, r := range rs {
+		if waves == 0 || !r[0].Before(firstEnd) {
+			waves++
+			firstEnd = r[1]
+			continue
+		}
+		if r[1].Before(firstEnd) {
+			firstEnd = r[1]
+		}
+	}
+	return waves, len(rs)
+}
+
+// TestColdQuerySmallPartitionsOneRound: a cold query over partitions small
+// enough to read whole reads each in one round, postings, labels and samples
+// together, where a larger partition takes two (postings, then the rest).
+func TestColdQuerySmallPartitionsOneRound(t *testing.T) {
+	const latency = 20 * time.Millisecond
+	x := labels.MustNewMatcher(labels.MatchEqual, "__name__", "x")
+	defer func(n int64) { wholePartitionBytes = n }(wholePartitionBytes)
+	for _, tc := range []struct {
+		limit int64 // wholePartitionBytes
+		ms    []*labels.Matcher
+		want  int // rounds of data reads of the query, the open's and the registry's apart
+	}{
+		{1 << 20, []*labels.Matcher{x}, 1},
+		{4 << 10, []*labels.Matcher{x}, 2}, // partitions larger than that
+		// A label matcher besides the name: a few series, not read whole.
+		{1 << 20, []*labels.Matcher{x, labels.MustNewMatcher(labels.MatchRegexp, "job", "job-[0-9]")}, 2},
+	} {
+		wholePartitionBytes = tc.limit
+		const series, interval = 100, 5 * time.Minute
+		b := coldBucket(t, coldSpec{series: series, span: 6 * time.Hour, interval: interval})
+		wb := &waveBucket{Bucket: b, latency: latency}
+		db, _, _ := coldDB(t, wb, 0, 256<<20)
+		ctx := context.Background()
+		// What any first query reads: the tables' meta regions and the
+		// registry.
+		if _, err := db.partitions(ctx, coldBase, coldBase+6*3600*1000); err != nil {
+			t.Fatal(err)
+		}
+		wb.waves()
+		parts, err := db.partitions(ctx, coldBase, coldBase+6*3600*1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		whole := db.wholePartitions(ctx, parts, tc.ms)
+		if tc.want == 1 && len(whole) != 3 {
+			t.Fatalf("%d series: partitions read whole %v, want all 3", series, whole)
+		}
+		if tc.want == 2 && whole != nil {
+			t.Fatalf("%d series: partitions read whole %v, want none", series, whole)
+		}
+		got := queryFloats(t, db, coldBase, coldBase+6*3600*1000, tc.ms...)
+		if len(got) != series {
+			t.Fatalf("%d series: got %d", series, len(got))
+		}
+		for k, s := range got {
+			if want := int(6 * time.Hour / interval); len(s) != want {
+				t.Fatalf("%s: %d samples, want %d", k, len(s), want)
+			}
+		}
+		waves, reads := wb.waves()
+		t.Logf("%d series: %d reads in %d rounds; partitions read whole: %v", series, reads, waves, whole)
+		if waves != tc.want {
+			t.Errorf("%d series: %d rounds of reads, want %d", series, waves, tc.want)
+		}
+	}
+}
