@@ -197,4 +197,3 @@ func TestSyntaxTreeUnknownNode(t *testing.T) {
 	})
 	require.ErrorContains(t, err, "StepInvariantExpr")
 }
-
