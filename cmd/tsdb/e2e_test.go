@@ -104,7 +104,12 @@ func remoteWriteHeaders(baseURL string, series []prompb.TimeSeries) (int, http.H
 	if err != nil {
 		return 0, nil, "", err
 	}
-	hreq, err := http.NewRequest(http.MethodPost, baseURL+"/api/v1/write", bytes.NewReader(snappy.Encode(nil, raw)))
+	return postSnappy(baseURL+"/api/v1/write", raw)
+}
+
+// postSnappy posts a marshalled 1.0 write request, snappy-compressed.
+func postSnappy(u string, raw []byte) (int, http.Header, string, error) {
+	hreq, err := http.NewRequest(http.MethodPost, u, bytes.NewReader(snappy.Encode(nil, raw)))
 	if err != nil {
 		return 0, nil, "", err
 	}
