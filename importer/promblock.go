@@ -1,6 +1,7 @@
 package importer
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -87,7 +88,7 @@ func openBlocks(dir string) (blocks []*promBlock, err error) {
 		}
 		return false
 	})
-	slices.SortFunc(blocks, func(a, b *promBlock) int { return cmpT(a.meta.MinTime, b.meta.MinTime) })
+	slices.SortFunc(blocks, func(a, b *promBlock) int { return cmp.Compare(a.meta.MinTime, b.meta.MinTime) })
 	return blocks, nil
 }
 
@@ -258,8 +259,8 @@ type headCursor struct {
 func (c *headCursor) peek() (labels.Labels, bool, error) {
 	for len(c.series) > 0 {
 		s := c.series[0].samples
-		lo, _ := slices.BinarySearchFunc(s, c.mint, func(x Sample, t int64) int { return cmpT(x.T, t) })
-		hi, found := slices.BinarySearchFunc(s, c.maxt, func(x Sample, t int64) int { return cmpT(x.T, t) })
+		lo, _ := slices.BinarySearchFunc(s, c.mint, func(x Sample, t int64) int { return cmp.Compare(x.T, t) })
+		hi, found := slices.BinarySearchFunc(s, c.maxt, func(x Sample, t int64) int { return cmp.Compare(x.T, t) })
 		if found {
 			hi++
 		}

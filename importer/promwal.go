@@ -1,6 +1,7 @@
 package importer
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -381,33 +382,17 @@ func (r *headReader) series() []headSeries {
 }
 
 // timeOrdered sorts samples by time and keeps the first of each timestamp;
-// it does nothing to samples already in order.
+// it does nothing to samples already strictly in order.
 func timeOrdered(s []Sample) []Sample {
-	if slices.IsSortedFunc(s, func(a, b Sample) int { return cmpT(a.T, b.T) }) &&
-		!hasDuplicateT(s) {
+	inOrder := true
+	for i := 1; i < len(s) && inOrder; i++ {
+		inOrder = s[i-1].T < s[i].T
+	}
+	if inOrder {
 		return s
 	}
-	slices.SortStableFunc(s, func(a, b Sample) int { return cmpT(a.T, b.T) })
+	slices.SortStableFunc(s, func(a, b Sample) int { return cmp.Compare(a.T, b.T) })
 	return slices.CompactFunc(s, func(a, b Sample) bool { return a.T == b.T })
-}
-
-func hasDuplicateT(s []Sample) bool {
-	for i := 1; i < len(s); i++ {
-		if s[i].T == s[i-1].T {
-			return true
-		}
-	}
-	return false
-}
-
-func cmpT(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // inIntervals reports whether t falls in one of the deleted intervals.
