@@ -403,20 +403,14 @@ func (ix *MemIndex) Postings(_ context.Context, name, value string) (*roaring.Bi
 
 // PostingsForValues implements MultiPostingsReader.
 func (ix *MemIndex) PostingsForValues(ctx context.Context, name string, values []string) (*roaring.Bitmap, error) {
+	if len(values) == 0 {
+		return roaring.New(), nil // not postingsLocked's nil: the whole label
+	}
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	np := ix.postings[name]
-	if np == nil {
-		return roaring.New(), nil
-	}
-	bms := make([]*roaring.Bitmap, 0, len(values))
-	for i, v := range values {
-		if i%checkContextEvery == 0 && ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		if p, ok := np.values[v]; ok {
-			bms = append(bms, p.shared())
-		}
+	bms, err := ix.postingsLocked(ctx, name, values)
+	if err != nil {
+		return nil, err
 	}
 	return roaring.FastOr(bms...), nil
 }

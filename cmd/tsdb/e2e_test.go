@@ -159,6 +159,13 @@ func query(t *testing.T, baseURL, path string, params url.Values, out any) {
 	if err != nil {
 		t.Fatalf("query %s: %v", path, err)
 	}
+	decodeAnswer(t, resp, path, params, out)
+}
+
+// decodeAnswer decodes the data of an API answer into out; an answer other
+// than success fails the test.
+func decodeAnswer(t testing.TB, resp *http.Response, path string, params url.Values, out any) {
+	t.Helper()
 	defer resp.Body.Close()
 	var r apiResponse
 	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {

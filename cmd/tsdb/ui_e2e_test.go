@@ -161,17 +161,7 @@ func apiGet(t testing.TB, base, path string, params url.Values, out any) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	var r apiResponse
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-		t.Fatalf("decode %s: %v", path, err)
-	}
-	if r.Status != "success" {
-		t.Fatalf("%s %v: %s", path, params, r.Error)
-	}
-	if err := json.Unmarshal(r.Data, out); err != nil {
-		t.Fatal(err)
-	}
+	decodeAnswer(t, resp, path, params, out)
 }
 
 // apiQuery runs an instant query and decodes its result.
