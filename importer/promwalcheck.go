@@ -1,9 +1,8 @@
 package importer
 
 import (
-	"encoding/binary"
-
 	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/tsdb/encoding"
 	"github.com/prometheus/prometheus/tsdb/record"
 )
 
@@ -16,126 +15,92 @@ func sane(rec []byte) bool {
 	if len(rec) == 0 {
 		return false
 	}
-	w := recordWalker{b: rec[1:]}
+	w := recordWalker{Decbuf: encoding.Decbuf{B: rec[1:]}}
 	switch typ := record.Type(rec[0]); typ {
 	case record.Series:
-		for len(w.b) > 0 && !w.bad {
-			w.skip(8) // ref
+		for w.Len() > 0 && !w.broken() {
+			w.Skip(8) // ref
 			for range w.count() {
-				w.skip(w.count()) // name
-				w.skip(w.count()) // value
+				w.Skip(w.count()) // name
+				w.Skip(w.count()) // value
 			}
 		}
 	case record.HistogramSamples, record.CustomBucketsHistogramSamples,
 		record.FloatHistogramSamples, record.CustomBucketsFloatHistogramSamples:
 		float := typ == record.FloatHistogramSamples || typ == record.CustomBucketsFloatHistogramSamples
-		w.skip(16) // base ref and time
-		for len(w.b) > 0 && !w.bad {
-			w.varint() // ref
-			w.varint() // time
+		w.Skip(16) // base ref and time
+		for w.Len() > 0 && !w.broken() {
+			w.Varint64() // ref
+			w.Varint64() // time
 			w.histogram(float)
 		}
 	case record.HistogramSamplesV2, record.FloatHistogramSamplesV2:
 		float := typ == record.FloatHistogramSamplesV2
-		w.varint() // ref, time and start time of the first
-		w.varint()
-		w.varint()
-		for first := true; len(w.b) > 0 && !w.bad; first = false {
+		w.Varint64() // ref, time and start time of the first
+		w.Varint64()
+		w.Varint64()
+		for first := true; w.Len() > 0 && !w.broken(); first = false {
 			if !first {
-				w.varint() // ref and time
-				w.varint()
-				if m := w.byte(); m > 1 { // 0: no start time, 1: the previous one
-					w.varint()
+				w.Varint64() // ref and time
+				w.Varint64()
+				if m := w.Byte(); m > 1 { // 0: no start time, 1: the previous one
+					w.Varint64()
 				}
 			}
 			w.histogram(float)
 		}
 	}
-	return !w.bad
+	return !w.broken()
 }
 
+// recordWalker reads a record as the upstream decoders do; a count beyond
+// the bytes left marks it bad.
 type recordWalker struct {
-	b   []byte
+	encoding.Decbuf
 	bad bool
 }
 
-func (w *recordWalker) skip(n int) {
-	if n < 0 || n > len(w.b) {
-		w.bad, w.b = true, nil
-		return
-	}
-	w.b = w.b[n:]
-}
-
-func (w *recordWalker) byte() byte {
-	if len(w.b) == 0 {
-		w.bad = true
-		return 0
-	}
-	c := w.b[0]
-	w.b = w.b[1:]
-	return c
-}
-
-func (w *recordWalker) varint() int64 {
-	v, n := binary.Varint(w.b)
-	if n <= 0 {
-		w.bad, w.b = true, nil
-		return 0
-	}
-	w.b = w.b[n:]
-	return v
-}
-
-func (w *recordWalker) uvarint() {
-	_, n := binary.Uvarint(w.b)
-	if n <= 0 {
-		w.bad, w.b = true, nil
-		return
-	}
-	w.b = w.b[n:]
-}
+func (w *recordWalker) broken() bool { return w.bad || w.Err() != nil }
 
 // count reads a count and refuses it beyond the bytes left.
 func (w *recordWalker) count() int {
-	v, n := binary.Uvarint(w.b)
-	if n <= 0 || v > uint64(len(w.b)-n) {
-		w.bad, w.b = true, nil
+	n := w.Uvarint64()
+	if n > uint64(w.Len()) {
+		w.bad, w.B = true, nil
 		return 0
 	}
-	w.b = w.b[n:]
-	return int(v)
+	return int(n)
 }
 
 // histogram walks one encoded histogram, integer or float.
 func (w *recordWalker) histogram(float bool) {
-	w.byte() // counter reset hint
-	schema := w.varint()
+	w.Byte() // counter reset hint
+	schema := w.Varint64()
 	if float {
-		w.skip(32) // zero threshold, zero count, count, sum
+		w.Skip(32) // zero threshold, zero count, count, sum
 	} else {
-		w.skip(8)   // zero threshold
-		w.uvarint() // zero count
-		w.uvarint() // count
-		w.skip(8)   // sum
+		w.Skip(8)     // zero threshold
+		w.Uvarint64() // zero count
+		w.Uvarint64() // count
+		w.Skip(8)     // sum
 	}
 	for range 2 { // positive and negative spans
 		for range w.count() {
-			w.varint()  // offset
-			w.uvarint() // length
+			w.Varint64()  // offset
+			w.Uvarint64() // length
 		}
 	}
 	for range 2 { // positive and negative buckets
 		n := w.count()
 		if float {
-			w.skip(8 * n)
+			w.Skip(8 * n)
 			continue
 		}
 		for range n {
-			w.varint()
+			w.Varint64()
 		}
 	}
 	if histogram.IsCustomBucketsSchema(int32(schema)) {
-		w.skip(8 * w.count())
+		w.Skip(8 * w.count())
 	}
 }
