@@ -34,7 +34,7 @@ func BenchmarkImportPrometheus(b *testing.B) {
 			for b.Loop() {
 				b.StopTimer()
 				s := openStore(b, b.TempDir(), opts)
-				src, err := importer.NewPromSource(realBlock, b.TempDir(), slog.New(slog.DiscardHandler))
+				src, err := importer.NewPromSource(realBlock, slog.New(slog.DiscardHandler))
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -11,9 +11,6 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/prometheus/model/labels"
-	promstorage "github.com/prometheus/prometheus/storage"
-	"github.com/prometheus/prometheus/tsdb"
-	"github.com/prometheus/prometheus/tsdb/chunkenc"
 )
 
 // BatchSamples is about how many samples a source puts in one batch: large
@@ -26,26 +23,24 @@ const BatchSamples = 14 << 10
 // that the storage has few partitions open at once.
 const WindowMs = int64(2 * 60 * 60 * 1000)
 
-// PromSource reads a Prometheus data directory (its blocks and its head,
-// replayed from the WAL and the memory-mapped head chunks) through the
-// upstream tsdb reader, without changing it: it may be the directory of a
-// running Prometheus.
+// PromSource reads a Prometheus data directory (its blocks, and its head
+// replayed from the WAL) without changing it: it may be the directory of a
+// running Prometheus. Blocks are read with the upstream format packages,
+// honouring their tombstones and the time range of their meta.json.
 //
 // It reads window by window, newest first: all series' samples of the
 // newest two hours, then those of the two hours before, and so on. The
 // storage then learns the newest time at once, and so refuses up front
 // what is older than its retention, and has few partitions open at a time.
 type PromSource struct {
-	dir, sandbox string
-	logger       *slog.Logger
-	read, total  atomic.Int64
+	dir         string
+	logger      *slog.Logger
+	read, total atomic.Int64
 }
 
 // NewPromSource returns a source reading the Prometheus data directory dir.
-// sandbox is a folder the reader may write its scratch files in (hard links
-// to the head's chunk files: on the same file system as dir); empty picks
-// dir itself when it is writable, else the system's temporary folder.
-func NewPromSource(dir, sandbox string, logger *slog.Logger) (*PromSource, error) {
+// It writes nothing there.
+func NewPromSource(dir string, logger *slog.Logger) (*PromSource, error) {
 	st, err := os.Stat(dir)
 	if err != nil {
 		return nil, fmt.Errorf("prometheus data directory: %w", err)
@@ -53,15 +48,10 @@ func NewPromSource(dir, sandbox string, logger *slog.Logger) (*PromSource, error
 	if !st.IsDir() {
 		return nil, fmt.Errorf("prometheus data directory %s is not a directory", dir)
 	}
-	if sandbox == "" {
-		sandbox = dir
-		if f, err := os.MkdirTemp(dir, ".shale-import-probe"); err != nil {
-			sandbox = os.TempDir()
-		} else {
-			_ = os.Remove(f)
-		}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
 	}
-	return &PromSource{dir: dir, sandbox: sandbox, logger: logger}, nil
+	return &PromSource{dir: dir, logger: logger}, nil
 }
 
 // Progress implements Source: samples read of those the blocks hold (the
@@ -73,26 +63,25 @@ func (s *PromSource) Progress() (done, total int64, unit string) {
 
 // Run implements Source.
 func (s *PromSource) Run(ctx context.Context, emit func(Batch) error) (err error) {
-	db, err := tsdb.OpenDBReadOnly(s.dir, s.sandbox, s.logger)
-	if err != nil {
-		return fmt.Errorf("open %s: %w", s.dir, err)
-	}
-	defer func() {
-		if cerr := db.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("close %s: %w", s.dir, cerr)
-		}
-	}()
-	blocks, err := db.Blocks()
+	blocks, err := openBlocks(s.dir)
 	if err != nil {
 		return fmt.Errorf("open the blocks of %s: %w", s.dir, err)
 	}
+	defer func() {
+		if cerr := closeBlocks(blocks); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
 	// Without a WAL there is no head (a folder of blocks alone, as
-	// promtool tsdb create-blocks-from writes): the reader must not look
-	// for one.
+	// promtool tsdb create-blocks-from writes).
 	_, werr := os.Stat(filepath.Join(s.dir, "wal"))
 	hasWAL := werr == nil
-	var windows [][2]int64 // [mint, maxt], inclusive
-	queryMax := int64(math.MaxInt64)
+	var (
+		windows [][2]int64 // [mint, maxt], inclusive
+		head    []headSeries
+		// maxt ends the blocks' time; the head starts there.
+		maxt = int64(math.MinInt64)
+	)
 	if len(blocks) == 0 {
 		if !hasWAL {
 			return fmt.Errorf("%s holds neither blocks nor a WAL: not a Prometheus data directory", s.dir)
@@ -100,18 +89,15 @@ func (s *PromSource) Run(ctx context.Context, emit func(Batch) error) (err error
 		windows = append(windows, [2]int64{math.MinInt64, math.MaxInt64})
 	} else {
 		var total int64
-		mint, maxt := int64(math.MaxInt64), int64(math.MinInt64)
+		mint := int64(math.MaxInt64)
 		for _, b := range blocks {
-			m := b.Meta()
-			total += int64(m.Stats.NumSamples)
-			mint, maxt = min(mint, m.MinTime), max(maxt, m.MaxTime)
+			total += b.meta.Stats.NumSamples
+			mint, maxt = min(mint, b.meta.MinTime), max(maxt, b.meta.MaxTime)
 		}
 		s.total.Store(total)
 		if hasWAL {
 			// The head: everything from the end of the last block on.
 			windows = append(windows, [2]int64{maxt, math.MaxInt64})
-		} else {
-			queryMax = maxt - 1
 		}
 		for end := maxt; end > mint; {
 			start := max(mint, floorDiv(end-1, WindowMs)*WindowMs)
@@ -121,81 +107,107 @@ func (s *PromSource) Run(ctx context.Context, emit func(Batch) error) (err error
 			end = start
 		}
 	}
-	// One querier for all windows: the read-only DB replays the WAL for
-	// each querier it opens.
-	q, err := db.Querier(math.MinInt64, queryMax)
-	if err != nil {
-		return fmt.Errorf("open a querier on %s: %w", s.dir, err)
+	if hasWAL {
+		if head, err = headReplay(s.dir, maxt, s.logger); err != nil {
+			return fmt.Errorf("replay the head of %s: %w", s.dir, err)
+		}
 	}
-	defer q.Close()
-	all := labels.MustNewMatcher(labels.MatchRegexp, "", ".*")
-	var it chunkenc.Iterator
 	for _, w := range windows {
-		var (
-			batch Batch
-			n     int
-			// slab holds the samples of a batch: one allocation for
-			// many series.
-			slab []Sample
-		)
-		flush := func() error {
-			if len(batch) == 0 {
-				return nil
-			}
-			s.read.Add(int64(n))
-			err := emit(batch)
-			batch, n, slab = nil, 0, nil
-			return err
-		}
-		set := q.Select(ctx, false, &promstorage.SelectHints{Start: w[0], End: w[1]}, all)
-		for set.Next() {
-			ser := set.At()
-			it = ser.Iterator(it)
-			if slab == nil {
-				slab = make([]Sample, 0, BatchSamples+BatchSamples/4)
-			}
-			from := len(slab)
-			for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
-				var smp Sample
-				switch vt {
-				case chunkenc.ValFloat:
-					smp.T, smp.V = it.At()
-				case chunkenc.ValHistogram:
-					smp.T, smp.H = it.AtHistogram(nil)
-				case chunkenc.ValFloatHistogram:
-					smp.T, smp.FH = it.AtFloatHistogram(nil)
-				default:
-					return fmt.Errorf("series %s: unknown sample kind %v", ser.Labels(), vt)
-				}
-				// A series longer than the room left moves to a new
-				// array; the series before keep the old one.
-				slab = append(slab, smp)
-			}
-			samples := slab[from:len(slab):len(slab)]
-			if err := it.Err(); err != nil {
-				return fmt.Errorf("read series %s: %w", ser.Labels(), err)
-			}
-			if len(samples) == 0 {
-				continue
-			}
-			batch = append(batch, Series{Labels: ser.Labels(), Samples: samples})
-			if n += len(samples); n >= BatchSamples {
-				if err := flush(); err != nil {
-					return err
-				}
-			}
-		}
-		if err := set.Err(); err != nil {
+		if err := s.readWindow(ctx, blocks, head, w[0], w[1], emit); err != nil {
 			if ctxErr := context.Cause(ctx); ctxErr != nil && errors.Is(err, ctx.Err()) {
 				return ctxErr
 			}
-			return fmt.Errorf("read %s: %w", s.dir, err)
-		}
-		if err := flush(); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// readWindow emits, in batches, every series' samples in [mint, maxt] from
+// the blocks and the head, merged: a series found in several (overlapping
+// blocks) is sent once, its samples in time order.
+func (s *PromSource) readWindow(ctx context.Context, blocks []*promBlock, head []headSeries, mint, maxt int64, emit func(Batch) error) error {
+	var cursors []seriesCursor
+	for _, b := range blocks {
+		if b.meta.MinTime <= maxt && mint < b.meta.MaxTime {
+			c, err := newBlockCursor(ctx, b, mint, maxt)
+			if err != nil {
+				return err
+			}
+			cursors = append(cursors, c)
+		}
+	}
+	if len(head) > 0 {
+		cursors = append(cursors, &headCursor{series: head, mint: mint, maxt: maxt})
+	}
+	var (
+		batch Batch
+		n     int
+		// slab holds the samples of a batch: one allocation for many
+		// series.
+		slab []Sample
+		next []seriesCursor // the cursors at the smallest labels
+	)
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		s.read.Add(int64(n))
+		err := emit(batch)
+		batch, n, slab = nil, 0, nil
+		return err
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var lset labels.Labels
+		next = next[:0]
+		for _, c := range cursors {
+			l, ok, err := c.peek()
+			if err != nil {
+				return fmt.Errorf("read %s: %w", s.dir, err)
+			}
+			if !ok {
+				continue
+			}
+			switch cmp := labels.Compare(l, lset); {
+			case len(next) == 0 || cmp < 0:
+				lset, next = l, append(next[:0], c)
+			case cmp == 0:
+				next = append(next, c)
+			}
+		}
+		if len(next) == 0 {
+			break
+		}
+		if slab == nil {
+			slab = make([]Sample, 0, BatchSamples+BatchSamples/4)
+		}
+		from := len(slab)
+		for _, c := range next {
+			var err error
+			// A series longer than the room left moves to a new
+			// array; the series before keep the old one.
+			if slab, err = c.read(slab); err != nil {
+				return fmt.Errorf("read %s: %w", s.dir, err)
+			}
+		}
+		samples := slab[from:len(slab):len(slab)]
+		if len(next) > 1 {
+			samples = timeOrdered(samples)
+		}
+		if len(samples) == 0 {
+			continue
+		}
+		batch = append(batch, Series{Labels: lset, Samples: samples})
+		if n += len(samples); n >= BatchSamples {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return flush()
 }
 
 func floorDiv(a, b int64) int64 {
@@ -206,9 +218,9 @@ func floorDiv(a, b int64) int64 {
 	return q
 }
 
-func overlapsAny(blocks []tsdb.BlockReader, start, end int64) bool {
+func overlapsAny(blocks []*promBlock, start, end int64) bool {
 	for _, b := range blocks {
-		m := b.Meta()
+		m := b.meta
 		if m.MinTime < end && start < m.MaxTime {
 			return true
 		}

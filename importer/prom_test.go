@@ -41,7 +41,7 @@ func TestImportPrometheusRealBlockBitExact(t *testing.T) {
 	want := upstreamPoints(t, realBlock)
 	s := openStore(t, t.TempDir(), testStorageOptions())
 	defer s.stop()
-	src, err := importer.NewPromSource(realBlock, t.TempDir(), slog.New(slog.DiscardHandler))
+	src, err := importer.NewPromSource(realBlock, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

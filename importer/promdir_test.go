@@ -86,7 +86,7 @@ func TestImportPrometheusDirHistogramsAndHead(t *testing.T) {
 	if len(want) != 6 || len(want[`{__name__="m2", kind="hist"}`]) != 180 {
 		t.Fatalf("the upstream reader gives %d series; m2 has %d samples", len(want), len(want[`{__name__="m2", kind="hist"}`]))
 	}
-	src, err := importer.NewPromSource(dir, "", slog.New(slog.DiscardHandler))
+	src, err := importer.NewPromSource(dir, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

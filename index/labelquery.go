@@ -50,18 +50,12 @@ func LabelNamesFor(ctx context.Context, r Reader, postings *roaring.Bitmap) ([]s
 	}
 	if sr, ok := r.(SeriesReader); ok && postings.GetCardinality() <= uint64(total) {
 		seen := make(map[string]struct{}, len(names))
-		builder := labels.NewScratchBuilder(16)
-		it := postings.Iterator()
-		for i := 0; it.HasNext() && len(seen) < len(names); i++ {
-			if i%checkContextEvery == 0 && ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			ref := it.Next()
-			lset, err := sr.Series(ctx, ref, &builder)
-			if err != nil {
-				return nil, fmt.Errorf("read series %d: %w", ref, err)
-			}
+		err := eachSeries(ctx, sr, postings, func(lset labels.Labels) bool {
 			lset.Range(func(l labels.Label) { seen[l.Name] = struct{}{} })
+			return len(seen) < len(names)
+		})
+		if err != nil {
+			return nil, err
 		}
 		for name := range seen {
 			out = append(out, name)
@@ -152,21 +146,15 @@ func LabelValuesFor(ctx context.Context, r Reader, name string, ms ...*labels.Ma
 	var out []string
 	if sr, ok := r.(SeriesReader); ok && p.GetCardinality() <= uint64(len(values)) {
 		seen := make(map[string]struct{})
-		builder := labels.NewScratchBuilder(16)
-		it := p.Iterator()
-		for i := 0; it.HasNext(); i++ {
-			if i%checkContextEvery == 0 && ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			ref := it.Next()
-			lset, err := sr.Series(ctx, ref, &builder)
-			if err != nil {
-				return nil, fmt.Errorf("read series %d: %w", ref, err)
-			}
+		err := eachSeries(ctx, sr, p, func(lset labels.Labels) bool {
 			// p satisfies every matcher on name already.
 			if v := lset.Get(name); v != "" {
 				seen[v] = struct{}{}
 			}
+			return true
+		})
+		if err != nil {
+			return nil, err
 		}
 		for v := range seen {
 			out = append(out, v)
@@ -187,4 +175,26 @@ func LabelValuesFor(ctx context.Context, r Reader, name string, ms ...*labels.Ma
 		}
 	}
 	return out, nil
+}
+
+// eachSeries reads the labels of every series of postings, in order, and
+// hands them to fn until it returns false. The labels are valid only during
+// the call.
+func eachSeries(ctx context.Context, sr SeriesReader, postings *roaring.Bitmap, fn func(labels.Labels) bool) error {
+	builder := labels.NewScratchBuilder(16)
+	it := postings.Iterator()
+	for i := 0; it.HasNext(); i++ {
+		if i%checkContextEvery == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		ref := it.Next()
+		lset, err := sr.Series(ctx, ref, &builder)
+		if err != nil {
+			return fmt.Errorf("read series %d: %w", ref, err)
+		}
+		if !fn(lset) {
+			return nil
+		}
+	}
+	return nil
 }

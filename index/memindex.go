@@ -197,10 +197,8 @@ func (ix *MemIndex) EqualEach(refs []int64, lsets []labels.Labels) {
 
 // equalLocked compares the stored series ref with lset without building it.
 func (ix *MemIndex) equalLocked(ref uint32, lset labels.Labels) bool {
-	b := ix.seriesBytesLocked(ref)
-	n, k := binary.Uvarint(b)
-	b = b[k:]
-	if int(n) != lset.Len() {
+	ids := ix.labelIDsLocked(ref)
+	if int(ids.n) != lset.Len() {
 		return false
 	}
 	equal := true
@@ -208,18 +206,38 @@ func (ix *MemIndex) equalLocked(ref uint32, lset labels.Labels) bool {
 		if !equal {
 			return
 		}
-		nameID, k := binary.Uvarint(b)
-		b = b[k:]
-		valueID, k := binary.Uvarint(b)
-		b = b[k:]
+		nameID, valueID, _ := ids.next()
 		equal = ix.symtab[nameID] == l.Name && ix.symtab[valueID] == l.Value
 	})
 	return equal
 }
 
-func (ix *MemIndex) seriesBytesLocked(ref uint32) []byte {
+// labelIDs walks a stored series: the number of its labels, then each
+// label's name and value symbol ids, uvarints all.
+type labelIDs struct {
+	b []byte
+	n uint64 // labels left
+}
+
+// labelIDsLocked starts a walk over the labels of series ref.
+func (ix *MemIndex) labelIDsLocked(ref uint32) labelIDs {
 	off := ix.offsets[ref]
-	return ix.pages[off>>pageBits][off&(pageSize-1):]
+	b := ix.pages[off>>pageBits][off&(pageSize-1):]
+	n, k := binary.Uvarint(b)
+	return labelIDs{b: b[k:], n: n}
+}
+
+// next returns the symbol ids of the next label; false after the last.
+func (l *labelIDs) next() (name, value uint32, ok bool) {
+	if l.n == 0 {
+		return 0, 0, false
+	}
+	l.n--
+	nameID, k := binary.Uvarint(l.b)
+	l.b = l.b[k:]
+	valueID, k := binary.Uvarint(l.b)
+	l.b = l.b[k:]
+	return uint32(nameID), uint32(valueID), true
 }
 
 func (ix *MemIndex) internLocked(s string) (uint32, string) {
@@ -311,14 +329,8 @@ func (ix *MemIndex) Series(_ context.Context, ref uint32, builder *labels.Scratc
 }
 
 func (ix *MemIndex) addLabelsLocked(ref uint32, builder *labels.ScratchBuilder) {
-	b := ix.seriesBytesLocked(ref)
-	n, k := binary.Uvarint(b)
-	b = b[k:]
-	for range n {
-		nameID, k := binary.Uvarint(b)
-		b = b[k:]
-		valueID, k := binary.Uvarint(b)
-		b = b[k:]
+	ids := ix.labelIDsLocked(ref)
+	for nameID, valueID, ok := ids.next(); ok; nameID, valueID, ok = ids.next() {
 		builder.Add(ix.symtab[nameID], ix.symtab[valueID])
 	}
 }
@@ -391,20 +403,14 @@ func (ix *MemIndex) Postings(_ context.Context, name, value string) (*roaring.Bi
 
 // PostingsForValues implements MultiPostingsReader.
 func (ix *MemIndex) PostingsForValues(ctx context.Context, name string, values []string) (*roaring.Bitmap, error) {
+	if len(values) == 0 {
+		return roaring.New(), nil // not postingsLocked's nil: the whole label
+	}
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	np := ix.postings[name]
-	if np == nil {
-		return roaring.New(), nil
-	}
-	bms := make([]*roaring.Bitmap, 0, len(values))
-	for i, v := range values {
-		if i%checkContextEvery == 0 && ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		if p, ok := np.values[v]; ok {
-			bms = append(bms, p.shared())
-		}
+	bms, err := ix.postingsLocked(ctx, name, values)
+	if err != nil {
+		return nil, err
 	}
 	return roaring.FastOr(bms...), nil
 }
@@ -580,16 +586,10 @@ func (ix *MemIndex) andByForwardLocked(bm *roaring.Bitmap, name string, values [
 // valueIDLocked returns the symbol id of the value of label nameID in
 // series ref, or an id no value has if the series lacks the label.
 func (ix *MemIndex) valueIDLocked(ref, nameID uint32) uint32 {
-	b := ix.seriesBytesLocked(ref)
-	n, k := binary.Uvarint(b)
-	b = b[k:]
-	for range n {
-		id, k := binary.Uvarint(b)
-		b = b[k:]
-		valueID, k := binary.Uvarint(b)
-		b = b[k:]
-		if uint32(id) == nameID {
-			return uint32(valueID)
+	ids := ix.labelIDsLocked(ref)
+	for id, valueID, ok := ids.next(); ok; id, valueID, ok = ids.next() {
+		if id == nameID {
+			return valueID
 		}
 	}
 	return math.MaxUint32

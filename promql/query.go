@@ -306,5 +306,9 @@ func (a *API) parseQuery(r *http.Request) result {
 	if err != nil {
 		return fail(invalidParam(err, "query"))
 	}
-	return ok(translateAST(expr))
+	tree, err := syntaxTree(expr)
+	if err != nil {
+		return fail(internalError(err))
+	}
+	return ok(tree)
 }

@@ -138,15 +138,7 @@ func normFromV1(req *prompb.WriteRequest) normReq {
 			ns.Samples = append(ns.Samples, sample{v: s.Value, t: s.Timestamp})
 		}
 		for _, h := range ts.Histograms {
-			nh := normHist{T: h.Timestamp}
-			if h.IsFloatHistogram() {
-				nh.FH = h.ToFloatHistogram()
-				nh.FH.CounterResetHint = normHint(nh.FH.CounterResetHint)
-			} else {
-				nh.H = h.ToIntHistogram()
-				nh.H.CounterResetHint = normHint(nh.H.CounterResetHint)
-			}
-			ns.Hists = append(ns.Hists, nh)
+			ns.Hists = append(ns.Hists, normHistOf(&h, h.Timestamp, 0))
 		}
 		for _, e := range ts.Exemplars {
 			ne := normEx{V: e.Value, Ts: e.Timestamp}
@@ -163,6 +155,27 @@ func normFromV1(req *prompb.WriteRequest) normReq {
 	return out
 }
 
+// wireHistogram is a histogram as a 1.0 or 2.0 message holds it.
+type wireHistogram interface {
+	IsFloatHistogram() bool
+	ToIntHistogram() *histogram.Histogram
+	ToFloatHistogram() *histogram.FloatHistogram
+}
+
+// normHistOf is a message's histogram at t (start time st), counter reset
+// hint normalised.
+func normHistOf(h wireHistogram, t, st int64) normHist {
+	nh := normHist{T: t, ST: st}
+	if h.IsFloatHistogram() {
+		nh.FH = h.ToFloatHistogram()
+		nh.FH.CounterResetHint = normHint(nh.FH.CounterResetHint)
+	} else {
+		nh.H = h.ToIntHistogram()
+		nh.H.CounterResetHint = normHint(nh.H.CounterResetHint)
+	}
+	return nh
+}
+
 func normFromV2(req *writev2.Request) normReq {
 	out := normReq{Symbols: req.Symbols}
 	for _, ts := range req.Timeseries {
@@ -172,15 +185,7 @@ func normFromV2(req *writev2.Request) normReq {
 			ns.Samples = append(ns.Samples, sample{v: s.Value, t: s.Timestamp, st: s.StartTimestamp})
 		}
 		for _, h := range ts.Histograms {
-			nh := normHist{T: h.Timestamp, ST: h.StartTimestamp}
-			if h.IsFloatHistogram() {
-				nh.FH = h.ToFloatHistogram()
-				nh.FH.CounterResetHint = normHint(nh.FH.CounterResetHint)
-			} else {
-				nh.H = h.ToIntHistogram()
-				nh.H.CounterResetHint = normHint(nh.H.CounterResetHint)
-			}
-			ns.Hists = append(ns.Hists, nh)
+			ns.Hists = append(ns.Hists, normHistOf(&h, h.Timestamp, h.StartTimestamp))
 		}
 		for _, e := range ts.Exemplars {
 			ns.Exemplars = append(ns.Exemplars, normEx{Refs: e.LabelsRefs, V: e.Value, Ts: e.Timestamp})

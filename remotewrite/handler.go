@@ -201,17 +201,28 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Prometheus answers (1.0 senders take any 2xx).
 		w.WriteHeader(http.StatusNoContent)
 	default:
-		if res.code == http.StatusMethodNotAllowed {
-			w.Header().Set("Allow", http.MethodPost)
-		}
-		if res.retryAfter {
-			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(h.opts.RetryAfter/time.Second))))
-		}
-		http.Error(w, res.msg, res.code)
+		h.refuse(w, res)
 	}
-	vl := versionLabel(version)
-	h.m.requests.WithLabelValues(vl, codeLabel(res.code)).Inc()
-	h.m.duration.WithLabelValues(vl).Observe(time.Since(start).Seconds())
+	h.count(versionLabel(version), res.code, start)
+}
+
+// refuse answers a refused request, remote write or OTLP: its status and
+// message, Allow with a 405, Retry-After when trying again may succeed.
+func (h *Handler) refuse(w http.ResponseWriter, res result) {
+	if res.code == http.StatusMethodNotAllowed {
+		w.Header().Set("Allow", http.MethodPost)
+	}
+	if res.retryAfter {
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(h.opts.RetryAfter/time.Second))))
+	}
+	http.Error(w, res.msg, res.code)
+}
+
+// count records a finished request of a protocol version ("1.0", "2.0",
+// "otlp") in the request metrics.
+func (h *Handler) count(version string, code int, start time.Time) {
+	h.m.requests.WithLabelValues(version, codeLabel(code)).Inc()
+	h.m.duration.WithLabelValues(version).Observe(time.Since(start).Seconds())
 }
 
 func fail(code int, format string, args ...any) result {

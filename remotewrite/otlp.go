@@ -120,16 +120,9 @@ func (o *OTLPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write(body)
 	default:
-		if res.code == http.StatusMethodNotAllowed {
-			w.Header().Set("Allow", http.MethodPost)
-		}
-		if res.retryAfter {
-			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(h.opts.RetryAfter/time.Second))))
-		}
-		http.Error(w, res.msg, res.code)
+		h.refuse(w, res.result)
 	}
-	h.m.requests.WithLabelValues(otlpVersion, codeLabel(res.code)).Inc()
-	h.m.duration.WithLabelValues(otlpVersion).Observe(time.Since(start).Seconds())
+	h.count(otlpVersion, res.code, start)
 }
 
 func otlpFail(code int, format string, args ...any) otlpResult {

@@ -104,7 +104,12 @@ func remoteWriteHeaders(baseURL string, series []prompb.TimeSeries) (int, http.H
 	if err != nil {
 		return 0, nil, "", err
 	}
-	hreq, err := http.NewRequest(http.MethodPost, baseURL+"/api/v1/write", bytes.NewReader(snappy.Encode(nil, raw)))
+	return postSnappy(baseURL+"/api/v1/write", raw)
+}
+
+// postSnappy posts a marshalled 1.0 write request, snappy-compressed.
+func postSnappy(u string, raw []byte) (int, http.Header, string, error) {
+	hreq, err := http.NewRequest(http.MethodPost, u, bytes.NewReader(snappy.Encode(nil, raw)))
 	if err != nil {
 		return 0, nil, "", err
 	}
@@ -154,6 +159,13 @@ func query(t *testing.T, baseURL, path string, params url.Values, out any) {
 	if err != nil {
 		t.Fatalf("query %s: %v", path, err)
 	}
+	decodeAnswer(t, resp, path, params, out)
+}
+
+// decodeAnswer decodes the data of an API answer into out; an answer other
+// than success fails the test.
+func decodeAnswer(t testing.TB, resp *http.Response, path string, params url.Values, out any) {
+	t.Helper()
 	defer resp.Body.Close()
 	var r apiResponse
 	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {

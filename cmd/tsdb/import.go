@@ -29,8 +29,6 @@ import (
 type importConfig struct {
 	source string // prometheus, openmetrics or vm
 	path   string
-	// sandbox is where the Prometheus reader may write scratch files.
-	sandbox string
 
 	url             string
 	rwVersion       string
@@ -89,10 +87,8 @@ func parseImportFlags(args []string) (*importConfig, error) {
 		Default("false").BoolVar(&cfg.noProgress)
 	promslogflag.AddFlags(app, &cfg.log)
 
-	prom := app.Command("prometheus", "Import a Prometheus data directory: its blocks and its head (WAL), floats and native histograms, through the upstream TSDB reader. The directory is not changed; it may be a running Prometheus'.")
+	prom := app.Command("prometheus", "Import a Prometheus data directory: its blocks and its head (WAL), floats and native histograms, tombstones honoured. The directory is not changed; it may be a running Prometheus'.")
 	prom.Arg("data-dir", "Prometheus' --storage.tsdb.path.").Required().StringVar(&cfg.path)
-	prom.Flag("sandbox-dir", "Folder for the reader's scratch files (links to the head's chunk files: on the same file system as the data directory). Default: the data directory when writable, else the temporary folder.").
-		Default("").StringVar(&cfg.sandbox)
 	om := app.Command("openmetrics", "Import an OpenMetrics text file as promtool tsdb create-blocks-from openmetrics reads it: every sample with a timestamp (in seconds), ending with # EOF.")
 	om.Arg("file", "The OpenMetrics file.").Required().StringVar(&cfg.path)
 	vm := app.Command("vm", "Import VictoriaMetrics' JSON-line export (/api/v1/export): one {\"metric\":{...},\"values\":[...],\"timestamps\":[...]} a line; gzip accepted.")
@@ -166,7 +162,7 @@ func runImport(ctx context.Context, cfg *importConfig, logger *slog.Logger) (imp
 func importSource(cfg *importConfig, logger *slog.Logger) (importer.Source, error) {
 	switch cfg.source {
 	case "prometheus":
-		return importer.NewPromSource(cfg.path, cfg.sandbox, logger)
+		return importer.NewPromSource(cfg.path, logger)
 	case "openmetrics":
 		return importer.NewOpenMetricsFileSource(cfg.path)
 	case "vm":

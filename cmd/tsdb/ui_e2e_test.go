@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -32,7 +31,6 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
-	"github.com/golang/snappy"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -149,32 +147,11 @@ func writeUIData(t testing.TB, base, name string, n int, end time.Time, span tim
 }
 
 func rawRemoteWrite(base string, req *prompb.WriteRequest) (int, http.Header, string, error) {
-	if len(req.Metadata) == 0 {
-		return remoteWriteHeaders(base, req.Timeseries)
-	}
-	// remoteWriteHeaders sends series only; metadata needs the whole request.
 	raw, err := req.Marshal()
 	if err != nil {
 		return 0, nil, "", err
 	}
 	return postSnappy(base+"/api/v1/write", raw)
-}
-
-func postSnappy(u string, raw []byte) (int, http.Header, string, error) {
-	hreq, err := http.NewRequest(http.MethodPost, u, bytes.NewReader(snappy.Encode(nil, raw)))
-	if err != nil {
-		return 0, nil, "", err
-	}
-	hreq.Header.Set("Content-Type", "application/x-protobuf")
-	hreq.Header.Set("Content-Encoding", "snappy")
-	hreq.Header.Set("X-Prometheus-Remote-Write-Version", "0.1.0")
-	resp, err := http.DefaultClient.Do(hreq)
-	if err != nil {
-		return 0, nil, "", err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, string(body), nil
 }
 
 // apiGet calls the API and decodes its data.
@@ -184,17 +161,7 @@ func apiGet(t testing.TB, base, path string, params url.Values, out any) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	var r apiResponse
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-		t.Fatalf("decode %s: %v", path, err)
-	}
-	if r.Status != "success" {
-		t.Fatalf("%s %v: %s", path, params, r.Error)
-	}
-	if err := json.Unmarshal(r.Data, out); err != nil {
-		t.Fatal(err)
-	}
+	decodeAnswer(t, resp, path, params, out)
 }
 
 // apiQuery runs an instant query and decodes its result.

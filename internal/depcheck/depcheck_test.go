@@ -51,6 +51,10 @@ var leaves = []string{"corrupt", "internal/promreg", "internal/jsonenc"}
 var upstreamOnly = map[string]string{
 	"github.com/prometheus/prometheus/promql":     "promql",
 	"github.com/prometheus/prometheus/web/api/v1": "",
+	// The whole upstream database (and wlog, which links testing and
+	// testify): the importer reads blocks and WALs with the format packages.
+	"github.com/prometheus/prometheus/tsdb":      "",
+	"github.com/prometheus/prometheus/tsdb/wlog": "",
 }
 
 // upstreamAlso lists, for an upstream package of upstreamOnly, the other
