@@ -152,8 +152,14 @@ func (db *DB) ReplayLog(ctx context.Context, fn func(rec []byte) error) error {
 			break
 		}
 	}
-	var fnErr error
-	err = db.s.readWALs(ctx, ids, func(_ uint64, ents []entry) error {
+	var (
+		fnErr  error
+		filter walFilter
+	)
+	err = db.s.readWALs(ctx, ids, func(_, epoch uint64, ents []entry) error {
+		if !filter.admit(epoch) {
+			return nil
+		}
 		for i := range ents {
 			if ents[i].kind != kindLog {
 				continue
