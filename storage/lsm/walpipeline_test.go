@@ -418,3 +418,61 @@ func TestWALFencedAmongInFlight(t *testing.T) {
 		}
 	}
 }
+
+// TestWALReplayPositionWaitsForWAL: a memtable frozen while its WAL
+// objects are in flight is flushed to L0, but the manifest's replay
+// position does not move past them until they are stored, so that no id
+// below it is ever a gap.
+func TestWALReplayPositionWaitsForWAL(t *testing.T) {
+	ctx := context.Background()
+	mem := objstore.NewMemoryBucket()
+	g := newWALGateBucket(mem)
+	db := openDB(t, g, pipelineOptions(), Components{})
+	defer db.Close()
+
+	n := db.nextWALID
+	release := g.hold(n)
+	defer release()
+	_, w := appendSealed(t, db, "a")
+	flushed := make(chan error, 1)
+	go func() { flushed <- db.Flush(ctx) }()
+	// The L0 table is written; the manifest waits for wal n.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		objs, err := mem.List(ctx, "db/sst/", "", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(objs.Objects) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no l0 table written")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case err := <-flushed:
+		t.Fatalf("flush returned (%v) with wal %d in flight", err, n)
+	default:
+	}
+	db.mu.Lock()
+	replayAfter := db.man.ReplayAfter
+	db.mu.Unlock()
+	if replayAfter >= n {
+		t.Fatalf("replay position %d moved past wal %d before it was stored", replayAfter, n)
+	}
+	release()
+	if err := <-flushed; err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	db.mu.Lock()
+	replayAfter = db.man.ReplayAfter
+	db.mu.Unlock()
+	if replayAfter < n {
+		t.Fatalf("replay position %d after the flush, want at least %d", replayAfter, n)
+	}
+}
