@@ -92,7 +92,8 @@ func (db *DB) AppendLog(rec []byte) (LogWait, error) {
 	buf := db.walCur
 	buf.data = appendWALRecord(buf.data, &entry{kind: kindLog, value: rec})
 	buf.n++
-	if len(buf.data) >= db.opts.WALMaxBytes {
+	if len(buf.data) >= db.opts.WALMaxBytes || db.walDue && db.walRoomLocked() {
+		// Full, or its interval passed while the WAL was idle: written now.
 		db.sealWALLocked()
 		kick(db.walKick)
 	}
