@@ -51,6 +51,7 @@ type options struct {
 	vmArgs    string
 	keepData  bool
 	noQueries bool
+	s3Latency time.Duration
 	mode      string
 	soak      soakConfig
 	coldwarm  coldwarmConfig
@@ -96,7 +97,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.load.Progress, "progress", 5*time.Second, "period of the progress line; 0 disables it")
 	fs.Uint64Var(&o.load.Seed, "seed", 1, "seed of the generated values")
 	sys := fs.String("systems", "null,shale,shale-rw2,prometheus,victoria-metrics",
-		"systems in the order they run: null (the generator alone), shale (remote write 1.0), shale-rw2 (2.0), shale-nowal (acknowledged once in memory), shale-nocache (results cache off), prometheus, victoria-metrics")
+		"systems in the order they run: null (the generator alone), shale (remote write 1.0), shale-rw2 (2.0), shale-nowal (acknowledged once in memory), shale-nocache (results cache off), shale-s3 (on versitygw behind a proxy adding -s3-latency), prometheus, victoria-metrics")
 	fs.StringVar(&o.out, "out", "bench-out", "folder for the report, the SVG, the results JSON and the systems' data")
 	fs.IntVar(&o.runs, "runs", 1, "repeat the whole benchmark; the table shows medians")
 	fs.IntVar(&o.rounds, "query-rounds", 3, "warm rounds of the query set (after one warm-up round)")
@@ -106,6 +107,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.shaleArgs, "shale-args", "", "further Shale flags, space-separated")
 	fs.StringVar(&o.promArgs, "prometheus-args", "", "further Prometheus flags, space-separated")
 	fs.StringVar(&o.vmArgs, "victoria-metrics-args", "", "further VictoriaMetrics flags, space-separated")
+	fs.DurationVar(&o.s3Latency, "s3-latency", 50*time.Millisecond, "shale-s3: latency the proxy in front of versitygw (-versitygw-bin) adds to every object-store request")
 	fs.BoolVar(&o.keepData, "keep-data", false, "keep the systems' data folders under -out")
 	fs.BoolVar(&o.noQueries, "skip-queries", false, "measure the ingest and the stored bytes only (no queries, no restarts)")
 	fs.StringVar(&o.mode, "mode", "bench", "bench: the side-by-side benchmark; soak: the fault soak of Shale on S3 (soak.go); coldwarm: cold and warm query latency by series count on S3 (coldwarm.go)")
@@ -192,7 +194,7 @@ func (o *options) newSystem(name string) (*system, error) {
 	case "null":
 		s.kind = "null"
 		return s, nil
-	case "shale", "shale-rw2", "shale-nowal", "shale-nocache":
+	case "shale", "shale-rw2", "shale-nowal", "shale-nocache", "shale-s3":
 		s.kind, s.bin, hint = "shale", o.shaleBin, "make build"
 		s.extra = strings.Fields(o.shaleArgs)
 		switch name {
@@ -202,6 +204,8 @@ func (o *options) newSystem(name string) (*system, error) {
 			s.extra = append(s.extra, "--storage.wal=false")
 		case "shale-nocache":
 			s.extra = append(s.extra, "--query.results-cache.size=0")
+		case "shale-s3":
+			s.startS3 = func(ctx context.Context, dir string) (*s3Backend, error) { return startS3Backend(ctx, o, dir) }
 		}
 	case "prometheus":
 		s.kind, s.bin, hint = "prometheus", o.promBin, "apt-get install prometheus"
@@ -271,6 +275,7 @@ func (o *options) benchSystem(ctx context.Context, s *system) (*sysResult, error
 	if !o.keepData {
 		defer os.RemoveAll(s.dir)
 	}
+	defer s.closeBackend()
 	cfg := o.load
 	cfg.Version, cfg.Name = s.version, s.name
 	if !cfg.RealTime {

@@ -34,6 +34,18 @@ type system struct {
 	logFile  *os.File
 	stopNull func()
 	nullURL  string
+	// startS3, if set, starts the object store the system runs on (s3
+	// once started); otherwise Shale uses a local folder.
+	startS3 func(ctx context.Context, dir string) (*s3Backend, error)
+	s3      *s3Backend
+}
+
+// closeBackend stops the system's object store, if it has one.
+func (s *system) closeBackend() {
+	if s.s3 != nil {
+		s.s3.stop()
+		s.s3 = nil
+	}
 }
 
 func listenLoopback() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
@@ -69,6 +81,13 @@ func (s *system) prepare(root string) error {
 			return err
 		}
 	}
+	if s.startS3 != nil {
+		b, err := s.startS3(context.Background(), s.dir)
+		if err != nil {
+			return err
+		}
+		s.s3, s.dataDir = b, b.dataDir
+	}
 	if s.kind == "prometheus" {
 		cfg := "global:\n  scrape_interval: 15s\n"
 		if err := os.WriteFile(filepath.Join(s.dir, "prometheus.yml"), []byte(cfg), 0o644); err != nil {
@@ -83,7 +102,11 @@ func (s *system) args() []string {
 	var a []string
 	switch s.kind {
 	case "shale":
-		a = []string{"--web.listen-address=" + addr, "--storage.path=" + s.dataDir,
+		store := "--storage.path=" + s.dataDir
+		if s.s3 != nil {
+			store = "--objstore.config-file=" + s.s3.cfgPath
+		}
+		a = []string{"--web.listen-address=" + addr, store,
 			"--cache.disk-path=" + s.cacheDir, "--storage.retention.time=0", "--log.level=warn"}
 	case "prometheus":
 		a = []string{"--config.file=" + filepath.Join(s.dir, "prometheus.yml"), "--web.listen-address=" + addr,

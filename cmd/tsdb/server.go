@@ -156,6 +156,9 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 	} else {
 		lopts := lsm.DefaultOptions()
 		lopts.WALFlushInterval = cfg.walFlushInterval
+		if cfg.walMaxInFlight != 0 {
+			lopts.WALMaxInFlight = cfg.walMaxInFlight
+		}
 		// Two writers on one local folder are an accident (two processes
 		// started with the same path); on S3 a new writer taking over is
 		// how a writer moves.
@@ -467,6 +470,7 @@ func flagMap(cfg *config) map[string]string {
 		"objstore.config-file":          cfg.objstoreConfig,
 		"storage.wal":                   cfg.wal.String(),
 		"storage.wal.flush-interval":    cfg.walFlushInterval.String(),
+		"storage.wal.max-in-flight":     fmt.Sprint(cfg.walMaxInFlight),
 		"storage.take-over":             fmt.Sprint(cfg.takeOver),
 		"storage.write-timeout":         cfg.writeTimeout.String(),
 		"storage.retention.time":        cfg.retention.String(),

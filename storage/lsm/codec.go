@@ -16,10 +16,13 @@ var ErrCorrupt = corrupt.New("lsm: corrupt object")
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 const (
-	// walMagic names the WAL format. SHW2 dropped the expire-at varint that
-	// every SHW1 record carried; nothing was released with SHW1, so its
-	// objects are refused like any other bad magic.
-	walMagic      = "SHW2"
+	// walMagic names the WAL format. SHW3 adds the writer's epoch after
+	// the magic; SHW2 objects (no epoch, read as epoch 0) are still read.
+	// SHW2 dropped the expire-at varint that every SHW1 record carried;
+	// nothing was released with SHW1, so its objects are refused like any
+	// other bad magic.
+	walMagic      = "SHW3"
+	walMagicV2    = "SHW2"
 	manifestMagic = "SHM1"
 	manifestFmtV1 = 1
 	// manifestFmtV2 adds the log position after the range tombstones.
@@ -46,31 +49,46 @@ func appendWALRecord(dst []byte, e *entry) []byte {
 	return dst
 }
 
-// appendWALHeader starts a WAL object.
-func appendWALHeader(dst []byte) []byte { return append(dst, walMagic...) }
+// appendWALHeader starts a WAL object written by the writer of epoch.
+func appendWALHeader(dst []byte, epoch uint64) []byte {
+	return binary.AppendUvarint(append(dst, walMagic...), epoch)
+}
 
 // finishWAL appends the checksum of everything in obj and returns it.
 func finishWAL(obj []byte) []byte {
 	return binary.LittleEndian.AppendUint32(obj, crc32.Checksum(obj, crcTable))
 }
 
-// decodeWAL checks a whole WAL object and appends its records to dst. The
-// entries alias data.
-func decodeWAL(data []byte, dst []entry) ([]entry, error) {
+// decodeWAL checks a whole WAL object, appends its records to dst and
+// returns the epoch of its writer (0 for SHW2 objects). The entries alias
+// data.
+func decodeWAL(data []byte, dst []entry) (uint64, []entry, error) {
 	if len(data) < len(walMagic)+4 {
-		return dst, corruptf("wal object too short (%d bytes)", len(data))
+		return 0, dst, corruptf("wal object too short (%d bytes)", len(data))
 	}
-	if string(data[:len(walMagic)]) != walMagic {
+	magic := string(data[:len(walMagic)])
+	if magic != walMagic && magic != walMagicV2 {
 		if string(data[:3]) == walMagic[:3] {
-			return dst, corruptf("wal object of format %q, written by an older, unreleased build of Shale; this one reads %q: start from an empty bucket or prefix", data[:len(walMagic)], walMagic)
+			return 0, dst, corruptf("wal object of format %q, written by an older, unreleased build of Shale; this one reads %q and %q: start from an empty bucket or prefix", magic, walMagic, walMagicV2)
 		}
-		return dst, corruptf("wal object has bad magic %q", data[:len(walMagic)])
+		return 0, dst, corruptf("wal object has bad magic %q", magic)
 	}
 	body := data[:len(data)-4]
 	if got, want := crc32.Checksum(body, crcTable), binary.LittleEndian.Uint32(data[len(data)-4:]); got != want {
-		return dst, corruptf("wal checksum mismatch: computed %08x, stored %08x", got, want)
+		return 0, dst, corruptf("wal checksum mismatch: computed %08x, stored %08x", got, want)
 	}
 	d := decoder{b: body[len(walMagic):]}
+	var epoch uint64
+	if magic == walMagic {
+		if epoch = d.uvarint(); d.err != nil {
+			return 0, dst, fmt.Errorf("wal header: %w", d.err)
+		}
+	}
+	ents, err := decodeWALRecords(&d, dst)
+	return epoch, ents, err
+}
+
+func decodeWALRecords(d *decoder, dst []entry) ([]entry, error) {
 	for len(d.b) > 0 {
 		var e entry
 		e.kind = kind(d.byte())

@@ -42,17 +42,31 @@ func TestWALRoundTrip(t *testing.T) {
 		{kind: kindMerge, seq: 3, key: []byte(""), value: []byte("op")},
 		{kind: kindRangeDelete, seq: 4, key: []byte("a"), value: []byte("b")},
 	}
-	obj := appendWALHeader(nil)
+	obj := appendWALHeader(nil, 300)
 	for i := range ents {
 		obj = appendWALRecord(obj, &ents[i])
 	}
 	obj = finishWAL(obj)
-	got, err := decodeWAL(obj, nil)
+	epoch, got, err := decodeWAL(obj, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(got, ents) {
-		t.Fatalf("round trip:\n got %+v\nwant %+v", got, ents)
+	if epoch != 300 || !reflect.DeepEqual(got, ents) {
+		t.Fatalf("round trip: epoch %d\n got %+v\nwant %+v", epoch, got, ents)
+	}
+}
+
+// TestWALV2Read: an SHW2 object (no epoch) reads as epoch 0 with its
+// records.
+func TestWALV2Read(t *testing.T) {
+	e := entry{kind: kindPut, seq: 7, key: []byte("k"), value: []byte("v")}
+	v2 := finishWAL(appendWALRecord([]byte(walMagicV2), &e))
+	epoch, got, err := decodeWAL(v2, nil)
+	if err != nil || epoch != 0 || len(got) != 1 || got[0].seq != 7 {
+		t.Fatalf("SHW2 object: epoch %d, %+v, %v", epoch, got, err)
+	}
+	if epoch, got, err := decodeWAL(finishWAL([]byte(walMagicV2)), nil); err != nil || epoch != 0 || len(got) != 0 {
+		t.Fatalf("empty SHW2 object (an old fence): epoch %d, %+v, %v", epoch, got, err)
 	}
 }
 
@@ -61,7 +75,7 @@ func TestWALRoundTrip(t *testing.T) {
 func TestOldWALRefused(t *testing.T) {
 	v1 := []byte("SHW1")
 	v1 = append(v1, byte(kindPut), 1, 0, 1, 'k', 1, 'v') // kind, seq, expire at 0, key, value
-	if _, err := decodeWAL(finishWAL(v1), nil); !errors.Is(err, ErrCorrupt) {
+	if _, _, err := decodeWAL(finishWAL(v1), nil); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("SHW1 object: err %v, want ErrCorrupt", err)
 	}
 }
@@ -70,13 +84,13 @@ func TestOldWALRefused(t *testing.T) {
 // each damaged object must give ErrCorrupt.
 func TestDecodersRejectDamage(t *testing.T) {
 	e := entry{kind: kindPut, seq: 9, key: []byte("key"), value: []byte("value")}
-	wal := finishWAL(appendWALRecord(appendWALHeader(nil), &e))
+	wal := finishWAL(appendWALRecord(appendWALHeader(nil, 5), &e))
 	man := appendManifest(nil, sampleManifest())
 	decoders := map[string]struct {
 		data   []byte
 		decode func([]byte) error
 	}{
-		"wal":      {wal, func(b []byte) error { _, err := decodeWAL(b, nil); return err }},
+		"wal":      {wal, func(b []byte) error { _, _, err := decodeWAL(b, nil); return err }},
 		"manifest": {man, func(b []byte) error { _, err := decodeManifest(b); return err }},
 	}
 	for name, d := range decoders {
@@ -124,10 +138,11 @@ func checkManifestDecode(t *testing.T, data []byte) {
 
 func FuzzDecodeWAL(f *testing.F) {
 	e := entry{kind: kindMerge, seq: 5, key: []byte("k"), value: []byte("operand")}
-	f.Add(finishWAL(appendWALRecord(appendWALHeader(nil), &e)))
-	f.Add(finishWAL(appendWALHeader(nil)))
+	f.Add(finishWAL(appendWALRecord(appendWALHeader(nil, 1), &e)))
+	f.Add(finishWAL(appendWALHeader(nil, 1<<40)))
 	lg := entry{kind: kindLog, value: []byte("log record")}
-	f.Add(finishWAL(appendWALRecord(appendWALRecord(appendWALHeader(nil), &e), &lg)))
+	f.Add(finishWAL(appendWALRecord(appendWALRecord(appendWALHeader(nil, 3), &e), &lg)))
+	f.Add(finishWAL(appendWALRecord([]byte(walMagicV2), &e)))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkWALDecode(t, data)
 		checkWALDecode(t, finishWAL(append([]byte(walMagic), data...)))
@@ -135,19 +150,19 @@ func FuzzDecodeWAL(f *testing.F) {
 }
 
 func checkWALDecode(t *testing.T, data []byte) {
-	ents, err := decodeWAL(data, nil)
+	epoch, ents, err := decodeWAL(data, nil)
 	if err != nil {
 		if !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("error not marked corrupt: %v", err)
 		}
 		return
 	}
-	obj := appendWALHeader(nil)
+	obj := appendWALHeader(nil, epoch)
 	for i := range ents {
 		obj = appendWALRecord(obj, &ents[i])
 	}
-	again, err := decodeWAL(finishWAL(obj), nil)
-	if err != nil || !reflect.DeepEqual(again, ents) {
+	againEpoch, again, err := decodeWAL(finishWAL(obj), nil)
+	if err != nil || againEpoch != epoch || !reflect.DeepEqual(again, ents) {
 		t.Fatalf("re-encoding changed the records: %v", err)
 	}
 }

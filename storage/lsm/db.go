@@ -29,21 +29,6 @@ var ErrFenced = errors.New("lsm: writer fenced by a newer writer")
 // ErrClosed is returned by calls on a closed DB or Reader.
 var ErrClosed = errors.New("lsm: closed")
 
-// walBuf is one WAL object being filled, then written.
-type walBuf struct {
-	id   uint64
-	data []byte
-	n    int
-	done chan struct{}
-	err  error
-}
-
-// newWALBuf starts a WAL object with room for sizeHint bytes (the size of
-// the previous one), so steady writing does not regrow it.
-func newWALBuf(sizeHint int) *walBuf {
-	return &walBuf{data: appendWALHeader(make([]byte, 0, max(sizeHint, 4096))), done: make(chan struct{})}
-}
-
 // DB is the single writer of one bucket prefix. Its methods are safe for
 // concurrent use.
 type DB struct {
@@ -70,8 +55,10 @@ type DB struct {
 	imms      []*memtable // newest first
 	lastSeq   uint64
 	walCur    *walBuf
-	walQueue  []*walBuf
-	walBytes  int64 // bytes of sealed WAL objects not yet written
+	walQueue  []*walBuf // sealed, not started, in id order
+	walFlight []*walBuf // started and not acknowledged, in id order
+	walDue    bool      // the flush interval passed since walCur was started
+	walBytes  int64     // bytes of sealed WAL objects not yet acknowledged
 	nextWALID uint64
 	lastWALID uint64  // id of the newest sealed WAL object
 	walLast   *walBuf // newest sealed WAL object, written or not
@@ -104,15 +91,15 @@ type DB struct {
 	compacting      atomic.Bool
 	compactionsDone atomic.Uint64
 
-	// logFence is the WAL fence written at open: log records of earlier
-	// writers sit in WAL ids below it (ReplayLog).
+	// logFence is this writer's first WAL id (claimWAL): log records of
+	// earlier writers sit in WAL ids below it (ReplayLog).
 	logFence uint64
 }
 
 // Open opens the writer of prefix in bucket, fencing any previous writer:
-// it writes the next manifest version with a higher epoch and an empty WAL
-// object after the last one, then replays the WAL past the manifest's
-// replay position. Object names are prefix + "/" + ... (no leading segment
+// it writes the next manifest version with a higher epoch and claims the
+// WAL ids past the last one (claimWAL), then replays the WAL past the
+// manifest's replay position. Object names are prefix + "/" + ... (no leading segment
 // when prefix is empty).
 func Open(ctx context.Context, bucket objstore.Bucket, prefix string, opts Options, comp Components) (*DB, error) {
 	if err := opts.Validate(); err != nil {
@@ -147,7 +134,7 @@ func Open(ctx context.Context, bucket objstore.Bucket, prefix string, opts Optio
 	if err := db.bumpEpoch(ctx); err != nil {
 		return nil, err
 	}
-	fence, err := db.fenceWAL(ctx)
+	fence, err := db.claimWAL(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -159,9 +146,9 @@ func Open(ctx context.Context, bucket objstore.Bucket, prefix string, opts Optio
 	if err := db.replayWAL(ctx, fence); err != nil {
 		return nil, err
 	}
-	db.nextWALID = fence + 1
-	db.lastWALID = fence
-	db.walCur = newWALBuf(0)
+	db.nextWALID = fence
+	db.lastWALID = fence - 1
+	db.walCur = db.newWALBuf(0)
 	db.visibleSeq.Store(db.lastSeq)
 	db.publishLocked()
 	db.logger.Info("lsm: writer opened", "epoch", db.epoch, "manifest", db.manID, "wal_fence", fence,
@@ -230,35 +217,8 @@ func (db *DB) bumpEpoch(ctx context.Context) error {
 	return fmt.Errorf("lsm open: another process keeps writing manifests of this prefix: %w", lastErr)
 }
 
-// fenceWAL writes an empty WAL object after the newest one, so that a
-// previous writer's next WAL write fails, and returns its id.
-func (db *DB) fenceWAL(ctx context.Context) (uint64, error) {
-	ids, err := db.s.walIDs(ctx, db.man.ReplayAfter)
-	if err != nil {
-		return 0, fmt.Errorf("lsm open: %w", err)
-	}
-	fence := max(db.man.ReplayAfter, db.man.LogAfter) + 1
-	if len(ids) > 0 && ids[len(ids)-1] >= fence {
-		fence = ids[len(ids)-1] + 1
-	}
-	empty := finishWAL(appendWALHeader(nil))
-	for attempt := 0; attempt < 1000; attempt++ {
-		// Every writer's fence has the same bytes: a lost answer cannot be
-		// told apart from another writer's fence, so the next id is taken
-		// instead (an empty WAL object costs nothing).
-		err := db.s.putIfAbsent(ctx, "wal", db.s.paths.wal(fence), empty, false)
-		if err == nil {
-			return fence, nil
-		}
-		if !objstore.IsPreconditionFailed(err) {
-			return 0, fmt.Errorf("lsm open: write wal fence %d: %w", fence, err)
-		}
-		fence++
-	}
-	return 0, fmt.Errorf("lsm open: could not fence the wal: another writer keeps writing")
-}
-
-// replayWAL loads WAL objects (ReplayAfter, fence) into memtables.
+// replayWAL loads WAL objects (ReplayAfter, fence) into memtables, but for
+// those void by the replay rule (walFilter).
 func (db *DB) replayWAL(ctx context.Context, fence uint64) error {
 	ids, err := db.s.walIDs(ctx, db.man.ReplayAfter)
 	if err != nil {
@@ -270,7 +230,15 @@ func (db *DB) replayWAL(ctx context.Context, fence uint64) error {
 			break
 		}
 	}
-	err = db.s.readWALs(ctx, ids, func(id uint64, ents []entry) error {
+	var filter walFilter
+	err = db.s.readWALs(ctx, ids, func(id, epoch uint64, ents []entry) error {
+		if epoch > db.epoch {
+			return fmt.Errorf("wal %d is of writer epoch %d, after this writer's %d: %w", id, epoch, db.epoch, ErrFenced)
+		}
+		if !filter.admit(epoch) {
+			db.logger.Info("lsm: wal object after one its writer never stored is void", "wal", id, "epoch", epoch)
+			return nil
+		}
 		for i := range ents {
 			if ents[i].kind == kindLog {
 				continue
@@ -289,8 +257,8 @@ func (db *DB) replayWAL(ctx context.Context, fence uint64) error {
 	}
 	if !db.mem.empty() {
 		// The replayed writes are durable in the WAL already; flushing them
-		// early lets the replay position move past the fence.
-		db.lastWALID = fence
+		// early lets the replay position move past the claimed ids.
+		db.lastWALID = fence - 1
 		db.freezeLocked()
 	}
 	return nil
@@ -327,6 +295,7 @@ func (db *DB) freezeLocked() {
 	if db.opts.WALEnabled && db.walCur != nil {
 		db.sealWALLocked()
 		kick(db.walKick)
+		db.mem.wal = db.walLast
 	}
 	db.mem.walID = db.lastWALID
 	db.imms = append([]*memtable{db.mem}, db.imms...)
@@ -347,7 +316,8 @@ func (db *DB) sealWALLocked() {
 	db.walLast = db.walCur
 	db.walQueue = append(db.walQueue, db.walCur)
 	db.walBytes += int64(len(db.walCur.data))
-	db.walCur = newWALBuf(min(len(db.walCur.data)+len(db.walCur.data)/8, db.opts.WALMaxBytes+64<<10))
+	db.walDue = false
+	db.walCur = db.newWALBuf(min(len(db.walCur.data)+len(db.walCur.data)/8, db.opts.WALMaxBytes+64<<10))
 }
 
 func (db *DB) unflushedLocked() int64 {
@@ -442,7 +412,8 @@ func (db *DB) Write(ctx context.Context, b *Batch, opts WriteOptions) error {
 	db.visibleSeq.Store(seq)
 	if mem.size.Load() >= db.opts.MemtableBytes {
 		db.freezeLocked()
-	} else if wal && len(buf.data) >= db.opts.WALMaxBytes {
+	} else if wal && (len(buf.data) >= db.opts.WALMaxBytes || db.walDue && db.walRoomLocked()) {
+		// Full, or its interval passed while the WAL was idle: written now.
 		db.sealWALLocked()
 		kick(db.walKick)
 	}
@@ -496,56 +467,6 @@ func (db *DB) lockWhenWritable(ctx context.Context, stalled func() bool) error {
 	}
 }
 
-// walLoop writes sealed WAL objects in id order every flush interval or
-// when kicked.
-func (db *DB) walLoop() {
-	t := time.NewTicker(db.opts.WALFlushInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-db.ctx.Done():
-			return
-		case <-t.C:
-		case <-db.walKick:
-		}
-		db.mu.Lock()
-		db.sealWALLocked()
-		queue := db.walQueue
-		db.walQueue = nil
-		db.mu.Unlock()
-		for i, buf := range queue {
-			if err := db.writeWAL(buf); err != nil {
-				for _, b := range queue[i:] {
-					b.err = err
-					close(b.done)
-				}
-				db.fail(err)
-				return
-			}
-			close(buf.done)
-			db.mu.Lock()
-			db.walBytes -= int64(len(buf.data))
-			db.notifyLocked()
-			db.mu.Unlock()
-		}
-	}
-}
-
-func (db *DB) writeWAL(buf *walBuf) error {
-	start := time.Now()
-	obj := finishWAL(buf.data)
-	err := db.s.putIfAbsent(db.ctx, "wal", db.s.paths.wal(buf.id), obj, true)
-	db.m.walFlush.Observe(time.Since(start).Seconds())
-	if err == nil {
-		return nil
-	}
-	if objstore.IsPreconditionFailed(err) {
-		db.logger.Warn("lsm: wal object taken by a newer writer; fenced", "wal", buf.id)
-		return ErrFenced
-	}
-	return fmt.Errorf("lsm: write wal %d: %w", buf.id, err)
-}
-
 // fail makes err sticky: every later write returns it and waiters are
 // released.
 func (db *DB) fail(err error) {
@@ -571,20 +492,6 @@ func (db *DB) fail(err error) {
 	}
 	db.mem.markFlushed(db.err)
 	db.notifyLocked()
-}
-
-// releaseWALLocked fails every write still waiting for a WAL object.
-func (db *DB) releaseWALLocked(err error) {
-	for _, b := range db.walQueue {
-		b.err = err
-		close(b.done)
-	}
-	db.walQueue = nil
-	if db.walCur != nil {
-		db.walCur.err = err
-		close(db.walCur.done)
-		db.walCur = newWALBuf(0)
-	}
 }
 
 // flushLoop writes immutable memtables to L0, oldest first.
@@ -647,6 +554,11 @@ func (db *DB) flushMemtable(m *memtable) error {
 	defer db.protect(id, false)
 	meta, err := db.writeL0(m, id)
 	if err != nil {
+		return err
+	}
+	// The replay position moves past the memtable's WAL objects only once
+	// they are all stored: an id below it never holds a gap.
+	if err := db.awaitWAL(m.wal); err != nil {
 		return err
 	}
 	err = db.commit(func(next *manifest) {

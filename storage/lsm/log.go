@@ -92,7 +92,8 @@ func (db *DB) AppendLog(rec []byte) (LogWait, error) {
 	buf := db.walCur
 	buf.data = appendWALRecord(buf.data, &entry{kind: kindLog, value: rec})
 	buf.n++
-	if len(buf.data) >= db.opts.WALMaxBytes {
+	if len(buf.data) >= db.opts.WALMaxBytes || db.walDue && db.walRoomLocked() {
+		// Full, or its interval passed while the WAL was idle: written now.
 		db.sealWALLocked()
 		kick(db.walKick)
 	}
@@ -152,8 +153,14 @@ func (db *DB) ReplayLog(ctx context.Context, fn func(rec []byte) error) error {
 			break
 		}
 	}
-	var fnErr error
-	err = db.s.readWALs(ctx, ids, func(_ uint64, ents []entry) error {
+	var (
+		fnErr  error
+		filter walFilter
+	)
+	err = db.s.readWALs(ctx, ids, func(_, epoch uint64, ents []entry) error {
+		if !filter.admit(epoch) {
+			return nil
+		}
 		for i := range ents {
 			if ents[i].kind != kindLog {
 				continue

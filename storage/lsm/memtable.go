@@ -95,8 +95,9 @@ type memtable struct {
 
 	// lifecycle, set by the DB
 	created time.Time
-	maxSeq  uint64 // largest seq inserted
-	walID   uint64 // last WAL object holding this memtable's writes (set when frozen)
+	maxSeq  uint64  // largest seq inserted
+	walID   uint64  // last WAL object holding this memtable's writes (set when frozen)
+	wal     *walBuf // that object, while it may not be stored yet
 
 	flushOnce sync.Once
 	flushed   chan struct{} // closed once the memtable is durable in L0 (or failed)

@@ -68,6 +68,11 @@ type Options struct {
 	WALFlushInterval time.Duration
 	// WALMaxBytes seals a WAL object early once it holds this many bytes.
 	WALMaxBytes int
+	// WALMaxInFlight is how many WAL objects are written at once (1 to
+	// 16): the next ones fill meanwhile, and a write is acknowledged once
+	// its object and every earlier one are stored. More hide more of the
+	// object store's latency.
+	WALMaxInFlight int
 	// KeepLog keeps WAL objects holding log records (DB.Log) until
 	// DB.TruncateLog passes them, even once their writes are in tables.
 	// Without it log records live only as long as the writes around them.
@@ -149,6 +154,7 @@ func DefaultOptions() Options {
 		WALEnabled:          true,
 		WALFlushInterval:    100 * time.Millisecond,
 		WALMaxBytes:         8 << 20,
+		WALMaxInFlight:      8,
 		MemtableBytes:       32 << 20,
 		MemtableMaxAge:      10 * time.Minute,
 		MaxUnflushedBytes:   128 << 20,
@@ -179,6 +185,8 @@ func (o *Options) Validate() error {
 	}
 	check(!o.WALEnabled || o.WALFlushInterval > 0, "WALFlushInterval must be positive with the WAL on, got %v", o.WALFlushInterval)
 	check(o.WALMaxBytes > 0, "WALMaxBytes must be positive, got %d", o.WALMaxBytes)
+	check(!o.WALEnabled || o.WALMaxInFlight >= 1 && o.WALMaxInFlight <= walInFlightLimit,
+		"WALMaxInFlight must be 1 to %d with the WAL on, got %d", walInFlightLimit, o.WALMaxInFlight)
 	check(o.MemtableBytes > 0, "MemtableBytes must be positive, got %d", o.MemtableBytes)
 	check(o.MemtableMaxAge >= 0, "MemtableMaxAge must not be negative")
 	check(o.MaxUnflushedBytes >= o.MemtableBytes, "MaxUnflushedBytes (%d) must be at least MemtableBytes (%d)", o.MaxUnflushedBytes, o.MemtableBytes)

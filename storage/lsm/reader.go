@@ -24,6 +24,7 @@ type Reader struct {
 	refreshMu sync.Mutex // one refresh at a time
 	wals      map[uint64][]entry
 	lastWAL   uint64
+	walFilter walFilter
 	leaseID   string
 	leaseAt   time.Time // when the lease was last written
 
@@ -147,8 +148,12 @@ func (r *Reader) refresh(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("lsm reader refresh: %w", err)
 		}
+		ids = consecutive(ids, after)
 		var fresh []uint64
-		err = r.s.readWALs(ctx, ids, func(id uint64, ents []entry) error {
+		err = r.s.readWALs(ctx, ids, func(id, epoch uint64, ents []entry) error {
+			if !r.walFilter.admit(epoch) {
+				return nil // void: see walFilter
+			}
 			r.wals[id] = ents
 			fresh = append(fresh, id)
 			return nil
@@ -184,6 +189,17 @@ func (r *Reader) refresh(ctx context.Context) error {
 		r.s.forgetTables(live)
 	}
 	return nil
+}
+
+// consecutive returns the leading ids that follow after one by one: the
+// writer stores several WAL objects at once, so a later one may be there
+// before an earlier one, and a reader reads past neither.
+func consecutive(ids []uint64, after uint64) []uint64 {
+	n := 0
+	for n < len(ids) && ids[n] == after+1+uint64(n) {
+		n++
+	}
+	return ids[:n]
 }
 
 // addWrites adds the writes among a WAL object's records to mem.

@@ -25,7 +25,7 @@ func TestReadWALsInOrder(t *testing.T) {
 	for i := range ids {
 		ids[i] = uint64(i + 1)
 		e := entry{kind: kindPut, seq: uint64(i + 1), key: []byte(fmt.Sprintf("k%02d", i)), value: []byte("v")}
-		obj := finishWAL(appendWALRecord(appendWALHeader(nil), &e))
+		obj := finishWAL(appendWALRecord(appendWALHeader(nil, 1), &e))
 		if err := s.putIfAbsent(ctx, "wal", s.paths.wal(ids[i]), obj, false); err != nil {
 			t.Fatal(err)
 		}
@@ -34,7 +34,7 @@ func TestReadWALsInOrder(t *testing.T) {
 	// any order.
 	fb.SetOpLatency(objstore.OpGet, 2*time.Millisecond)
 	var got []uint64
-	err := s.readWALs(ctx, ids, func(id uint64, ents []entry) error {
+	err := s.readWALs(ctx, ids, func(id, _ uint64, ents []entry) error {
 		if len(ents) != 1 || ents[0].seq != id {
 			return fmt.Errorf("object %d holds %v", id, ents)
 		}
@@ -57,13 +57,13 @@ func TestReadWALsInOrder(t *testing.T) {
 	fb.Inject(objstore.Fault{Ops: []objstore.Op{objstore.OpGet}, Err: boom,
 		Match: func(_ objstore.Op, name string) bool { return strings.HasSuffix(name, s.paths.wal(17)) }})
 	got = got[:0]
-	err = s.readWALs(ctx, ids, func(id uint64, _ []entry) error { got = append(got, id); return nil })
+	err = s.readWALs(ctx, ids, func(id, _ uint64, _ []entry) error { got = append(got, id); return nil })
 	if !errors.Is(err, boom) || len(got) != 16 {
 		t.Fatalf("a failed read: err %v after %d objects; want boom after 16", err, len(got))
 	}
 	fb.ClearFaults()
 	stop := errors.New("stop")
-	err = s.readWALs(ctx, ids, func(id uint64, _ []entry) error {
+	err = s.readWALs(ctx, ids, func(id, _ uint64, _ []entry) error {
 		if id == 5 {
 			return stop
 		}

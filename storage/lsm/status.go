@@ -76,7 +76,7 @@ func (db *DB) Status() Status {
 	st := Status{
 		Manifest:          db.manID,
 		LastWAL:           db.lastWALID,
-		PendingWALObjects: len(db.walQueue),
+		PendingWALObjects: len(db.walQueue) + len(db.walFlight),
 		PendingWALBytes:   db.walBytes,
 		Immutable:         len(db.imms),
 	}

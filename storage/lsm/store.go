@@ -253,18 +253,19 @@ func (s *store) readManifest(ctx context.Context, id uint64) (*manifest, error) 
 	return m, nil
 }
 
-// readWAL reads and decodes one WAL object.
-func (s *store) readWAL(ctx context.Context, id uint64) ([]entry, error) {
+// readWAL reads and decodes one WAL object: its writer's epoch and its
+// records.
+func (s *store) readWAL(ctx context.Context, id uint64) (uint64, []entry, error) {
 	name := s.paths.wal(id)
 	data, err := s.get(ctx, name)
 	if err != nil {
-		return nil, fmt.Errorf("read wal %s: %w", name, err)
+		return 0, nil, fmt.Errorf("read wal %s: %w", name, err)
 	}
-	ents, err := decodeWAL(data, nil)
+	epoch, ents, err := decodeWAL(data, nil)
 	if err != nil {
-		return nil, fmt.Errorf("wal %s: %w", name, err)
+		return 0, nil, fmt.Errorf("wal %s: %w", name, err)
 	}
-	return ents, nil
+	return epoch, ents, nil
 }
 
 // walIDs lists the ids of WAL objects with id > after, ascending.
@@ -407,9 +408,9 @@ func isNotFound(err error) bool { return errors.Is(err, objstore.ErrNotFound) }
 const walReadAhead = 8
 
 // readWALs reads the WAL objects ids, up to walReadAhead at once, and calls
-// fn with each one's entries in the order of ids. It stops at the first
-// error, of a read or of fn.
-func (s *store) readWALs(ctx context.Context, ids []uint64, fn func(id uint64, ents []entry) error) error {
+// fn with each one's writer epoch and entries in the order of ids. It stops
+// at the first error, of a read or of fn.
+func (s *store) readWALs(ctx context.Context, ids []uint64, fn func(id, epoch uint64, ents []entry) error) error {
 	if len(ids) == 0 {
 		return nil
 	}
@@ -420,9 +421,10 @@ func (s *store) readWALs(ctx context.Context, ids []uint64, fn func(id uint64, e
 		wg.Wait()
 	}()
 	type result struct {
-		ents []entry
-		err  error
-		done chan struct{}
+		epoch uint64
+		ents  []entry
+		err   error
+		done  chan struct{}
 	}
 	results := make([]result, len(ids))
 	for i := range results {
@@ -441,7 +443,7 @@ func (s *store) readWALs(ctx context.Context, ids []uint64, fn func(id uint64, e
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				results[i].ents, results[i].err = s.readWAL(ctx, id)
+				results[i].epoch, results[i].ents, results[i].err = s.readWAL(ctx, id)
 				close(results[i].done)
 			}()
 		}
@@ -457,7 +459,7 @@ func (s *store) readWALs(ctx context.Context, ids []uint64, fn func(id uint64, e
 		if r.err != nil {
 			return r.err
 		}
-		if err := fn(id, r.ents); err != nil {
+		if err := fn(id, r.epoch, r.ents); err != nil {
 			return err
 		}
 		r.ents = nil
