@@ -456,7 +456,7 @@ func TestSoakReport(t *testing.T) {
 			{Kind: "SIGKILL", Start: 60 * s, Ref: 60 * s, Exit: &procExit{Code: -1, Signal: "killed"}, Took: 5 * time.Millisecond},
 			{Kind: "unplanned exit", Start: 120 * s, Ref: 122 * s, Exit: &fenced},
 		},
-		polls:    []readyPoll{{59 * s, 200}, {61 * s, -1}, {63 * s, 503}, {64 * s, 200}, {121 * s, -1}, {125 * s, 200}},
+		polls: []readyPoll{{59 * s, 200}, {61 * s, -1}, {63 * s, 503}, {64 * s, 200}, {121 * s, -1}, {125 * s, 200}},
 		samples: []resSample{{0, 50 << 20, 1, 0, 0.5, 100 << 20}, {5 * s, 60 << 20, 3, 1, 0.7, 120 << 20},
 			{65 * s, 60 << 20, 3, 121, 1.5, 110 << 20}},
 		storedAtEnd: 200, storedFinal: 300,
