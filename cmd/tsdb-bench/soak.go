@@ -52,7 +52,7 @@ type soakConfig struct {
 	// ReadBackShards is how many shards (requests' series groups) the
 	// final read-back checks, spread evenly; negative: all, 0: none.
 	ReadBackShards int
-	HeapProfile    bool // save the writer's heap profile at each new RSS peak
+	HeapProfile    bool // save the writer's heap profile when its RSS passes that of the last one
 }
 
 func addSoakFlags(fs *flag.FlagSet, c *soakConfig) {
@@ -73,7 +73,7 @@ func addSoakFlags(fs *flag.FlagSet, c *soakConfig) {
 	fs.DurationVar(&c.GiveUp, "give-up", 10*time.Minute, "soak: drop a remote-write request still failing this long after its samples' timestamp")
 	fs.DurationVar(&c.ReadWindow, "read-window", time.Hour, "soak: data-time range of each read-back query")
 	fs.IntVar(&c.ReadBackShards, "read-back-shards", -1, "soak: remote-write shards (series sent in one request) whose every acknowledged sample the final read-back checks, spread evenly; negative: all; 0: no read-back")
-	fs.BoolVar(&c.HeapProfile, "heap-profile", false, "soak: save the writer's heap profile (/debug/pprof/heap) under -out at each new RSS peak, at most once a minute")
+	fs.BoolVar(&c.HeapProfile, "heap-profile", false, "soak: save the writer's heap profile (/debug/pprof/heap) as heap-peak.pb.gz under -out whenever its RSS is above that of the last one saved, at most once a minute")
 }
 
 // finishSoakFlags checks the soak settings and fills in what depends on
@@ -654,7 +654,7 @@ func (r *soakRun) sampleResources(ctx context.Context, base string) {
 	tk := time.NewTicker(r.sc.SampleEvery)
 	defer tk.Stop()
 	cpuByPid := map[int]float64{} // the last CPU seconds read of each writer process
-	var peak float64
+	var profiled float64          // the writer's RSS at the last heap profile
 	var lastProfile time.Time
 	for {
 		s := resSample{at: r.since(), rss: math.NaN(), l0: math.NaN(), cpu: math.NaN(), load1: loadAverage()}
@@ -675,15 +675,14 @@ func (r *soakRun) sampleResources(ctx context.Context, base string) {
 		if rss, _, err := procMemory(os.Getpid()); err == nil {
 			s.selfRSS = float64(rss)
 		}
-		if r.sc.HeapProfile && s.rss > peak && time.Since(lastProfile) >= time.Minute {
-			lastProfile = time.Now()
+		if r.sc.HeapProfile && s.rss > profiled && time.Since(lastProfile) >= time.Minute {
+			lastProfile, profiled = time.Now(), s.rss
 			if err := saveHeapProfile(ctx, base, filepath.Join(r.o.out, "heap-peak.pb.gz")); err == nil {
 				r.mu.Lock()
 				r.heapPeak = fmt.Sprintf("heap-peak.pb.gz, taken at %s with the writer's RSS at %.0f MiB", fmtAt(s.at), s.rss/(1<<20))
 				r.mu.Unlock()
 			}
 		}
-		peak = math.Max(peak, s.rss)
 		if req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil); err == nil {
 			if resp, err := client.Do(req); err == nil {
 				if v, ok := sumMetric(resp.Body, "shale_lsm_l0_tables"); ok && resp.StatusCode == http.StatusOK {
