@@ -358,6 +358,10 @@ func runSoak(ctx context.Context, o *options, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// The book of a few million series takes a while to lay out: before
+	// the writer starts, not into the first steps' time. Its t0 is set
+	// when the load starts.
+	r.book, r.series = newSoakBook(gen, 0, cfg.Interval, o.load.Seed)
 	fmt.Fprintf(os.Stderr, "[soak] starting the writer (log %s)\n", r.proc.logPath)
 	if _, err := r.proc.start(); err != nil {
 		return err
@@ -369,10 +373,11 @@ func runSoak(ctx context.Context, o *options, stdout io.Writer) error {
 	r.start = time.Now()
 	r.proxy.setFaults(sc.Faults)
 	t0 := r.start.Truncate(cfg.Interval).Add(cfg.Interval).UnixMilli()
-	r.book, r.series = newSoakBook(gen, t0, cfg.Interval, o.load.Seed)
+	r.book.t0 = t0
 	r.load = newSoakLoad(gen, r.book, r.series, base+"/api/v1/write", r.start, r.start.Add(o.load.Duration), sc.RWTimeout, sc.GiveUp)
-	fmt.Fprintf(os.Stderr, "[soak] %d series in %d requests every %s for %s; %d kills, %d SIGTERM restarts, outage %s (%s) at %s\n",
-		gen.activeSeries(), len(gen.shards), cfg.Interval, o.load.Duration, sc.Kills, sc.Terms, sc.Outage, sc.OutageMode,
+	r.load.limitInFlight(cfg.Concurrency)
+	fmt.Fprintf(os.Stderr, "[soak] %d series in %d requests every %s (at most %d in flight) for %s; %d kills, %d SIGTERM restarts, outage %s (%s) at %s\n",
+		gen.activeSeries(), len(gen.shards), cfg.Interval, cfg.Concurrency, o.load.Duration, sc.Kills, sc.Terms, sc.Outage, sc.OutageMode,
 		time.Duration(float64(o.load.Duration)*sc.OutageAt).Round(time.Second))
 
 	loadCtx, stopLoad := context.WithCancel(ctx)

@@ -6,13 +6,17 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -559,5 +563,42 @@ func TestDirBytesAndLoadAverage(t *testing.T) {
 	}
 	if v := loadAverage(); math.IsNaN(v) || v < 0 {
 		t.Errorf("loadAverage = %v", v)
+	}
+}
+
+// TestSoakLoadInFlight sends one step of 8 shards, all due at once, to a
+// receiver that takes 20 ms per request: with limitInFlight(2) no more
+// than 2 are ever in flight, and every request is acknowledged.
+func TestSoakLoadInFlight(t *testing.T) {
+	g, err := newGenerator(loadConfig{Series: 160, PerTarget: 20, Batch: 20, Version: 1, Interval: time.Minute, RealTime: true, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	b, ss := newSoakBook(g, 0, time.Minute, 1)
+	b.t0 = now.Add(-time.Minute + time.Millisecond).UnixMilli() // step 0 of every shard is past, step 1 in the future
+	var mu sync.Mutex
+	cur, peak, n := 0, 0, 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		cur++
+		peak, n = max(peak, cur), n+1
+		mu.Unlock()
+		_, _ = io.Copy(io.Discard, r.Body)
+		time.Sleep(20 * time.Millisecond) // the receiver's service time
+		mu.Lock()
+		cur--
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	l := newSoakLoad(g, b, ss, srv.URL, now, now, 10*time.Second, time.Minute)
+	l.limitInFlight(2)
+	l.run(t.Context())
+	if len(g.shards) != 8 || n != 8 || peak > 2 {
+		t.Errorf("%d shards, %d requests, at most %d in flight; want 8, 8, at most 2", len(g.shards), n, peak)
+	}
+	if _, acked, samples := b.totals(); acked != 8 || samples != 160 {
+		t.Errorf("acknowledged %d requests, %d samples; want 8, 160", acked, samples)
 	}
 }
