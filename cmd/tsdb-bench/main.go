@@ -90,7 +90,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.BoolVar(&o.load.RealTime, "realtime", false, "real time: one step per -interval with the wall clock's timestamps, for -duration")
 	fs.DurationVar(&o.load.Duration, "duration", 0, "wall-clock limit of each system's ingest; 0: until -span is sent (compressed time) or 5m (real time); soak: the run's length, 0: 2h")
 	fs.Float64Var(&o.load.Rate, "rate", 0, "samples/s to send; 0 sends as fast as the receiver accepts")
-	fs.IntVar(&o.load.Concurrency, "concurrency", 32, "remote-write requests in flight")
+	fs.IntVar(&o.load.Concurrency, "concurrency", 32, "remote-write requests in flight; soak: the most in flight (Prometheus' max_shards), 0: no bound")
 	fs.IntVar(&o.load.Window, "window", 8, "most steps one sender may run ahead of the slowest")
 	fs.Float64Var(&o.load.Churn, "churn", 0, "fraction of targets replaced by a new instance every -churn-every of data time")
 	fs.DurationVar(&o.load.ChurnEvery, "churn-every", time.Hour, "data-time period of churn")

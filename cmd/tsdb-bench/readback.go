@@ -36,6 +36,10 @@ type readBackResult struct {
 	// LostByMinute counts lost samples by the minute of the soak their
 	// timestamp falls in.
 	LostByMinute map[int]int64
+	// Shards is how many of the book's shards were read back; Took, how
+	// long the read-back took.
+	Shards, OfShards int
+	Took             time.Duration
 }
 
 func (r *readBackResult) example(format string, args ...any) {
@@ -124,9 +128,9 @@ func shardSelector(instances []string) string {
 // (t-window, t]: exactly what was stored, no lookback, no step alignment)
 // and compares them with the book. start is when the soak started, for
 // LostByMinute; a failed query is tried twice more, retryWait and twice
-// that later.
-func readBack(ctx context.Context, book *ackBook, ss *soakSeries, query rawQuery, window time.Duration, start time.Time, retryWait time.Duration) *readBackResult {
-	res := &readBackResult{LostByMinute: map[int]int64{}}
+// that later. only lists the shards to read back; nil: all.
+func readBack(ctx context.Context, book *ackBook, ss *soakSeries, query rawQuery, window time.Duration, start time.Time, retryWait time.Duration, only []int) *readBackResult {
+	res := &readBackResult{LostByMinute: map[int]int64{}, OfShards: len(book.shards)}
 	steps := book.maxStep()
 	if steps == 0 {
 		return res
@@ -139,8 +143,16 @@ func readBack(ctx context.Context, book *ackBook, ss *soakSeries, query rawQuery
 		shards[i].acked = append(bitset(nil), s.acked...)
 	}
 	book.mu.Unlock()
+	if only == nil {
+		only = make([]int, len(shards))
+		for i := range only {
+			only[i] = i
+		}
+	}
+	res.Shards = len(only)
 	w := window.Milliseconds()
-	for si, bs := range shards {
+	for _, si := range only {
+		bs := shards[si]
 		counts := make([]uint8, bs.n*int(steps)) // samples read at (series, step)
 		read := make([]bool, steps)              // steps whose window was read
 		lo, hi := book.ts(si, 0), book.ts(si, steps-1)

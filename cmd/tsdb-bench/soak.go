@@ -18,10 +18,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -33,7 +35,7 @@ import (
 // soakConfig holds the soak's settings; the load's (series, interval,
 // duration, seed) are in options.load.
 type soakConfig struct {
-	Kills       int // SIGKILL restarts; 0 picks 5 per 2 h, at least 3
+	Kills       int // SIGKILL restarts; negative picks 5 per 2 h, at least 3
 	Terms       int // SIGTERM restarts
 	Outage      time.Duration
 	OutageAt    float64 // fraction of the duration at which the outage starts
@@ -47,11 +49,15 @@ type soakConfig struct {
 	RWTimeout   time.Duration // remote-write client timeout
 	GiveUp      time.Duration // a request still failing this long after its due time is dropped
 	ReadWindow  time.Duration // range of each read-back query
+	// ReadBackShards is how many shards (requests' series groups) the
+	// final read-back checks, spread evenly; negative: all, 0: none.
+	ReadBackShards int
+	HeapProfile    bool // save the writer's heap profile when its RSS passes that of the last one
 }
 
 func addSoakFlags(fs *flag.FlagSet, c *soakConfig) {
 	d := defaultFaultConfig()
-	fs.IntVar(&c.Kills, "kills", 0, "soak: SIGKILL restarts of the writer, spread over the run; 0: 5 per 2 h, at least 3")
+	fs.IntVar(&c.Kills, "kills", -1, "soak: SIGKILL restarts of the writer, spread over the run; negative: 5 per 2 h, at least 3; 0: none")
 	fs.IntVar(&c.Terms, "terms", 1, "soak: SIGTERM restarts of the writer")
 	fs.DurationVar(&c.Outage, "outage", 2*time.Minute, "soak: how long the store is away (once); 0: no outage")
 	fs.Float64Var(&c.OutageAt, "outage-at", 0.4, "soak: when the outage starts, as a fraction of -duration")
@@ -66,6 +72,8 @@ func addSoakFlags(fs *flag.FlagSet, c *soakConfig) {
 	fs.DurationVar(&c.RWTimeout, "rw-timeout", 30*time.Second, "soak: remote-write request timeout (Prometheus' remote_timeout)")
 	fs.DurationVar(&c.GiveUp, "give-up", 10*time.Minute, "soak: drop a remote-write request still failing this long after its samples' timestamp")
 	fs.DurationVar(&c.ReadWindow, "read-window", time.Hour, "soak: data-time range of each read-back query")
+	fs.IntVar(&c.ReadBackShards, "read-back-shards", -1, "soak: remote-write shards (series sent in one request) whose every acknowledged sample the final read-back checks, spread evenly; negative: all; 0: no read-back")
+	fs.BoolVar(&c.HeapProfile, "heap-profile", false, "soak: save the writer's heap profile (/debug/pprof/heap) as heap-peak.pb.gz under -out whenever its RSS is above that of the last one saved, at most once a minute")
 }
 
 // finishSoakFlags checks the soak settings and fills in what depends on
@@ -75,7 +83,7 @@ func finishSoakFlags(o *options) error {
 	if o.load.Duration == 0 {
 		o.load.Duration = 2 * time.Hour
 	}
-	if c.Kills == 0 {
+	if c.Kills < 0 {
 		c.Kills = max(3, int(math.Round(5*o.load.Duration.Hours()/2)))
 	}
 	mix, err := parseFaultMix(c.FaultMix)
@@ -89,8 +97,8 @@ func finishSoakFlags(o *options) error {
 	switch {
 	case c.Faults.Rate < 0 || c.Faults.Rate > 1:
 		return fmt.Errorf("-fault-rate %g: want 0..1", c.Faults.Rate)
-	case c.Kills < 0 || c.Terms < 0:
-		return errors.New("-kills and -terms must not be negative")
+	case c.Terms < 0:
+		return errors.New("-terms must not be negative")
 	case c.OutageAt <= 0 || c.OutageAt >= 1:
 		return fmt.Errorf("-outage-at %g: want a fraction between 0 and 1", c.OutageAt)
 	case c.SampleEvery <= 0 || c.ReadyEvery <= 0 || c.RWTimeout <= 0 || c.ReadWindow < time.Minute:
@@ -202,6 +210,11 @@ type resSample struct {
 	at  time.Duration
 	rss float64 // bytes; NaN when no writer ran
 	l0  float64 // shale_lsm_l0_tables; NaN when /metrics did not answer
+	// cpu is the CPU seconds (user+system) of every writer process so far,
+	// summed over restarts; NaN when none could be read yet.
+	cpu     float64
+	load1   float64 // the machine's 1-minute load average; NaN if unread
+	selfRSS float64 // the harness's own RSS in bytes
 }
 
 type queryPoint struct {
@@ -238,6 +251,11 @@ type soakRun struct {
 	// the read-back left out), over proxySpan.
 	proxyCounts proxyCounts
 	proxySpan   time.Duration
+	// Bytes in the bucket's folder on versitygw's disk at the end of the
+	// load and after the final clean stop (which flushes what the writer
+	// held in memory); -1 when not measured.
+	storedAtEnd, storedFinal int64
+	heapPeak                 string // the last heap profile saved, and when
 }
 
 func (r *soakRun) since() time.Duration { return time.Since(r.start) }
@@ -287,7 +305,8 @@ func runSoak(ctx context.Context, o *options, stdout io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, o.load.Duration+30*time.Minute)
 	defer cancel()
 
-	r := &soakRun{o: o, sc: sc, dir: dir, schedule: schedule}
+	r := &soakRun{o: o, sc: sc, dir: dir, schedule: schedule, storedAtEnd: -1, storedFinal: -1}
+	bucketDir := filepath.Join(dir, "versitygw", "data", "shale-soak")
 	fmt.Fprintf(os.Stderr, "[soak] starting versitygw\n")
 	s3srv, err := versitygw.Start(ctx, vgw, filepath.Join(dir, "versitygw"))
 	if err != nil {
@@ -339,6 +358,10 @@ func runSoak(ctx context.Context, o *options, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// The book of a few million series takes a while to lay out: before
+	// the writer starts, not into the first steps' time. Its t0 is set
+	// when the load starts.
+	r.book, r.series = newSoakBook(gen, 0, cfg.Interval, o.load.Seed)
 	fmt.Fprintf(os.Stderr, "[soak] starting the writer (log %s)\n", r.proc.logPath)
 	if _, err := r.proc.start(); err != nil {
 		return err
@@ -350,10 +373,11 @@ func runSoak(ctx context.Context, o *options, stdout io.Writer) error {
 	r.start = time.Now()
 	r.proxy.setFaults(sc.Faults)
 	t0 := r.start.Truncate(cfg.Interval).Add(cfg.Interval).UnixMilli()
-	r.book, r.series = newSoakBook(gen, t0, cfg.Interval, o.load.Seed)
+	r.book.t0 = t0
 	r.load = newSoakLoad(gen, r.book, r.series, base+"/api/v1/write", r.start, r.start.Add(o.load.Duration), sc.RWTimeout, sc.GiveUp)
-	fmt.Fprintf(os.Stderr, "[soak] %d series in %d requests every %s for %s; %d kills, %d SIGTERM restarts, outage %s (%s) at %s\n",
-		gen.activeSeries(), len(gen.shards), cfg.Interval, o.load.Duration, sc.Kills, sc.Terms, sc.Outage, sc.OutageMode,
+	r.load.limitInFlight(cfg.Concurrency)
+	fmt.Fprintf(os.Stderr, "[soak] %d series in %d requests every %s (at most %d in flight) for %s; %d kills, %d SIGTERM restarts, outage %s (%s) at %s\n",
+		gen.activeSeries(), len(gen.shards), cfg.Interval, cfg.Concurrency, o.load.Duration, sc.Kills, sc.Terms, sc.Outage, sc.OutageMode,
 		time.Duration(float64(o.load.Duration)*sc.OutageAt).Round(time.Second))
 
 	loadCtx, stopLoad := context.WithCancel(ctx)
@@ -370,11 +394,14 @@ func runSoak(ctx context.Context, o *options, stdout io.Writer) error {
 	r.eventLoop(ctx)
 	r.elapsed = r.since()
 	r.proxyCounts, r.proxySpan = r.proxy.snapshot(), time.Since(r.proxy.start)
+	if n, err := dirBytes(bucketDir); err == nil {
+		r.storedAtEnd = n
+	}
 
 	stopLoad()
 	loadWG.Wait()
 	if !r.interrupted {
-		r.finalPhase(ctx)
+		r.finalPhase(ctx, bucketDir)
 	}
 	stopMon()
 	monWG.Wait()
@@ -519,7 +546,7 @@ func (r *soakRun) progress() {
 
 // finalPhase turns the faults off, restarts the writer cleanly and reads
 // every acknowledged sample back.
-func (r *soakRun) finalPhase(ctx context.Context) {
+func (r *soakRun) finalPhase(ctx context.Context, bucketDir string) {
 	r.proxy.endOutage()
 	quiet := r.sc.Faults
 	quiet.Rate = 0
@@ -537,6 +564,14 @@ func (r *soakRun) finalPhase(ctx context.Context) {
 	} else {
 		e.Note = "no writer was running"
 	}
+	if n, err := dirBytes(bucketDir); err == nil {
+		r.storedFinal = n
+	}
+	if r.sc.ReadBackShards == 0 {
+		r.addEvent(e)
+		r.note("read-back skipped (-read-back-shards=0)")
+		return
+	}
 	at, err := r.proc.start()
 	if err != nil {
 		e.Note = "restart failed: " + err.Error()
@@ -550,9 +585,12 @@ func (r *soakRun) finalPhase(ctx context.Context) {
 		r.note("read-back skipped: %v", err)
 		return
 	}
-	fmt.Fprintf(os.Stderr, "[soak] reading every acknowledged sample back\n")
+	shards := pickShards(len(r.book.shards), r.sc.ReadBackShards)
+	fmt.Fprintf(os.Stderr, "[soak] reading every acknowledged sample of %d of the %d shards back\n", len(shards), len(r.book.shards))
 	client := &http.Client{Timeout: 2 * time.Minute}
-	r.readBack = readBack(ctx, r.book, r.series, apiQuery(client, r.proc.base), r.sc.ReadWindow, r.start, time.Second)
+	t0 := time.Now()
+	r.readBack = readBack(ctx, r.book, r.series, apiQuery(client, r.proc.base), r.sc.ReadWindow, r.start, time.Second, shards)
+	r.readBack.Took = time.Since(t0)
 	client.CloseIdleConnections()
 	ex, took, forced, ok := r.proc.signal(syscall.SIGTERM, "SIGTERM", 2*time.Minute)
 	if ok {
@@ -620,11 +658,34 @@ func (r *soakRun) sampleResources(ctx context.Context, base string) {
 	defer client.CloseIdleConnections()
 	tk := time.NewTicker(r.sc.SampleEvery)
 	defer tk.Stop()
+	cpuByPid := map[int]float64{} // the last CPU seconds read of each writer process
+	var profiled float64          // the writer's RSS at the last heap profile
+	var lastProfile time.Time
 	for {
-		s := resSample{at: r.since(), rss: math.NaN(), l0: math.NaN()}
+		s := resSample{at: r.since(), rss: math.NaN(), l0: math.NaN(), cpu: math.NaN(), load1: loadAverage()}
 		if pid := r.proc.pid(); pid > 0 {
 			if rss, _, err := procMemory(pid); err == nil {
 				s.rss = float64(rss)
+			}
+			if c, err := procCPUSeconds(pid); err == nil {
+				cpuByPid[pid] = c
+			}
+		}
+		if len(cpuByPid) > 0 {
+			s.cpu = 0
+			for _, c := range cpuByPid {
+				s.cpu += c
+			}
+		}
+		if rss, _, err := procMemory(os.Getpid()); err == nil {
+			s.selfRSS = float64(rss)
+		}
+		if r.sc.HeapProfile && s.rss > profiled && time.Since(lastProfile) >= time.Minute {
+			lastProfile, profiled = time.Now(), s.rss
+			if err := saveHeapProfile(ctx, base, filepath.Join(r.o.out, "heap-peak.pb.gz")); err == nil {
+				r.mu.Lock()
+				r.heapPeak = fmt.Sprintf("heap-peak.pb.gz, taken at %s with the writer's RSS at %.0f MiB", fmtAt(s.at), s.rss/(1<<20))
+				r.mu.Unlock()
 			}
 		}
 		if req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil); err == nil {
@@ -647,4 +708,86 @@ func (r *soakRun) sampleResources(ctx context.Context, base string) {
 			return
 		}
 	}
+}
+
+// loadAverage returns the machine's 1-minute load average from
+// /proc/loadavg, NaN when it cannot be read.
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return math.NaN()
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return math.NaN()
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return math.NaN()
+	}
+	return v
+}
+
+// dirBytes returns the total size of the regular files under dir.
+func dirBytes(dir string) (int64, error) {
+	var total int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() {
+			fi, err := d.Info()
+			if err != nil {
+				return err
+			}
+			total += fi.Size()
+		}
+		return nil
+	})
+	return total, err
+}
+
+// saveHeapProfile writes the writer's /debug/pprof/heap to path, through a
+// temporary file so that a failed fetch leaves the previous one.
+func saveHeapProfile(ctx context.Context, base, path string) error {
+	client := &http.Client{Timeout: 30 * time.Second}
+	defer client.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/debug/pprof/heap", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("heap profile: HTTP %d", resp.StatusCode)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	if err := os.WriteFile(path+".tmp", b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(path+".tmp", path)
+}
+
+// pickShards returns the indexes of want of n shards spread evenly, the
+// first and the last included; all of them when want is negative or at
+// least n.
+func pickShards(n, want int) []int {
+	if want < 0 || want >= n {
+		want = n
+	}
+	out := make([]int, 0, want)
+	for i := range want {
+		if want == 1 {
+			out = append(out, 0)
+			break
+		}
+		out = append(out, i*(n-1)/(want-1))
+	}
+	return out
 }

@@ -6,12 +6,17 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -93,6 +98,8 @@ func TestSoakFlags(t *testing.T) {
 		{[]string{"-duration=15m"}, 15 * time.Minute, 3},
 		{[]string{"-duration=6h"}, 6 * time.Hour, 15},
 		{[]string{"-duration=4m", "-outage=30s", "-kills=2"}, 4 * time.Minute, 2},
+		{[]string{"-duration=15m", "-kills=-1"}, 15 * time.Minute, 3},
+		{[]string{"-duration=15m", "-kills=0"}, 15 * time.Minute, 0},
 	} {
 		o, err := parseFlags(append([]string{"-mode=soak"}, tc.args...))
 		if err != nil {
@@ -103,7 +110,18 @@ func TestSoakFlags(t *testing.T) {
 			t.Errorf("%v: duration %s, kills %d, settings %+v", tc.args, o.load.Duration, o.soak.Kills, o.soak)
 		}
 	}
-	for _, bad := range [][]string{{"-outage-mode=explode"}, {"-fault-rate=2"}, {"-duration=1m"}, {"-fault-mix=drop=0"}} {
+	// A clean run: no restart, no fault, no outage, no latency.
+	o, err := parseFlags([]string{"-mode=soak", "-duration=1h", "-kills=0", "-terms=0", "-outage=0", "-fault-rate=0", "-store-latency=0", "-read-back-shards=20"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if evs, err := planSchedule(o.load.Duration, o.soak.Kills, o.soak.Terms, o.soak.OutageAt, o.soak.Outage); err != nil || len(evs) != 0 {
+		t.Errorf("clean run: schedule %v, %v; want none", evs, err)
+	}
+	if o.soak.ReadBackShards != 20 || o.soak.Faults.Rate != 0 || o.soak.Faults.Latency != 0 {
+		t.Errorf("clean run: settings %+v", o.soak)
+	}
+	for _, bad := range [][]string{{"-outage-mode=explode"}, {"-fault-rate=2"}, {"-duration=1m"}, {"-fault-mix=drop=0"}, {"-terms=-1"}} {
 		if _, err := parseFlags(append([]string{"-mode=soak"}, bad...)); err == nil {
 			t.Errorf("%v: no error", bad)
 		}
@@ -290,7 +308,7 @@ func TestReadBack(t *testing.T) {
 		}
 	}
 	start := time.UnixMilli(ts0)
-	res := readBack(t.Context(), b, ss, f.query, window, start, 0)
+	res := readBack(t.Context(), b, ss, f.query, window, start, 0, nil)
 	if res.Lost != 0 || res.Duplicated != 0 || res.Altered != 0 || res.Unexpected != 0 || res.Unverified != 0 ||
 		res.Acked != acked || res.Found != acked || res.Unacked != unacked || unacked == 0 || res.QueryErrors != 0 || res.Queries != 6 {
 		t.Fatalf("clean store: %+v; want %d acknowledged, all found, %d stored unacknowledged, 6 queries", res, acked, unacked)
@@ -308,7 +326,7 @@ func TestReadBack(t *testing.T) {
 	f.samples[gj][b.ts(2, 22)+1] = []string{"1"}
 	f.labels = append(f.labels, map[string]string{"__name__": "stray", "instance": "host-00000-0:9100", "job": "node"})
 	f.samples[int32(len(f.labels)-1)] = map[int64][]string{b.ts(0, 0): {"1"}}
-	res = readBack(t.Context(), b, ss, f.query, window, start, 0)
+	res = readBack(t.Context(), b, ss, f.query, window, start, 0, nil)
 	if res.Lost != 1 || res.Duplicated != 1 || res.Altered != 1 || res.Unexpected != 2 || res.Acked != acked || res.Found != acked-1 {
 		t.Fatalf("broken store: %+v; want 1 lost, 1 duplicated, 1 altered, 2 unexpected", res)
 	}
@@ -331,7 +349,7 @@ func TestReadBack(t *testing.T) {
 		}
 	}
 	f.failAt[b.ts(0, 0)-1+window.Milliseconds()] = true
-	res = readBack(t.Context(), b, ss, f.query, window, start, 0)
+	res = readBack(t.Context(), b, ss, f.query, window, start, 0, nil)
 	// Steps 0..119 of shard 0, less the 3 never acknowledged (7, 57, 107).
 	if res.Lost != 0 || res.Unverified != 40*(120-3) || res.QueryErrors != 1 || !strings.Contains(res.FirstError, "boom") {
 		t.Fatalf("failing window: %+v; want the first window of shard 0 unverified", res)
@@ -398,7 +416,9 @@ func TestRecoveryTimes(t *testing.T) {
 
 func TestSoakSVG(t *testing.T) {
 	s := time.Second
-	samples := []resSample{{0, 50 << 20, 1}, {5 * s, 60 << 20, 3}, {10 * s, math.NaN(), math.NaN()}, {15 * s, 55 << 20, 2}}
+	nan := math.NaN()
+	samples := []resSample{{0, 50 << 20, 1, 0, 0.5, 0}, {5 * s, 60 << 20, 3, 1, 0.7, 0}, {10 * s, nan, nan, 1, nan, 0}, {15 * s, 55 << 20, 2, 1.5, 1, 0},
+		{50 * s, 55 << 20, 2, 31.5, 1.2, 0}}
 	attempts := []rwAttempt{{at: s, status: 204}, {at: 6 * s, status: 503}, {at: 11 * s, status: -1}}
 	events := []soakEventRecord{{Kind: "SIGKILL", Start: 8 * s, Ref: 8 * s}, {Kind: "outage (refuse)", Start: 9 * s, Ref: 12 * s},
 		{Kind: "unplanned exit", Start: 13 * s, Ref: -1}}
@@ -406,7 +426,7 @@ func TestSoakSVG(t *testing.T) {
 	if err := xml.Unmarshal([]byte(svg), new(struct{})); err != nil {
 		t.Fatalf("not well-formed: %v", err)
 	}
-	for _, want := range []string{"writer RSS (MiB)", "L0 tables", "#f4b6b6", "stroke-dasharray=\"4,3\""} {
+	for _, want := range []string{"writer RSS (MiB)", "L0 tables", "#f4b6b6", "stroke-dasharray=\"4,3\"", "writer CPU (cores", "load avg 1m"} {
 		if !strings.Contains(svg, want) {
 			t.Errorf("SVG lacks %q", want)
 		}
@@ -440,8 +460,10 @@ func TestSoakReport(t *testing.T) {
 			{Kind: "SIGKILL", Start: 60 * s, Ref: 60 * s, Exit: &procExit{Code: -1, Signal: "killed"}, Took: 5 * time.Millisecond},
 			{Kind: "unplanned exit", Start: 120 * s, Ref: 122 * s, Exit: &fenced},
 		},
-		polls:    []readyPoll{{59 * s, 200}, {61 * s, -1}, {63 * s, 503}, {64 * s, 200}, {121 * s, -1}, {125 * s, 200}},
-		samples:  []resSample{{0, 50 << 20, 1}, {5 * s, 60 << 20, 3}},
+		polls: []readyPoll{{59 * s, 200}, {61 * s, -1}, {63 * s, 503}, {64 * s, 200}, {121 * s, -1}, {125 * s, 200}},
+		samples: []resSample{{0, 50 << 20, 1, 0, 0.5, 100 << 20}, {5 * s, 60 << 20, 3, 1, 0.7, 120 << 20},
+			{65 * s, 60 << 20, 3, 121, 1.5, 110 << 20}},
+		storedAtEnd: 200, storedFinal: 300,
 		queries:  []queryPoint{{at: s, latency: 5 * time.Millisecond, ok: true}, {at: 2 * s, ok: false}},
 		readBack: &readBackResult{Acked: 40, Found: 39, Lost: 1, Queries: 6, LostByMinute: map[int]int64{1: 1}, Examples: []string{"lost: up{} at 1"}},
 	}
@@ -461,6 +483,13 @@ func TestSoakReport(t *testing.T) {
 		"| PUT | 50 | 50 | 0.18 |",
 		"| store faults injected | 7 (slowdown 5, drop 2) |",
 		"- lost: up{} at 1",
+		"| writer CPU during the load | 121 CPU-s over 15m0s: 0.134 cores on average, 3.02M CPU-s per million samples acknowledged |",
+		"| writer CPU, busiest minute | 1.86 cores |",
+		"| machine load average (1 min) median / max during the load | 0.7 / 1.5 on",
+		"| harness (tsdb-bench) RSS peak | 120 MiB |",
+		"| stored bytes at the end of the load | 200 (5 bytes per acknowledged sample) |",
+		"| stored bytes after the final clean stop | 300 (7.5 bytes per acknowledged sample) |",
+		"| samples in attempts without a 2xx (refused, failed or unanswered; retried) | 0 |",
 	} {
 		if !strings.Contains(rep, want) {
 			t.Errorf("report lacks %q:\n%s", want, rep)
@@ -477,5 +506,99 @@ func TestSoakReport(t *testing.T) {
 	stdout.Reset()
 	if err := r.writeReport(&stdout); err != nil || !strings.Contains(stdout.String(), "**PASS: every acknowledged sample read back once") {
 		t.Errorf("clean run: %v\n%s", err, stdout.String())
+	}
+
+	// A read-back of some shards says so; none asked for is no failure.
+	r.readBack = &readBackResult{Acked: 40, Found: 40, Queries: 6, Shards: 2, OfShards: 9, Took: 3 * s}
+	stdout.Reset()
+	if err := r.writeReport(&stdout); err != nil || !strings.Contains(stdout.String(), "**PASS: every acknowledged sample of the 2 shards read back") ||
+		!strings.Contains(stdout.String(), "| read-back | every acknowledged sample of 2 of the 9 shards (series groups sent in one request), in 3.00s |") {
+		t.Errorf("partial read-back: %v\n%s", err, stdout.String())
+	}
+	r.readBack, r.sc.ReadBackShards = nil, 0
+	stdout.Reset()
+	if err := r.writeReport(&stdout); err != nil || !strings.Contains(stdout.String(), "**PASS: no unplanned exit; no read-back asked for.**") {
+		t.Errorf("no read-back: %v\n%s", err, stdout.String())
+	}
+	r.sc.ReadBackShards = -1
+	stdout.Reset()
+	if err := r.writeReport(&stdout); err == nil || !strings.Contains(stdout.String(), "FAIL: no read-back") {
+		t.Errorf("read-back missing though asked for: %v\n%s", err, stdout.String())
+	}
+}
+
+func TestPickShards(t *testing.T) {
+	for _, tc := range []struct {
+		n, want int
+		out     []int
+	}{
+		{5, -1, []int{0, 1, 2, 3, 4}},
+		{5, 9, []int{0, 1, 2, 3, 4}},
+		{5, 0, []int{}},
+		{5, 1, []int{0}},
+		{10, 3, []int{0, 4, 9}},
+		{1650, 2, []int{0, 1649}},
+	} {
+		if got := pickShards(tc.n, tc.want); !slices.Equal(got, tc.out) {
+			t.Errorf("pickShards(%d, %d) = %v, want %v", tc.n, tc.want, got, tc.out)
+		}
+	}
+}
+
+func TestDirBytesAndLoadAverage(t *testing.T) {
+	d := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(d, "a", "b"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for p, n := range map[string]int{"x": 10, "a/y": 20, "a/b/z": 30} {
+		if err := os.WriteFile(filepath.Join(d, p), make([]byte, n), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := dirBytes(d); err != nil || n != 60 {
+		t.Errorf("dirBytes = %d, %v; want 60", n, err)
+	}
+	if _, err := dirBytes(filepath.Join(d, "missing")); err == nil {
+		t.Error("dirBytes of a missing folder: no error")
+	}
+	if v := loadAverage(); math.IsNaN(v) || v < 0 {
+		t.Errorf("loadAverage = %v", v)
+	}
+}
+
+// TestSoakLoadInFlight sends one step of 8 shards, all due at once, to a
+// receiver that takes 20 ms per request: with limitInFlight(2) no more
+// than 2 are ever in flight, and every request is acknowledged.
+func TestSoakLoadInFlight(t *testing.T) {
+	g, err := newGenerator(loadConfig{Series: 160, PerTarget: 20, Batch: 20, Version: 1, Interval: time.Minute, RealTime: true, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	b, ss := newSoakBook(g, 0, time.Minute, 1)
+	b.t0 = now.Add(-time.Minute + time.Millisecond).UnixMilli() // step 0 of every shard is past, step 1 in the future
+	var mu sync.Mutex
+	cur, peak, n := 0, 0, 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		cur++
+		peak, n = max(peak, cur), n+1
+		mu.Unlock()
+		_, _ = io.Copy(io.Discard, r.Body)
+		time.Sleep(20 * time.Millisecond) // the receiver's service time
+		mu.Lock()
+		cur--
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	l := newSoakLoad(g, b, ss, srv.URL, now, now, 10*time.Second, time.Minute)
+	l.limitInFlight(2)
+	l.run(t.Context())
+	if len(g.shards) != 8 || n != 8 || peak > 2 {
+		t.Errorf("%d shards, %d requests, at most %d in flight; want 8, 8, at most 2", len(g.shards), n, peak)
+	}
+	if _, acked, samples := b.totals(); acked != 8 || samples != 160 {
+		t.Errorf("acknowledged %d requests, %d samples; want 8, 160", acked, samples)
 	}
 }

@@ -268,6 +268,9 @@ type soakLoad struct {
 	interval time.Duration
 	giveUp   time.Duration
 	client   *http.Client
+	// inFlight holds a token per request in flight, as a remote-write
+	// sender's shards (max_shards) bound them; nil: no bound.
+	inFlight chan struct{}
 
 	mu       sync.Mutex
 	attempts []rwAttempt
@@ -288,6 +291,16 @@ func newSoakLoad(g *generator, book *ackBook, ss *soakSeries, url string, start,
 				DisableCompression:  true,
 			},
 		},
+	}
+}
+
+// limitInFlight bounds the requests in flight to n (none when n <= 0): a
+// sender with a shard per request group would otherwise retry every
+// group at once when the receiver falls behind, where Prometheus sends
+// through at most max_shards queues.
+func (l *soakLoad) limitInFlight(n int) {
+	if n > 0 {
+		l.inFlight = make(chan struct{}, n)
 	}
 }
 
@@ -345,9 +358,19 @@ func (l *soakLoad) sendUntilAcked(ctx context.Context, body []byte, samples int,
 	backoff := 30 * time.Millisecond
 	first := time.Now()
 	for {
+		if l.inFlight != nil {
+			select {
+			case l.inFlight <- struct{}{}:
+			case <-ctx.Done():
+				return false
+			}
+		}
 		t0 := time.Now()
 		code := l.post(ctx, body)
 		done := time.Now()
+		if l.inFlight != nil {
+			<-l.inFlight
+		}
 		if code == statusCanceled {
 			return false
 		}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -178,10 +179,17 @@ func (r *soakRun) figures(attempts []rwAttempt, ackTimes []float32, gaveUp, reje
 	}
 	rb := r.readBack
 	var bad []string
-	if rb == nil {
+	if rb == nil && r.sc.ReadBackShards == 0 && !r.interrupted {
+		add("read-back", "not asked for (-read-back-shards=0): samples not verified")
+	} else if rb == nil {
 		add("read-back", "not done (see notes)")
 		bad = append(bad, "no read-back")
 	} else {
+		if rb.Shards < rb.OfShards {
+			add("read-back", fmt.Sprintf("every acknowledged sample of %d of the %d shards (series groups sent in one request), in %s", rb.Shards, rb.OfShards, fmtDur(rb.Took)))
+		} else {
+			add("read-back", fmt.Sprintf("every acknowledged sample, in %s", fmtDur(rb.Took)))
+		}
 		add("acknowledged samples lost", fmtInt(rb.Lost))
 		add("duplicated samples (two at one series and timestamp)", fmtInt(rb.Duplicated))
 		add("altered samples (value differs from what was sent)", fmtInt(rb.Altered))
@@ -221,6 +229,13 @@ func (r *soakRun) figures(attempts []rwAttempt, ackTimes []float32, gaveUp, reje
 			other += n
 		}
 	}
+	var refused int64
+	for _, a := range attempts {
+		if a.status/100 != 2 {
+			refused += int64(a.samples)
+		}
+	}
+	add("samples in attempts without a 2xx (refused, failed or unanswered; retried)", fmtInt(refused))
 	add("remote-write attempts", fmt.Sprintf("%s: %s 2xx, %s 503, %s other non-2xx, %s without an answer",
 		fmtInt(int64(len(attempts))), fmtInt(ok), fmtInt(n503), fmtInt(other), fmtInt(none)))
 	if gaveUp+rejected > 0 {
@@ -268,6 +283,32 @@ func (r *soakRun) figures(attempts []rwAttempt, ackTimes []float32, gaveUp, reje
 	if len(l0) > 0 {
 		lastL0 = l0[len(l0)-1]
 	}
+	add("harness (tsdb-bench) RSS peak", fmt.Sprintf("%s MiB", fmtNum(maxOf(r.samples, func(s resSample) float64 { return s.selfRSS / (1 << 20) }))))
+	if cpu := lastBefore(r.samples, r.elapsed, func(s resSample) float64 { return s.cpu }); !math.IsNaN(cpu) {
+		add("writer CPU during the load", fmt.Sprintf("%s CPU-s over %s: %s cores on average, %s CPU-s per million samples acknowledged",
+			fmtNum(cpu), fmtDur(r.elapsed), fmtNum(cpu/r.elapsed.Seconds()), fmtNum(cpu/(float64(ackedSamples)/1e6))))
+	}
+	if peak := maxCores(r.samples, time.Minute); !math.IsNaN(peak) {
+		add("writer CPU, busiest minute", fmt.Sprintf("%s cores", fmtNum(peak)))
+	}
+	var loads []float64
+	for _, s := range r.samples {
+		if !math.IsNaN(s.load1) && s.at <= r.elapsed {
+			loads = append(loads, s.load1)
+		}
+	}
+	add("machine load average (1 min) median / max during the load", fmt.Sprintf("%s / %s on %d CPUs", fmtNum(percentile(loads, 50)), fmtNum(percentile(loads, 100)), runtime.NumCPU()))
+	for _, sb := range []struct {
+		name string
+		n    int64
+	}{{"stored bytes at the end of the load", r.storedAtEnd}, {"stored bytes after the final clean stop", r.storedFinal}} {
+		if sb.n >= 0 && ackedSamples > 0 {
+			add(sb.name, fmt.Sprintf("%s (%s bytes per acknowledged sample)", fmtInt(sb.n), fmtNum(float64(sb.n)/float64(ackedSamples))))
+		}
+	}
+	if r.heapPeak != "" {
+		add("heap profile near the RSS peak", r.heapPeak)
+	}
 	add("L0 tables (compaction debt) max / last", fmt.Sprintf("%s / %s", fmtNum(percentile(l0, 100)), fmtNum(lastL0)))
 	add("object-store requests", fmt.Sprintf("%s per hour, $%.2f a month at S3 list prices", fmtNum(costTotal.PerHour), costTotal.USDPerMonth))
 	var fk []string
@@ -295,9 +336,14 @@ func (r *soakRun) figures(attempts []rwAttempt, ackTimes []float32, gaveUp, reje
 		bad = append(bad, fmt.Sprintf("%d SIGTERM shutdowns not clean", len(unclean)))
 	}
 	f.pass = len(bad) == 0
-	if f.pass {
+	switch {
+	case f.pass && rb == nil:
+		f.verdict = "PASS: no unplanned exit; no read-back asked for."
+	case f.pass && rb.Shards < rb.OfShards:
+		f.verdict = fmt.Sprintf("PASS: every acknowledged sample of the %d shards read back once with its value; no unplanned exit.", rb.Shards)
+	case f.pass:
 		f.verdict = "PASS: every acknowledged sample read back once with its value; no unplanned exit."
-	} else {
+	default:
 		f.verdict = "FAIL: " + strings.Join(bad, ", ") + "."
 	}
 	return f
@@ -494,13 +540,20 @@ func (r *soakRun) writeReport(stdout io.Writer) error {
 func soakSVG(elapsed time.Duration, samples []resSample, attempts []rwAttempt, events []soakEventRecord) string {
 	const w, chartH, x0, cw = 960, 170, 70, 700
 	xMax := math.Max(elapsed.Seconds(), 1)
-	var rss, l0 [][2]float64
+	var rss, l0, load [][2]float64
 	for _, s := range samples {
 		if s.at.Seconds() > xMax {
 			continue
 		}
 		rss = append(rss, [2]float64{s.at.Seconds(), s.rss / (1 << 20)})
 		l0 = append(l0, [2]float64{s.at.Seconds(), s.l0})
+		load = append(load, [2]float64{s.at.Seconds(), s.load1})
+	}
+	var cores [][2]float64
+	for _, p := range coresSeries(samples, 30*time.Second) {
+		if p[0] <= xMax {
+			cores = append(cores, p)
+		}
 	}
 	width := max(5*time.Second, (elapsed / 120).Round(time.Second))
 	nb := int(elapsed/width) + 1
@@ -531,7 +584,8 @@ func soakSVG(elapsed time.Duration, samples []resSample, attempts []rwAttempt, e
 	names := []string{"2xx", "503", "other non-2xx", "no answer"}
 	colors := []string{"#2ca02c", "#d62728", "#9467bd", "#ff7f0e"}
 
-	h := 60 + 3*(chartH+55) + 40
+	const nPanels = 4
+	h := 60 + nPanels*(chartH+55) + 40
 	var sb strings.Builder
 	fmt.Fprintf(&sb, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", w, h, w, h)
 	fmt.Fprintf(&sb, `<rect width="%d" height="%d" fill="white"/>`+"\n", w, h)
@@ -543,6 +597,7 @@ func soakSVG(elapsed time.Duration, samples []resSample, attempts []rwAttempt, e
 		colors []string
 	}{
 		{"writer RSS (MiB)", [][][2]float64{rss}, []string{"RSS"}, []string{"#1f77b4"}},
+		{"writer CPU (cores, per 30 s) and the machine's load average", [][][2]float64{cores, load}, []string{"writer cores", "load avg 1m"}, []string{"#17becf", "#7f7f7f"}},
 		{"L0 tables (compaction debt)", [][][2]float64{l0}, []string{"L0 tables"}, []string{"#8c564b"}},
 		{fmt.Sprintf("remote-write attempts per %s by outcome", width), rw, names, colors},
 	}
@@ -556,7 +611,7 @@ func soakSVG(elapsed time.Duration, samples []resSample, attempts []rwAttempt, e
 		}
 	}
 	// Legend of the fault marks and the time axis label.
-	ly := 50 + 3*(chartH+55) - 10
+	ly := 50 + nPanels*(chartH+55) - 10
 	fmt.Fprintf(&sb, `<text x="%d" y="%d" text-anchor="middle">seconds since the start of the load</text>`+"\n", x0+cw/2, ly-8)
 	marks := []struct{ name, color, dash string }{{"outage", "#f4b6b6", ""}, {"SIGKILL", "#d62728", ""}, {"SIGTERM", "#1f77b4", ""}, {"unplanned exit", "#ff7f0e", "4,3"}}
 	for i, m := range marks {
@@ -640,4 +695,60 @@ func soakPanel(sb *strings.Builder, x0, y0, cw, ch int, xMax float64, title stri
 		}
 		flush()
 	}
+}
+
+// maxOf is the largest f(s) over samples, NaN when none is a number.
+func maxOf(samples []resSample, f func(resSample) float64) float64 {
+	m := math.NaN()
+	for _, s := range samples {
+		if v := f(s); !math.IsNaN(v) && (math.IsNaN(m) || v > m) {
+			m = v
+		}
+	}
+	return m
+}
+
+// lastBefore is f of the last sample taken by at whose f is a number.
+func lastBefore(samples []resSample, at time.Duration, f func(resSample) float64) float64 {
+	v := math.NaN()
+	for _, s := range samples {
+		if s.at <= at && !math.IsNaN(f(s)) {
+			v = f(s)
+		}
+	}
+	return v
+}
+
+// coresSeries turns the cumulative writer CPU seconds of the samples into
+// cores used over windows of at least width: (x, cores) at each window's
+// end.
+func coresSeries(samples []resSample, width time.Duration) [][2]float64 {
+	var out [][2]float64
+	prev := -1
+	for i, s := range samples {
+		if math.IsNaN(s.cpu) {
+			continue
+		}
+		if prev < 0 {
+			prev = i
+			continue
+		}
+		p := samples[prev]
+		if dt := s.at - p.at; dt >= width {
+			out = append(out, [2]float64{s.at.Seconds(), (s.cpu - p.cpu) / dt.Seconds()})
+			prev = i
+		}
+	}
+	return out
+}
+
+// maxCores is the most cores the writer used over a window of width.
+func maxCores(samples []resSample, width time.Duration) float64 {
+	m := math.NaN()
+	for _, p := range coresSeries(samples, width) {
+		if math.IsNaN(m) || p[1] > m {
+			m = p[1]
+		}
+	}
+	return m
 }
