@@ -334,7 +334,10 @@ func cmpRef(a, b uint32) int {
 // It returns the series each partition's Select gave, by the index of the
 // partition in parts, for the caller to use instead of selecting again; an
 // entry is nil where it did not select (or the Select failed).
-func (db *DB) prefetchSelect(ctx context.Context, parts []partView, ms []*labels.Matcher, withSamples bool) []*roaring.Bitmap {
+//
+// With skipEnded, the sample blocks of head series whose newest sample is
+// older than mint are not loaded: the Select skips those series.
+func (db *DB) prefetchSelect(ctx context.Context, parts []partView, ms []*labels.Matcher, withSamples, skipEnded bool, mint int64) []*roaring.Bitmap {
 	p := db.lsm
 	if !p.Cached() || len(parts) == 0 {
 		return nil
@@ -380,6 +383,17 @@ func (db *DB) prefetchSelect(ctx context.Context, parts []partView, ms []*labels
 				return
 			}
 			refs := bm.ToArray()
+			if pv.head != nil && skipEnded {
+				refs = slices.DeleteFunc(refs, func(ref uint32) bool {
+					s := pv.head.seriesByRef(ref)
+					if s == nil {
+						return true
+					}
+					s.lock()
+					defer s.unlock()
+					return pv.head.newestLocked(s) < mint
+				})
+			}
 			var rs []lsm.KeyRange
 			if pv.head == nil {
 				for _, r := range planRanges(refs, forwardFreeGap, forwardChunk) {

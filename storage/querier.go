@@ -25,6 +25,23 @@ const fetchConcurrency = 32
 type partView struct {
 	start int64
 	head  *headPart
+	// meta is the registry entry of a partition read from the LSM.
+	meta partitionMeta
+}
+
+// mayHold reports whether the partition may hold samples in [mint, maxt]:
+// its data bounds, persisted in its registry entry or kept by the writer's
+// head, say so. A read-only DB's followed partitions are always read: the
+// writer's head log may hold samples outside the bounds recorded so far.
+func (db *DB) mayHold(pv partView, mint, maxt int64) bool {
+	lo, hi, ok := pv.meta.dataMin, pv.meta.dataMax, pv.meta.hasData()
+	if pv.head != nil {
+		if db.readOnly {
+			return true
+		}
+		lo, hi, ok = pv.head.bounds()
+	}
+	return ok && lo <= maxt && hi >= mint
 }
 
 // partitions returns the partitions overlapping [mint, maxt] in time order.
@@ -67,7 +84,7 @@ func (db *DB) partitions(ctx context.Context, mint, maxt int64) ([]partView, err
 			readerParts = append(readerParts, part)
 			return nil
 		}
-		out = append(out, partView{start: part})
+		out = append(out, partView{start: part, meta: m})
 		return nil
 	})
 	if err != nil {
@@ -180,7 +197,13 @@ func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples, s
 	if err != nil {
 		return nil, err
 	}
-	sels := db.prefetchSelect(ctx, parts, ms, withSamples)
+	// Partitions without data in the range are not read.
+	parts = slices.DeleteFunc(parts, func(pv partView) bool { return !db.mayHold(pv, mint, maxt) })
+	// A head series that ended before the range is not read either (a
+	// writer's: a read-only DB's followed series do not know their newest
+	// time). The series API lists series regardless of their samples.
+	skipEnded := withSamples && !db.readOnly
+	sels := db.prefetchSelect(ctx, parts, ms, withSamples, skipEnded, mint)
 	sels = slices.Grow(sels, len(parts))[:len(parts)]
 	nonEmpty := 0
 	for i, pv := range parts {
@@ -245,24 +268,32 @@ func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples, s
 				if s == nil {
 					continue
 				}
-				seg := segs.next()
-				seg.part, seg.ref, seg.head = pv.start, ref, s
-				add(s.labelSet(&lb), seg)
 				if withSamples {
 					// The head's blocks are taken before the LSM is read,
 					// so a flush in between shows samples twice (merged
 					// away) but never loses them.
 					s.lock()
+					if skipEnded && pv.head.newestLocked(s) < mint {
+						s.unlock()
+						continue
+					}
 					var err error
 					buf, err = s.querySourcesLocked(buf[:0])
 					s.unlock()
 					if err != nil {
 						return nil, err
 					}
+					seg := segs.next()
+					seg.part, seg.ref, seg.head = pv.start, ref, s
 					seg.srcs = srcs.slice(len(buf))
 					copy(seg.srcs, buf)
+					add(s.labelSet(&lb), seg)
 					fetch = append(fetch, seg)
+					continue
 				}
+				seg := segs.next()
+				seg.part, seg.ref, seg.head = pv.start, ref, s
+				add(s.labelSet(&lb), seg)
 			}
 			continue
 		}
