@@ -24,7 +24,8 @@ import (
 // 10 min of 15 s counters written as a server writes them: the head flushed
 // (closing the partitions no sample can land in) every 30 min of data, the
 // last 10 min not flushed, a RAM block cache. A seventh of the series stopped
-// an hour before the end (churn). cpu-ms/op is the process CPU time of one
+// an hour before the end (churn). at=head queries at the newest sample, at=closed at the end of
+// the first partition, closed. cpu-ms/op is the process CPU time of one
 // query, all goroutines.
 //
 // SHALE_BENCH_SERIES sets the series count (default 10000):
@@ -41,62 +42,71 @@ func BenchmarkRangeCost(b *testing.B) {
 		}
 		n = v
 	}
-	b.Run("series="+strconv.Itoa(n), func(b *testing.B) {
-		db, end := rangeCostDB(b, n)
-		eng := promql.NewEngine(promql.EngineOpts{MaxSamples: 1 << 40, Timeout: 10 * time.Minute, LookbackDelta: 5 * time.Minute})
-		for _, q := range []struct {
-			name  string
-			expr  string
-			rng   time.Duration
-			steps int
-		}{
-			{"instant_5m", `sum by (job) (rate(x[5m]))`, 0, 1},
-			{"instant_2h", `sum by (job) (rate(x[2h]))`, 0, 1},
-			{"range_2h", `sum by (job) (rate(x[5m]))`, 2 * time.Hour, 241},
-		} {
-			b.Run("query="+q.name, func(b *testing.B) {
-				run := func() {
-					var (
-						qry promql.Query
-						err error
-					)
-					if q.rng == 0 {
-						qry, err = eng.NewInstantQuery(context.Background(), db, nil, q.expr, end)
-					} else {
-						qry, err = eng.NewRangeQuery(context.Background(), db, nil, q.expr, end.Add(-q.rng), end, 30*time.Second)
-					}
-					if err != nil {
-						b.Fatal(err)
-					}
-					defer qry.Close()
-					res := qry.Exec(context.Background())
-					if res.Err != nil {
-						b.Fatal(res.Err)
-					}
-					m, err := res.Matrix()
-					if q.rng == 0 {
-						v, verr := res.Vector()
-						if verr != nil || len(v) != 10 {
-							b.Fatalf("%d series in the result (%v), want 10", len(v), verr)
+	db, newest := rangeCostDB(b, n)
+	eng := promql.NewEngine(promql.EngineOpts{MaxSamples: 1 << 40, Timeout: 10 * time.Minute, LookbackDelta: 5 * time.Minute})
+	// at=head asks at the newest sample, whose partition is in the head
+	// (the previous one closed); at=closed at the end of the first
+	// partition, written out and closed.
+	for _, at := range []struct {
+		name string
+		end  time.Time
+	}{{"head", newest}, {"closed", time.Date(2026, 1, 1, 2, 0, 0, 0, time.UTC).Add(-time.Millisecond)}} {
+		end := at.end
+		b.Run("series="+strconv.Itoa(n)+"/at="+at.name, func(b *testing.B) {
+			for _, q := range []struct {
+				name  string
+				expr  string
+				rng   time.Duration
+				steps int
+			}{
+				{"instant_5m", `sum by (job) (rate(x[5m]))`, 0, 1},
+				{"instant_2h", `sum by (job) (rate(x[2h]))`, 0, 1},
+				{"range_2h", `sum by (job) (rate(x[5m]))`, 2 * time.Hour, 241},
+			} {
+				b.Run("query="+q.name, func(b *testing.B) {
+					run := func() {
+						var (
+							qry promql.Query
+							err error
+						)
+						if q.rng == 0 {
+							qry, err = eng.NewInstantQuery(context.Background(), db, nil, q.expr, end)
+						} else {
+							qry, err = eng.NewRangeQuery(context.Background(), db, nil, q.expr, end.Add(-q.rng), end, 30*time.Second)
 						}
-						return
+						if err != nil {
+							b.Fatal(err)
+						}
+						defer qry.Close()
+						res := qry.Exec(context.Background())
+						if res.Err != nil {
+							b.Fatal(res.Err)
+						}
+						m, err := res.Matrix()
+						if q.rng == 0 {
+							v, verr := res.Vector()
+							if verr != nil || len(v) != 10 {
+								b.Fatalf("%d series in the result (%v), want 10", len(v), verr)
+							}
+							return
+						}
+						if err != nil || len(m) != 10 || len(m[0].Floats) != q.steps {
+							b.Fatalf("result %d series (%v), want 10 of %d steps", len(m), err, q.steps)
+						}
 					}
-					if err != nil || len(m) != 10 || len(m[0].Floats) != q.steps {
-						b.Fatalf("result %d series (%v), want 10 of %d steps", len(m), err, q.steps)
-					}
-				}
-				run()
-				b.ReportAllocs()
-				var cpu time.Duration
-				for b.Loop() {
-					c0 := cpuTime(b)
 					run()
-					cpu += cpuTime(b) - c0
-				}
-				b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/op")
-			})
-		}
-	})
+					b.ReportAllocs()
+					var cpu time.Duration
+					for b.Loop() {
+						c0 := cpuTime(b)
+						run()
+						cpu += cpuTime(b) - c0
+					}
+					b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/op")
+				})
+			}
+		})
+	}
 }
 
 // rangeCostDB returns a DB holding the data of BenchmarkRangeCost for n
