@@ -32,7 +32,11 @@ func (m *mergeIter) seekGEParallel(key []byte) bool {
 			continue
 		}
 		r.preloadRest(key, &wg)
+		// Later tables of the run are preloaded: only the table opened
+		// here reads its range as a whole, and only when not cached (a
+		// cached range would be checked block by block again).
 		if r.cachedFrom(key) {
+			r.whole = false
 			ok[i] = c.seekGE(key)
 			continue
 		}
@@ -40,6 +44,7 @@ func (m *mergeIter) seekGEParallel(key []byte) bool {
 		go func() {
 			defer wg.Done()
 			ok[i] = c.seekGE(key)
+			r.whole = false
 		}()
 	}
 	wg.Wait()
