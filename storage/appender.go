@@ -433,6 +433,8 @@ func (a *appender) Commit() error {
 			s.unlock()
 			continue
 		}
+		// The partition's bounds cover the sample before a flush can cut it.
+		ps.part.noteTime(ps.smp.t)
 		err := s.appendLocked(ps.smp)
 		s.unlock()
 		if err != nil {
@@ -443,7 +445,6 @@ func (a *appender) Commit() error {
 			continue
 		}
 		oldest, newest = min(oldest, ps.smp.t), max(newest, ps.smp.t)
-		ps.part.noteTime(ps.smp.t)
 	}
 	for {
 		cur := h.maxT.Load()

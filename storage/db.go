@@ -134,9 +134,11 @@ func (db *DB) partitionOf(t int64) int64 {
 // one before, and a few reopened by a backfill.
 const maxHeadParts = 4
 
-// settingsVersion is the layout of the settings value: version(1)
-// partition duration in ms (uvarint).
-const settingsVersion = 1
+// settingsVersion is the version of the stored format, and the layout of
+// the settings value: version(1) partition duration in ms (uvarint).
+// Version 2 added partitions' data bounds to the registry and the series
+// times keys; version 1 data is not read (no release wrote it).
+const settingsVersion = 2
 
 // checkSettings refuses to serve data written with another partition
 // duration: every key would name the wrong partition. A writer records the
@@ -159,6 +161,9 @@ func (db *DB) checkSettings(ctx context.Context) error {
 		return nil
 	}
 	if len(v) < 2 || v[0] != settingsVersion {
+		if len(v) > 0 && v[0] < settingsVersion {
+			return fmt.Errorf("storage settings: the data here is in storage format version %d, which this version does not read (it reads version %d); start on an empty bucket or prefix", v[0], settingsVersion)
+		}
 		return fmt.Errorf("storage settings: unknown version %x", v)
 	}
 	ms, n := binary.Uvarint(v[1:])
@@ -205,6 +210,7 @@ func (db *DB) recover(ctx context.Context) error {
 	start := time.Now()
 	maxT := int64(math.MinInt64)
 	var open []int64
+	metas := map[int64]partitionMeta{}
 	err := db.scan(ctx, []byte{keyRegistry}, []byte{keyRegistry + 1}, func(k, v []byte) error {
 		m, err := decodePartitionMeta(v)
 		if err != nil {
@@ -213,6 +219,7 @@ func (db *DB) recover(ctx context.Context) error {
 		maxT = max(maxT, m.maxT)
 		if !m.closed {
 			open = append(open, getPart(k[1:]))
+			metas[getPart(k[1:])] = m
 		}
 		return nil
 	})
@@ -221,10 +228,7 @@ func (db *DB) recover(ctx context.Context) error {
 	}
 	series := 0
 	for _, part := range open {
-		p := newHeadPart(part, part+db.partMs)
-		p.mu.Lock()
-		err := db.loadForwardLocked(ctx, p)
-		p.mu.Unlock()
+		p, err := db.loadPart(ctx, part, metas[part])
 		if err != nil {
 			return err
 		}
@@ -284,19 +288,20 @@ func (db *DB) headPartFor(ctx context.Context, t int64) (*headPart, error) {
 	// A partition written out before opens again with its series, so late
 	// samples within the accepted window still land.
 	p = newHeadPart(part, part+db.partMs)
-	if _, ok, err := db.lsm.Get(ctx, registryKey(part)); err != nil {
+	if v, ok, err := db.lsm.Get(ctx, registryKey(part)); err != nil {
 		return nil, err
 	} else if ok {
-		p.mu.Lock()
-		err := db.loadForwardLocked(ctx, p)
-		p.mu.Unlock()
+		m, err := decodePartitionMeta(v)
 		if err != nil {
+			return nil, fmt.Errorf("reopen partition %d: registry entry: %w", part, err)
+		}
+		if p, err = db.loadPart(ctx, part, m); err != nil {
 			return nil, fmt.Errorf("reopen partition %d: %w", part, err)
 		}
 		db.logger.Info("partition reopened for late samples", "start", part, "series", len(p.series))
 	}
 	var b lsm.Batch
-	b.Put(registryKey(part), partitionMeta{maxT: db.head.maxT.Load()}.encode())
+	b.Put(registryKey(part), p.meta(false, db.head.maxT.Load()).encode())
 	if err := db.write(ctx, &b, true); err != nil {
 		return nil, fmt.Errorf("register partition %d: %w", part, err)
 	}
@@ -309,6 +314,23 @@ func (db *DB) headPartFor(ctx context.Context, t int64) (*headPart, error) {
 		case db.flushNow <- struct{}{}:
 		default:
 		}
+	}
+	return p, nil
+}
+
+// loadPart returns the partition that starts at part as the LSM holds it,
+// for the writer's head: its series (from the forward index) with their
+// newest times, and the data bounds of m, its registry entry.
+func (db *DB) loadPart(ctx context.Context, part int64, m partitionMeta) (*headPart, error) {
+	p := newHeadPart(part, part+db.partMs)
+	p.restoreBounds(m)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := db.loadForwardLocked(ctx, p); err != nil {
+		return nil, err
+	}
+	if err := db.loadSeriesTimesLocked(ctx, p); err != nil {
+		return nil, err
 	}
 	return p, nil
 }

@@ -224,7 +224,7 @@ func (db *DB) readRange(ctx context.Context, rd *rangeRead) error {
 		return false
 	}
 	kr := rangeKeys(rd.part, rd.sub, rd.r)
-	err := db.scanFiltered(ctx, kr.Lower, kr.Upper, want, func(_, v []byte) error {
+	err := db.scanWith(ctx, kr.Lower, kr.Upper, want, true, func(_, v []byte) error {
 		if badKey != nil {
 			return badKey
 		}
@@ -236,17 +236,11 @@ func (db *DB) readRange(ctx context.Context, rd *rangeRead) error {
 	return nil
 }
 
-// forEachSeriesLabels calls fn with the labels of each series in bm of a
-// partition read from the LSM, in ref order. Series without a forward-index
-// entry are skipped.
-func (db *DB) forEachSeriesLabels(ctx context.Context, part int64, bm *roaring.Bitmap, fn func(ref uint32, lset labels.Labels)) error {
-	if bm.IsEmpty() {
-		return nil
-	}
-	refs := bm.ToArray()
-	lsets := make([]labels.Labels, len(refs))
-	found := make([]bool, len(refs))
-	reads := rangeReads(part, subForward, refs, forwardFreeGap, forwardChunk, func() func(int, []byte) error {
+// labelReads returns the reads of the labels of refs (sorted, distinct) of
+// a partition read from the LSM: each found is put in lsets[i] and noted in
+// found[i].
+func labelReads(part int64, refs []uint32, lsets []labels.Labels, found []bool) []rangeRead {
+	return rangeReads(part, subForward, refs, forwardFreeGap, forwardChunk, func() func(int, []byte) error {
 		builder := labels.NewScratchBuilder(16)
 		return func(i int, v []byte) error {
 			lset, err := index.DecodeLabels(v, &builder)
@@ -257,21 +251,11 @@ func (db *DB) forEachSeriesLabels(ctx context.Context, part int64, bm *roaring.B
 			return nil
 		}
 	})
-	if err := db.readRanges(ctx, reads); err != nil {
-		return err
-	}
-	for i, ref := range refs {
-		if found[i] {
-			fn(ref, lsets[i])
-		}
-	}
-	return nil
 }
 
-// fetchBlocks reads the persisted sample block of each segment and puts it
-// before the segment's in-memory blocks. Segments of all partitions are read
-// in parallel.
-func (db *DB) fetchBlocks(ctx context.Context, segs []*qSegment) error {
+// sampleReads returns the reads of the persisted sample block of each
+// segment, which put it before the segment's in-memory blocks.
+func sampleReads(segs []*qSegment) []rangeRead {
 	if len(segs) == 0 {
 		return nil
 	}
@@ -309,7 +293,7 @@ func (db *DB) fetchBlocks(ctx context.Context, segs []*qSegment) error {
 			}
 		})...)
 	}
-	return db.readRanges(ctx, reads)
+	return reads
 }
 
 func cmpRef(a, b uint32) int {
@@ -322,36 +306,40 @@ func cmpRef(a, b uint32) int {
 	return 0
 }
 
-// prefetchSelect loads into the block cache, for every partition of parts
-// in parallel, the blocks a Select of ms reads from the LSM: the postings
-// (by evaluating ms), then in one round the forward-index entries of the
-// selected series of persisted partitions and, with withSamples, the sample
-// blocks of the selected series of every partition. The reads that follow
-// then hit the cache, so a cold Select costs about three round trips
-// whatever the number of partitions. It does nothing without a block cache.
-// Errors are left for the reads that follow to report.
+// prefetchSelect evaluates ms on every partition of parts in parallel,
+// loading first, in one round of parallel ranged reads, the postings of
+// its equality matchers in the partitions read from the LSM, so that a cold
+// Select costs one round trip for postings whatever the number of
+// partitions; the labels and sample blocks of the selected series are read
+// afterwards, in one round too (see readRanges and lsm.Iterator.
+// SetReadAhead). It does nothing without a block cache. Errors are left
+// for the reads that follow to report.
 //
 // It returns the series each partition's Select gave, by the index of the
 // partition in parts, for the caller to use instead of selecting again; an
 // entry is nil where it did not select (or the Select failed).
-func (db *DB) prefetchSelect(ctx context.Context, parts []partView, ms []*labels.Matcher, withSamples bool) []*roaring.Bitmap {
+func (db *DB) prefetchSelect(ctx context.Context, parts []partView, ms []*labels.Matcher) []*roaring.Bitmap {
 	p := db.lsm
 	if !p.Cached() || len(parts) == 0 {
 		return nil
 	}
-	if len(parts) == 1 && parts[0].head != nil && !withSamples {
+	lsmParts := 0
+	for _, pv := range parts {
+		if pv.head == nil {
+			lsmParts++
+		}
+	}
+	if lsmParts == 0 {
 		return nil
 	}
 	sels := make([]*roaring.Bitmap, len(parts))
 	whole := db.wholePartitions(ctx, parts, ms) // coldread.go
 	var (
-		wg     sync.WaitGroup
-		mu     sync.Mutex
-		ranges []lsm.KeyRange
-		sem    = make(chan struct{}, fetchConcurrency)
+		wg  sync.WaitGroup
+		sem = make(chan struct{}, fetchConcurrency)
 	)
 	for i, pv := range parts {
-		if pv.head != nil && !withSamples {
+		if pv.head != nil {
 			continue
 		}
 		sem <- struct{}{}
@@ -359,51 +347,29 @@ func (db *DB) prefetchSelect(ctx context.Context, parts []partView, ms []*labels
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if pv.head == nil {
-				// The postings of equality matchers in one round, each with
-				// the block after it, which a point read of a key ending a
-				// block would read next.
-				var rs []lsm.KeyRange
-				wholePart := whole != nil && whole[i]
-				if wholePart {
-					rs = append(rs, partRange(pv.start))
-				}
-				for _, m := range ms {
-					if !wholePart && m.Type == labels.MatchEqual && m.Value != "" {
-						k := postingsKey(pv.start, m.Name, m.Value)
-						rs = append(rs, lsm.KeyRange{Lower: k, Upper: append(k, 0)})
-					}
-				}
-				_ = p.PrefetchRanges(ctx, rs, len(rs))
+			// The postings of equality matchers in one round, each with
+			// the block after it, which a point read of a key ending a
+			// block would read next; or the whole partition, where it is
+			// small and the query selects by metric name (coldread.go).
+			var rs []lsm.KeyRange
+			wholePart := whole != nil && whole[i]
+			if wholePart {
+				rs = append(rs, partRange(pv.start))
 			}
+			for _, m := range ms {
+				if !wholePart && m.Type == labels.MatchEqual && m.Value != "" {
+					k := postingsKey(pv.start, m.Name, m.Value)
+					rs = append(rs, lsm.KeyRange{Lower: k, Upper: append(k, 0)})
+				}
+			}
+			_ = p.PrefetchRanges(ctx, rs, len(rs))
 			bm, err := index.Select(ctx, db.indexReader(pv), ms...)
 			if err != nil {
 				return
 			}
 			sels[i] = bm
-			if bm.IsEmpty() {
-				return
-			}
-			refs := bm.ToArray()
-			var rs []lsm.KeyRange
-			if pv.head == nil {
-				for _, r := range planRanges(refs, forwardFreeGap, forwardChunk) {
-					rs = append(rs, rangeKeys(pv.start, subForward, r))
-				}
-			}
-			if withSamples {
-				for _, r := range planRanges(refs, samplesFreeGap, samplesChunk) {
-					rs = append(rs, rangeKeys(pv.start, subSamples, r))
-				}
-			}
-			mu.Lock()
-			ranges = append(ranges, rs...)
-			mu.Unlock()
 		}()
 	}
 	wg.Wait()
-	if err := p.PrefetchRanges(ctx, ranges, fetchConcurrency); err != nil {
-		db.logger.Debug("query prefetch failed; reading block by block", "err", err)
-	}
 	return sels
 }

@@ -144,17 +144,34 @@ type cutStats struct {
 
 // writeCuts cuts the series of parts and writes the cut samples as merge
 // operands of their series' sample keys, in batches of about maxBatchBytes;
-// the cuts of a batch are let go once it is applied. It records the head's
-// newest time in the registry of each partition written.
+// the cuts of a batch are let go once it is applied. Each batch also holds
+// the registry entry (the head's newest time, the partition's data bounds)
+// of every partition and the series times of every chunk of refs it writes
+// blocks of, built once its series are cut: so whatever of a flush reaches
+// the LSM, the bounds and times recorded cover its blocks.
 func (db *DB) writeCuts(ctx context.Context, parts []*headPart, maxT int64) (cutStats, error) {
+	type chunkOf struct {
+		p     *headPart
+		chunk uint32
+	}
 	var (
 		b       lsm.Batch
 		size    int
 		st      cutStats
 		pending []cutSeries
-		written = map[int64]struct{}{}
+		touched []chunkOf // chunks of the batch, in order
+		tbuf    []byte
 	)
 	apply := func() error {
+		var lastPart *headPart
+		for _, c := range touched {
+			if c.p != lastPart {
+				b.Put(registryKey(c.p.start), c.p.meta(false, maxT).encode())
+				lastPart = c.p
+			}
+			tbuf = c.p.appendSeriesTimes(tbuf[:0], c.chunk)
+			b.Put(timesKey(c.p.start, c.chunk), tbuf)
+		}
 		if b.Len() > 0 {
 			if err := db.write(ctx, &b, false); err != nil {
 				return err
@@ -170,7 +187,7 @@ func (db *DB) writeCuts(ctx context.Context, parts []*headPart, maxT int64) (cut
 		}
 		b.Reset() // the batch copied the blocks: keeps its buffer for the next
 
-		size, pending = 0, pending[:0]
+		size, pending, touched = 0, pending[:0], touched[:0]
 		return nil
 	}
 	for _, p := range parts {
@@ -191,7 +208,9 @@ func (db *DB) writeCuts(ctx context.Context, parts []*headPart, maxT int64) (cut
 			if len(blk) == 0 {
 				continue
 			}
-			written[p.start] = struct{}{}
+			if ch := (chunkOf{p, s.ref / timesChunk}); len(touched) == 0 || touched[len(touched)-1] != ch {
+				touched = append(touched, ch)
+			}
 			b.Merge(samplesKey(p.start, s.ref), blk)
 			size += len(blk) + 14
 			st.bytes += int64(len(blk))
@@ -201,9 +220,6 @@ func (db *DB) writeCuts(ctx context.Context, parts []*headPart, maxT int64) (cut
 				}
 			}
 		}
-	}
-	for part := range written {
-		b.Put(registryKey(part), partitionMeta{maxT: maxT}.encode())
 	}
 	return st, apply()
 }
@@ -238,7 +254,7 @@ func (db *DB) writePartitionIndex(ctx context.Context, p *headPart, maxT int64) 
 		return err
 	}
 	b.Put(allSeriesKey(p.start), index.EncodePostings(nil, all))
-	b.Put(registryKey(p.start), partitionMeta{closed: true, maxT: maxT}.encode())
+	b.Put(registryKey(p.start), p.meta(true, maxT).encode())
 	if err := db.write(ctx, &b, false); err != nil {
 		return fmt.Errorf("close partition %d: %w", p.start, err)
 	}

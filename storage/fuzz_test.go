@@ -1,11 +1,13 @@
 package storage
 
 import (
-	"github.com/prometheus/common/model"
-	"github.com/prometheus/prometheus/model/metadata"
+	"encoding/binary"
 	"math"
+	"slices"
 	"testing"
 
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/metadata"
 	"github.com/prometheus/prometheus/tsdb/tsdbutil"
 )
 
@@ -63,8 +65,11 @@ func FuzzDecodeLogRecord(f *testing.F) {
 // FuzzDecodePartitionMeta feeds arbitrary bytes to the registry decoder.
 func FuzzDecodePartitionMeta(f *testing.F) {
 	f.Add(partitionMeta{closed: true, maxT: 123456789}.encode())
-	f.Add(partitionMeta{maxT: math.MinInt64}.encode())
+	f.Add(partitionMeta{maxT: math.MinInt64, dataMin: noDataMin, dataMax: noDataMax}.encode())
+	f.Add(partitionMeta{maxT: 7_200_000, dataMin: -5, dataMax: 7_199_999}.encode())
+	f.Add(partitionMeta{closed: true, maxT: 1, dataMin: math.MinInt64, dataMax: math.MaxInt64}.encode())
 	f.Add([]byte{1})
+	f.Add([]byte{2, 2, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := decodePartitionMeta(b)
 		if err != nil {
@@ -89,6 +94,34 @@ func FuzzDecodeMetadata(f *testing.F) {
 		md2, err := decodeMetadata(encodeMetadata(nil, md))
 		if err != nil || md2 != md {
 			t.Fatalf("round trip of %+v: %+v, %v", md, md2, err)
+		}
+	})
+}
+
+// FuzzDecodeSeriesTimes feeds arbitrary bytes to the series-times decoder.
+func FuzzDecodeSeriesTimes(f *testing.F) {
+	f.Add([]byte{seriesTimesVersion}, uint64(7_200_001))
+	f.Add([]byte{seriesTimesVersion, 0, 1, 0x80, 0xbb, 0xb6, 0x03}, uint64(7_200_001))
+	f.Add([]byte{seriesTimesVersion, 0xff, 0xff, 0xff, 0xff, 0x1f}, uint64(1<<40))
+	f.Add([]byte{0}, uint64(10))
+	f.Fuzz(func(t *testing.T, b []byte, limit uint64) {
+		got, err := decodeSeriesTimes(nil, b, limit)
+		if err != nil {
+			return
+		}
+		if len(got) > timesChunk {
+			t.Fatalf("%d entries, more than a chunk", len(got))
+		}
+		enc := []byte{seriesTimesVersion}
+		for _, d := range got {
+			if uint64(d) >= limit {
+				t.Fatalf("entry %d not below the limit %d", d, limit)
+			}
+			enc = binary.AppendUvarint(enc, uint64(d))
+		}
+		again, err := decodeSeriesTimes(nil, enc, limit)
+		if err != nil || !slices.Equal(again, got) {
+			t.Fatalf("round trip of %v: %v, %v", got, again, err)
 		}
 	})
 }

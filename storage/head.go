@@ -67,9 +67,18 @@ type headPart struct {
 	// being written out for good; commits no longer add to it.
 	closed bool
 
-	// minT is the oldest sample time committed to the partition since it
-	// opened here (math.MaxInt64 when none).
-	minT atomic.Int64
+	// minT and maxT bound the times of the partition's samples: those
+	// committed since it opened here and those its registry entry recorded
+	// before (math.MaxInt64 and math.MinInt64 when none). Deletes do not
+	// narrow them.
+	minT, maxT atomic.Int64
+
+	// stored holds, by ref, the newest sample time of each series that the
+	// LSM recorded when the partition was loaded from it (recovery, or a
+	// reopening for late samples), as stored by encodeSeriesTimes: 0 for
+	// none. It is set before the partition is published and not written
+	// after.
+	stored []uint32
 
 	// seriesMu are the series' locks: series ref uses seriesMu[ref %
 	// seriesLocks]. A lock of its own would take 8 of a series' bytes;
@@ -80,19 +89,59 @@ type headPart struct {
 // seriesLocks is the number of series locks of a partition (8 KiB).
 const seriesLocks = 1024
 
-// noteTime lowers p.minT to t if t is older.
+// noteTime widens p's time bounds to t.
 func (p *headPart) noteTime(t int64) {
 	for {
 		cur := p.minT.Load()
 		if t >= cur || p.minT.CompareAndSwap(cur, t) {
+			break
+		}
+	}
+	for {
+		cur := p.maxT.Load()
+		if t <= cur || p.maxT.CompareAndSwap(cur, t) {
 			return
 		}
 	}
 }
 
+// bounds returns p's time bounds; ok is false when it has no samples.
+func (p *headPart) bounds() (mint, maxt int64, ok bool) {
+	mint, maxt = p.minT.Load(), p.maxT.Load()
+	return mint, maxt, mint <= maxt
+}
+
+// meta returns p's registry entry, with headMaxT the head's newest time.
+func (p *headPart) meta(closed bool, headMaxT int64) partitionMeta {
+	return partitionMeta{closed: closed, maxT: headMaxT, dataMin: p.minT.Load(), dataMax: p.maxT.Load()}
+}
+
+// restoreBounds widens p's time bounds to those of m, its registry entry.
+func (p *headPart) restoreBounds(m partitionMeta) {
+	if m.hasData() {
+		p.noteTime(m.dataMin)
+		p.noteTime(m.dataMax)
+	}
+}
+
+// newest returns the newest sample time of series s of p, in memory or
+// recorded in the LSM when p was loaded, math.MinInt64 if it has none. It
+// is never older than a sample the series holds, in the head or in its
+// sample block; the caller holds the series' lock.
+func (p *headPart) newestLocked(s *memSeries) int64 {
+	t := s.maxT()
+	if int(s.ref) < len(p.stored) {
+		if d := p.stored[s.ref]; d != 0 {
+			t = max(t, p.start+int64(d)-1)
+		}
+	}
+	return t
+}
+
 func newHeadPart(start, end int64) *headPart {
 	p := &headPart{start: start, end: end, idx: index.NewMemIndex()}
 	p.minT.Store(math.MaxInt64)
+	p.maxT.Store(math.MinInt64)
 	return p
 }
 
@@ -286,33 +335,73 @@ func (h *head) openPart(start int64) *headPart {
 
 // partitionMeta is the registry entry of a partition.
 //
-//	version(1)=1 flags(1) maxT(varint)
+//	version(1)=2 flags(1) maxT(varint) [dataMin(varint) dataMax-dataMin(uvarint)]
 //
-// flags bit 0: closed (all its data, index included, is in the LSM).
+// flags bit 0: closed (all its data, index included, is in the LSM); bit 1:
+// the data bounds follow.
 type partitionMeta struct {
 	closed bool
 	// maxT is the newest sample time of the whole head when the entry was
 	// written; recovery restores the head's notion of "now" from it.
 	maxT int64
+	// dataMin and dataMax bound the times of the partition's samples
+	// (inclusive); dataMin > dataMax when it has none. Every sample block
+	// written is within the bounds of an entry written before it or with
+	// it; deletes do not narrow them.
+	dataMin, dataMax int64
 }
 
+// partitionMetaVersion is the layout of a registry entry.
+const partitionMetaVersion = 2
+
+// noData are the data bounds of a partition without samples.
+const noDataMin, noDataMax = math.MaxInt64, math.MinInt64
+
+// hasData reports whether the entry bounds any sample.
+func (m partitionMeta) hasData() bool { return m.dataMin <= m.dataMax }
+
 func (m partitionMeta) encode() []byte {
-	b := []byte{1, 0}
+	b := []byte{partitionMetaVersion, 0}
 	if m.closed {
-		b[1] = 1
+		b[1] |= 1
 	}
-	return binary.AppendVarint(b, m.maxT)
+	if m.hasData() {
+		b[1] |= 2
+	}
+	b = binary.AppendVarint(b, m.maxT)
+	if m.hasData() {
+		b = binary.AppendVarint(b, m.dataMin)
+		b = binary.AppendUvarint(b, uint64(m.dataMax-m.dataMin))
+	}
+	return b
 }
 
 func decodePartitionMeta(b []byte) (partitionMeta, error) {
-	if len(b) < 3 || b[0] != 1 {
-		return partitionMeta{}, fmt.Errorf("partition registry entry of %d bytes or unknown version: %w", len(b), corrupt.Err)
+	if len(b) < 3 || b[0] != partitionMetaVersion || b[1]&^3 != 0 {
+		return partitionMeta{}, fmt.Errorf("partition registry entry of %d bytes, unknown version or flags: %w", len(b), corrupt.Err)
 	}
+	m := partitionMeta{closed: b[1]&1 == 1, dataMin: noDataMin, dataMax: noDataMax}
+	hasData := b[1]&2 != 0
 	v, n := binary.Varint(b[2:])
-	if n <= 0 || 2+n != len(b) {
+	if n <= 0 {
 		return partitionMeta{}, fmt.Errorf("partition registry entry: bad max time: %w", corrupt.Err)
 	}
-	return partitionMeta{closed: b[1]&1 == 1, maxT: v}, nil
+	m.maxT, b = v, b[2+n:]
+	if hasData {
+		lo, n := binary.Varint(b)
+		if n <= 0 {
+			return partitionMeta{}, fmt.Errorf("partition registry entry: bad data min time: %w", corrupt.Err)
+		}
+		d, n2 := binary.Uvarint(b[n:])
+		if n2 <= 0 || d > math.MaxInt64 || lo > math.MaxInt64-int64(d) {
+			return partitionMeta{}, fmt.Errorf("partition registry entry: bad data max time: %w", corrupt.Err)
+		}
+		m.dataMin, m.dataMax, b = lo, lo+int64(d), b[n+n2:]
+	}
+	if len(b) != 0 {
+		return partitionMeta{}, fmt.Errorf("partition registry entry: %d bytes after its end: %w", len(b), corrupt.Err)
+	}
+	return m, nil
 }
 
 // sortedParts returns the head partitions in time order. The caller holds

@@ -16,6 +16,7 @@ import (
 //	'P' part(8) 'X'                  all series refs of the partition
 //	'P' part(8) 'S' ref(4)           sample block of one series (merge: union)
 //	'P' part(8) 'M' family           metadata of a metric family received then
+//	'P' part(8) 'T' chunk(4)         newest sample time of refs chunk*1024.. (seriestimes.go)
 //
 // part is the partition's start time in ms, big-endian with the sign bit
 // flipped so that byte order is time order.
@@ -30,6 +31,7 @@ const (
 	subAll      = 'X'
 	subSamples  = 'S'
 	subMetadata = 'M'
+	subTimes    = 'T'
 )
 
 func putPart(dst []byte, part int64) []byte {
@@ -55,6 +57,10 @@ func forwardKey(part int64, ref uint32) []byte {
 
 func samplesKey(part int64, ref uint32) []byte {
 	return binary.BigEndian.AppendUint32(partSub(part, subSamples, 4), ref)
+}
+
+func timesKey(part int64, chunk uint32) []byte {
+	return binary.BigEndian.AppendUint32(partSub(part, subTimes, 4), chunk)
 }
 
 func postingsKey(part int64, name, value string) []byte {

@@ -25,6 +25,23 @@ const fetchConcurrency = 32
 type partView struct {
 	start int64
 	head  *headPart
+	// meta is the registry entry of a partition read from the LSM.
+	meta partitionMeta
+}
+
+// mayHold reports whether the partition may hold samples in [mint, maxt]:
+// its data bounds, persisted in its registry entry or kept by the writer's
+// head, say so. A read-only DB's followed partitions are always read: the
+// writer's head log may hold samples outside the bounds recorded so far.
+func (db *DB) mayHold(pv partView, mint, maxt int64) bool {
+	lo, hi, ok := pv.meta.dataMin, pv.meta.dataMax, pv.meta.hasData()
+	if pv.head != nil {
+		if db.readOnly {
+			return true
+		}
+		lo, hi, ok = pv.head.bounds()
+	}
+	return ok && lo <= maxt && hi >= mint
 }
 
 // partitions returns the partitions overlapping [mint, maxt] in time order.
@@ -51,7 +68,8 @@ func (db *DB) partitions(ctx context.Context, mint, maxt int64) ([]partView, err
 		hi = registryKey(db.partitionOf(maxt) + db.partMs)
 	}
 	var readerParts []int64
-	err := db.scan(ctx, lo, hi, func(k, v []byte) error {
+	// Read ahead: the registry has entries in every table a flush wrote.
+	err := db.scanWith(ctx, lo, hi, nil, true, func(k, v []byte) error {
 		part := getPart(k[1:])
 		if seen[part] || part+db.partMs <= mint || part > maxt {
 			return nil
@@ -67,7 +85,7 @@ func (db *DB) partitions(ctx context.Context, mint, maxt int64) ([]partView, err
 			readerParts = append(readerParts, part)
 			return nil
 		}
-		out = append(out, partView{start: part})
+		out = append(out, partView{start: part, meta: m})
 		return nil
 	})
 	if err != nil {
@@ -180,7 +198,13 @@ func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples, s
 	if err != nil {
 		return nil, err
 	}
-	sels := db.prefetchSelect(ctx, parts, ms, withSamples)
+	// Partitions without data in the range are not read.
+	parts = slices.DeleteFunc(parts, func(pv partView) bool { return !db.mayHold(pv, mint, maxt) })
+	// A head series that ended before the range is not read either (a
+	// writer's: a read-only DB's followed series do not know their newest
+	// time). The series API lists series regardless of their samples.
+	skipEnded := withSamples && !db.readOnly
+	sels := db.prefetchSelect(ctx, parts, ms)
 	sels = slices.Grow(sels, len(parts))[:len(parts)]
 	nonEmpty := 0
 	for i, pv := range parts {
@@ -195,6 +219,83 @@ func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples, s
 			nonEmpty++
 		}
 	}
+	// Each partition's selected series: their labels and segments, the
+	// labels of a partition read from the LSM found (found[i]) by the reads
+	// below.
+	type partSeries struct {
+		lsets []labels.Labels
+		segs  []*qSegment
+		found []bool
+	}
+	var (
+		per   = make([]partSeries, len(parts))
+		reads []rangeRead
+		fetch []*qSegment
+		lb    labels.ScratchBuilder
+		segs  slab[qSegment]
+		srcs  slab[gorilla.Source]
+		buf   []gorilla.Source
+	)
+	for i, pv := range parts {
+		bm := sels[i]
+		if bm.IsEmpty() {
+			continue
+		}
+		ps := &per[i]
+		if pv.head != nil {
+			it := bm.Iterator()
+			for it.HasNext() {
+				ref := it.Next()
+				s := pv.head.seriesByRef(ref)
+				if s == nil {
+					continue
+				}
+				seg := segs.next()
+				seg.part, seg.ref, seg.head = pv.start, ref, s
+				if withSamples {
+					// The head's blocks are taken before the LSM is read,
+					// so a flush in between shows samples twice (merged
+					// away) but never loses them.
+					s.lock()
+					if skipEnded && pv.head.newestLocked(s) < mint {
+						s.unlock()
+						continue
+					}
+					var err error
+					buf, err = s.querySourcesLocked(buf[:0])
+					s.unlock()
+					if err != nil {
+						return nil, err
+					}
+					seg.srcs = srcs.slice(len(buf))
+					copy(seg.srcs, buf)
+					fetch = append(fetch, seg)
+				}
+				ps.lsets = append(ps.lsets, s.labelSet(&lb))
+				ps.segs = append(ps.segs, seg)
+			}
+			continue
+		}
+		refs := bm.ToArray()
+		ps.lsets, ps.found, ps.segs = make([]labels.Labels, len(refs)), make([]bool, len(refs)), make([]*qSegment, len(refs))
+		for j, ref := range refs {
+			seg := segs.next()
+			seg.part, seg.ref = pv.start, ref
+			ps.segs[j] = seg
+		}
+		if withSamples {
+			fetch = append(fetch, ps.segs...)
+		}
+		reads = append(reads, labelReads(pv.start, refs, ps.lsets, ps.found)...)
+	}
+	// The labels and sample blocks of every partition in one round.
+	if withSamples {
+		reads = append(reads, sampleReads(fetch)...)
+	}
+	if err := db.readRanges(ctx, reads); err != nil {
+		return nil, err
+	}
+
 	// A series found in several partitions is one series of the result.
 	// With one partition selecting, every series is found once: no lookup.
 	var byKey map[uint64][]*qSeries
@@ -225,62 +326,12 @@ func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples, s
 		}
 		all = append(all, s)
 	}
-	var (
-		fetch []*qSegment
-		lb    labels.ScratchBuilder
-		segs  slab[qSegment]
-		srcs  slab[gorilla.Source]
-		buf   []gorilla.Source
-	)
-	for i, pv := range parts {
-		bm := sels[i]
-		if bm.IsEmpty() {
-			continue
-		}
-		if pv.head != nil {
-			it := bm.Iterator()
-			for it.HasNext() {
-				ref := it.Next()
-				s := pv.head.seriesByRef(ref)
-				if s == nil {
-					continue
-				}
-				seg := segs.next()
-				seg.part, seg.ref, seg.head = pv.start, ref, s
-				add(s.labelSet(&lb), seg)
-				if withSamples {
-					// The head's blocks are taken before the LSM is read,
-					// so a flush in between shows samples twice (merged
-					// away) but never loses them.
-					s.lock()
-					var err error
-					buf, err = s.querySourcesLocked(buf[:0])
-					s.unlock()
-					if err != nil {
-						return nil, err
-					}
-					seg.srcs = srcs.slice(len(buf))
-					copy(seg.srcs, buf)
-					fetch = append(fetch, seg)
-				}
+	for _, ps := range per {
+		for j, seg := range ps.segs {
+			if ps.found != nil && !ps.found[j] {
+				continue // no forward-index entry
 			}
-			continue
-		}
-		err = db.forEachSeriesLabels(ctx, pv.start, bm, func(ref uint32, lset labels.Labels) {
-			seg := segs.next()
-			seg.part, seg.ref = pv.start, ref
-			add(lset, seg)
-			if withSamples {
-				fetch = append(fetch, seg)
-			}
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	if withSamples {
-		if err := db.fetchBlocks(ctx, fetch); err != nil {
-			return nil, err
+			add(ps.lsets[j], seg)
 		}
 	}
 	if sorted {

@@ -272,6 +272,9 @@ type runIter struct {
 	i            int
 	cur          *tableIter
 	e            error
+	// whole makes each table read the iterator's range as a whole; see
+	// Iterator.SetReadAhead.
+	whole bool
 }
 
 func (r *runIter) open(i int) bool {
@@ -292,7 +295,11 @@ func (r *runIter) open(i int) bool {
 		r.i = len(r.tables)
 		return false
 	}
-	r.cur = &tableIter{it: h.NewIter(r.ctx, r.lower, r.upper)}
+	if r.whole {
+		r.cur = &tableIter{it: h.NewRangeIter(r.ctx, r.lower, r.upper)}
+	} else {
+		r.cur = &tableIter{it: h.NewIter(r.ctx, r.lower, r.upper)}
+	}
 	return true
 }
 
@@ -367,6 +374,9 @@ type mergeIter struct {
 	children []internalIter
 	heap     []internalIter
 	e        error
+	// parallel positions the children whose blocks are not all cached
+	// concurrently at the first seek; see Iterator.SetReadAhead.
+	parallel bool
 }
 
 func (m *mergeIter) less(a, b internalIter) bool {
@@ -407,6 +417,10 @@ func (m *mergeIter) collectErr(c internalIter) {
 
 func (m *mergeIter) seekGE(key []byte) bool {
 	m.heap = m.heap[:0]
+	if m.parallel {
+		m.parallel = false
+		return m.seekGEParallel(key)
+	}
 	for _, c := range m.children {
 		if c.seekGE(key) {
 			m.heap = append(m.heap, c)

@@ -45,8 +45,9 @@ type Iter struct {
 	runFirst int
 	runLast  int
 
-	scan bool   // read past the cache; see NewScanIter
-	dec  []byte // a scan's decompressed block, reused block after block
+	scan  bool   // read past the cache; see NewScanIter
+	whole bool   // load the range at the first positioning; see NewRangeIter
+	dec   []byte // a scan's decompressed block, reused block after block
 }
 
 // NewIter returns an iterator over keys in [lower, upper); a nil bound is
@@ -59,6 +60,17 @@ func (t *Table) NewIter(ctx context.Context, lower, upper []byte) *Iter {
 		it.lastBlock = min(t.findBlock(upper), it.lastBlock)
 		it.nextRun = boundedReadahead
 	}
+	return it
+}
+
+// NewRangeIter is NewIter for a range read as a whole, once: its first
+// positioning loads the blocks of the range from there on that are not
+// cached, each run of adjacent ones (up to 8 MiB) with one ranged read, as
+// Prefetch does, so a cold read of a range costs one round trip rather than
+// a growing sequence of them. Without a cache it is NewIter.
+func (t *Table) NewRangeIter(ctx context.Context, lower, upper []byte) *Iter {
+	it := t.NewIter(ctx, lower, upper)
+	it.whole = it.upper != nil
 	return it
 }
 
@@ -89,6 +101,11 @@ func (it *Iter) First() bool {
 func (it *Iter) SeekGE(key []byte) bool {
 	if it.lower != nil && bytes.Compare(key, it.lower) < 0 {
 		key = it.lower
+	}
+	if it.whole {
+		it.whole = false
+		// A failed read is left for the block loads to report.
+		_ = it.t.prefetch(it.ctx, key, it.upper, nil)
 	}
 	return it.seekFrom(it.t.findBlock(key), key)
 }

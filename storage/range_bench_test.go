@@ -1,0 +1,163 @@
+//go:build unix
+
+package storage
+
+import (
+	"context"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql"
+
+	"github.com/shaledb/shale/cache"
+	"github.com/shaledb/shale/storage/objstore"
+)
+
+// BenchmarkRangeCost compares the CPU of queries over short and long ranges
+// of the same series: an alerting rule's instant query over [5m] against a
+// 2 h range query (step 30 s) and an instant query over [2h], all
+// `sum by (job) (rate(x[...]))` over every series of x. The data is 3 h
+// 10 min of 15 s counters written as a server writes them: the head flushed
+// (closing the partitions no sample can land in) every 30 min of data, the
+// last 10 min not flushed, a RAM block cache. A seventh of the series stopped
+// an hour before the end (churn). at=head queries at the newest sample, at=closed at the end of
+// the first partition, closed. cpu-ms/op is the process CPU time of one
+// query, all goroutines.
+//
+// SHALE_BENCH_SERIES sets the series count (default 10000):
+//
+//	go test -run '^$' -bench BenchmarkRangeCost -benchtime 5x -count 5 ./storage/ | tee range.txt
+//	SHALE_BENCH_SERIES=1000000 go test -run '^$' -bench BenchmarkRangeCost -benchtime 3x -count 3 -timeout 2h ./storage/
+//	benchstat -col /query range.txt
+func BenchmarkRangeCost(b *testing.B) {
+	n := 10_000
+	if s := os.Getenv("SHALE_BENCH_SERIES"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 10 {
+			b.Fatalf("SHALE_BENCH_SERIES=%q: want a number >= 10", s)
+		}
+		n = v
+	}
+	db, newest := rangeCostDB(b, n)
+	eng := promql.NewEngine(promql.EngineOpts{MaxSamples: 1 << 40, Timeout: 10 * time.Minute, LookbackDelta: 5 * time.Minute})
+	// at=head asks at the newest sample, whose partition is in the head
+	// (the previous one closed); at=closed at the end of the first
+	// partition, written out and closed.
+	for _, at := range []struct {
+		name string
+		end  time.Time
+	}{{"head", newest}, {"closed", time.Date(2026, 1, 1, 2, 0, 0, 0, time.UTC).Add(-time.Millisecond)}} {
+		end := at.end
+		b.Run("series="+strconv.Itoa(n)+"/at="+at.name, func(b *testing.B) {
+			for _, q := range []struct {
+				name  string
+				expr  string
+				rng   time.Duration
+				steps int
+			}{
+				{"instant_5m", `sum by (job) (rate(x[5m]))`, 0, 1},
+				{"instant_2h", `sum by (job) (rate(x[2h]))`, 0, 1},
+				{"range_2h", `sum by (job) (rate(x[5m]))`, 2 * time.Hour, 241},
+			} {
+				b.Run("query="+q.name, func(b *testing.B) {
+					run := func() {
+						var (
+							qry promql.Query
+							err error
+						)
+						if q.rng == 0 {
+							qry, err = eng.NewInstantQuery(context.Background(), db, nil, q.expr, end)
+						} else {
+							qry, err = eng.NewRangeQuery(context.Background(), db, nil, q.expr, end.Add(-q.rng), end, 30*time.Second)
+						}
+						if err != nil {
+							b.Fatal(err)
+						}
+						defer qry.Close()
+						res := qry.Exec(context.Background())
+						if res.Err != nil {
+							b.Fatal(res.Err)
+						}
+						m, err := res.Matrix()
+						if q.rng == 0 {
+							v, verr := res.Vector()
+							if verr != nil || len(v) != 10 {
+								b.Fatalf("%d series in the result (%v), want 10", len(v), verr)
+							}
+							return
+						}
+						if err != nil || len(m) != 10 || len(m[0].Floats) < q.steps-1 { // a first step before the first sample
+							b.Fatalf("result %d series (%v), want 10 of %d steps", len(m), err, q.steps)
+						}
+					}
+					run()
+					b.ReportAllocs()
+					var cpu time.Duration
+					for b.Loop() {
+						c0 := cpuTime(b)
+						run()
+						cpu += cpuTime(b) - c0
+					}
+					b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/op")
+				})
+			}
+		})
+	}
+}
+
+// rangeCostDB returns a DB holding the data of BenchmarkRangeCost for n
+// series, and the time of the newest sample.
+func rangeCostDB(b *testing.B, n int) (*DB, time.Time) {
+	b.Helper()
+	copts := cache.DefaultOptions()
+	copts.MemoryBytes = 4 << 30
+	c, err := cache.New(copts, cache.Components{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	opts := DefaultOptions()
+	opts.WAL = false
+	opts.Retention = 0
+	opts.HeadFlushSamples = 0
+	db, err := openOn(context.Background(), objstore.NewMemoryBucket(), "tsdb", opts, testLSMOptions(), c, Components{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { db.Close() })
+	lsets := make([]labels.Labels, n)
+	vals := make([]float64, n)
+	for i := range lsets {
+		lsets[i] = labels.FromStrings("__name__", "x", "instance", "host-"+strconv.Itoa(i), "job", "job-"+strconv.Itoa(i%10))
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	const step = 15_000
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+	end := start + (3*time.Hour + 10*time.Minute).Milliseconds()
+	churnAt := end - time.Hour.Milliseconds()
+	for t := start; t <= end; t += step {
+		app := db.Appender(context.Background())
+		for i, l := range lsets {
+			if i%7 == 6 && t > churnAt {
+				continue
+			}
+			vals[i] += float64(rng.IntN(10000)) / 100
+			if _, err := app.Append(0, l, t+int64(rng.IntN(5)), vals[i]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := app.Commit(); err != nil {
+			b.Fatal(err)
+		}
+		if (t-start)%(30*time.Minute).Milliseconds() == 0 && end-t > (10*time.Minute).Milliseconds() {
+			if err := db.flushHead(context.Background(), closeOld); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	return db, time.UnixMilli(db.head.maxT.Load())
+}

@@ -1,0 +1,171 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/shaledb/shale/cache"
+	"github.com/shaledb/shale/storage/lsm"
+	"github.com/shaledb/shale/storage/objstore"
+)
+
+// roundsBucket counts the round trips of reads: a read that starts while no
+// other is in flight starts a new round. Reads of one round overlap in time
+// when the store's latency is far above the work between them.
+type roundsBucket struct {
+	objstore.Bucket
+	mu               sync.Mutex
+	inFlight, rounds int
+}
+
+func (r *roundsBucket) begin() {
+	r.mu.Lock()
+	if r.inFlight == 0 {
+		r.rounds++
+	}
+	r.inFlight++
+	r.mu.Unlock()
+}
+
+func (r *roundsBucket) end() {
+	r.mu.Lock()
+	r.inFlight--
+	r.mu.Unlock()
+}
+
+func (r *roundsBucket) Get(ctx context.Context, name string) (io.ReadCloser, error) {
+	r.begin()
+	defer r.end()
+	return r.Bucket.Get(ctx, name)
+}
+
+func (r *roundsBucket) GetRange(ctx context.Context, name string, off, length int64) (io.ReadCloser, error) {
+	r.begin()
+	defer r.end()
+	return r.Bucket.GetRange(ctx, name, off, length)
+}
+
+func (r *roundsBucket) reset() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := r.rounds
+	r.rounds = 0
+	return n
+}
+
+// unCompactedBucket holds series of x and y over 6 h at 1 min, the head
+// flushed every 20 min and never compacted: every partition's keys are
+// spread over six L0 tables.
+func unCompactedBucket(t testing.TB, series int) *objstore.MemoryBucket {
+	t.Helper()
+	ctx := context.Background()
+	b := objstore.NewMemoryBucket()
+	opts := DefaultOptions()
+	opts.WAL = false
+	opts.Retention = 0
+	db, err := openOn(ctx, b, "tsdb", opts, testLSMOptions(), nil, Components{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lsets []labels.Labels
+	for i := range series {
+		lsets = append(lsets,
+			labels.FromStrings("__name__", "x", "instance", "host-"+strconv.Itoa(i), "job", "job-"+strconv.Itoa(i%10)),
+			labels.FromStrings("__name__", "y", "instance", "host-"+strconv.Itoa(i), "job", "job-"+strconv.Itoa(i%10)))
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for ts := coldBase; ts < coldBase+6*3600*1000; ts += 60_000 {
+		app := db.Appender(ctx)
+		for _, l := range lsets {
+			if _, err := app.Append(0, l, ts, float64(rng.IntN(1000))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := app.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if (ts-coldBase)%(20*60_000) == 0 {
+			if err := db.flushHead(ctx, closeOld); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := db.flushHead(ctx, closeAll); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestColdQueryRoundTrips counts the round trips of a cold query of every
+// series of x over three partitions of a read-only DB just opened: the
+// registry, the postings, then labels and sample blocks (and the tables'
+// meta where the open did not read it), whatever the number of series,
+// whether the LSM is compacted into a sorted run or its keys are spread over
+// many L0 tables (each table is read at once, not one after another).
+func TestColdQueryRoundTrips(t *testing.T) {
+	const latency = 20 * time.Millisecond
+	x := labels.MustNewMatcher(labels.MatchEqual, "__name__", "x")
+	for _, c := range []struct {
+		name   string
+		series int
+		bucket func(testing.TB, int) *objstore.MemoryBucket
+		max    int
+	}{
+		{"compacted", 100, func(t testing.TB, n int) *objstore.MemoryBucket {
+			return coldBucket(t, coldSpec{series: n, span: 6 * time.Hour, interval: 2 * time.Minute})
+		}, 5},
+		{"compacted", 2000, func(t testing.TB, n int) *objstore.MemoryBucket {
+			return coldBucket(t, coldSpec{series: n, span: 6 * time.Hour, interval: 2 * time.Minute})
+		}, 5},
+		{"l0", 100, unCompactedBucket, 5},
+		{"l0", 2000, unCompactedBucket, 5},
+	} {
+		t.Run(fmt.Sprintf("lsm=%s/series=%d", c.name, c.series), func(t *testing.T) {
+			fb := objstore.NewFaultBucket(c.bucket(t, c.series))
+			fb.SetLatency(latency)
+			rb := &roundsBucket{Bucket: fb}
+			copts := cache.DefaultOptions()
+			copts.MemoryBytes = 256 << 20
+			tc, err := cache.New(copts, cache.Components{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tc.Close()
+			ropts := lsm.DefaultReaderOptions()
+			ropts.PollInterval = 0
+			opts := DefaultOptions()
+			opts.WAL = false
+			opts.Retention = 0
+			db, err := openReadOnlyOn(context.Background(), rb, "tsdb", opts, ropts, tc, Components{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			rb.reset()
+			got := queryFloats(t, db, coldBase, coldBase+6*3600*1000-1, x)
+			if len(got) != c.series {
+				t.Fatalf("%d series, want %d", len(got), c.series)
+			}
+			rounds := rb.reset()
+			t.Logf("%d round trips, %d reads", rounds, getRequests(fb))
+			if rounds > c.max {
+				t.Fatalf("a cold query made %d round trips, want at most %d", rounds, c.max)
+			}
+			queryFloats(t, db, coldBase, coldBase+6*3600*1000-1, x)
+			if r := rb.reset(); r != 0 {
+				t.Fatalf("a repeated query made %d round trips", r)
+			}
+		})
+	}
+}
