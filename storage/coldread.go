@@ -65,3 +65,20 @@ func (db *DB) wholePartitions(ctx context.Context, parts []partView, ms []*label
 	}
 	return out
 }
+
+// labelPostingsBytes is the most stored bytes of one label's postings in a
+// partition that a cold Select reads in its first round for a matcher other
+// than an equality (a regular expression, a negation), which reads the
+// postings of many of the label's values: without it they take a round of
+// their own after the first.
+var labelPostingsBytes int64 = 64 << 10
+
+// smallLabelPostings returns the key range of every postings entry of label
+// name in partition part, and whether its tables' blocks there come to at
+// most labelPostingsBytes (sized from the tables' indexes, no data read).
+func (db *DB) smallLabelPostings(ctx context.Context, part int64, name string) (lsm.KeyRange, bool) {
+	lo := postingsNamePrefix(part, name)
+	r := lsm.KeyRange{Lower: lo, Upper: prefixEnd(lo)}
+	n, err := db.lsm.RangeBytes(ctx, r.Lower, r.Upper)
+	return r, err == nil && n > 0 && n <= labelPostingsBytes
+}

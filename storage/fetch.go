@@ -347,19 +347,29 @@ func (db *DB) prefetchSelect(ctx context.Context, parts []partView, ms []*labels
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			// The postings of equality matchers in one round, each with
-			// the block after it, which a point read of a key ending a
-			// block would read next; or the whole partition, where it is
-			// small and the query selects by metric name (coldread.go).
+			// The postings of the matchers in one round: of equality
+			// matchers each with the block after it, which a point read
+			// of a key ending a block would read next, of the others all
+			// their label's where small; or the whole partition, where it
+			// is small and the query selects by metric name (coldread.go).
 			var rs []lsm.KeyRange
 			wholePart := whole != nil && whole[i]
 			if wholePart {
 				rs = append(rs, partRange(pv.start))
 			}
 			for _, m := range ms {
-				if !wholePart && m.Type == labels.MatchEqual && m.Value != "" {
+				switch {
+				case wholePart:
+				case m.Type == labels.MatchEqual && m.Value != "":
 					k := postingsKey(pv.start, m.Name, m.Value)
 					rs = append(rs, lsm.KeyRange{Lower: k, Upper: append(k, 0)})
+				default:
+					// Any other matcher reads the postings of many of
+					// its label's values: all of them in this round, if
+					// they are few bytes (coldread.go).
+					if r, ok := db.smallLabelPostings(ctx, pv.start, m.Name); ok {
+						rs = append(rs, r)
+					}
 				}
 			}
 			_ = p.PrefetchRanges(ctx, rs, len(rs))
