@@ -40,7 +40,8 @@ ui-check: ui
 # Every test, race detector on. Tests that need an external program (versitygw,
 # Debian's prometheus) skip with the install step named, unless
 # SHALE_REQUIRE_E2E=1, where they fail.
-test:
+# bin/tsdb first: tsdb-bench's smoke tests run the server binary.
+test: build
 	$(GO) test -race -timeout 20m $(PKGS)
 
 test-short:
