@@ -400,38 +400,14 @@ func (e *cacheEntry) estimate() int64 {
 
 // joinResults joins three time-ordered pieces of one query's result (each
 // piece's steps before the next's) into one, series matched by labels,
-// sorted by labels.
+// sorted by labels (joinMatrices). The points are copied, so that the result
+// shares no array with a cache entry.
 func joinResults(before upstream.Matrix, mid []cachedSeries, after upstream.Matrix) []cachedSeries {
-	byLabels := map[string]int{}
-	var out []cachedSeries
-	var buf []byte
-	add := func(m labels.Labels, f []upstream.FPoint, h []upstream.HPoint) {
-		buf = m.Bytes(buf)
-		i, ok := byLabels[string(buf)]
-		if !ok {
-			i = len(out)
-			byLabels[string(buf)] = i
-			out = append(out, cachedSeries{metric: m})
-		}
-		// Appending to a slice shared with a cache entry would write into
-		// its array: copy on the first append instead.
-		if len(f) > 0 {
-			out[i].floats = append(out[i].floats[:len(out[i].floats):len(out[i].floats)], f...)
-		}
-		if len(h) > 0 {
-			out[i].hists = append(out[i].hists[:len(out[i].hists):len(out[i].hists)], h...)
-		}
+	m := joinMatrices([]upstream.Matrix{before, toMatrix(mid), after})
+	out := make([]cachedSeries, len(m))
+	for i, s := range m {
+		out[i] = cachedSeries{metric: s.Metric, floats: s.Floats, hists: s.Histograms}
 	}
-	for _, s := range before {
-		add(s.Metric, s.Floats, s.Histograms)
-	}
-	for _, s := range mid {
-		add(s.metric, s.floats, s.hists)
-	}
-	for _, s := range after {
-		add(s.Metric, s.Floats, s.Histograms)
-	}
-	sort.Slice(out, func(i, j int) bool { return labels.Compare(out[i].metric, out[j].metric) < 0 })
 	return out
 }
 
