@@ -87,10 +87,11 @@ lint: $(TOOLS)/staticcheck
 	$(GO) vet -stdmethods=false $(PKGS)
 	$(TOOLS)/staticcheck $(PKGS)
 
-# Runs every fuzz target for FUZZTIME each. A target that fails with only
-# "context deadline exceeded" at the end of FUZZTIME and writes no failing
-# input has met the fuzz coordinator's own deadline race (go.dev/issue/75804,
-# fixed in Go 1.27), not a finding: it is run once more.
+# Runs every fuzz target for FUZZTIME each: a duration (20s) or a number of
+# inputs (4000x). CI gives a number: a duration arms the coordinator's
+# deadline, and Go 1.26 can report that deadline itself as a failure ("context
+# deadline exceeded", no failing input; go.dev/issue/75804), which a count
+# never does. A target failing that way on a duration is run once more.
 fuzz:
 	@set -e; log=$$(mktemp); trap 'rm -f $$log' EXIT; \
 	for pkg in $$($(GO) list $(PKGS)); do \
