@@ -239,6 +239,32 @@ func (a *appender) Append(ref promstorage.SeriesRef, lset labels.Labels, st, t i
 	return promstorage.SeriesRef(s.ref) + 1, nil
 }
 
+// recordNewSeries writes the forward-index entries of the series of the
+// appender's samples that the LSM does not hold yet (created by this
+// appender or by another one not yet committed) before the samples are
+// logged.
+func (a *appender) recordNewSeries(ctx context.Context) error {
+	var (
+		p    *headPart
+		need uint32
+	)
+	for _, ps := range a.pending {
+		if ps.part != p {
+			if p != nil {
+				if err := a.db.recordSeries(ctx, p, need); err != nil {
+					return err
+				}
+			}
+			p, need = ps.part, 0
+		}
+		need = max(need, ps.s.ref+1)
+	}
+	if p == nil {
+		return nil
+	}
+	return a.db.recordSeries(ctx, p, need)
+}
+
 func (a *appender) notePending(hash uint64, t int64) {
 	if cur, ok := a.newestPending[hash]; !ok || t > cur {
 		a.newestPending[hash] = t
@@ -291,7 +317,7 @@ func (a *appender) series(t int64, lset labels.Labels) (*memSeries, error) {
 			return s, nil
 		}
 	}
-	s, err := p.create(h, lset, db.persistSeries(a.ctx, p.start))
+	s, err := p.create(h, lset)
 	if err != nil {
 		return nil, err
 	}
@@ -392,6 +418,9 @@ func (a *appender) Commit() error {
 		if err := db.w.WaitLogRoom(ctx); err != nil {
 			return db.waitErr(ctx, "wait for room in the write-ahead log", err)
 		}
+	}
+	if err := a.recordNewSeries(ctx); err != nil {
+		return db.waitErr(ctx, "record new series", err)
 	}
 
 	// The record is queued for the log and the samples applied to the head

@@ -118,7 +118,7 @@ func TestHeadPartHashCollision(t *testing.T) {
 		if s := p.get(h, lset); s != nil {
 			t.Fatalf("%s found before it was created", lset)
 		}
-		s, err := p.create(h, lset, nil)
+		s, err := p.create(h, lset)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,7 +131,7 @@ func TestHeadPartHashCollision(t *testing.T) {
 		if s == nil || s.ref != uint32(i) || !labels.Equal(s.lset(), lset) {
 			t.Fatalf("get(%s) = %v, want ref %d", lset, s, i)
 		}
-		if again, err := p.create(h, lset, nil); err != nil || again != s {
+		if again, err := p.create(h, lset); err != nil || again != s {
 			t.Fatalf("create(%s) again = %v, %v; want the series it holds", lset, again, err)
 		}
 		if got := p.idx.Labels(uint32(i)); !labels.Equal(got, lset) {
@@ -318,7 +318,7 @@ func TestSeriesTable(t *testing.T) {
 				if s := p.dict.get(tc.hash(i), lsets[i], p.series); s != nil {
 					t.Fatalf("series %d found before it was added", i)
 				}
-				s, err := p.create(tc.hash(i), lsets[i], nil)
+				s, err := p.create(tc.hash(i), lsets[i])
 				if err != nil || s.ref != uint32(i) {
 					t.Fatalf("create(series %d) = %v, %v", i, s, err)
 				}
@@ -354,7 +354,7 @@ func TestHeadSeriesLabels(t *testing.T) {
 	b.Add("cpu", "0")
 	lset := b.Labels()
 	want := lset.Copy()
-	s, err := p.create(lset.Hash(), lset, nil)
+	s, err := p.create(lset.Hash(), lset)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -267,6 +267,65 @@ func benchAppend(b *testing.B, nSeries int, wal bool) {
 	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(nSeries), "head-bytes/series")
 }
 
+// BenchmarkNewPartition measures what a partition boundary costs: every
+// active series receives its first sample of a new partition at once, from
+// 16 concurrent appenders of 1000 samples a commit (as a sender's shards do
+// when the scrape time crosses into the next partition), with the WAL on, so
+// that each series is created and recorded again. series/s is wall time,
+// create-cpu-ns/series the whole process's CPU per series created.
+//
+//	go test -run '^$' -bench 'BenchmarkNewPartition' -benchtime 3x -count 6 ./storage/
+func BenchmarkNewPartition(b *testing.B) {
+	for _, series := range []int{100_000, 1_000_000} {
+		b.Run(fmt.Sprintf("series=%d", series), func(b *testing.B) {
+			lsets := benchLabels(series)
+			opts := DefaultOptions()
+			opts.Retention = 0
+			db := openTestDB(b, objstore.NewMemoryBucket(), opts)
+			defer db.Close()
+			part := opts.PartitionDuration.Milliseconds()
+			scrape := func(t int64) {
+				var wg sync.WaitGroup
+				const writers, perCommit = 16, 1000
+				share := series / writers
+				for w := range writers {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for lo := w * share; lo < (w+1)*share; lo += perCommit {
+							app := db.Appender(context.Background())
+							for i := lo; i < min(lo+perCommit, (w+1)*share); i++ {
+								if _, err := app.Append(0, lsets[i], t, float64(t)); err != nil {
+									b.Error(err)
+									return
+								}
+							}
+							if err := app.Commit(); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					}()
+				}
+				wg.Wait()
+			}
+			scrape(0)
+			n := 0
+			t := part
+			cpu0 := selfCPU()
+			start := time.Now()
+			for b.Loop() {
+				scrape(t)
+				n++
+				t += part
+			}
+			elapsed := time.Since(start)
+			b.ReportMetric(float64(n*series)/elapsed.Seconds(), "series/s")
+			b.ReportMetric((selfCPU()-cpu0).Seconds()*1e9/float64(n*series), "create-cpu-ns/series")
+		})
+	}
+}
+
 // BenchmarkSelect measures a query of N series over a time range, with the
 // data in the LSM (closed partitions) and its blocks cached.
 func BenchmarkSelect(b *testing.B) {

@@ -335,21 +335,62 @@ func (db *DB) loadPart(ctx context.Context, part int64, m partitionMeta) (*headP
 	return p, nil
 }
 
-// persistSeries returns the function that writes a new series' forward-index
-// entry. The write waits for room in the LSM (back-pressure while the object
-// store fails) at most the write timeout, and then fails as ErrUnavailable.
-func (db *DB) persistSeries(ctx context.Context, part int64) func(ref uint32, lset labels.Labels) error {
-	return func(ref uint32, lset labels.Labels) error {
-		var b lsm.Batch
-		b.Put(forwardKey(part, ref), index.EncodeLabels(nil, lset))
-		wctx, cancel := db.writeContext(ctx)
-		defer cancel()
-		if err := db.write(wctx, &b, true); err != nil {
-			return db.waitErr(wctx, "record a new series", err)
-		}
-		db.metrics.seriesCreated.Inc()
+// recordSeries writes the forward-index entries of p's series that the LSM
+// does not hold yet, once the first need refs are not all recorded: those of
+// every series created so far, in ref order, in batches of about
+// maxBatchBytes. The writes go to the WAL, so a head log record appended
+// after recordSeries returns is never durable without them. Series created at
+// once by many appenders (every active series at a partition boundary) are
+// recorded a batch at a time by whichever commit comes first, while the
+// others wait on recordMu and find their series recorded: one LSM write for
+// thousands of series where there was one each, and no lock of the partition
+// held across it. A write waits for room in the LSM (back-pressure while the
+// object store fails) at most as long as ctx allows; what it could not write
+// the next call writes.
+func (db *DB) recordSeries(ctx context.Context, p *headPart, need uint32) error {
+	if p.recorded.Load() >= need {
 		return nil
 	}
+	p.recordMu.Lock()
+	defer p.recordMu.Unlock()
+	from := p.recorded.Load()
+	if from >= need {
+		return nil
+	}
+	p.mu.RLock()
+	todo := p.series[from:len(p.series):len(p.series)]
+	p.mu.RUnlock()
+	var (
+		b       lsm.Batch
+		size    int
+		builder labels.ScratchBuilder
+		enc     []byte
+	)
+	write := func() error {
+		n := b.Len()
+		if n == 0 {
+			return nil
+		}
+		if err := db.write(ctx, &b, true); err != nil {
+			return err
+		}
+		p.recorded.Add(uint32(n))
+		db.metrics.seriesCreated.Add(float64(n))
+		b.Reset()
+		size = 0
+		return nil
+	}
+	for _, s := range todo {
+		enc = index.EncodeLabels(enc[:0], s.labelSet(&builder))
+		b.Put(forwardKey(p.start, s.ref), enc)
+		size += len(enc) + 16
+		if size >= maxBatchBytes {
+			if err := write(); err != nil {
+				return err
+			}
+		}
+	}
+	return write()
 }
 
 // Close flushes the head to the LSM and closes the LSM, retrying object

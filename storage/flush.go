@@ -227,6 +227,11 @@ func (db *DB) writeCuts(ctx context.Context, parts []*headPart, maxT int64) (cut
 // writePartitionIndex writes the postings and label names of a partition the
 // head is about to drop, then marks it closed in the registry.
 func (db *DB) writePartitionIndex(ctx context.Context, p *headPart, maxT int64) error {
+	// Series created by appenders that have not committed yet have no
+	// forward-index entry; the postings below name them.
+	if err := db.recordSeries(ctx, p, math.MaxUint32); err != nil {
+		return fmt.Errorf("record the series of partition %d: %w", p.start, err)
+	}
 	var b lsm.Batch
 	size := 0
 	names := map[string]struct{}{}

@@ -54,11 +54,19 @@ func flushThreshold(base int64, series int) int64 {
 type headPart struct {
 	start, end int64
 
-	// mu guards dict and series, and serialises series creation so that
-	// forward-index entries reach the LSM in ref order.
+	// mu guards dict and series, and serialises series creation. It is
+	// never held across a write to the LSM.
 	mu     sync.RWMutex
 	dict   seriesTable  // the series dictionary, by labels hash
 	series []*memSeries // by ref
+
+	// recorded is the number of series, from ref 0, whose forward-index
+	// entries are in the LSM; those of later refs are written by the next
+	// recordSeries, in ref order, so that what the LSM holds of the forward
+	// index is always refs 0 to recorded-1. recordMu serialises those writes.
+	// Partitions of read replicas do not use them.
+	recorded atomic.Uint32
+	recordMu sync.Mutex
 	// idx indexes the series by ref; it is the only place that holds
 	// their labels.
 	idx *index.MemIndex
@@ -187,32 +195,26 @@ func (p *headPart) getMany(hashes []uint64, lsets []labels.Labels, found []*memS
 }
 
 // create adds the series lset, whose labels hash is h, unless another
-// appender added it first. A new series gets the next ref, and its
-// forward-index entry is handed to persist while the partition's lock is
-// held, so entries reach the LSM in ref order and a ref is never used before
-// its entry is written. lset must be valid labels without empty values; it
+// appender added it first. A new series gets the next ref; its forward-index
+// entry is written later, by recordSeries, before any sample of it is
+// logged or written out. lset must be valid labels without empty values; it
 // may alias the caller's buffers.
-func (p *headPart) create(h uint64, lset labels.Labels, persist func(ref uint32, lset labels.Labels) error) (*memSeries, error) {
+func (p *headPart) create(h uint64, lset labels.Labels) (*memSeries, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if s := p.lookupLocked(h, lset); s != nil {
 		return s, nil
 	}
-	return p.createLocked(h, lset, persist)
+	return p.createLocked(h, lset)
 }
 
 // createLocked adds the series lset, which the partition does not hold,
 // with labels hash h. lset may alias the caller's buffers. The caller holds
 // p.mu.
-func (p *headPart) createLocked(h uint64, lset labels.Labels, persist func(ref uint32, lset labels.Labels) error) (*memSeries, error) {
+func (p *headPart) createLocked(h uint64, lset labels.Labels) (*memSeries, error) {
 	ref := uint32(len(p.series))
 	if len(p.series) >= math.MaxUint32-1 {
 		return nil, fmt.Errorf("partition %d: series limit reached", p.start)
-	}
-	if persist != nil {
-		if err := persist(ref, lset); err != nil {
-			return nil, err
-		}
 	}
 	// The partition's dictionary is the index's too: the index is told the
 	// series is new rather than asked.

@@ -138,12 +138,14 @@ func TestCommitTimesOutOnASlowStore(t *testing.T) {
 }
 
 // TestNewSeriesDuringOutage: once the LSM's backlog is full because the
-// store refuses writes, recording a new series fails as ErrUnavailable within
-// the write timeout instead of waiting for the store.
+// store refuses writes, a commit that has new series to record fails as
+// ErrUnavailable within the write timeout instead of waiting for the store;
+// appending to a new series never waits for the store.
 func TestNewSeriesDuringOutage(t *testing.T) {
 	mem := objstore.NewMemoryBucket()
 	fb := objstore.NewFaultBucket(mem)
 	opts := DefaultOptions()
+	opts.WAL = false // only the series' forward-index entries reach the LSM before a flush
 	opts.WriteTimeout = 100 * time.Millisecond
 	lopts := testLSMOptions()
 	lopts.MemtableBytes, lopts.MaxUnflushedBytes = 64<<10, 64<<10
@@ -160,19 +162,24 @@ func TestNewSeriesDuringOutage(t *testing.T) {
 			t.Fatal("100,000 new series recorded while the store refuses every write")
 		}
 		app := db.Appender(context.Background())
-		start := time.Now()
-		_, err := app.Append(0, labels.FromStrings("__name__", "x", "i", strings.Repeat("v", 100)+strconv.Itoa(i)), 1000, 1)
-		took := time.Since(start)
-		if err != nil {
-			if !errors.Is(err, ErrUnavailable) {
-				t.Fatalf("new series %d: %v, want ErrUnavailable", i, err)
-			}
-			if took > opts.WriteTimeout+time.Second {
-				t.Fatalf("new series %d refused after %v, past the write timeout", i, took)
-			}
-			_ = app.Rollback()
-			return
+		if _, err := app.Append(0, labels.FromStrings("__name__", "x", "i", strings.Repeat("v", 100)+strconv.Itoa(i)), 1000, 1); err != nil {
+			t.Fatalf("append to new series %d: %v", i, err)
 		}
-		_ = app.Commit() // refused too, once the store has failed long enough
+		start := time.Now()
+		err := app.Commit()
+		took := time.Since(start)
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("commit of new series %d: %v, want ErrUnavailable", i, err)
+		}
+		if !strings.Contains(err.Error(), "record new series") {
+			t.Fatalf("commit of new series %d failed in another step: %v", i, err)
+		}
+		if took > opts.WriteTimeout+time.Second {
+			t.Fatalf("commit of new series %d refused after %v, past the write timeout", i, took)
+		}
+		return
 	}
 }

@@ -74,8 +74,11 @@ func (db *DB) loadForwardLocked(ctx context.Context, p *headPart) error {
 		if err != nil {
 			return fmt.Errorf("partition %d series %d: %w", p.start, ref, err)
 		}
-		_, err = p.createLocked(lset.Hash(), lset, nil)
-		return err
+		if _, err := p.createLocked(lset.Hash(), lset); err != nil {
+			return err
+		}
+		p.recorded.Store(uint32(len(p.series)))
+		return nil
 	})
 }
 
