@@ -53,6 +53,11 @@ type soakConfig struct {
 	// final read-back checks, spread evenly; negative: all, 0: none.
 	ReadBackShards int
 	HeapProfile    bool // save the writer's heap profile when its RSS passes that of the last one
+	// DataOffset shifts the data time from the wall clock: a sample is sent
+	// when the wall clock reaches its timestamp less DataOffset, and the
+	// queries ask about the wall clock plus DataOffset. A negative offset
+	// makes a run cross a partition boundary when wanted.
+	DataOffset time.Duration
 }
 
 func addSoakFlags(fs *flag.FlagSet, c *soakConfig) {
@@ -73,6 +78,7 @@ func addSoakFlags(fs *flag.FlagSet, c *soakConfig) {
 	fs.DurationVar(&c.GiveUp, "give-up", 10*time.Minute, "soak: drop a remote-write request still failing this long after its samples' timestamp")
 	fs.DurationVar(&c.ReadWindow, "read-window", time.Hour, "soak: data-time range of each read-back query")
 	fs.IntVar(&c.ReadBackShards, "read-back-shards", -1, "soak: remote-write shards (series sent in one request) whose every acknowledged sample the final read-back checks, spread evenly; negative: all; 0: no read-back")
+	fs.DurationVar(&c.DataOffset, "data-offset", 0, "soak: data time less wall time (e.g. -50m: the samples sent at 02:50 are stamped 02:00, so a run started then crosses the partition boundary at 02:00 data time after 10 minutes); at most 0")
 	fs.BoolVar(&c.HeapProfile, "heap-profile", false, "soak: save the writer's heap profile (/debug/pprof/heap) as heap-peak.pb.gz under -out whenever its RSS is above that of the last one saved, at most once a minute")
 }
 
@@ -95,6 +101,8 @@ func finishSoakFlags(o *options) error {
 		return err
 	}
 	switch {
+	case c.DataOffset > 0:
+		return fmt.Errorf("-data-offset %s: want at most 0 (samples from the future are refused)", c.DataOffset)
 	case c.Faults.Rate < 0 || c.Faults.Rate > 1:
 		return fmt.Errorf("-fault-rate %g: want 0..1", c.Faults.Rate)
 	case c.Terms < 0:
@@ -373,8 +381,9 @@ func runSoak(ctx context.Context, o *options, stdout io.Writer) error {
 	r.start = time.Now()
 	r.proxy.setFaults(sc.Faults)
 	t0 := r.start.Truncate(cfg.Interval).Add(cfg.Interval).UnixMilli()
-	r.book.t0 = t0
+	r.book.t0 = t0 + sc.DataOffset.Milliseconds()
 	r.load = newSoakLoad(gen, r.book, r.series, base+"/api/v1/write", r.start, r.start.Add(o.load.Duration), sc.RWTimeout, sc.GiveUp)
+	r.load.dataOffset = sc.DataOffset
 	r.load.limitInFlight(cfg.Concurrency)
 	fmt.Fprintf(os.Stderr, "[soak] %d series in %d requests every %s (at most %d in flight) for %s; %d kills, %d SIGTERM restarts, outage %s (%s) at %s\n",
 		gen.activeSeries(), len(gen.shards), cfg.Interval, cfg.Concurrency, o.load.Duration, sc.Kills, sc.Terms, sc.Outage, sc.OutageMode,
@@ -608,7 +617,7 @@ func (r *soakRun) queryLoop(ctx context.Context, base string, interval time.Dura
 			if ctx.Err() != nil {
 				return
 			}
-			res := runQuery(ctx, client, base, q, time.Now(), interval)
+			res := runQuery(ctx, client, base, q, time.Now().Add(r.sc.DataOffset), interval)
 			if ctx.Err() != nil {
 				return
 			}

@@ -602,3 +602,37 @@ func TestSoakLoadInFlight(t *testing.T) {
 		t.Errorf("acknowledged %d requests, %d samples; want 8, 160", acked, samples)
 	}
 }
+
+// TestSoakLoadDataOffset: with a data offset of -1h a step is sent when the
+// wall clock reaches its timestamp plus an hour, not at once because its
+// timestamp is past.
+func TestSoakLoadDataOffset(t *testing.T) {
+	g, err := newGenerator(loadConfig{Series: 160, PerTarget: 20, Batch: 20, Version: 1, Interval: time.Minute, RealTime: true, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	b, ss := newSoakBook(g, 0, time.Minute, 1)
+	// Step 0 is due a minute ago in wall time, step 1 after the end: 61
+	// steps of every shard have timestamps in the past.
+	b.t0 = now.Add(-time.Hour - time.Minute + time.Millisecond).UnixMilli()
+	var mu sync.Mutex
+	n := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		n++
+		mu.Unlock()
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	l := newSoakLoad(g, b, ss, srv.URL, now, now, 10*time.Second, time.Minute)
+	l.dataOffset = -time.Hour
+	l.run(t.Context())
+	if n != len(g.shards) {
+		t.Errorf("%d requests for %d shards; want one step of each", n, len(g.shards))
+	}
+	if _, acked, _ := b.totals(); acked != int64(len(g.shards)) {
+		t.Errorf("acknowledged %d requests, want %d", acked, len(g.shards))
+	}
+}

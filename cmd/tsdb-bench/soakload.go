@@ -267,7 +267,9 @@ type soakLoad struct {
 	end      time.Time // no step is due after it
 	interval time.Duration
 	giveUp   time.Duration
-	client   *http.Client
+	// dataOffset is data time less wall time (-data-offset).
+	dataOffset time.Duration
+	client     *http.Client
 	// inFlight holds a token per request in flight, as a remote-write
 	// sender's shards (max_shards) bound them; nil: no bound.
 	inFlight chan struct{}
@@ -320,7 +322,7 @@ func (l *soakLoad) runShard(ctx context.Context, si int) {
 	rng := rand.New(rand.NewPCG(1, uint64(si))) // unused with one sample per series
 	for step := int64(0); ; step++ {
 		ts := l.book.ts(si, step)
-		due := time.UnixMilli(ts)
+		due := time.UnixMilli(ts).Add(-l.dataOffset) // wall time
 		if due.After(l.end) {
 			return
 		}
