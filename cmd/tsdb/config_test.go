@@ -32,6 +32,29 @@ func TestParseBytes(t *testing.T) {
 	}
 }
 
+// TestCacheMemoryFollowsMemoryLimit: with --memory.limit and no
+// --cache.memory-size the RAM block cache gets an eighth of the limit when
+// that is less than its default; a size given is kept.
+func TestCacheMemoryFollowsMemoryLimit(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want kingpinBytes
+	}{
+		{nil, 512 << 20},
+		{[]string{"--memory.limit=2GiB"}, 256 << 20},
+		{[]string{"--memory.limit=16GiB"}, 512 << 20},
+		{[]string{"--memory.limit=2GiB", "--cache.memory-size=1GiB"}, 1 << 30},
+	} {
+		cfg, err := parseFlags(c.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.cacheMemory != c.want {
+			t.Errorf("%v: cache memory %d, want %d", c.args, cfg.cacheMemory, c.want)
+		}
+	}
+}
+
 func TestParseFlags(t *testing.T) {
 	cfg, err := parseFlags([]string{"--storage.wal=false", "--storage.retention.time=30d", "--cache.memory-size=1GiB", "--mode=reader"})
 	if err != nil {

@@ -51,10 +51,11 @@ type config struct {
 	readerPoll        time.Duration
 	takeOver          bool
 
-	cacheMemory   kingpinBytes
-	cacheDiskPath string
-	cacheDiskSize kingpinBytes
-	cacheWarmAge  time.Duration
+	cacheMemory    kingpinBytes
+	cacheMemorySet bool
+	cacheDiskPath  string
+	cacheDiskSize  kingpinBytes
+	cacheWarmAge   time.Duration
 
 	memoryLimit kingpinBytes
 
@@ -141,8 +142,8 @@ func parseFlags(args []string) (*config, error) {
 	app.Flag("storage.reader.poll-interval", "In reader mode, how often to look for the writer's new data.").
 		Default("5s").DurationVar(&cfg.readerPoll)
 
-	app.Flag("cache.memory-size", "RAM block cache budget (e.g. 512MiB).").
-		Default("512MiB").SetValue(&cfg.cacheMemory)
+	app.Flag("cache.memory-size", "RAM block cache budget (e.g. 512MiB). Default: 512MiB, or an eighth of --memory.limit when that is less.").
+		Default("512MiB").IsSetByUser(&cfg.cacheMemorySet).SetValue(&cfg.cacheMemory)
 	app.Flag("cache.disk-path", "Folder of the local-disk (NVMe) block cache tier; empty disables it.").
 		Default("").StringVar(&cfg.cacheDiskPath)
 	app.Flag("cache.disk-size", "Disk block cache budget (e.g. 16GiB).").
@@ -182,6 +183,11 @@ func parseFlags(args []string) (*config, error) {
 	promslogflag.AddFlags(app, &cfg.log)
 	if _, err := app.Parse(args); err != nil {
 		return nil, err
+	}
+	if !cfg.cacheMemorySet && cfg.memoryLimit > 0 {
+		// A memory limit is a budget for the whole process: the head's
+		// series and queries need most of it.
+		cfg.cacheMemory = min(cfg.cacheMemory, cfg.memoryLimit/8)
 	}
 	return cfg, nil
 }
