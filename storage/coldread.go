@@ -31,7 +31,7 @@ var (
 // partRange is the key range of every key of partition part.
 func partRange(part int64) lsm.KeyRange {
 	lo := partPrefix(part)
-	return lsm.KeyRange{Lower: lo, Upper: append(partPrefix(part), 0xff)}
+	return lsm.KeyRange{Lower: lo, Upper: prefixEnd(lo)}
 }
 
 // wholePartitions reports, by the index of the partition in parts, which

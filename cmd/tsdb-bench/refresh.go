@@ -164,6 +164,7 @@ func (s *system) cacheSteps() (hit, miss float64, ok bool) {
 // refreshSystem backfills -span of history into one system, then ingests in
 // real time while it evaluates the dashboard and its refreshes.
 func (o *options) refreshSystem(ctx context.Context, s *system) (*sysResult, error) {
+	defer s.closeBackend() // shale-s3's versitygw and proxy
 	if err := s.prepare(filepath.Join(o.out, "data")); err != nil {
 		return nil, err
 	}

@@ -60,6 +60,15 @@ type soakConfig struct {
 	DataOffset time.Duration
 }
 
+// title names the run in its report: a fault soak, or a clean load when
+// nothing is injected.
+func (c *soakConfig) title() string {
+	if c.Kills == 0 && c.Terms == 0 && c.Outage == 0 && c.Faults.Rate == 0 {
+		return "Shale soak, no faults"
+	}
+	return "Shale fault soak"
+}
+
 func addSoakFlags(fs *flag.FlagSet, c *soakConfig) {
 	d := defaultFaultConfig()
 	fs.IntVar(&c.Kills, "kills", -1, "soak: SIGKILL restarts of the writer, spread over the run; negative: 5 per 2 h, at least 3; 0: none")
@@ -67,10 +76,10 @@ func addSoakFlags(fs *flag.FlagSet, c *soakConfig) {
 	fs.DurationVar(&c.Outage, "outage", 2*time.Minute, "soak: how long the store is away (once); 0: no outage")
 	fs.Float64Var(&c.OutageAt, "outage-at", 0.4, "soak: when the outage starts, as a fraction of -duration")
 	fs.StringVar(&c.OutageMode, "outage-mode", "refuse", "soak: refuse (every request gets a connection reset) or hang (requests get no answer until the store is back, then a reset)")
-	fs.DurationVar(&c.Faults.Latency, "store-latency", d.Latency, "soak: latency the fault proxy adds to every object-store request")
+	fs.DurationVar(&c.Faults.Latency, "store-latency", d.Latency, "soak and coldwarm: latency the fault proxy adds to every object-store request")
 	fs.Float64Var(&c.Faults.Rate, "fault-rate", d.Rate, "soak: fraction of object-store requests that get a fault")
 	fs.StringVar(&c.FaultMix, "fault-mix", "slowdown=1,reset=1,drop=1", "soak: weights of the faults: 503 SlowDown, connection reset before forwarding, answer dropped after the store applied the request")
-	fs.StringVar(&c.VersityGW, "versitygw-bin", ".tools/versitygw", "soak: versitygw binary (make tools)")
+	fs.StringVar(&c.VersityGW, "versitygw-bin", ".tools/versitygw", "soak, coldwarm and the shale-s3 system: versitygw binary (make tools)")
 	fs.DurationVar(&c.SampleEvery, "sample-every", 5*time.Second, "soak: period of the RSS and L0-table samples")
 	fs.DurationVar(&c.ReadyEvery, "ready-every", 250*time.Millisecond, "soak: period of the /-/ready polls")
 	fs.DurationVar(&c.QueryPause, "query-pause", 5*time.Second, "soak: pause between rounds of the dashboard and alert queries")

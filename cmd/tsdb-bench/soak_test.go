@@ -422,7 +422,7 @@ func TestSoakSVG(t *testing.T) {
 	attempts := []rwAttempt{{at: s, status: 204}, {at: 6 * s, status: 503}, {at: 11 * s, status: -1}}
 	events := []soakEventRecord{{Kind: "SIGKILL", Start: 8 * s, Ref: 8 * s}, {Kind: "outage (refuse)", Start: 9 * s, Ref: 12 * s},
 		{Kind: "unplanned exit", Start: 13 * s, Ref: -1}}
-	svg := soakSVG(20*s, samples, attempts, events)
+	svg := soakSVG("Shale fault soak", 20*s, samples, attempts, events)
 	if err := xml.Unmarshal([]byte(svg), new(struct{})); err != nil {
 		t.Fatalf("not well-formed: %v", err)
 	}

@@ -389,7 +389,7 @@ func (r *soakRun) writeReport(stdout io.Writer) error {
 	o, sc := r.o, r.sc
 
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Shale fault soak\n\nCommand: `tsdb-bench %s`\n\n", strings.Join(os.Args[1:], " "))
+	fmt.Fprintf(&b, "# %s\n\nCommand: `tsdb-bench %s`\n\n", sc.title(), strings.Join(os.Args[1:], " "))
 	fmt.Fprintf(&b, "%s of remote write 1.0 (%d series, %d requests every %s, WAL on) and dashboard queries against Shale on versitygw "+
 		"behind a fault proxy: %s added to every object-store request, %g %% of requests faulted (%s), the store away for %s (%s) at %s, "+
 		"%d SIGKILL and %d SIGTERM restarts of the writer planned, then a clean restart and a read-back of every acknowledged sample.",
@@ -521,7 +521,7 @@ func (r *soakRun) writeReport(stdout io.Writer) error {
 	if err := os.WriteFile(filepath.Join(o.out, "soak-snippet.md"), []byte(sn.String()), 0o644); err != nil {
 		return err
 	}
-	svg := soakSVG(r.elapsed, r.samples, attempts, r.events)
+	svg := soakSVG(r.sc.title(), r.elapsed, r.samples, attempts, r.events)
 	if err := os.WriteFile(filepath.Join(o.out, "soak-timeline.svg"), []byte(svg), 0o644); err != nil {
 		return err
 	}
@@ -537,7 +537,7 @@ func (r *soakRun) writeReport(stdout io.Writer) error {
 // soakSVG draws three charts over the run: the writer's RSS, its L0
 // tables, and remote-write attempts per interval by outcome; outages are
 // shaded, restarts and exits drawn as vertical lines.
-func soakSVG(elapsed time.Duration, samples []resSample, attempts []rwAttempt, events []soakEventRecord) string {
+func soakSVG(title string, elapsed time.Duration, samples []resSample, attempts []rwAttempt, events []soakEventRecord) string {
 	const w, chartH, x0, cw = 960, 170, 70, 700
 	xMax := math.Max(elapsed.Seconds(), 1)
 	var rss, l0, load [][2]float64
@@ -589,7 +589,7 @@ func soakSVG(elapsed time.Duration, samples []resSample, attempts []rwAttempt, e
 	var sb strings.Builder
 	fmt.Fprintf(&sb, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", w, h, w, h)
 	fmt.Fprintf(&sb, `<rect width="%d" height="%d" fill="white"/>`+"\n", w, h)
-	fmt.Fprintf(&sb, `<text x="%d" y="22" text-anchor="middle" font-size="15">Shale fault soak: %s</text>`+"\n", w/2, html.EscapeString(elapsed.Round(time.Second).String()))
+	fmt.Fprintf(&sb, `<text x="%d" y="22" text-anchor="middle" font-size="15">%s: %s</text>`+"\n", w/2, html.EscapeString(title), html.EscapeString(elapsed.Round(time.Second).String()))
 	panels := []struct {
 		title  string
 		series [][][2]float64
