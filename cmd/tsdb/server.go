@@ -96,10 +96,19 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 	}
 	// Every return from here on shuts the HTTP server down first, and the
 	// storage, once open, after it: the whole within --web.shutdown-timeout.
-	var db *storage.DB
+	var (
+		db *storage.DB
+		// blockCache is closed after the storage: its shutdown (the head
+		// flush, compactions still running, queries in flight) reads
+		// through it.
+		blockCache *cache.Tiered
+	)
 	defer func() {
 		deadline := time.Now().Add(cfg.shutdownTimeout)
 		h.shutdown(deadline)
+		if blockCache != nil {
+			defer blockCache.Close()
+		}
 		if db == nil {
 			return
 		}
@@ -134,11 +143,10 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 	if err := copts.Validate(); err != nil {
 		return fmt.Errorf("cache settings: %w", err)
 	}
-	blockCache, err := cache.New(copts, cache.Components{Registerer: reg, Logger: logger})
+	blockCache, err = cache.New(copts, cache.Components{Registerer: reg, Logger: logger})
 	if err != nil {
 		return fmt.Errorf("open block cache: %w", err)
 	}
-	defer blockCache.Close()
 	if cfg.memoryLimit > 0 {
 		debug.SetMemoryLimit(int64(cfg.memoryLimit))
 	}
