@@ -227,11 +227,6 @@ func (db *DB) writeCuts(ctx context.Context, parts []*headPart, maxT int64) (cut
 // writePartitionIndex writes the postings and label names of a partition the
 // head is about to drop, then marks it closed in the registry.
 func (db *DB) writePartitionIndex(ctx context.Context, p *headPart, maxT int64) error {
-	// Series created by appenders that have not committed yet have no
-	// forward-index entry; the postings below name them.
-	if err := db.recordSeries(ctx, p, math.MaxUint32); err != nil {
-		return fmt.Errorf("record the series of partition %d: %w", p.start, err)
-	}
 	var b lsm.Batch
 	size := 0
 	names := map[string]struct{}{}
@@ -257,6 +252,13 @@ func (db *DB) writePartitionIndex(ctx context.Context, p *headPart, maxT int64) 
 	all, err := p.idx.AllPostings(ctx)
 	if err != nil {
 		return err
+	}
+	// Series created by appenders that have not committed (or that an
+	// appender holding the partition from before it closed creates while
+	// this runs) have no forward-index entry yet: the postings name every
+	// series created before they were read, so recording now covers them.
+	if err := db.recordSeries(ctx, p, math.MaxUint32); err != nil {
+		return fmt.Errorf("record the series of partition %d: %w", p.start, err)
 	}
 	b.Put(allSeriesKey(p.start), index.EncodePostings(nil, all))
 	b.Put(registryKey(p.start), p.meta(true, maxT).encode())
