@@ -200,52 +200,24 @@ func benchLabels(n int) []labels.Labels {
 }
 
 func benchAppend(b *testing.B, nSeries int, wal bool) {
-	lsets := benchLabels(nSeries)
 	opts := DefaultOptions()
 	opts.WAL = wal
 	opts.Retention = 0
 	db := openTestDB(b, objstore.NewMemoryBucket(), opts)
 	defer db.Close()
-	const perCommit = 1000
-	appendScrape := func(t int64, from, to int) {
-		for lo := from; lo < to; lo += perCommit {
-			app := db.Appender(context.Background())
-			for i := lo; i < min(lo+perCommit, to); i++ {
-				if _, err := app.Append(0, lsets[i], t, float64(t)); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-			if err := app.Commit(); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	}
 	var before runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	lsets = benchLabels(nSeries) // counted: the head keeps its own copy, these go
+	lsets := benchLabels(nSeries) // counted: the head keeps its own copy, these go
 	cpu0 := selfCPU()
-	appendScrape(0, 0, nSeries) // create the series
+	appendScrape(b, db, lsets, 0, 0, nSeries) // create the series
 	createCPU := selfCPU() - cpu0
 	t := int64(15_000)
 	samples := 0
 	cpu0 = selfCPU()
 	start := time.Now()
 	for b.Loop() {
-		var wg sync.WaitGroup
-		const writers = 16
-		part := nSeries / writers
-		for w := range writers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				appendScrape(t, w*part, (w+1)*part)
-			}()
-		}
-		wg.Wait()
-		samples += writers * part
+		samples += scrapeConcurrently(b, db, lsets, t)
 		t += 15_000
 	}
 	elapsed := time.Since(start)
@@ -267,6 +239,39 @@ func benchAppend(b *testing.B, nSeries int, wal bool) {
 	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(nSeries), "head-bytes/series")
 }
 
+// appendScrape appends one sample at t to each of lsets[from:to], 1000 a
+// commit.
+func appendScrape(b *testing.B, db *DB, lsets []labels.Labels, t int64, from, to int) {
+	const perCommit = 1000
+	for lo := from; lo < to; lo += perCommit {
+		app := db.Appender(context.Background())
+		for i := lo; i < min(lo+perCommit, to); i++ {
+			if _, err := app.Append(0, lsets[i], t, float64(t)); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+		if err := app.Commit(); err != nil {
+			b.Error(err)
+			return
+		}
+	}
+}
+
+// scrapeConcurrently appends one sample at t to every series of lsets from
+// 16 appenders at once (a sender's remote-write shards), each a sixteenth of
+// the series; it returns the samples appended.
+func scrapeConcurrently(b *testing.B, db *DB, lsets []labels.Labels, t int64) int {
+	const writers = 16
+	share := len(lsets) / writers
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() { appendScrape(b, db, lsets, t, w*share, (w+1)*share) })
+	}
+	wg.Wait()
+	return writers * share
+}
+
 // BenchmarkNewPartition measures what a partition boundary costs: every
 // active series receives its first sample of a new partition at once, from
 // 16 concurrent appenders of 1000 samples a commit (as a sender's shards do
@@ -284,38 +289,13 @@ func BenchmarkNewPartition(b *testing.B) {
 			db := openTestDB(b, objstore.NewMemoryBucket(), opts)
 			defer db.Close()
 			part := opts.PartitionDuration.Milliseconds()
-			scrape := func(t int64) {
-				var wg sync.WaitGroup
-				const writers, perCommit = 16, 1000
-				share := series / writers
-				for w := range writers {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for lo := w * share; lo < (w+1)*share; lo += perCommit {
-							app := db.Appender(context.Background())
-							for i := lo; i < min(lo+perCommit, (w+1)*share); i++ {
-								if _, err := app.Append(0, lsets[i], t, float64(t)); err != nil {
-									b.Error(err)
-									return
-								}
-							}
-							if err := app.Commit(); err != nil {
-								b.Error(err)
-								return
-							}
-						}
-					}()
-				}
-				wg.Wait()
-			}
-			scrape(0)
+			scrapeConcurrently(b, db, lsets, 0)
 			n := 0
 			t := part
 			cpu0 := selfCPU()
 			start := time.Now()
 			for b.Loop() {
-				scrape(t)
+				scrapeConcurrently(b, db, lsets, t)
 				n++
 				t += part
 			}
