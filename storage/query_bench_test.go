@@ -94,27 +94,8 @@ func BenchmarkQueryWarm(b *testing.B) {
 // BenchmarkQueryWarm.
 func warmQueryDB(b *testing.B, n int, closeAll_ bool) *DB {
 	b.Helper()
-	copts := cache.DefaultOptions()
-	copts.MemoryBytes = 1 << 30
-	c, err := cache.New(copts, cache.Components{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { c.Close() })
-	opts := DefaultOptions()
-	opts.WAL = false
-	opts.Retention = 0
-	opts.HeadFlushSamples = 0
-	db, err := openOn(context.Background(), objstore.NewMemoryBucket(), "tsdb", opts, testLSMOptions(), c, Components{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { db.Close() })
-	lsets := make([]labels.Labels, n)
-	vals := make([]float64, n)
-	for i := range lsets {
-		lsets[i] = labels.FromStrings("__name__", "x", "instance", "host-"+strconv.Itoa(i), "job", "job-"+strconv.Itoa(i%10))
-	}
+	db := benchQueryDB(b, 1<<30)
+	lsets, vals := benchCounters(n), make([]float64, n)
 	rng := rand.New(rand.NewPCG(1, 2))
 	const step = 15_000
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
@@ -142,4 +123,37 @@ func warmQueryDB(b *testing.B, n int, closeAll_ bool) *DB {
 		}
 	}
 	return db
+}
+
+// benchQueryDB opens a writer on a memory bucket for the query benchmarks:
+// WAL off, no retention, no early flush, a RAM block cache of cacheBytes.
+func benchQueryDB(b *testing.B, cacheBytes int64) *DB {
+	b.Helper()
+	copts := cache.DefaultOptions()
+	copts.MemoryBytes = cacheBytes
+	c, err := cache.New(copts, cache.Components{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	opts := DefaultOptions()
+	opts.WAL = false
+	opts.Retention = 0
+	opts.HeadFlushSamples = 0
+	db, err := openOn(context.Background(), objstore.NewMemoryBucket(), "tsdb", opts, testLSMOptions(), c, Components{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { db.Close() })
+	return db
+}
+
+// benchCounters returns the label sets of n series of x, one per instance,
+// over 10 jobs.
+func benchCounters(n int) []labels.Labels {
+	lsets := make([]labels.Labels, n)
+	for i := range lsets {
+		lsets[i] = labels.FromStrings("__name__", "x", "instance", "host-"+strconv.Itoa(i), "job", "job-"+strconv.Itoa(i%10))
+	}
+	return lsets
 }

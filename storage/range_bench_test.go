@@ -10,11 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
-
-	"github.com/shaledb/shale/cache"
-	"github.com/shaledb/shale/storage/objstore"
 )
 
 // BenchmarkRangeCost compares the CPU of queries over short and long ranges
@@ -113,27 +109,8 @@ func BenchmarkRangeCost(b *testing.B) {
 // series, and the time of the newest sample.
 func rangeCostDB(b *testing.B, n int) (*DB, time.Time) {
 	b.Helper()
-	copts := cache.DefaultOptions()
-	copts.MemoryBytes = 4 << 30
-	c, err := cache.New(copts, cache.Components{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { c.Close() })
-	opts := DefaultOptions()
-	opts.WAL = false
-	opts.Retention = 0
-	opts.HeadFlushSamples = 0
-	db, err := openOn(context.Background(), objstore.NewMemoryBucket(), "tsdb", opts, testLSMOptions(), c, Components{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { db.Close() })
-	lsets := make([]labels.Labels, n)
-	vals := make([]float64, n)
-	for i := range lsets {
-		lsets[i] = labels.FromStrings("__name__", "x", "instance", "host-"+strconv.Itoa(i), "job", "job-"+strconv.Itoa(i%10))
-	}
+	db := benchQueryDB(b, 4<<30)
+	lsets, vals := benchCounters(n), make([]float64, n)
 	rng := rand.New(rand.NewPCG(1, 2))
 	const step = 15_000
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()

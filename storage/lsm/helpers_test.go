@@ -3,6 +3,7 @@ package lsm
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"sync"
@@ -237,3 +238,31 @@ func mustGet(t testing.TB, g interface {
 // crash stops db as a killed process would: no flush, background work cut
 // off mid-flight.
 func crash(db *DB) { db.stop() }
+
+// roundKey is key i of writeRounds.
+func roundKey(i int) []byte { return fmt.Appendf(nil, "k%05d", i) }
+
+// writeRounds writes six rounds of keys to db, each filled by fill (with
+// val, 100 bytes whose first byte is the round) and flushed to a table of its
+// own, and compacts after round 3: a sorted run under L0 tables.
+func writeRounds(t *testing.T, db *DB, fill func(round int, batch *Batch, val []byte)) {
+	t.Helper()
+	ctx := context.Background()
+	val := make([]byte, 100)
+	for round := range 6 {
+		batch := NewBatch(400, 400*110)
+		val[0] = byte(round)
+		fill(round, batch, val)
+		if err := db.Write(ctx, batch, db.DefaultWriteOptions()); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if round == 3 {
+			if err := db.Compact(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}

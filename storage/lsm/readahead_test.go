@@ -3,7 +3,6 @@ package lsm
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"sync"
 	"testing"
@@ -54,32 +53,18 @@ func TestIteratorReadAhead(t *testing.T) {
 	opts := testOptions()
 	opts.TargetTableBytes = 4 << 10 // runs of several tables
 	db := openDB(t, b, opts, Components{})
-	key := func(i int) []byte { return fmt.Appendf(nil, "k%05d", i) }
-	val := make([]byte, 100)
-	for round := range 6 {
-		batch := NewBatch(400, 400*110)
+	key := roundKey
+	writeRounds(t, db, func(round int, batch *Batch, val []byte) {
 		for i := range 400 {
 			if (i+round)%3 == 0 {
 				continue // each table holds a part of the keys
 			}
-			val[0] = byte(round)
 			batch.Put(key(i), val)
 		}
 		if round == 5 {
 			batch.Delete(key(150))
 		}
-		if err := db.Write(ctx, batch, db.DefaultWriteOptions()); err != nil {
-			t.Fatal(err)
-		}
-		if err := db.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if round == 3 {
-			if err := db.Compact(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	})
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
