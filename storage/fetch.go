@@ -372,7 +372,10 @@ func (db *DB) prefetchSelect(ctx context.Context, parts []partView, ms []*labels
 					}
 				}
 			}
-			_ = p.PrefetchRanges(ctx, rs, len(rs))
+			// Each range may span many tables (a partition's keys are in
+			// every L0 table flushed while it was written): the blocks of
+			// all of them are read at once, not one table after another.
+			_ = p.PrefetchRanges(ctx, rs, fetchConcurrency)
 			bm, err := index.Select(ctx, db.indexReader(pv), ms...)
 			if err != nil {
 				return

@@ -331,7 +331,10 @@ func (s *store) openAll(ctx context.Context, ts []*tableMeta) {
 	if len(missing) < 2 {
 		return
 	}
-	const parallel = 16
+	// Opening reads one small object range per table: the tables of a
+	// partition left in L0 by many flushes (24 and more when compaction is
+	// behind) are opened in one round.
+	const parallel = 64
 	sem := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
 	for _, t := range missing {
