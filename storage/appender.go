@@ -453,6 +453,13 @@ func (a *appender) Commit() error {
 		}
 		s := ps.s
 		s.lock()
+		for s.retired {
+			// Retired since Append: the partition holds it again, or
+			// brings it back.
+			s.unlock()
+			s = ps.part.revive(s.ref)
+			s.lock()
+		}
 		if ps.smp.t <= s.maxT() && db.opts.OutOfOrderWindow == 0 && !s.isDuplicateLocked(ps.smp) {
 			dropped++ // another appender got a newer sample in first
 			s.unlock()

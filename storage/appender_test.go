@@ -315,7 +315,7 @@ func TestSeriesTable(t *testing.T) {
 			lsets := make([]labels.Labels, n)
 			for i := range lsets {
 				lsets[i] = labels.FromStrings("__name__", "m", "i", strconv.Itoa(i))
-				if s := p.dict.get(tc.hash(i), lsets[i], p.series); s != nil {
+				if ref := p.dict.get(tc.hash(i), lsets[i], p.idx); ref >= 0 {
 					t.Fatalf("series %d found before it was added", i)
 				}
 				s, err := p.create(tc.hash(i), lsets[i])
@@ -327,16 +327,16 @@ func TestSeriesTable(t *testing.T) {
 				t.Fatalf("%d series in %d slots", tab.n, len(tab.slots))
 			}
 			for i, lset := range lsets {
-				got := p.dict.get(tc.hash(i), lset, p.series)
-				if got == nil || got.ref != uint32(i) || !labels.Equal(got.lset(), lset) {
-					t.Fatalf("get(series %d) = %v", i, got)
+				got := p.dict.get(tc.hash(i), lset, p.idx)
+				if got != int64(i) || !labels.Equal(p.series[got].lset(), lset) {
+					t.Fatalf("get(series %d) = %d", i, got)
 				}
-				if first := p.dict.first(tc.hash(i), p.series); first == nil || p.dict.get(tc.hash(i), first.lset(), p.series) != first {
-					t.Fatalf("first(hash of series %d) = %v", i, first)
+				if first := p.dict.first(tc.hash(i)); first < 0 || p.dict.get(tc.hash(i), p.series[first].lset(), p.idx) != first {
+					t.Fatalf("first(hash of series %d) = %d", i, first)
 				}
 			}
-			if s := p.dict.get(tc.hash(5), labels.FromStrings("__name__", "absent"), p.series); s != nil {
-				t.Fatalf("found a series never added: %s", s.lset())
+			if ref := p.dict.get(tc.hash(5), labels.FromStrings("__name__", "absent"), p.idx); ref >= 0 {
+				t.Fatalf("found a series never added: %s", p.series[ref].lset())
 			}
 		})
 	}

@@ -358,7 +358,7 @@ func (db *DB) recordSeries(ctx context.Context, p *headPart, need uint32) error 
 		return nil
 	}
 	p.mu.RLock()
-	todo := p.series[from:len(p.series):len(p.series)]
+	n := uint32(len(p.series))
 	p.mu.RUnlock()
 	var (
 		b       lsm.Batch
@@ -380,9 +380,14 @@ func (db *DB) recordSeries(ctx context.Context, p *headPart, need uint32) error 
 		size = 0
 		return nil
 	}
-	for _, s := range todo {
-		enc = index.EncodeLabels(enc[:0], s.labelSet(&builder))
-		b.Put(forwardKey(p.start, s.ref), enc)
+	for ref := from; ref < n; ref++ {
+		lset, err := p.idx.Series(ctx, ref, &builder)
+		if err != nil {
+			// The partition's index takes every series before it is published.
+			return fmt.Errorf("partition %d: labels of series %d: %w", p.start, ref, err)
+		}
+		enc = index.EncodeLabels(enc[:0], lset)
+		b.Put(forwardKey(p.start, ref), enc)
 		size += len(enc) + 16
 		if size >= maxBatchBytes {
 			if err := write(); err != nil {

@@ -124,6 +124,13 @@ func (db *DB) flushHeadLocked(ctx context.Context, mode closeMode) error {
 		}
 		h.mu.Unlock()
 	}
+	// Partitions the head has moved past keep accepting late samples until
+	// they close, but their series hold nothing once cut: let them go.
+	for _, p := range parts {
+		if !p.closed && p.end <= maxT-db.retireDelay() {
+			db.metrics.seriesRetired.Add(float64(p.retireIdle()))
+		}
+	}
 	// Series that received nothing since the last cut (those of a partition
 	// past its end, say) cost the next flush nothing: count those cut here.
 	h.flushAt.Store(flushThreshold(db.opts.HeadFlushSamples, st.series))
@@ -134,6 +141,14 @@ func (db *DB) flushHeadLocked(ctx context.Context, mode closeMode) error {
 	db.logger.Debug("head flushed", "series", st.series, "bytes", st.bytes,
 		"closed_partitions", len(closing), "duration", time.Since(start))
 	return nil
+}
+
+// retireDelay is how far the head's newest sample must be past a
+// partition's end before the partition's series retire: the out-of-order
+// window, at least 5 minutes, so that the last scrapes before a boundary,
+// still arriving, do not bring back the series they find retired.
+func (db *DB) retireDelay() int64 {
+	return max(db.opts.OutOfOrderWindow, 5*time.Minute).Milliseconds()
 }
 
 // cutStats says what writeCuts wrote.
@@ -190,33 +205,45 @@ func (db *DB) writeCuts(ctx context.Context, parts []*headPart, maxT int64) (cut
 		size, pending, touched = 0, pending[:0], touched[:0]
 		return nil
 	}
+	// The series are walked a chunk at a time, copied under the
+	// partition's lock: retiring and reviving rewrite its slice.
+	chunk := make([]*memSeries, 4096)
 	for _, p := range parts {
-		for _, s := range p.allSeries() {
-			s.lock()
-			if !s.dirtyLocked() && s.flushing == nil {
+		for lo := 0; ; lo += len(chunk) {
+			some := p.seriesFrom(lo, chunk)
+			if len(some) == 0 {
+				break
+			}
+			for _, s := range some {
+				if s == nil {
+					continue // retired: holds nothing
+				}
+				s.lock()
+				if !s.dirtyLocked() && s.flushing == nil {
+					s.unlock()
+					continue
+				}
+				c := s.cutLocked()
 				s.unlock()
-				continue
-			}
-			c := s.cutLocked()
-			s.unlock()
-			st.series++
-			pending = append(pending, cutSeries{part: p.start, s: s, c: c})
-			blk, err := c.block()
-			if err != nil {
-				return st, fmt.Errorf("encode series %d of partition %d: %w", s.ref, p.start, err)
-			}
-			if len(blk) == 0 {
-				continue
-			}
-			if ch := (chunkOf{p, s.ref / timesChunk}); len(touched) == 0 || touched[len(touched)-1] != ch {
-				touched = append(touched, ch)
-			}
-			b.Merge(samplesKey(p.start, s.ref), blk)
-			size += len(blk) + 14
-			st.bytes += int64(len(blk))
-			if size >= maxBatchBytes {
-				if err := apply(); err != nil {
-					return st, err
+				st.series++
+				pending = append(pending, cutSeries{part: p.start, s: s, c: c})
+				blk, err := c.block()
+				if err != nil {
+					return st, fmt.Errorf("encode series %d of partition %d: %w", s.ref, p.start, err)
+				}
+				if len(blk) == 0 {
+					continue
+				}
+				if ch := (chunkOf{p, s.ref / timesChunk}); len(touched) == 0 || touched[len(touched)-1] != ch {
+					touched = append(touched, ch)
+				}
+				b.Merge(samplesKey(p.start, s.ref), blk)
+				size += len(blk) + 14
+				st.bytes += int64(len(blk))
+				if size >= maxBatchBytes {
+					if err := apply(); err != nil {
+						return st, err
+					}
 				}
 			}
 		}

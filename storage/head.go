@@ -58,7 +58,11 @@ type headPart struct {
 	// never held across a write to the LSM.
 	mu     sync.RWMutex
 	dict   seriesTable  // the series dictionary, by labels hash
-	series []*memSeries // by ref
+	series []*memSeries // by ref; nil where retired
+	// retired holds, by ref, what a retired series keeps (see retireIdle);
+	// series[ref] is nil only where ref < len(retired). nil until a series
+	// retires.
+	retired []retiredSeries
 
 	// recorded is the number of series, from ref 0, whose forward-index
 	// entries are in the LSM; those of later refs are written by the next
@@ -137,9 +141,14 @@ func (p *headPart) restoreBounds(m partitionMeta) {
 // is never older than a sample the series holds, in the head or in its
 // sample block; the caller holds the series' lock.
 func (p *headPart) newestLocked(s *memSeries) int64 {
-	t := s.maxT()
-	if int(s.ref) < len(p.stored) {
-		if d := p.stored[s.ref]; d != 0 {
+	return p.storedNewest(s.ref, s.maxT())
+}
+
+// storedNewest returns t, or the newest time the LSM recorded for series
+// ref when p was loaded if that is newer.
+func (p *headPart) storedNewest(ref uint32, t int64) int64 {
+	if int(ref) < len(p.stored) {
+		if d := p.stored[ref]; d != 0 {
 			t = max(t, p.start+int64(d)-1)
 		}
 	}
@@ -153,46 +162,71 @@ func newHeadPart(start, end int64) *headPart {
 	return p
 }
 
-// lookupLocked returns the series lset, whose labels hash is h, or nil. The
-// caller holds p.mu.
-func (p *headPart) lookupLocked(h uint64, lset labels.Labels) *memSeries {
-	return p.dict.get(h, lset, p.series)
+// lookupLocked returns the ref of the series lset, whose labels hash is h,
+// or -1. The caller holds p.mu.
+func (p *headPart) lookupLocked(h uint64, lset labels.Labels) int64 {
+	return p.dict.get(h, lset, p.idx)
 }
 
-// get returns the series lset, whose labels hash is h, or nil.
+// get returns the series lset, whose labels hash is h, or nil; a retired
+// series comes back to life.
 func (p *headPart) get(h uint64, lset labels.Labels) *memSeries {
 	p.mu.RLock()
-	s := p.lookupLocked(h, lset)
+	ref := p.lookupLocked(h, lset)
+	var s *memSeries
+	if ref >= 0 {
+		s = p.series[ref]
+	}
 	p.mu.RUnlock()
+	if ref >= 0 && s == nil {
+		s = p.revive(uint32(ref))
+	}
 	return s
 }
 
 // getMany sets found[i] to the series lsets[i], whose labels hash is
 // hashes[i], or nil. It works in passes (dictionary, then series, then
 // labels) so that the cache misses of different series overlap instead of
-// following one another; scratch is reused and returned.
+// following one another; scratch is reused and returned. Retired series
+// found come back to life.
 func (p *headPart) getMany(hashes []uint64, lsets []labels.Labels, found []*memSeries, scratch []int64) []int64 {
 	scratch = slices.Grow(scratch[:0], len(lsets))[:len(lsets)]
 	p.mu.RLock()
-	defer p.mu.RUnlock()
 	for i, h := range hashes {
-		found[i] = p.dict.first(h, p.series)
-	}
-	for i, s := range found {
-		if s != nil {
-			scratch[i] = int64(s.ref)
-		} else {
-			scratch[i] = -1
+		if scratch[i] = p.dict.first(h); scratch[i] < 0 {
+			scratch[i] = noCandidate
 		}
 	}
+	// EqualEach sets a candidate whose labels differ to -1.
 	p.idx.EqualEach(scratch, lsets)
-	for i, s := range found {
-		if s != nil && scratch[i] < 0 {
-			found[i] = p.dict.get(hashes[i], lsets[i], p.series) // another series of the same hash
+	retired := false
+	for i, ref := range scratch {
+		switch ref {
+		case noCandidate:
+			ref = -1
+		case -1:
+			ref = p.dict.get(hashes[i], lsets[i], p.idx) // another series of the same hash
+		}
+		scratch[i] = ref
+		found[i] = nil
+		if ref >= 0 {
+			found[i] = p.series[ref]
+			retired = retired || found[i] == nil
+		}
+	}
+	p.mu.RUnlock()
+	if retired {
+		for i, ref := range scratch {
+			if ref >= 0 && found[i] == nil {
+				found[i] = p.revive(uint32(ref))
+			}
 		}
 	}
 	return scratch
 }
+
+// noCandidate marks, in getMany, a series whose hash no slot holds.
+const noCandidate = -2
 
 // create adds the series lset, whose labels hash is h, unless another
 // appender added it first. A new series gets the next ref; its forward-index
@@ -202,8 +236,8 @@ func (p *headPart) getMany(hashes []uint64, lsets []labels.Labels, found []*memS
 func (p *headPart) create(h uint64, lset labels.Labels) (*memSeries, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if s := p.lookupLocked(h, lset); s != nil {
-		return s, nil
+	if ref := p.lookupLocked(h, lset); ref >= 0 {
+		return p.reviveLocked(uint32(ref)), nil
 	}
 	return p.createLocked(h, lset)
 }
@@ -248,11 +282,11 @@ type seriesSlot struct {
 // fold32 folds a labels hash to the 32 bits a slot keeps.
 func fold32(h uint64) uint32 { return uint32(h ^ h>>32) }
 
-// first returns the first series in series (by ref) whose hash folds like
-// h, or nil: the one wanted unless another folds the same.
-func (t *seriesTable) first(h uint64, series []*memSeries) *memSeries {
+// first returns the ref of the first series whose hash folds like h, or
+// -1: the one wanted unless another folds the same.
+func (t *seriesTable) first(h uint64) int64 {
 	if len(t.slots) == 0 {
-		return nil
+		return -1
 	}
 	f := fold32(h)
 	mask := uint32(len(t.slots) - 1)
@@ -260,28 +294,23 @@ func (t *seriesTable) first(h uint64, series []*memSeries) *memSeries {
 	for t.slots[i].ref1 != 0 && t.slots[i].h != f {
 		i = (i + 1) & mask
 	}
-	if r := t.slots[i].ref1; r != 0 {
-		return series[r-1]
-	}
-	return nil
+	return int64(t.slots[i].ref1) - 1
 }
 
-// get returns the series lset, whose labels hash is h, or nil; series
-// holds the series by ref.
-func (t *seriesTable) get(h uint64, lset labels.Labels, series []*memSeries) *memSeries {
+// get returns the ref of the series lset, whose labels hash is h, or -1;
+// idx holds the series' labels.
+func (t *seriesTable) get(h uint64, lset labels.Labels, idx *index.MemIndex) int64 {
 	if len(t.slots) == 0 {
-		return nil
+		return -1
 	}
 	f := fold32(h)
 	mask := uint32(len(t.slots) - 1)
 	for i := f & mask; t.slots[i].ref1 != 0; i = (i + 1) & mask {
-		if e := t.slots[i]; e.h == f {
-			if s := series[e.ref1-1]; s.is(lset) {
-				return s
-			}
+		if e := t.slots[i]; e.h == f && idx.Equal(e.ref1-1, lset) {
+			return int64(e.ref1) - 1
 		}
 	}
-	return nil
+	return -1
 }
 
 // add adds the series ref, whose labels hash is h and which the table does
@@ -309,6 +338,8 @@ func (t *seriesTable) insert(e seriesSlot) {
 	t.slots[i] = e
 }
 
+// seriesByRef returns series ref, or nil if the partition has no such
+// series or it is retired (see retireIdle).
 func (p *headPart) seriesByRef(ref uint32) *memSeries {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
@@ -318,10 +349,32 @@ func (p *headPart) seriesByRef(ref uint32) *memSeries {
 	return p.series[ref]
 }
 
+// numSeries returns the number of series of the partition, retired ones
+// included.
+func (p *headPart) numSeries() int {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return len(p.series)
+}
+
+// allSeries returns a copy of the partition's series by ref, nil where
+// retired (retiring and reviving rewrite the partition's own).
 func (p *headPart) allSeries() []*memSeries {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	return p.series[:len(p.series):len(p.series)]
+	return slices.Clone(p.series)
+}
+
+// seriesFrom copies into buf the partition's series from ref lo on, as many
+// as fit, and returns them: the way to walk a large partition without a
+// copy of it all or holding its lock.
+func (p *headPart) seriesFrom(lo int, buf []*memSeries) []*memSeries {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if lo >= len(p.series) {
+		return buf[:0]
+	}
+	return buf[:copy(buf, p.series[lo:])]
 }
 
 // openPart returns the partition that starts at start if it is open and
@@ -443,3 +496,105 @@ func (h *head) numSeries() int {
 }
 
 var _ = context.Background
+
+// retiredSeries is what a series of an ended partition keeps once
+// everything it received is in the LSM: enough to take a late sample as the
+// live series would (its newest in-order time, and its value there to tell
+// a resent duplicate from a conflicting one). 16 bytes where a live series
+// costs 128 and a pointer.
+type retiredSeries struct {
+	lastV float64
+	// t is the newest in-order time minus the partition's start plus one,
+	// 0 for none.
+	t         uint32
+	lastFloat bool
+}
+
+// maxT returns the newest in-order time r kept, math.MinInt64 for none.
+func (r *retiredSeries) maxT(start int64) int64 {
+	if r.t == 0 {
+		return math.MinInt64
+	}
+	return start + int64(r.t) - 1
+}
+
+// retireIdle retires the series of the partition whose every sample is in
+// the LSM and that nothing else holds in memory: each becomes a
+// retiredSeries and its memSeries is let go. The writer calls it for a
+// partition that has ended (the head's newest samples are past it), which
+// otherwise holds a memSeries per series for as long as it accepts late
+// samples, beside the new partition's: at a partition boundary every
+// active series twice. A late sample brings a retired series back (revive);
+// appenders that hold a retired memSeries find it marked and ask again
+// (Commit). Only series whose forward-index entries are recorded retire, so
+// recordSeries never meets one. It returns the number retired.
+func (p *headPart) retireIdle() int {
+	const batch = 16 << 10 // series per hold of p.mu
+	recorded := int(p.recorded.Load())
+	n := 0
+	for lo := 0; ; lo += batch {
+		p.mu.Lock()
+		hi := min(lo+batch, len(p.series), recorded)
+		if lo >= hi {
+			p.mu.Unlock()
+			return n
+		}
+		if len(p.retired) < hi {
+			p.retired = slices.Grow(p.retired, len(p.series)-len(p.retired))[:len(p.series)]
+		}
+		for ref := lo; ref < hi; ref++ {
+			s := p.series[ref]
+			if s == nil {
+				continue
+			}
+			s.lock()
+			if s.x == nil && s.flushing == nil && s.app.Count() == 0 {
+				r := retiredSeries{lastV: s.lastV, lastFloat: s.lastFloat}
+				if t := s.maxT(); t != math.MinInt64 {
+					r.t = uint32(t-p.start) + 1
+				}
+				p.retired[ref] = r
+				s.retired = true
+				p.series[ref] = nil
+				n++
+			}
+			s.unlock()
+		}
+		p.mu.Unlock()
+	}
+}
+
+// revive returns series ref, bringing it back if it is retired.
+func (p *headPart) revive(ref uint32) *memSeries {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.reviveLocked(ref)
+}
+
+// reviveLocked is revive with p.mu held for writing.
+func (p *headPart) reviveLocked(ref uint32) *memSeries {
+	if s := p.series[ref]; s != nil {
+		return s
+	}
+	r := &p.retired[ref]
+	s := newMemSeries(ref, p)
+	s.app.Reset(r.maxT(p.start))
+	s.lastV, s.lastFloat = r.lastV, r.lastFloat
+	p.series[ref] = s
+	return s
+}
+
+// queryView returns, for a query, series ref (nil if retired or absent),
+// and the newest time of a retired one; ok is false if the partition has no
+// series ref.
+func (p *headPart) queryView(ref uint32) (s *memSeries, retiredNewest int64, ok bool) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if int(ref) >= len(p.series) {
+		return nil, 0, false
+	}
+	if s = p.series[ref]; s != nil {
+		return s, 0, true
+	}
+	return nil, p.storedNewest(ref, p.retired[ref].maxT(p.start)), true
+}

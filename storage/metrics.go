@@ -29,6 +29,7 @@ type metrics struct {
 	flushedSeries     prometheus.Counter
 	flushedBytes      prometheus.Counter
 	flushDuration     prometheus.Histogram
+	seriesRetired     prometheus.Counter
 
 	// gauges read one DB's head: registered by register, dropped by
 	// unregister. The counters above are shared by every DB on the registry
@@ -71,6 +72,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		flushedBytes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "shale_storage_head_flushed_bytes_total", Help: "Bytes of sample blocks written by head flushes.",
 		}),
+		seriesRetired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shale_storage_head_series_retired_total",
+			Help: "Series of ended head partitions let go once all they held was written out (a late sample brings one back).",
+		}),
 		flushDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "shale_storage_head_flush_duration_seconds", Help: "Duration of head flushes.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
@@ -88,6 +93,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		promreg.Register(reg, &m.flushedSeries),
 		promreg.Register(reg, &m.flushedBytes),
 		promreg.Register(reg, &m.flushDuration),
+		promreg.Register(reg, &m.seriesRetired),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("storage: register metrics: %w", err)

@@ -246,8 +246,26 @@ func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples, s
 			it := bm.Iterator()
 			for it.HasNext() {
 				ref := it.Next()
-				s := pv.head.seriesByRef(ref)
+				s, retiredNewest, ok := pv.head.queryView(ref)
+				if !ok {
+					continue
+				}
 				if s == nil {
+					// Retired: everything it holds is in the LSM.
+					if skipEnded && retiredNewest < mint {
+						continue
+					}
+					lset, err := pv.head.idx.Series(ctx, ref, &lb)
+					if err != nil {
+						return nil, fmt.Errorf("partition %d: labels of series %d: %w", pv.start, ref, err)
+					}
+					seg := segs.next()
+					seg.part, seg.ref = pv.start, ref
+					if withSamples {
+						fetch = append(fetch, seg)
+					}
+					ps.lsets = append(ps.lsets, lset)
+					ps.segs = append(ps.segs, seg)
 					continue
 				}
 				seg := segs.next()

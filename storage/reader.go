@@ -123,6 +123,9 @@ func (db *DB) followHeadLog(ctx context.Context) error {
 	// sample blocks now. Start over from the first record left.
 	for _, p := range f.parts {
 		for _, s := range p.allSeries() {
+			if s == nil {
+				continue // retired: holds nothing
+			}
 			s.lock()
 			s.app.Reset(math.MinInt64)
 			s.x = nil

@@ -25,7 +25,11 @@ type memSeries struct {
 	// lastFloat says that lastV is the newest value written at maxT, a
 	// float, to tell a resent duplicate from a conflicting one.
 	lastFloat bool
-	ref       uint32
+	// retired is set, under the series' lock, when the partition lets the
+	// series go (headPart.retireIdle): it holds nothing, and an appender
+	// holding it asks the partition for the series again.
+	retired bool
+	ref     uint32
 	// part holds the series; its index has the series' labels under ref.
 	part *headPart
 

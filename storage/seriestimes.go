@@ -31,14 +31,21 @@ const seriesTimesVersion = 1
 // appendSeriesTimes appends to dst the series-times value of refs
 // [chunk*timesChunk, ...) of p: as many as p has, at most timesChunk.
 func (p *headPart) appendSeriesTimes(dst []byte, chunk uint32) []byte {
-	all := p.allSeries()
+	p.mu.RLock()
+	defer p.mu.RUnlock()
 	lo := int(chunk) * timesChunk
-	hi := min(len(all), lo+timesChunk)
+	hi := min(len(p.series), lo+timesChunk)
 	dst = append(dst, seriesTimesVersion)
-	for _, s := range all[lo:hi] {
-		s.lock()
-		t := p.newestLocked(s)
-		s.unlock()
+	for ref, s := range p.series[lo:hi] {
+		var t int64
+		if s == nil {
+			ref := uint32(lo + ref)
+			t = p.storedNewest(ref, p.retired[ref].maxT(p.start))
+		} else {
+			s.lock()
+			t = p.newestLocked(s)
+			s.unlock()
+		}
 		var d uint64
 		if t != math.MinInt64 {
 			d = uint64(t-p.start) + 1

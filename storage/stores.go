@@ -138,8 +138,12 @@ func (db *DB) HeadStats(topN int) (st index.Stats, mint, maxt int64, ok bool) {
 	union := index.NewMemIndex()
 	for _, p := range parts {
 		var b labels.ScratchBuilder
-		for _, s := range p.allSeries() {
-			union.GetOrCreate(s.labelSet(&b))
+		for ref := range uint32(p.numSeries()) {
+			lset, err := p.idx.Series(context.Background(), ref, &b)
+			if err != nil {
+				continue // not published yet
+			}
+			union.GetOrCreate(lset)
 		}
 	}
 	return union.Stats(topN), mint, db.head.maxT.Load(), true
