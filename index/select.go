@@ -1,6 +1,7 @@
 package index
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -297,7 +298,7 @@ func byCardinality(card []uint64) []int {
 	for i := range idx {
 		idx[i] = i
 	}
-	slices.SortStableFunc(idx, func(a, b int) int { return cmpUint64(card[a], card[b]) })
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(card[a], card[b]) })
 	return idx
 }
 
@@ -553,16 +554,6 @@ func (s *selector) filter(ctx context.Context) error {
 	}
 	s.cand.AndNot(drop)
 	return nil
-}
-
-func cmpUint64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func cmpBool(a, b bool) int {

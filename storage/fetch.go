@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -266,7 +267,7 @@ func sampleReads(segs []*qSegment) []rangeRead {
 	var reads []rangeRead
 	for part, ps := range byPart {
 		// A partition has one segment per selected ref.
-		slices.SortFunc(ps, func(a, b *qSegment) int { return cmpRef(a.ref, b.ref) })
+		slices.SortFunc(ps, func(a, b *qSegment) int { return cmp.Compare(a.ref, b.ref) })
 		refs := make([]uint32, len(ps))
 		for i, s := range ps {
 			refs[i] = s.ref
@@ -294,16 +295,6 @@ func sampleReads(segs []*qSegment) []rangeRead {
 		})...)
 	}
 	return reads
-}
-
-func cmpRef(a, b uint32) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // prefetchSelect evaluates ms on every partition of parts in parallel,
