@@ -381,12 +381,7 @@ func (db *DB) recordSeries(ctx context.Context, p *headPart, need uint32) error 
 		return nil
 	}
 	for ref := from; ref < n; ref++ {
-		lset, err := p.idx.Series(ctx, ref, &builder)
-		if err != nil {
-			// The partition's index takes every series before it is published.
-			return fmt.Errorf("partition %d: labels of series %d: %w", p.start, ref, err)
-		}
-		enc = index.EncodeLabels(enc[:0], lset)
+		enc = index.EncodeLabels(enc[:0], p.labelsOf(ref, &builder))
 		b.Put(forwardKey(p.start, ref), enc)
 		size += len(enc) + 16
 		if size >= maxBatchBytes {

@@ -61,8 +61,9 @@ type headPart struct {
 	series []*memSeries // by ref; nil where retired
 	// retired holds, by ref, what a retired series keeps (see retireIdle);
 	// series[ref] is nil only where ref < len(retired). nil until a series
-	// retires.
-	retired []retiredSeries
+	// retires. nRetired counts the nil entries of series.
+	retired  []retiredSeries
+	nRetired int
 
 	// recorded is the number of series, from ref 0, whose forward-index
 	// entries are in the LSM; those of later refs are written by the next
@@ -349,6 +350,17 @@ func (p *headPart) seriesByRef(ref uint32) *memSeries {
 	return p.series[ref]
 }
 
+// labelsOf returns the labels of series ref, built in b. ref must be a
+// series of the partition, retired or not.
+func (p *headPart) labelsOf(ref uint32, b *labels.ScratchBuilder) labels.Labels {
+	lset, err := p.idx.Series(context.Background(), ref, b)
+	if err != nil {
+		// The partition's index takes every series before it is published.
+		panic(fmt.Sprintf("head series %d of partition %d: %v", ref, p.start, err))
+	}
+	return lset
+}
+
 // numSeries returns the number of series of the partition, retired ones
 // included.
 func (p *headPart) numSeries() int {
@@ -530,6 +542,12 @@ func (r *retiredSeries) maxT(start int64) int64 {
 // recordSeries never meets one. It returns the number retired.
 func (p *headPart) retireIdle() int {
 	const batch = 16 << 10 // series per hold of p.mu
+	p.mu.RLock()
+	done := p.nRetired == len(p.series)
+	p.mu.RUnlock()
+	if done {
+		return 0 // every flush until the partition closes asks again
+	}
 	recorded := int(p.recorded.Load())
 	n := 0
 	for lo := 0; ; lo += batch {
@@ -556,6 +574,7 @@ func (p *headPart) retireIdle() int {
 				p.retired[ref] = r
 				s.retired = true
 				p.series[ref] = nil
+				p.nRetired++
 				n++
 			}
 			s.unlock()
@@ -581,6 +600,7 @@ func (p *headPart) reviveLocked(ref uint32) *memSeries {
 	s.app.Reset(r.maxT(p.start))
 	s.lastV, s.lastFloat = r.lastV, r.lastFloat
 	p.series[ref] = s
+	p.nRetired--
 	return s
 }
 
@@ -596,5 +616,11 @@ func (p *headPart) queryView(ref uint32) (s *memSeries, retiredNewest int64, ok 
 	if s = p.series[ref]; s != nil {
 		return s, 0, true
 	}
-	return nil, p.storedNewest(ref, p.retired[ref].maxT(p.start)), true
+	return nil, p.retiredNewestLocked(ref), true
+}
+
+// retiredNewestLocked is newestLocked for retired series ref; the caller
+// holds p.mu.
+func (p *headPart) retiredNewestLocked(ref uint32) int64 {
+	return p.storedNewest(ref, p.retired[ref].maxT(p.start))
 }

@@ -250,46 +250,35 @@ func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples, s
 				if !ok {
 					continue
 				}
-				if s == nil {
-					// Retired: everything it holds is in the LSM.
-					if skipEnded && retiredNewest < mint {
-						continue
-					}
-					lset, err := pv.head.idx.Series(ctx, ref, &lb)
-					if err != nil {
-						return nil, fmt.Errorf("partition %d: labels of series %d: %w", pv.start, ref, err)
-					}
-					seg := segs.next()
-					seg.part, seg.ref = pv.start, ref
-					if withSamples {
-						fetch = append(fetch, seg)
-					}
-					ps.lsets = append(ps.lsets, lset)
-					ps.segs = append(ps.segs, seg)
-					continue
-				}
 				seg := segs.next()
 				seg.part, seg.ref, seg.head = pv.start, ref, s
 				if withSamples {
-					// The head's blocks are taken before the LSM is read,
-					// so a flush in between shows samples twice (merged
-					// away) but never loses them.
-					s.lock()
-					if skipEnded && pv.head.newestLocked(s) < mint {
+					if s == nil {
+						// Retired: everything it holds is in the LSM.
+						if skipEnded && retiredNewest < mint {
+							continue
+						}
+					} else {
+						// The head's blocks are taken before the LSM is
+						// read, so a flush in between shows samples twice
+						// (merged away) but never loses them.
+						s.lock()
+						if skipEnded && pv.head.newestLocked(s) < mint {
+							s.unlock()
+							continue
+						}
+						var err error
+						buf, err = s.querySourcesLocked(buf[:0])
 						s.unlock()
-						continue
+						if err != nil {
+							return nil, err
+						}
+						seg.srcs = srcs.slice(len(buf))
+						copy(seg.srcs, buf)
 					}
-					var err error
-					buf, err = s.querySourcesLocked(buf[:0])
-					s.unlock()
-					if err != nil {
-						return nil, err
-					}
-					seg.srcs = srcs.slice(len(buf))
-					copy(seg.srcs, buf)
 					fetch = append(fetch, seg)
 				}
-				ps.lsets = append(ps.lsets, s.labelSet(&lb))
+				ps.lsets = append(ps.lsets, pv.head.labelsOf(ref, &lb))
 				ps.segs = append(ps.segs, seg)
 			}
 			continue

@@ -30,6 +30,12 @@ func retiredCount(t *testing.T, db *DB, start int64) (retired, all int) {
 			retired++
 		}
 	}
+	p.mu.RLock()
+	counted := p.nRetired
+	p.mu.RUnlock()
+	if counted != retired {
+		t.Fatalf("partition %d counts %d retired series, holds %d", start, counted, retired)
+	}
 	return retired, p.numSeries()
 }
 

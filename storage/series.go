@@ -1,9 +1,7 @@
 package storage
 
 import (
-	"context"
 	"errors"
-	"fmt"
 	"math"
 	"sort"
 	"unsafe"
@@ -113,12 +111,7 @@ func newMemSeries(ref uint32, p *headPart) *memSeries {
 
 // labelSet returns the series' labels, built in b.
 func (s *memSeries) labelSet(b *labels.ScratchBuilder) labels.Labels {
-	lset, err := s.part.idx.Series(context.Background(), s.ref, b)
-	if err != nil {
-		// The partition's index takes every series before it is published.
-		panic(fmt.Sprintf("head series %d of partition %d: %v", s.ref, s.part.start, err))
-	}
-	return lset
+	return s.part.labelsOf(s.ref, b)
 }
 
 // lset returns the series' labels.

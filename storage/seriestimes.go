@@ -39,8 +39,7 @@ func (p *headPart) appendSeriesTimes(dst []byte, chunk uint32) []byte {
 	for ref, s := range p.series[lo:hi] {
 		var t int64
 		if s == nil {
-			ref := uint32(lo + ref)
-			t = p.storedNewest(ref, p.retired[ref].maxT(p.start))
+			t = p.retiredNewestLocked(uint32(lo + ref))
 		} else {
 			s.lock()
 			t = p.newestLocked(s)

@@ -139,11 +139,7 @@ func (db *DB) HeadStats(topN int) (st index.Stats, mint, maxt int64, ok bool) {
 	for _, p := range parts {
 		var b labels.ScratchBuilder
 		for ref := range uint32(p.numSeries()) {
-			lset, err := p.idx.Series(context.Background(), ref, &b)
-			if err != nil {
-				continue // not published yet
-			}
-			union.GetOrCreate(lset)
+			union.GetOrCreate(p.labelsOf(ref, &b))
 		}
 	}
 	return union.Stats(topN), mint, db.head.maxT.Load(), true
