@@ -47,24 +47,13 @@ type handlerMetrics struct {
 
 // NewHandler returns the handler, registering its metrics on reg.
 func NewHandler(app Appendable, logger *slog.Logger, reg prometheus.Registerer) (*Handler, error) {
+	set := promreg.NewSet(reg)
 	h := &Handler{app: app, logger: logger, m: handlerMetrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shale_import_requests_total", Help: "Requests to /api/v1/import, by status code.",
-		}, []string{"code"}),
-		samples: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "shale_import_samples_total", Help: "Samples stored through /api/v1/import.",
-		}),
-		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shale_import_refused_samples_total", Help: "Samples /api/v1/import refused for good, by reason.",
-		}, []string{"reason"}),
+		requests: set.CounterVec("shale_import_requests_total", "Requests to /api/v1/import, by status code.", "code"),
+		samples:  set.Counter("shale_import_samples_total", "Samples stored through /api/v1/import."),
+		refused:  set.CounterVec("shale_import_refused_samples_total", "Samples /api/v1/import refused for good, by reason.", "reason"),
 	}}
-	if err := promreg.Register(reg, &h.m.requests); err != nil {
-		return nil, err
-	}
-	if err := promreg.Register(reg, &h.m.samples); err != nil {
-		return nil, err
-	}
-	if err := promreg.Register(reg, &h.m.refused); err != nil {
+	if err := set.Err(); err != nil {
 		return nil, err
 	}
 	return h, nil

@@ -72,50 +72,36 @@ func NewAPI(opts Options, comps Components) (*API, error) {
 		return nil, fmt.Errorf("promql options: cors_origin: %w", err)
 	}
 
-	refused := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "shale_promql_queries_refused_total",
-		Help: "Queries refused by a limit Prometheus does not have: too_long, too_deep, subquery_steps, memory_budget.",
-	}, []string{"reason"})
+	set := promreg.NewSet(comps.Registerer)
+	refused := set.CounterVec("shale_promql_queries_refused_total",
+		"Queries refused by a limit Prometheus does not have: too_long, too_deep, subquery_steps, memory_budget.", "reason")
 	for _, r := range []string{refusedTooLong, refusedTooDeep, refusedSubquerySteps, refusedMemory} {
 		refused.WithLabelValues(r)
 	}
 	a := &API{
-		opts:    opts,
-		comps:   comps,
-		parser:  newParser(opts, refused),
-		refused: refused,
-		logger:  comps.Logger,
-		started: time.Now(),
-		cors:    cors,
-		now:     time.Now,
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shale_promql_http_requests_total",
-			Help: "HTTP API requests by handler and status code.",
-		}, []string{"handler", "code"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		opts:     opts,
+		comps:    comps,
+		parser:   newParser(opts, refused),
+		refused:  refused,
+		logger:   comps.Logger,
+		started:  time.Now(),
+		cors:     cors,
+		now:      time.Now,
+		requests: set.CounterVec("shale_promql_http_requests_total", "HTTP API requests by handler and status code.", "handler", "code"),
+		duration: set.HistogramVec(prometheus.HistogramOpts{
 			Name:                            "shale_promql_http_request_duration_seconds",
 			Help:                            "HTTP API request latency by handler.",
 			Buckets:                         prometheus.DefBuckets,
 			NativeHistogramBucketFactor:     1.1,
 			NativeHistogramMaxBucketNumber:  100,
 			NativeHistogramMinResetDuration: time.Hour,
-		}, []string{"handler"}),
-		federationErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "shale_promql_federation_errors_total",
-			Help: "Federation requests that failed while reading series or sending the answer.",
-		}),
-		federationWarnings: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "shale_promql_federation_warnings_total",
-			Help: "Warnings the storage returned to federation requests.",
-		}),
+		}, "handler"),
+		federationErrors: set.Counter("shale_promql_federation_errors_total",
+			"Federation requests that failed while reading series or sending the answer."),
+		federationWarnings: set.Counter("shale_promql_federation_warnings_total",
+			"Warnings the storage returned to federation requests."),
 	}
-	if err := errors.Join(
-		promreg.Register(comps.Registerer, &a.requests),
-		promreg.Register(comps.Registerer, &a.duration),
-		promreg.Register(comps.Registerer, &a.refused),
-		promreg.Register(comps.Registerer, &a.federationErrors),
-		promreg.Register(comps.Registerer, &a.federationWarnings),
-	); err != nil {
+	if err := set.Err(); err != nil {
 		return nil, fmt.Errorf("register promql API metrics: %w", err)
 	}
 

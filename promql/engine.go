@@ -2,7 +2,6 @@ package promql
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 
@@ -95,21 +94,13 @@ type queryGate struct {
 var _ upstream.QueryTracker = (*queryGate)(nil)
 
 func newQueryGate(maxConcurrent int, reg prometheus.Registerer) (*queryGate, error) {
+	set := promreg.NewSet(reg)
 	g := &queryGate{
-		slots: make(chan struct{}, maxConcurrent),
-		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "shale_promql_queries_waiting",
-			Help: "Queries waiting for a free evaluation slot.",
-		}),
-		active: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "shale_promql_queries_active",
-			Help: "Queries holding an evaluation slot.",
-		}),
+		slots:   make(chan struct{}, maxConcurrent),
+		waiting: set.Gauge("shale_promql_queries_waiting", "Queries waiting for a free evaluation slot."),
+		active:  set.Gauge("shale_promql_queries_active", "Queries holding an evaluation slot."),
 	}
-	if err := errors.Join(
-		promreg.Register(reg, &g.waiting),
-		promreg.Register(reg, &g.active),
-	); err != nil {
+	if err := set.Err(); err != nil {
 		return nil, fmt.Errorf("register query gate metrics: %w", err)
 	}
 	return g, nil

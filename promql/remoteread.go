@@ -54,17 +54,16 @@ func newReadHandler(opts Options, comps Components, logger *slog.Logger) (*readH
 	if !ok {
 		sq = sampleAndChunkQueryable{comps.Queryable}
 	}
+	set := promreg.NewSet(comps.Registerer)
 	h := &readHandler{
 		logger:      logger,
 		queryable:   sq,
 		sampleLimit: opts.RemoteReadSampleLimit,
 		maxFrame:    opts.RemoteReadMaxBytesInFrame,
 		gate:        gate.New(opts.RemoteReadConcurrencyLimit),
-		queries: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "prometheus_remote_read_handler_queries",
-			Help: "The current number of remote read queries that are either in execution or queued on the handler.",
-		}),
-		gateWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+		queries: set.Gauge("prometheus_remote_read_handler_queries",
+			"The current number of remote read queries that are either in execution or queued on the handler."),
+		gateWait: set.Histogram(prometheus.HistogramOpts{
 			Name:                            "prometheus_remote_read_handler_gate_wait_duration_seconds",
 			Help:                            "How long a remote read request spent waiting for the concurrency gate, including requests canceled while waiting.",
 			NativeHistogramBucketFactor:     1.1,
@@ -72,10 +71,7 @@ func newReadHandler(opts Options, comps Components, logger *slog.Logger) (*readH
 			NativeHistogramMinResetDuration: time.Hour,
 		}),
 	}
-	if err := errors.Join(
-		promreg.Register(comps.Registerer, &h.queries),
-		promreg.Register(comps.Registerer, &h.gateWait),
-	); err != nil {
+	if err := set.Err(); err != nil {
 		return nil, fmt.Errorf("register remote read metrics: %w", err)
 	}
 	return h, nil

@@ -107,18 +107,16 @@ type cachedSeries struct {
 func newResultsCache(opts ResultsCacheOptions, now func() time.Time, reg prometheus.Registerer) (*resultsCache, error) {
 	c := &resultsCache{opts: opts, now: now, entries: map[cacheKey]*cacheEntry{}}
 	c.horizon.Store(math.MinInt64)
-	c.steps = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "shale_query_results_cache_steps_total",
-		Help: "Evaluation steps of range queries the results cache was asked for, by result: hit (served from the cache) or miss (evaluated).",
-	}, []string{"result"})
-	c.invalidations = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "shale_query_results_cache_invalidations_total",
-		Help: "Cached results dropped because data in their time range changed (backfill, late samples, deletes, retention).",
-	})
-	c.evictions = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "shale_query_results_cache_evictions_total",
-		Help: "Cached results dropped to stay within the memory budget.",
-	})
+	set := promreg.NewSet(reg)
+	c.steps = set.CounterVec("shale_query_results_cache_steps_total",
+		"Evaluation steps of range queries the results cache was asked for, by result: hit (served from the cache) or miss (evaluated).", "result")
+	c.invalidations = set.Counter("shale_query_results_cache_invalidations_total",
+		"Cached results dropped because data in their time range changed (backfill, late samples, deletes, retention).")
+	c.evictions = set.Counter("shale_query_results_cache_evictions_total",
+		"Cached results dropped to stay within the memory budget.")
+	if err := set.Err(); err != nil {
+		return nil, err
+	}
 	c.sizeBytes = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "shale_query_results_cache_bytes",
 		Help: "Estimated memory held by the range-query results cache.",
@@ -130,9 +128,6 @@ func newResultsCache(opts ResultsCacheOptions, now func() time.Time, reg prometh
 	c.steps.WithLabelValues("hit")
 	c.steps.WithLabelValues("miss")
 	for _, err := range []error{
-		promreg.Register(reg, &c.steps),
-		promreg.Register(reg, &c.invalidations),
-		promreg.Register(reg, &c.evictions),
 		promreg.Register(reg, &c.sizeBytes),
 		promreg.Register(reg, &c.entriesGauge),
 	} {

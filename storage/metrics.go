@@ -1,7 +1,6 @@
 package storage
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,62 +39,27 @@ type metrics struct {
 // newMetrics makes the DB's metrics and registers the counters with reg
 // (nil: none).
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	set := promreg.NewSet(reg)
 	m := &metrics{
-		reg: reg,
-		appended: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "shale_storage_samples_appended_total", Help: "Samples committed to the head.",
-		}),
-		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shale_storage_samples_rejected_total", Help: "Samples refused, by reason.",
-		}, []string{"reason"}),
-		seriesCreated: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "shale_storage_series_created_total", Help: "Series created in head partitions.",
-		}),
-		partitionsCreated: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "shale_storage_partitions_created_total", Help: "Partitions opened by the head.",
-		}),
-		partitionsClosed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "shale_storage_partitions_closed_total", Help: "Partitions written out for good and dropped from the head.",
-		}),
-		partitionsDropped: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "shale_storage_partitions_dropped_total", Help: "Partitions deleted by retention.",
-		}),
-		flushes: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "shale_storage_head_flushes_total", Help: "Head flushes that completed.",
-		}),
-		flushFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "shale_storage_head_flush_failures_total", Help: "Head flushes that failed (retried at the next one).",
-		}),
-		flushedSeries: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "shale_storage_head_flushed_series_total", Help: "Series blocks written by head flushes.",
-		}),
-		flushedBytes: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "shale_storage_head_flushed_bytes_total", Help: "Bytes of sample blocks written by head flushes.",
-		}),
-		seriesRetired: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "shale_storage_head_series_retired_total",
-			Help: "Series of ended head partitions let go once all they held was written out (a late sample brings one back).",
-		}),
-		flushDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+		reg:               reg,
+		appended:          set.Counter("shale_storage_samples_appended_total", "Samples committed to the head."),
+		rejected:          set.CounterVec("shale_storage_samples_rejected_total", "Samples refused, by reason.", "reason"),
+		seriesCreated:     set.Counter("shale_storage_series_created_total", "Series created in head partitions."),
+		partitionsCreated: set.Counter("shale_storage_partitions_created_total", "Partitions opened by the head."),
+		partitionsClosed:  set.Counter("shale_storage_partitions_closed_total", "Partitions written out for good and dropped from the head."),
+		partitionsDropped: set.Counter("shale_storage_partitions_dropped_total", "Partitions deleted by retention."),
+		flushes:           set.Counter("shale_storage_head_flushes_total", "Head flushes that completed."),
+		flushFailures:     set.Counter("shale_storage_head_flush_failures_total", "Head flushes that failed (retried at the next one)."),
+		flushedSeries:     set.Counter("shale_storage_head_flushed_series_total", "Series blocks written by head flushes."),
+		flushedBytes:      set.Counter("shale_storage_head_flushed_bytes_total", "Bytes of sample blocks written by head flushes."),
+		seriesRetired: set.Counter("shale_storage_head_series_retired_total",
+			"Series of ended head partitions let go once all they held was written out (a late sample brings one back)."),
+		flushDuration: set.Histogram(prometheus.HistogramOpts{
 			Name: "shale_storage_head_flush_duration_seconds", Help: "Duration of head flushes.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}),
 	}
-	err := errors.Join(
-		promreg.Register(reg, &m.appended),
-		promreg.Register(reg, &m.rejected),
-		promreg.Register(reg, &m.seriesCreated),
-		promreg.Register(reg, &m.partitionsCreated),
-		promreg.Register(reg, &m.partitionsClosed),
-		promreg.Register(reg, &m.partitionsDropped),
-		promreg.Register(reg, &m.flushes),
-		promreg.Register(reg, &m.flushFailures),
-		promreg.Register(reg, &m.flushedSeries),
-		promreg.Register(reg, &m.flushedBytes),
-		promreg.Register(reg, &m.flushDuration),
-		promreg.Register(reg, &m.seriesRetired),
-	)
-	if err != nil {
+	if err := set.Err(); err != nil {
 		return nil, fmt.Errorf("storage: register metrics: %w", err)
 	}
 	return m, nil

@@ -2,7 +2,6 @@ package storage
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -198,33 +197,20 @@ type warmMetrics struct {
 }
 
 func newWarmMetrics(reg prometheus.Registerer) (*warmMetrics, error) {
+	// Warmers on one registry share these series.
+	set := promreg.NewSet(reg)
 	m := &warmMetrics{
-		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shale_storage_cache_warm_runs_total",
-			Help: "Warmings of the block cache with recent partitions, by result.",
-		}, []string{"result"}),
-		bytes: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "shale_storage_cache_warm_read_bytes_total",
-			Help: "Bytes the cache warmer read from the object store.",
-		}),
-		requests: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "shale_storage_cache_warm_requests_total",
-			Help: "Object-store reads the cache warmer made.",
-		}),
-		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+		runs: set.CounterVec("shale_storage_cache_warm_runs_total",
+			"Warmings of the block cache with recent partitions, by result.", "result"),
+		bytes:    set.Counter("shale_storage_cache_warm_read_bytes_total", "Bytes the cache warmer read from the object store."),
+		requests: set.Counter("shale_storage_cache_warm_requests_total", "Object-store reads the cache warmer made."),
+		duration: set.Histogram(prometheus.HistogramOpts{
 			Name:    "shale_storage_cache_warm_duration_seconds",
 			Help:    "Time one warming of the block cache took.",
 			Buckets: prometheus.ExponentialBuckets(0.01, 4, 8),
 		}),
 	}
-	// Warmers on one registry share these series.
-	err := errors.Join(
-		promreg.Register(reg, &m.runs),
-		promreg.Register(reg, &m.bytes),
-		promreg.Register(reg, &m.requests),
-		promreg.Register(reg, &m.duration),
-	)
-	if err != nil {
+	if err := set.Err(); err != nil {
 		return nil, fmt.Errorf("storage: register cache warmer metrics: %w", err)
 	}
 	m.runs.WithLabelValues("success")

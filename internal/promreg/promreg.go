@@ -49,3 +49,55 @@ func Register[C prometheus.Collector](reg prometheus.Registerer, c *C) error {
 	*c = existing
 	return nil
 }
+
+// Set makes counters, gauges and histograms and registers each with
+// Register's rule as it is made, so a constructor lists each metric once, by
+// name and help, and checks one error at the end.
+type Set struct {
+	reg  prometheus.Registerer
+	errs []error
+}
+
+// NewSet returns a Set registering with reg (nil: none).
+func NewSet(reg prometheus.Registerer) *Set { return &Set{reg: reg} }
+
+// Err returns every registration error so far, joined; nil if none.
+func (s *Set) Err() error { return errors.Join(s.errs...) }
+
+// Counter returns the counter of that name, made and registered.
+func (s *Set) Counter(name, help string) prometheus.Counter {
+	return add(s, prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help}))
+}
+
+// CounterVec returns the counter vector of that name, made and registered.
+func (s *Set) CounterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return add(s, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels))
+}
+
+// Gauge returns the gauge of that name, made and registered.
+func (s *Set) Gauge(name, help string) prometheus.Gauge {
+	return add(s, prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help}))
+}
+
+// GaugeVec returns the gauge vector of that name, made and registered.
+func (s *Set) GaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	return add(s, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels))
+}
+
+// Histogram returns the histogram opts describe, made and registered.
+func (s *Set) Histogram(opts prometheus.HistogramOpts) prometheus.Histogram {
+	return add(s, prometheus.NewHistogram(opts))
+}
+
+// HistogramVec returns the histogram vector opts describe, made and
+// registered.
+func (s *Set) HistogramVec(opts prometheus.HistogramOpts, labels ...string) *prometheus.HistogramVec {
+	return add(s, prometheus.NewHistogramVec(opts, labels))
+}
+
+func add[C prometheus.Collector](s *Set, c C) C {
+	if err := Register(s.reg, &c); err != nil {
+		s.errs = append(s.errs, err)
+	}
+	return c
+}

@@ -49,3 +49,41 @@ func TestRegister(t *testing.T) {
 		t.Fatalf("nil registerer: %v", err)
 	}
 }
+
+func TestSet(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	a := NewSet(reg)
+	c := a.Counter("shale_test_total", "h")
+	v := a.CounterVec("shale_test_by_kind_total", "h", "kind")
+	if err := a.Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A second Set on the registry shares the series.
+	b := NewSet(reg)
+	b.Counter("shale_test_total", "h").Inc()
+	b.CounterVec("shale_test_by_kind_total", "h", "kind").WithLabelValues("x").Add(2)
+	if err := b.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.ToFloat64(c); n != 1 {
+		t.Fatalf("shared counter %v, want 1", n)
+	}
+	if n := testutil.ToFloat64(v.WithLabelValues("x")); n != 2 {
+		t.Fatalf("shared vector %v, want 2", n)
+	}
+
+	// Conflicts are all kept: other help, then other labels.
+	bad := NewSet(reg)
+	bad.Counter("shale_test_total", "other help")
+	bad.CounterVec("shale_test_by_kind_total", "h", "other")
+	bad.Gauge("shale_test_gauge", "h")
+	if err := bad.Err(); err == nil || len(bad.errs) != 2 {
+		t.Fatalf("conflicts: err %v, %d kept, want 2", err, len(bad.errs))
+	}
+
+	none := NewSet(nil)
+	if h := none.Histogram(prometheus.HistogramOpts{Name: "shale_test_seconds", Help: "h"}); h == nil || none.Err() != nil {
+		t.Fatalf("nil registerer: histogram %v, err %v", h, none.Err())
+	}
+}

@@ -23,40 +23,24 @@ type bucketMetrics struct {
 }
 
 func newBucketMetrics(reg prometheus.Registerer) (*bucketMetrics, error) {
+	set := promreg.NewSet(reg)
 	m := &bucketMetrics{
-		ops: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shale_objstore_operations_total",
-			Help: "Object store operations started.",
-		}, []string{"bucket", "operation"}),
-		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shale_objstore_operation_failures_total",
-			Help: "Object store operations that failed, by reason (not_found, precondition_failed, invalid_range, transient, canceled, other).",
-		}, []string{"bucket", "operation", "reason"}),
-		bytesRead: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shale_objstore_bytes_read_total",
-			Help: "Bytes read from object bodies.",
-		}, []string{"bucket"}),
-		written: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shale_objstore_bytes_written_total",
-			Help: "Bytes of objects written successfully.",
-		}, []string{"bucket"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		ops: set.CounterVec("shale_objstore_operations_total", "Object store operations started.", "bucket", "operation"),
+		failures: set.CounterVec("shale_objstore_operation_failures_total",
+			"Object store operations that failed, by reason (not_found, precondition_failed, invalid_range, transient, canceled, other).",
+			"bucket", "operation", "reason"),
+		bytesRead: set.CounterVec("shale_objstore_bytes_read_total", "Bytes read from object bodies.", "bucket"),
+		written:   set.CounterVec("shale_objstore_bytes_written_total", "Bytes of objects written successfully.", "bucket"),
+		duration: set.HistogramVec(prometheus.HistogramOpts{
 			Name:                            "shale_objstore_operation_duration_seconds",
 			Help:                            "Time until an object store operation answered (for reads: until the body starts).",
 			Buckets:                         []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
 			NativeHistogramBucketFactor:     1.1,
 			NativeHistogramMaxBucketNumber:  100,
 			NativeHistogramMinResetDuration: time.Hour,
-		}, []string{"bucket", "operation"}),
+		}, "bucket", "operation"),
 	}
-	err := errors.Join(
-		promreg.Register(reg, &m.ops),
-		promreg.Register(reg, &m.failures),
-		promreg.Register(reg, &m.bytesRead),
-		promreg.Register(reg, &m.written),
-		promreg.Register(reg, &m.duration),
-	)
-	return m, err
+	return m, set.Err()
 }
 
 // MetricsBucket counts and times the operations of an inner bucket. Its
