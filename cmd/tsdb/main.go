@@ -60,31 +60,21 @@ type config struct {
 	memoryLimit kingpinBytes
 
 	// The query settings override the config file's query section only
-	// when given on the command line.
-	queryTimeout          time.Duration
-	queryMaxSamples       int
-	queryMaxConcurrent    int
-	queryLookback         time.Duration
-	queryTimeoutSet       bool
-	queryMaxSamplesSet    bool
-	queryMaxConcurrentSet bool
-	queryLookbackSet      bool
+	// when given on the command line: each one given adds its override.
+	queryOverrides     []func(*promql.Options)
+	queryTimeout       time.Duration
+	queryMaxSamples    int
+	queryMaxConcurrent int
+	queryLookback      time.Duration
 
-	queryMaxLength           kingpinBytes
-	queryMaxDepth            int
-	queryMaxSubquerySteps    int64
-	queryMaxMemory           kingpinBytes
-	queryMaxLengthSet        bool
-	queryMaxDepthSet         bool
-	queryMaxSubqueryStepsSet bool
-	queryMaxMemorySet        bool
+	queryMaxLength        kingpinBytes
+	queryMaxDepth         int
+	queryMaxSubquerySteps int64
+	queryMaxMemory        kingpinBytes
 
-	queryCacheSize         kingpinBytes
-	queryCacheFreshness    time.Duration
-	queryCacheSizeSet      bool
-	queryCacheFreshnessSet bool
-	queryRangeShards       int
-	queryRangeShardsSet    bool
+	queryCacheSize      kingpinBytes
+	queryCacheFreshness time.Duration
+	queryRangeShards    int
 
 	rules ruleFlags
 
@@ -156,27 +146,27 @@ func parseFlags(args []string) (*config, error) {
 		Default("0").SetValue(&cfg.memoryLimit)
 
 	app.Flag("query.timeout", "Maximum time a query may take before it is aborted.").
-		Default("2m").IsSetByUser(&cfg.queryTimeoutSet).DurationVar(&cfg.queryTimeout)
+		Default("2m").Action(cfg.overrideQuery(func(o *promql.Options) { o.QueryTimeout = cfg.queryTimeout })).DurationVar(&cfg.queryTimeout)
 	app.Flag("query.max-samples", "Maximum number of samples a single query can load into memory.").
-		Default("50000000").IsSetByUser(&cfg.queryMaxSamplesSet).IntVar(&cfg.queryMaxSamples)
+		Default("50000000").Action(cfg.overrideQuery(func(o *promql.Options) { o.MaxSamples = cfg.queryMaxSamples })).IntVar(&cfg.queryMaxSamples)
 	app.Flag("query.max-concurrency", "Maximum number of queries executed concurrently.").
-		Default("20").IsSetByUser(&cfg.queryMaxConcurrentSet).IntVar(&cfg.queryMaxConcurrent)
+		Default("20").Action(cfg.overrideQuery(func(o *promql.Options) { o.MaxConcurrentQueries = cfg.queryMaxConcurrent })).IntVar(&cfg.queryMaxConcurrent)
 	app.Flag("query.lookback-delta", "How far back an instant vector selector looks for a sample.").
-		Default("5m").IsSetByUser(&cfg.queryLookbackSet).DurationVar(&cfg.queryLookback)
+		Default("5m").Action(cfg.overrideQuery(func(o *promql.Options) { o.LookbackDelta = cfg.queryLookback })).DurationVar(&cfg.queryLookback)
 	app.Flag("query.max-length", "Longest query text (e.g. 256KiB), refused with 400 before it is parsed. 0: no limit. See docs/query-limits.md.").
-		Default("256KiB").IsSetByUser(&cfg.queryMaxLengthSet).SetValue(&cfg.queryMaxLength)
+		Default("256KiB").Action(cfg.overrideQuery(func(o *promql.Options) { o.MaxQueryLength = int(cfg.queryMaxLength) })).SetValue(&cfg.queryMaxLength)
 	app.Flag("query.max-depth", "Deepest nesting of a query's text (brackets, and operators of a chain such as a+b+c), refused with 400 before it is parsed. 0: no limit.").
-		Default("256").IsSetByUser(&cfg.queryMaxDepthSet).IntVar(&cfg.queryMaxDepth)
+		Default("256").Action(cfg.overrideQuery(func(o *promql.Options) { o.MaxQueryDepth = cfg.queryMaxDepth })).IntVar(&cfg.queryMaxDepth)
 	app.Flag("query.max-subquery-steps", "Most evaluation steps the subqueries of one query may take together, refused with 400 before evaluation. 0: no limit.").
-		Default("1000000").IsSetByUser(&cfg.queryMaxSubqueryStepsSet).Int64Var(&cfg.queryMaxSubquerySteps)
+		Default("1000000").Action(cfg.overrideQuery(func(o *promql.Options) { o.MaxSubquerySteps = cfg.queryMaxSubquerySteps })).Int64Var(&cfg.queryMaxSubquerySteps)
 	app.Flag("query.max-memory", "Memory the queries in flight may hold together (e.g. 1GiB); a query that would go beyond it fails with 503. 0: no budget.").
-		Default("1GiB").IsSetByUser(&cfg.queryMaxMemorySet).SetValue(&cfg.queryMaxMemory)
+		Default("1GiB").Action(cfg.overrideQuery(func(o *promql.Options) { o.MaxMemory = int64(cfg.queryMaxMemory) })).SetValue(&cfg.queryMaxMemory)
 	app.Flag("query.results-cache.size", "Memory of the range-query results cache (e.g. 256MiB): a dashboard refresh evaluates only the steps it has not seen. 0: no cache.").
-		Default("256MiB").IsSetByUser(&cfg.queryCacheSizeSet).SetValue(&cfg.queryCacheSize)
+		Default("256MiB").Action(cfg.overrideQuery(func(o *promql.Options) { o.ResultsCacheSize = int64(cfg.queryCacheSize) })).SetValue(&cfg.queryCacheSize)
 	app.Flag("query.results-cache.freshness", "How far behind now the data of a step must end for the results cache to keep it (later samples are still arriving).").
-		Default("1m").IsSetByUser(&cfg.queryCacheFreshnessSet).DurationVar(&cfg.queryCacheFreshness)
+		Default("1m").Action(cfg.overrideQuery(func(o *promql.Options) { o.ResultsCacheFreshness = cfg.queryCacheFreshness })).DurationVar(&cfg.queryCacheFreshness)
 	app.Flag("query.range-shards", "Parts a long range query is split into, evaluated at once on as many cores (at least 50 steps each). 0: one per CPU; 1: no splitting.").
-		Default("0").IsSetByUser(&cfg.queryRangeShardsSet).IntVar(&cfg.queryRangeShards)
+		Default("0").Action(cfg.overrideQuery(func(o *promql.Options) { o.RangeShards = cfg.queryRangeShards })).IntVar(&cfg.queryRangeShards)
 
 	addUIFlags(app, cfg)
 	addRuleFlags(app, &cfg.rules)
@@ -192,41 +182,21 @@ func parseFlags(args []string) (*config, error) {
 	return cfg, nil
 }
 
+// overrideQuery returns a flag action that adds apply to the overrides of
+// the config file's query settings; kingpin runs it only for a flag given on
+// the command line.
+func (cfg *config) overrideQuery(apply func(*promql.Options)) kingpin.Action {
+	return func(*kingpin.ParseContext) error {
+		cfg.queryOverrides = append(cfg.queryOverrides, apply)
+		return nil
+	}
+}
+
 // applyQueryLimits sets the query settings given on the command line over
 // the config file's (or the defaults).
 func (cfg *config) applyQueryLimits(o *promql.Options) {
-	if cfg.queryTimeoutSet {
-		o.QueryTimeout = cfg.queryTimeout
-	}
-	if cfg.queryMaxSamplesSet {
-		o.MaxSamples = cfg.queryMaxSamples
-	}
-	if cfg.queryMaxConcurrentSet {
-		o.MaxConcurrentQueries = cfg.queryMaxConcurrent
-	}
-	if cfg.queryLookbackSet {
-		o.LookbackDelta = cfg.queryLookback
-	}
-	if cfg.queryMaxLengthSet {
-		o.MaxQueryLength = int(cfg.queryMaxLength)
-	}
-	if cfg.queryMaxDepthSet {
-		o.MaxQueryDepth = cfg.queryMaxDepth
-	}
-	if cfg.queryMaxSubqueryStepsSet {
-		o.MaxSubquerySteps = cfg.queryMaxSubquerySteps
-	}
-	if cfg.queryMaxMemorySet {
-		o.MaxMemory = int64(cfg.queryMaxMemory)
-	}
-	if cfg.queryCacheSizeSet {
-		o.ResultsCacheSize = int64(cfg.queryCacheSize)
-	}
-	if cfg.queryCacheFreshnessSet {
-		o.ResultsCacheFreshness = cfg.queryCacheFreshness
-	}
-	if cfg.queryRangeShardsSet {
-		o.RangeShards = cfg.queryRangeShards
+	for _, apply := range cfg.queryOverrides {
+		apply(o)
 	}
 }
 
