@@ -517,8 +517,19 @@ func (it *seriesIterator) Next() chunkenc.ValueType {
 	if it.cur == chunkenc.ValNone {
 		return chunkenc.ValNone
 	}
+	return it.advance(false, 0)
+}
+
+// advance moves to the next sample (seek: the first at or after t) within
+// the range, going on to the following segments as each one ends.
+func (it *seriesIterator) advance(seek bool, t int64) chunkenc.ValueType {
 	for {
-		vt := it.it.Next()
+		var vt chunkenc.ValueType
+		if seek {
+			vt = it.it.Seek(t)
+		} else {
+			vt = it.it.Next()
+		}
 		if vt == chunkenc.ValNone {
 			if err := it.it.Err(); err != nil {
 				it.err = err
@@ -558,24 +569,7 @@ func (it *seriesIterator) Seek(t int64) chunkenc.ValueType {
 	} else if it.it.AtT() >= t {
 		return it.cur
 	}
-	for {
-		vt := it.it.Seek(t)
-		if vt == chunkenc.ValNone {
-			if err := it.it.Err(); err != nil {
-				it.err = err
-				return it.stop()
-			}
-			if !it.openNext() {
-				return it.stop()
-			}
-			continue
-		}
-		if it.it.AtT() > it.maxt {
-			return it.stop()
-		}
-		it.cur = vt
-		return vt
-	}
+	return it.advance(true, t)
 }
 
 // querySourcesLocked appends the sources of the samples s holds in memory,

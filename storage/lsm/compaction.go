@@ -138,29 +138,6 @@ func (db *DB) compactOnce(ctx context.Context) (done bool, err error) {
 	return false, nil
 }
 
-func (db *DB) compactLoop() {
-	t := time.NewTicker(db.opts.CompactionInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-db.ctx.Done():
-			return
-		case <-t.C:
-		case <-db.compKick:
-		}
-		if err := db.Compact(db.ctx); err != nil {
-			if db.ctx.Err() != nil {
-				return
-			}
-			if err == ErrFenced {
-				db.fail(err)
-				return
-			}
-			db.logger.Error("lsm: compaction failed; will retry", "err", err)
-		}
-	}
-}
-
 // runCompaction is the executor: it merges the plan's sources, writes the
 // output run split into tables of TargetTableBytes and commits it.
 func (db *DB) runCompaction(ctx context.Context, man *manifest, plan *compactionPlan) error {

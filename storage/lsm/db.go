@@ -158,7 +158,9 @@ func Open(ctx context.Context, bucket objstore.Bucket, prefix string, opts Optio
 		return nil, fmt.Errorf("lsm open: write the writer lease: %w", err)
 	}
 	db.ctx, db.cancel = context.WithCancel(context.Background())
-	db.goLoop(db.writerLeaseLoop)
+	db.goLoop(func() {
+		db.every(writerLeaseInterval, nil, slog.LevelWarn, "lsm: could not renew the writer lease", db.renewWriterLease)
+	})
 	if len(db.imms) > 0 {
 		kick(db.flushKick)
 	}
@@ -167,10 +169,17 @@ func Open(ctx context.Context, bucket objstore.Bucket, prefix string, opts Optio
 	}
 	db.goLoop(db.flushLoop)
 	if opts.CompactionInterval > 0 {
-		db.goLoop(db.compactLoop)
+		db.goLoop(func() {
+			db.every(opts.CompactionInterval, db.compKick, slog.LevelError, "lsm: compaction failed; will retry", db.Compact)
+		})
 	}
 	if opts.GCInterval > 0 {
-		db.goLoop(db.gcLoop)
+		db.goLoop(func() {
+			db.every(opts.GCInterval, nil, slog.LevelWarn, "lsm: garbage collection failed; will retry", func(ctx context.Context) error {
+				_, err := db.CollectGarbage(ctx)
+				return err
+			})
+		})
 	}
 	return db, nil
 }
@@ -181,6 +190,40 @@ func (db *DB) goLoop(f func()) {
 		defer db.wg.Done()
 		f()
 	}()
+}
+
+// every runs work each interval, and at once on a kick (nil: none), until
+// the DB stops. When work fails the DB is fenced it fails the DB and stops;
+// any other failure is logged as msg at level and tried again at the next
+// tick or kick.
+func (db *DB) every(interval time.Duration, kick <-chan struct{}, level slog.Level, msg string, work func(context.Context) error) {
+	repeat(db.ctx, interval, kick, work, func(err error) bool {
+		if errors.Is(err, ErrFenced) {
+			db.fail(err)
+			return false
+		}
+		db.logger.Log(db.ctx, level, msg, "err", err)
+		return true
+	})
+}
+
+// repeat runs work each interval, and at once on a kick (nil: none), until
+// ctx ends. A failure (other than ctx's end) goes to failed, which returns
+// whether to go on.
+func repeat(ctx context.Context, interval time.Duration, kick <-chan struct{}, work func(context.Context) error, failed func(error) bool) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-kick:
+		}
+		if err := work(ctx); err != nil && ctx.Err() == nil && !failed(err) {
+			return
+		}
+	}
 }
 
 func kick(ch chan struct{}) {

@@ -11,28 +11,6 @@ import (
 // gcParallel is how many deletes garbage collection has in flight.
 const gcParallel = 16
 
-func (db *DB) gcLoop() {
-	t := time.NewTicker(db.opts.GCInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-db.ctx.Done():
-			return
-		case <-t.C:
-		}
-		if _, err := db.CollectGarbage(db.ctx); err != nil {
-			if db.ctx.Err() != nil {
-				return
-			}
-			if err == ErrFenced {
-				db.fail(err)
-				return
-			}
-			db.logger.Warn("lsm: garbage collection failed; will retry", "err", err)
-		}
-	}
-}
-
 // CollectGarbage deletes objects that the latest manifest no longer needs
 // and that are older than Options.GCGracePeriod: tables no manifest
 // references, WAL objects at or below both the replay position and the log

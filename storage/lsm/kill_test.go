@@ -26,35 +26,7 @@ func TestKillProcess(t *testing.T) {
 		killChild(dir)
 		return
 	}
-	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestKillProcess$")
-	cmd.Env = append(os.Environ(), killChildEnv+"="+dir)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var acked []string
-	sc := bufio.NewScanner(out)
-	for sc.Scan() && len(acked) < 300 {
-		if k, ok := strings.CutPrefix(sc.Text(), "ack "); ok {
-			acked = append(acked, k)
-		}
-	}
-	if err := cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
-	if len(acked) < 300 {
-		t.Fatalf("child acknowledged only %d writes before exiting", len(acked))
-	}
-	b, err := objstore.NewFilesystemBucket(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	acked, b := killChildAfter(t, "TestKillProcess", killChildEnv, 300)
 	defer b.Close()
 	db := openDB(t, b, testOptions(), Components{})
 	defer db.Close()
@@ -106,36 +78,12 @@ func TestKillProcessInFlight(t *testing.T) {
 		killInFlightChild(dir)
 		return
 	}
-	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestKillProcessInFlight$")
-	cmd.Env = append(os.Environ(), killInFlightEnv+"="+dir)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	acked := map[string]bool{}
-	sc := bufio.NewScanner(out)
-	for sc.Scan() && len(acked) < 2000 {
-		if k, ok := strings.CutPrefix(sc.Text(), "ack "); ok {
-			acked[k] = true
-		}
-	}
-	if err := cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
-	if len(acked) < 2000 {
-		t.Fatalf("child acknowledged only %d writes before exiting", len(acked))
-	}
-	b, err := objstore.NewFilesystemBucket(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ackedList, b := killChildAfter(t, "TestKillProcessInFlight", killInFlightEnv, 2000)
 	defer b.Close()
+	acked := map[string]bool{}
+	for _, k := range ackedList {
+		acked[k] = true
+	}
 	for round := range 2 { // the second writer must find what the first found
 		db := openDB(t, b, testOptions(), Components{})
 		for k := range acked {
@@ -224,4 +172,41 @@ type jitterBucket struct{ objstore.Bucket }
 func (b *jitterBucket) Put(ctx context.Context, name string, r io.Reader, size int64, opts objstore.PutOptions) (objstore.Attributes, error) {
 	time.Sleep(time.Duration(rand.N(50000)) * time.Microsecond)
 	return b.Bucket.Put(ctx, name, r, size, opts)
+}
+
+// killChildAfter runs test in a child process with env set to a new folder,
+// reads the keys it reports as acknowledged ("ack <key>" lines) until it has
+// n, kills it with SIGKILL and returns them with a bucket on the folder.
+func killChildAfter(t *testing.T, test, env string, n int) ([]string, objstore.Bucket) {
+	t.Helper()
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$")
+	cmd.Env = append(os.Environ(), env+"="+dir)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var acked []string
+	sc := bufio.NewScanner(out)
+	for sc.Scan() && len(acked) < n {
+		if k, ok := strings.CutPrefix(sc.Text(), "ack "); ok {
+			acked = append(acked, k)
+		}
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	if len(acked) < n {
+		t.Fatalf("child acknowledged only %d writes before exiting", len(acked))
+	}
+	b, err := objstore.NewFilesystemBucket(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return acked, b
 }

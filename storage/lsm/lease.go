@@ -189,22 +189,6 @@ func (db *DB) renewWriterLease(ctx context.Context) error {
 	return db.s.put(ctx, "lease", db.s.paths.writerLease(), writerLease(db.epoch, db.opts.Address))
 }
 
-// writerLeaseLoop renews the writer's lease until the DB stops.
-func (db *DB) writerLeaseLoop() {
-	t := time.NewTicker(writerLeaseInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-db.ctx.Done():
-			return
-		case <-t.C:
-		}
-		if err := db.renewWriterLease(db.ctx); err != nil && db.ctx.Err() == nil {
-			db.logger.Warn("lsm: could not renew the writer lease", "err", err)
-		}
-	}
-}
-
 // dropWriterLease deletes the writer's lease (best effort, on Close).
 func (db *DB) dropWriterLease(ctx context.Context) {
 	if err := db.s.delete(ctx, db.s.paths.writerLease()); err != nil {

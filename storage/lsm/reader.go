@@ -71,18 +71,10 @@ func OpenReader(ctx context.Context, bucket objstore.Bucket, prefix string, opts
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
-			t := time.NewTicker(opts.PollInterval)
-			defer t.Stop()
-			for {
-				select {
-				case <-pctx.Done():
-					return
-				case <-t.C:
-				}
-				if err := r.Refresh(pctx); err != nil && pctx.Err() == nil {
-					r.logger.Warn("lsm reader: refresh failed", "err", err)
-				}
-			}
+			repeat(pctx, opts.PollInterval, nil, r.Refresh, func(err error) bool {
+				r.logger.Warn("lsm reader: refresh failed", "err", err)
+				return true
+			})
 		}()
 	}
 	return r, nil
