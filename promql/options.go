@@ -126,54 +126,31 @@ func DefaultOptions() Options {
 	}
 }
 
-// Validate reports the first setting that cannot work.
+// Validate reports every setting that cannot work.
 func (o Options) Validate() error {
 	var errs []error
-	if o.QueryTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("query_timeout must be positive, got %s", o.QueryTimeout))
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
 	}
-	if o.MaxSamples <= 0 {
-		errs = append(errs, fmt.Errorf("max_samples must be positive, got %d", o.MaxSamples))
-	}
-	if o.MaxConcurrentQueries <= 0 {
-		errs = append(errs, fmt.Errorf("max_concurrent_queries must be positive, got %d", o.MaxConcurrentQueries))
-	}
-	if o.LookbackDelta <= 0 {
-		errs = append(errs, fmt.Errorf("lookback_delta must be positive, got %s", o.LookbackDelta))
-	}
-	if o.MaxQueryLength < 0 {
-		errs = append(errs, fmt.Errorf("max_query_length must not be negative, got %d", o.MaxQueryLength))
-	}
-	if o.MaxQueryDepth < 0 {
-		errs = append(errs, fmt.Errorf("max_query_depth must not be negative, got %d", o.MaxQueryDepth))
-	}
-	if o.MaxSubquerySteps < 0 {
-		errs = append(errs, fmt.Errorf("max_subquery_steps must not be negative, got %d", o.MaxSubquerySteps))
-	}
-	if o.MaxMemory < 0 {
-		errs = append(errs, fmt.Errorf("max_memory must not be negative, got %d", o.MaxMemory))
-	}
-	if o.ResultsCacheSize < 0 {
-		errs = append(errs, fmt.Errorf("results_cache_size must not be negative, got %d", o.ResultsCacheSize))
-	}
-	if o.RangeShards < 0 {
-		errs = append(errs, fmt.Errorf("range_shards must not be negative, got %d", o.RangeShards))
-	}
-	if o.ResultsCacheFreshness < 0 {
-		errs = append(errs, fmt.Errorf("results_cache_freshness must not be negative, got %s", o.ResultsCacheFreshness))
-	}
+	check(o.QueryTimeout > 0, "query_timeout must be positive, got %s", o.QueryTimeout)
+	check(o.MaxSamples > 0, "max_samples must be positive, got %d", o.MaxSamples)
+	check(o.MaxConcurrentQueries > 0, "max_concurrent_queries must be positive, got %d", o.MaxConcurrentQueries)
+	check(o.LookbackDelta > 0, "lookback_delta must be positive, got %s", o.LookbackDelta)
+	check(o.MaxQueryLength >= 0, "max_query_length must not be negative, got %d", o.MaxQueryLength)
+	check(o.MaxQueryDepth >= 0, "max_query_depth must not be negative, got %d", o.MaxQueryDepth)
+	check(o.MaxSubquerySteps >= 0, "max_subquery_steps must not be negative, got %d", o.MaxSubquerySteps)
+	check(o.MaxMemory >= 0, "max_memory must not be negative, got %d", o.MaxMemory)
+	check(o.ResultsCacheSize >= 0, "results_cache_size must not be negative, got %d", o.ResultsCacheSize)
+	check(o.RangeShards >= 0, "range_shards must not be negative, got %d", o.RangeShards)
+	check(o.ResultsCacheFreshness >= 0, "results_cache_freshness must not be negative, got %s", o.ResultsCacheFreshness)
 	if _, err := compileCORS(o.CORSOrigin); err != nil {
 		errs = append(errs, fmt.Errorf("cors_origin: %w", err))
 	}
-	if o.RemoteReadSampleLimit < 0 {
-		errs = append(errs, fmt.Errorf("remote_read_sample_limit must not be negative, got %d", o.RemoteReadSampleLimit))
-	}
-	if o.RemoteReadConcurrencyLimit <= 0 {
-		errs = append(errs, fmt.Errorf("remote_read_concurrency_limit must be positive, got %d", o.RemoteReadConcurrencyLimit))
-	}
-	if o.RemoteReadMaxBytesInFrame <= 0 {
-		errs = append(errs, fmt.Errorf("remote_read_max_bytes_in_frame must be positive, got %d", o.RemoteReadMaxBytesInFrame))
-	}
+	check(o.RemoteReadSampleLimit >= 0, "remote_read_sample_limit must not be negative, got %d", o.RemoteReadSampleLimit)
+	check(o.RemoteReadConcurrencyLimit > 0, "remote_read_concurrency_limit must be positive, got %d", o.RemoteReadConcurrencyLimit)
+	check(o.RemoteReadMaxBytesInFrame > 0, "remote_read_max_bytes_in_frame must be positive, got %d", o.RemoteReadMaxBytesInFrame)
 	return errors.Join(errs...)
 }
 

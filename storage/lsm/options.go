@@ -175,7 +175,7 @@ func DefaultOptions() Options {
 	}
 }
 
-// Validate reports the first setting that cannot work.
+// Validate reports every setting that cannot work.
 func (o *Options) Validate() error {
 	var errs []error
 	check := func(ok bool, format string, args ...any) {
@@ -226,7 +226,7 @@ func DefaultReaderOptions() ReaderOptions {
 	return ReaderOptions{PollInterval: time.Second, ReplayWAL: true, RetryBackoff: 10 * time.Millisecond}
 }
 
-// Validate reports the first setting that cannot work.
+// Validate reports every setting that cannot work.
 func (o *ReaderOptions) Validate() error {
 	if o.PollInterval < 0 {
 		return fmt.Errorf("lsm reader options: PollInterval must not be negative")
