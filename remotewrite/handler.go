@@ -308,6 +308,10 @@ func (h *Handler) serve(r *http.Request) (version int, res result) {
 	}
 	res = h.ingest(r, st, version)
 	switch {
+	case r.Context().Err() != nil:
+		// The client went away (or the server is shutting down): nothing
+		// of the request was acknowledged, and the sender retries it.
+		h.logger.Debug("remote write: request canceled", "version", versionLabel(version), "code", res.code, "err", res.msg)
 	case res.code >= 500:
 		if ok, n := h.failLog.allow(time.Now()); ok {
 			h.logger.Error("remote write: request failed", "version", versionLabel(version), "code", res.code, "err", res.msg,

@@ -2,6 +2,8 @@ package remotewrite
 
 import (
 	"cmp"
+	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -140,6 +142,10 @@ func failure(err error) (code int, reason string) {
 		return http.StatusTooManyRequests, "overloaded"
 	case IsUnavailable(err):
 		return http.StatusServiceUnavailable, "unavailable"
+	case errors.Is(err, context.Canceled):
+		// The request's context ended: its client went away, or the
+		// server is shutting down. Whoever still listens may retry.
+		return http.StatusServiceUnavailable, "canceled"
 	}
 	return http.StatusInternalServerError, "storage_error"
 }

@@ -1,10 +1,16 @@
 package remotewrite
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -27,6 +33,7 @@ func TestTxnFail(t *testing.T) {
 		{err: fmt.Errorf("head full: %w", ErrOverloaded), code: http.StatusTooManyRequests, reason: "overloaded", retryAfter: true},
 		{err: overloadErr{}, code: http.StatusTooManyRequests, reason: "overloaded", retryAfter: true},
 		{err: fmt.Errorf("wal: %w", unavailableErr{}), code: http.StatusServiceUnavailable, reason: "unavailable", retryAfter: true},
+		{err: fmt.Errorf("wal: %w", context.Canceled), code: http.StatusServiceUnavailable, reason: "canceled", retryAfter: true},
 		{err: errors.New("disk on fire"), code: http.StatusInternalServerError, reason: "storage_error"},
 	} {
 		t.Run(tc.err.Error(), func(t *testing.T) {
@@ -163,4 +170,55 @@ func sumCounters(t *testing.T, reg prometheus.Gatherer, name string) float64 {
 		}
 	}
 	return sum
+}
+
+// TestCanceledRequestNotLoggedAsError: a request whose client went away
+// before its commit was durable is answered 503 (whoever still listens
+// retries), counted as canceled, and logged at debug level, not as an error;
+// a storage failure of a live request is still an error.
+func TestCanceledRequestNotLoggedAsError(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		cancel    bool
+		commitErr error
+		code      int
+		reason    string
+		errorLine bool
+	}{
+		{"client gone", true, fmt.Errorf("wal: %w", context.Canceled), http.StatusServiceUnavailable, "canceled", false},
+		{"storage error", false, errors.New("disk on fire"), http.StatusInternalServerError, "storage_error", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := newRecorder()
+			rec.commitErr = tc.commitErr
+			var logs bytes.Buffer
+			h, err := NewHandler(rec, DefaultOptions(), Components{
+				Logger:     slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+				Registerer: prometheus.NewRegistry(),
+				Now:        func() time.Time { return time.UnixMilli(testNow) },
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := httptest.NewRequest(http.MethodPost, "/api/v1/write", bytes.NewReader(encodeV1(t, toV1(nodePayload(3, 1, testNow)))))
+			req.Header.Set("Content-Type", "application/x-protobuf")
+			req.Header.Set("Content-Encoding", "snappy")
+			if tc.cancel {
+				ctx, cancel := context.WithCancel(req.Context())
+				cancel()
+				req = req.WithContext(ctx)
+			}
+			resp := httptest.NewRecorder()
+			h.ServeHTTP(resp, req)
+			if resp.Code != tc.code {
+				t.Fatalf("code %d, want %d: %s", resp.Code, tc.code, resp.Body)
+			}
+			if got := testutil.ToFloat64(h.m.rejected[kindSamples].WithLabelValues(tc.reason)); got != 3 {
+				t.Fatalf("rejected{reason=%q} = %v, want 3", tc.reason, got)
+			}
+			if hasError := strings.Contains(logs.String(), "level=ERROR"); hasError != tc.errorLine {
+				t.Fatalf("an ERROR line logged: %v, want %v; logs:\n%s", hasError, tc.errorLine, logs.String())
+			}
+		})
+	}
 }
