@@ -350,7 +350,7 @@ func TestRangeReads(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for range 200 {
 		refs := randomRefs(rng, 20000)
-		reads := rangeReads(7, subSamples, refs, uint32(rng.IntN(600)), uint32(rng.IntN(300)+1), func() func(int, []byte) error { return nil })
+		reads := rangeReads(7, subSamples, refs, uint32(rng.IntN(600)), uint32(rng.IntN(300)+1), false, func() func(int, []byte) error { return nil })
 		next := 0
 		for _, rd := range reads {
 			if rd.lo != next || rd.hi <= rd.lo {

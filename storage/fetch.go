@@ -1,7 +1,6 @@
 package storage
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/binary"
@@ -123,17 +122,19 @@ func rangeKeys(part int64, sub byte, r refRange) lsm.KeyRange {
 // handed to deliver with its index in refs. deliver runs on a worker
 // goroutine; value is valid only during the call.
 type rangeRead struct {
-	part    int64
-	sub     byte
-	r       refRange
-	refs    []uint32 // the partition's selected refs, ascending
-	lo, hi  int      // the ones in r
+	part   int64
+	sub    byte
+	r      refRange
+	refs   []uint32 // the partition's selected refs, ascending
+	lo, hi int      // the ones in r
+	// deliver takes the value of refs[i]; with keeps it may keep it.
 	deliver func(i int, value []byte) error
+	keeps   bool
 }
 
 // rangeReads returns the reads of the ranges planned for refs (sorted,
 // distinct) of a partition. newDeliver gives each read its deliver.
-func rangeReads(part int64, sub byte, refs []uint32, freeGap, chunk uint32, newDeliver func() func(i int, value []byte) error) []rangeRead {
+func rangeReads(part int64, sub byte, refs []uint32, freeGap, chunk uint32, keeps bool, newDeliver func() func(i int, value []byte) error) []rangeRead {
 	var out []rangeRead
 	for _, r := range planRanges(refs, freeGap, chunk) {
 		lo, _ := slices.BinarySearch(refs, r.lo)
@@ -141,7 +142,7 @@ func rangeReads(part int64, sub byte, refs []uint32, freeGap, chunk uint32, newD
 		if lo == hi {
 			continue // a piece of a long range between selected refs
 		}
-		out = append(out, rangeRead{part: part, sub: sub, r: r, refs: refs, lo: lo, hi: hi, deliver: newDeliver()})
+		out = append(out, rangeRead{part: part, sub: sub, r: r, refs: refs, lo: lo, hi: hi, deliver: newDeliver(), keeps: keeps})
 	}
 	return out
 }
@@ -225,7 +226,11 @@ func (db *DB) readRange(ctx context.Context, rd *rangeRead) error {
 		return false
 	}
 	kr := rangeKeys(rd.part, rd.sub, rd.r)
-	err := db.scanWith(ctx, kr.Lower, kr.Upper, want, true, func(_, v []byte) error {
+	mode := scanReadAhead
+	if rd.keeps {
+		mode |= scanKeep
+	}
+	err := db.scanWith(ctx, kr.Lower, kr.Upper, want, mode, func(_, v []byte) error {
 		if badKey != nil {
 			return badKey
 		}
@@ -241,7 +246,7 @@ func (db *DB) readRange(ctx context.Context, rd *rangeRead) error {
 // a partition read from the LSM: each found is put in lsets[i] and noted in
 // found[i].
 func labelReads(part int64, refs []uint32, lsets []labels.Labels, found []bool) []rangeRead {
-	return rangeReads(part, subForward, refs, forwardFreeGap, forwardChunk, func() func(int, []byte) error {
+	return rangeReads(part, subForward, refs, forwardFreeGap, forwardChunk, false, func() func(int, []byte) error {
 		builder := labels.NewScratchBuilder(16)
 		return func(i int, v []byte) error {
 			lset, err := index.DecodeLabels(v, &builder)
@@ -272,7 +277,7 @@ func sampleReads(segs []*qSegment) []rangeRead {
 		for i, s := range ps {
 			refs[i] = s.ref
 		}
-		reads = append(reads, rangeReads(part, subSamples, refs, samplesFreeGap, samplesChunk, func() func(int, []byte) error {
+		reads = append(reads, rangeReads(part, subSamples, refs, samplesFreeGap, samplesChunk, true, func() func(int, []byte) error {
 			return func(i int, v []byte) error {
 				if len(v) == 0 {
 					return nil
@@ -282,7 +287,9 @@ func sampleReads(segs []*qSegment) []rangeRead {
 				// each segment. The LSM's blocks are older than the
 				// head's and come first, oldest first.
 				all := make([]gorilla.Source, 0, sampleBlockCount(v)+len(s.srcs))
-				err := sampleBlocks(bytes.Clone(v), func(blk []byte) error {
+				// v is the segment's to keep: the point read (Get)
+				// returns the caller's value, the scan takes it.
+				err := sampleBlocks(v, func(blk []byte) error {
 					all = append(all, gorilla.Source{Block: blk})
 					return nil
 				})

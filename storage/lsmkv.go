@@ -58,22 +58,37 @@ func (db *DB) scan(ctx context.Context, lower, upper []byte, fn func(k, v []byte
 // others without reading their values. want sees each key once, in order,
 // right before fn sees it if it is wanted and live.
 func (db *DB) scanFiltered(ctx context.Context, lower, upper []byte, want func([]byte) bool, fn func(k, v []byte) error) error {
-	return db.scanWith(ctx, lower, upper, want, false, fn)
+	return db.scanWith(ctx, lower, upper, want, 0, fn)
 }
 
-// scanWith is scanFiltered; with readAhead the iterator reads the range as
-// a whole (lsm.Iterator.SetReadAhead), for a range read once.
-func (db *DB) scanWith(ctx context.Context, lower, upper []byte, want func([]byte) bool, readAhead bool, fn func(k, v []byte) error) error {
+// scanMode says how scanWith reads.
+type scanMode uint8
+
+const (
+	// scanReadAhead reads the range as a whole (lsm.Iterator.SetReadAhead),
+	// for a range read once.
+	scanReadAhead scanMode = 1 << iota
+	// scanKeep gives fn values it may keep (lsm.Iterator.TakeValue), for fn
+	// that would otherwise copy each.
+	scanKeep
+)
+
+// scanWith is scanFiltered, reading as mode says.
+func (db *DB) scanWith(ctx context.Context, lower, upper []byte, want func([]byte) bool, mode scanMode, fn func(k, v []byte) error) error {
 	it, err := db.lsm.NewIterator(ctx, lower, upper)
 	if err != nil {
 		return err
 	}
 	it.SetFilter(want)
-	if readAhead {
+	if mode&scanReadAhead != 0 {
 		it.SetReadAhead()
 	}
 	for ok := it.First(); ok; ok = it.Next() {
-		if err := fn(it.Key(), it.Value()); err != nil {
+		v := it.Value()
+		if mode&scanKeep != 0 {
+			v = it.TakeValue()
+		}
+		if err := fn(it.Key(), v); err != nil {
 			_ = it.Close()
 			return err
 		}

@@ -69,7 +69,7 @@ func (db *DB) partitions(ctx context.Context, mint, maxt int64) ([]partView, err
 	}
 	var readerParts []int64
 	// Read ahead: the registry has entries in every table a flush wrote.
-	err := db.scanWith(ctx, lo, hi, nil, true, func(k, v []byte) error {
+	err := db.scanWith(ctx, lo, hi, nil, scanReadAhead, func(k, v []byte) error {
 		part := getPart(k[1:])
 		if seen[part] || part+db.partMs <= mint || part > maxt {
 			return nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"unsafe"
 
 	"github.com/shaledb/shale/storage/lsm/sst"
 )
@@ -623,6 +624,29 @@ func (it *Iterator) Key() []byte { return it.key }
 
 // Value returns the current value.
 func (it *Iterator) Value() []byte { return it.val }
+
+// TakeValue returns the current value for the caller to keep: later
+// positioning calls do not write over it, as they write over Value's. It
+// spares a caller that keeps values its own copy: the iterator lets go of
+// the buffer that holds the value (a merge operator's result is fresh or an
+// input's buffer) and fills a new one for the next.
+func (it *Iterator) TakeValue() []byte {
+	v := it.val
+	if cap(v) == 0 {
+		return v
+	}
+	at := uintptr(unsafe.Pointer(unsafe.SliceData(v)))
+	for i, b := range it.bufs {
+		if cap(b) == 0 {
+			continue
+		}
+		lo := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+		if at >= lo && at < lo+uintptr(cap(b)) {
+			it.bufs[i] = nil
+		}
+	}
+	return v[:len(v):len(v)]
+}
 
 // Err returns the error that stopped the iteration, if any.
 func (it *Iterator) Err() error { return it.e }

@@ -1,0 +1,78 @@
+package lsm
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/shaledb/shale/storage/objstore"
+)
+
+// TestTakeValue: values taken while iterating keep their bytes after the
+// iteration goes on, whether the value is a put's (in the iterator's
+// buffer), a merge's fresh result, or a merge operand returned as is.
+func TestTakeValue(t *testing.T) {
+	// A single operand over nothing comes back as is (aliasing the
+	// iterator's buffer); anything else is concatenated into a new slice.
+	merge := func(key, existing []byte, operands [][]byte) ([]byte, error) {
+		if existing == nil && len(operands) == 1 {
+			return operands[0], nil
+		}
+		return concatMerge(key, existing, operands)
+	}
+	ctx := context.Background()
+	db := openDB(t, objstore.NewMemoryBucket(), testOptions(), Components{Merge: merge})
+	defer db.Close()
+	want := map[string]string{}
+	b := &Batch{}
+	for i := range 300 {
+		k := fmt.Sprintf("k%04d", i)
+		switch i % 3 {
+		case 0:
+			b.Put([]byte(k), []byte("put-"+k))
+			want[k] = "put-" + k
+		case 1:
+			b.Put([]byte(k), []byte("base-"+k))
+			b.Merge([]byte(k), []byte("+op"))
+			want[k] = "base-" + k + "+op"
+		case 2:
+			b.Merge([]byte(k), []byte("alone-"+k))
+			want[k] = "alone-" + k
+		}
+		if i == 150 { // half from a table, half from the memtable
+			if err := db.Write(ctx, b, WriteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			b = &Batch{}
+		}
+	}
+	if err := db.Write(ctx, b, WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	it, err := db.NewIterator(ctx, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken := map[string][]byte{}
+	for ok := it.First(); ok; ok = it.Next() {
+		taken[string(it.Key())] = it.TakeValue()
+	}
+	if err := it.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := it.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(taken) != len(want) {
+		t.Fatalf("%d keys, want %d", len(taken), len(want))
+	}
+	for k, v := range want {
+		if string(taken[k]) != v {
+			t.Errorf("%s: taken value %q after iterating on, want %q", k, taken[k], v)
+		}
+	}
+}
