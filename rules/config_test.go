@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/prometheus/config"
 	"github.com/prometheus/prometheus/promql/parser"
 	"go.yaml.in/yaml/v3"
 
@@ -17,7 +16,7 @@ import (
 )
 
 func checkFile(path string) error {
-	return CheckRuleFiles(&config.Config{RuleFiles: []string{path}}, parser.NewParser(parser.Options{}), nil)
+	return CheckRuleFiles(&Config{RuleFiles: []string{path}}, parser.NewParser(parser.Options{}), nil)
 }
 
 // positionsDiffer are the files for which Prometheus 3 gives another line
@@ -89,7 +88,7 @@ func TestCheckRuleFilesPrometheus3(t *testing.T) {
 	}
 }
 
-func parseSections(t *testing.T, text, dir string) (*config.Config, error) {
+func parseSections(t *testing.T, text, dir string) (*Config, error) {
 	t.Helper()
 	var fc FileConfig
 	dec := yaml.NewDecoder(strings.NewReader(text))
@@ -101,7 +100,7 @@ func parseSections(t *testing.T, text, dir string) (*config.Config, error) {
 }
 
 func TestFileConfigParse(t *testing.T) {
-	f := func(name, text, wantErr string, check func(t *testing.T, c *config.Config)) {
+	f := func(name, text, wantErr string, check func(t *testing.T, c *Config)) {
 		t.Helper()
 		t.Run(name, func(t *testing.T) {
 			c, err := parseSections(t, text, "/etc/shale")
@@ -117,9 +116,9 @@ func TestFileConfigParse(t *testing.T) {
 			check(t, c)
 		})
 	}
-	f("defaults", "rule_files: []\n", "", func(t *testing.T, c *config.Config) {
-		if c.GlobalConfig.EvaluationInterval != config.DefaultGlobalConfig.EvaluationInterval || len(c.AlertingConfig.AlertmanagerConfigs) != 0 {
-			t.Errorf("defaults: %+v", c.GlobalConfig)
+	f("defaults", "rule_files: []\n", "", func(t *testing.T, c *Config) {
+		if time.Duration(c.Global.EvaluationInterval) != time.Minute || len(c.Alerting.Alertmanagers) != 0 {
+			t.Errorf("defaults: %+v", c.Global)
 		}
 	})
 	f("full", `global:
@@ -138,28 +137,28 @@ alerting:
     api_version: v2
     basic_auth: {username: u, password_file: secret}
     tls_config: {insecure_skip_verify: true}
-`, "", func(t *testing.T, c *config.Config) {
+`, "", func(t *testing.T, c *Config) {
 		if got := c.RuleFiles; len(got) != 2 || got[0] != "/etc/shale/rules/*.yml" || got[1] != "/abs/x.yml" {
 			t.Errorf("rule files %v: want paths relative to the config file's folder", got)
 		}
-		if c.GlobalConfig.ExternalLabels.Get("cluster") != "eu1" || time.Duration(c.GlobalConfig.RuleQueryOffset) != 10*time.Second {
-			t.Errorf("global %+v", c.GlobalConfig)
+		if c.Global.ExternalLabels.Get("cluster") != "eu1" || time.Duration(c.Global.RuleQueryOffset) != 10*time.Second ||
+			time.Duration(c.Global.EvaluationInterval) != 15*time.Second {
+			t.Errorf("global %+v", c.Global)
 		}
-		am := c.AlertingConfig.AlertmanagerConfigs[0]
+		am := c.Alerting.Alertmanagers[0]
 		if time.Duration(am.Timeout) != 3*time.Second || am.PathPrefix != "/am" || am.Scheme != "https" ||
-			am.HTTPClientConfig.BasicAuth.PasswordFile != "/etc/shale/secret" || len(c.AlertingConfig.AlertRelabelConfigs) != 1 {
+			am.HTTPClientConfig.BasicAuth.PasswordFile != "/etc/shale/secret" || len(c.Alerting.AlertRelabelConfigs) != 1 {
 			t.Errorf("alertmanager config %+v", am)
 		}
-		tgs := staticTargets(c)["config-0"]
-		if len(tgs) != 1 || len(tgs[0].Targets) != 2 {
-			t.Errorf("static targets %v", tgs)
+		if sc := am.StaticConfigs; len(sc) != 1 || len(sc[0].Targets) != 2 {
+			t.Errorf("static targets %v", sc)
 		}
 	})
 	f("unknown global key", "global: {evaluation_intervall: 1s}\n", "field evaluation_intervall not found", nil)
 	f("service discovery", "alerting: {alertmanagers: [{kubernetes_sd_configs: [{role: pod}]}]}\n", "kubernetes_sd_configs not found", nil)
 	f("api v1", "alerting: {alertmanagers: [{api_version: v1, static_configs: [{targets: [a:1]}]}]}\n", "v1", nil)
 	f("glob in a folder", "rule_files: ['a/*/*.yml']\n", "invalid rule file path", nil)
-	f("bad pattern", "rule_files: ['[']\n", "", func(t *testing.T, c *config.Config) {
+	f("bad pattern", "rule_files: ['[']\n", "", func(t *testing.T, c *Config) {
 		if err := CheckRuleFiles(c, parser.NewParser(parser.Options{}), nil); err == nil || !strings.Contains(err.Error(), "syntax error in pattern") {
 			t.Errorf("CheckRuleFiles: %v", err)
 		}
