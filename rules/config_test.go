@@ -2,6 +2,7 @@ package rules
 
 import (
 	"errors"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -9,7 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/config"
+	"github.com/prometheus/prometheus/discovery"
 	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/shaledb/shale/internal/e2e"
@@ -155,6 +160,43 @@ alerting:
 		}
 	})
 	f("unknown global key", "global: {evaluation_intervall: 1s}\n", "field evaluation_intervall not found", nil)
+	f("scrape keys accepted", "global: {scrape_interval: 15s, scrape_timeout: 5s, query_log_file: q.log, body_size_limit: 10MB, sample_limit: 5}\n", "",
+		func(t *testing.T, c *Config) {
+			if time.Duration(c.Global.EvaluationInterval) != time.Minute {
+				t.Errorf("evaluation interval %v", c.Global.EvaluationInterval)
+			}
+		})
+	f("scrape timeout", "global: {scrape_interval: 5s, scrape_timeout: 10s}\n", "global scrape timeout greater than scrape interval", nil)
+	f("bad external label", "global: {external_labels: {'': x}}\n", `"" is not a valid label name`, nil)
+	f("unknown alerting key", "alerting: {alertmanager: []}\n", "field alertmanager not found", nil)
+	f("unknown alertmanager key", "alerting: {alertmanagers: [{static_configs: [{targets: [a:1]}], timout: 1s}]}\n", "field timout not found", nil)
+	f("unknown static key", "alerting: {alertmanagers: [{static_configs: [{targets: [a:1], label: {a: b}}]}]}\n", "field label not found", nil)
+	f("file sd", "alerting: {alertmanagers: [{file_sd_configs: [{files: [x.json]}], dns_sd_configs: [{names: [x]}]}]}\n",
+		"dns_sd_configs, file_sd_configs not found among the supported keys: Alertmanagers are given by static_configs only", nil)
+	f("sigv4", "alerting: {alertmanagers: [{sigv4: {region: x}}]}\n", "field sigv4 not found", nil)
+	f("url target", "alerting: {alertmanagers: [{static_configs: [{targets: ['http://a:1']}]}]}\n", `"http://a:1" is not a valid hostname`, nil)
+	f("url target relabelled", "alerting: {alertmanagers: [{static_configs: [{targets: ['http://a:1']}], relabel_configs: [{source_labels: [__address__], regex: 'http://(.*)', target_label: __address__}]}]}\n", "",
+		func(t *testing.T, c *Config) {})
+	f("null relabel", "alerting: {alert_relabel_configs: [null]}\n", "empty or null alert relabeling rule", nil)
+	f("null target relabel", "alerting: {alertmanagers: [{relabel_configs: [null]}]}\n", "empty or null Alertmanager target relabeling rule", nil)
+	f("bad relabel", "alerting: {alert_relabel_configs: [{action: replace}]}\n", "requires 'target_label' value", nil)
+	f("null alertmanager", "alerting: {alertmanagers: [null]}\n", "empty or null Alertmanager config", nil)
+	f("two auths", "alerting: {alertmanagers: [{basic_auth: {username: a}, authorization: {credentials: b}}]}\n", "at most one of basic_auth", nil)
+	f("bad timeout", "alerting: {alertmanagers: [{timeout: 1x}]}\n", `unknown unit "x"`, nil)
+	f("alertmanager defaults", "alerting: {alertmanagers: [{static_configs: [{targets: [a:1]}]}]}\n", "", func(t *testing.T, c *Config) {
+		am := c.Alerting.Alertmanagers[0]
+		if am.Scheme != "http" || time.Duration(am.Timeout) != 10*time.Second || am.APIVersion != "v2" || !am.HTTPClientConfig.FollowRedirects || !am.HTTPClientConfig.EnableHTTP2 {
+			t.Errorf("defaults: %+v", am)
+		}
+	})
+	f("relative TLS files", "alerting: {alertmanagers: [{tls_config: {ca_file: ca.pem, cert_file: /abs/c.pem, key_file: k.pem}, authorization: {credentials_file: tok}}]}\n", "",
+		func(t *testing.T, c *Config) {
+			h := c.Alerting.Alertmanagers[0].HTTPClientConfig
+			if h.TLSConfig.CAFile != "/etc/shale/ca.pem" || h.TLSConfig.CertFile != "/abs/c.pem" || h.TLSConfig.KeyFile != "/etc/shale/k.pem" ||
+				h.Authorization.CredentialsFile != "/etc/shale/tok" {
+				t.Errorf("paths %+v %+v", h.TLSConfig, h.Authorization)
+			}
+		})
 	f("service discovery", "alerting: {alertmanagers: [{kubernetes_sd_configs: [{role: pod}]}]}\n", "kubernetes_sd_configs not found", nil)
 	f("api v1", "alerting: {alertmanagers: [{api_version: v1, static_configs: [{targets: [a:1]}]}]}\n", "v1", nil)
 	f("glob in a folder", "rule_files: ['a/*/*.yml']\n", "invalid rule file path", nil)
@@ -163,4 +205,108 @@ alerting:
 			t.Errorf("CheckRuleFiles: %v", err)
 		}
 	})
+}
+
+// TestFileConfigAsPrometheus parses configs with Prometheus' own config
+// package and with Parse: both accept or both refuse each, and what they
+// accept means the same.
+func TestFileConfigAsPrometheus(t *testing.T) {
+	for _, text := range []string{
+		"{}\n",
+		"rule_files: [a.yml, 'r/*.yml', /abs/b.yml]\n",
+		"global: {evaluation_interval: 15s, rule_query_offset: 30s, external_labels: {cluster: eu1, replica: '1'}, scrape_interval: 10s}\n",
+		"global: {scrape_interval: 5s, scrape_timeout: 10s}\n",
+		"global: {}\nalerting: {}\n",
+		`alerting:
+  alert_relabel_configs:
+  - {source_labels: [severity], regex: debug, action: drop}
+  - {source_labels: [a, b], separator: '-', target_label: c, replacement: 'x$1'}
+  alertmanagers:
+  - static_configs: [{targets: ['am1:9093', 'am2:9093'], labels: {dc: x}}, {targets: ['am3:9093']}]
+    timeout: 3s
+    path_prefix: /am
+    scheme: https
+    basic_auth: {username: u, password_file: secret}
+    tls_config: {insecure_skip_verify: true, ca_file: ca.pem, server_name: am}
+    proxy_url: http://proxy:3128
+    follow_redirects: false
+    enable_http2: false
+    relabel_configs:
+    - {source_labels: [__address__], regex: 'am3:.*', action: drop}
+    alert_relabel_configs:
+    - {target_label: via, replacement: am}
+  - static_configs: [{targets: ['am4:9093']}]
+    authorization: {type: Bearer, credentials_file: token}
+    oauth2: null
+  - api_version: v2
+    static_configs: [{targets: ['am5:9093']}]
+    oauth2: {client_id: c, client_secret: s, token_url: 'http://t/token', scopes: [a]}
+`,
+		"alerting: {alertmanagers: [{api_version: v1, static_configs: [{targets: [a:1]}]}]}\n",
+		"alerting: {alertmanagers: [{static_configs: [{targets: ['http://a:1']}]}]}\n",
+		"alerting: {alertmanagers: [{basic_auth: {username: a}, authorization: {credentials: b}}]}\n",
+		"alerting: {alert_relabel_configs: [{action: replace}]}\n",
+		"alerting: {alert_relabel_configs: [null]}\n",
+		"alerting: {alertmanagers: [{timeout: 1x}]}\n",
+		"global: {evaluation_interval: 1x}\n",
+		"global: {external_labels: {'': x}}\n",
+		"global: {nonsense: 1}\n",
+		"rule_files: ['a/*/b.yml']\n",
+		"alerting: {alertmanagers: [{tls_config: {ca: x, ca_file: y}}]}\n",
+	} {
+		t.Run(text, func(t *testing.T) {
+			theirs, terr := config.Load(text, nil)
+			_, oerr := parseSections(t, text, "")
+			if (terr == nil) != (oerr == nil) {
+				t.Fatalf("Prometheus: %v; Shale: %v", terr, oerr)
+			}
+			if terr != nil {
+				// Prometheus' message, without the YAML line and Go type.
+				lines := strings.Split(terr.Error(), "\n")
+				want := regexp.MustCompile(`^\s*line \d+: | in type .*$`).ReplaceAllString(lines[len(lines)-1], "")
+				if !strings.Contains(oerr.Error(), want) {
+					t.Errorf("Shale's refusal %q lacks Prometheus' %q", oerr, want)
+				}
+				return
+			}
+			theirs.SetDirectory("/etc/shale")
+			ours, err := parseSections(t, text, "/etc/shale")
+			require.NoError(t, err)
+			require.Equal(t, theirs.GlobalConfig.EvaluationInterval, ours.Global.EvaluationInterval)
+			require.Equal(t, theirs.GlobalConfig.RuleQueryOffset, ours.Global.RuleQueryOffset)
+			require.Equal(t, theirs.GlobalConfig.ExternalLabels.String(), ours.Global.ExternalLabels.String())
+			require.Equal(t, fmt.Sprint(theirs.RuleFiles), fmt.Sprint(ours.RuleFiles))
+			yml := func(v any) string {
+				b, err := yaml.Marshal(v)
+				require.NoError(t, err)
+				return string(b)
+			}
+			require.Equal(t, yml(theirs.AlertingConfig.AlertRelabelConfigs), yml(ours.Alerting.AlertRelabelConfigs))
+			require.Len(t, ours.Alerting.Alertmanagers, len(theirs.AlertingConfig.AlertmanagerConfigs))
+			for i, tam := range theirs.AlertingConfig.AlertmanagerConfigs {
+				oam := ours.Alerting.Alertmanagers[i]
+				require.Equal(t, tam.Scheme, oam.Scheme)
+				require.Equal(t, tam.PathPrefix, oam.PathPrefix)
+				require.Equal(t, tam.Timeout, oam.Timeout)
+				require.Equal(t, string(tam.APIVersion), oam.APIVersion)
+				require.Equal(t, tam.HTTPClientConfig, oam.HTTPClientConfig)
+				require.Equal(t, yml(tam.RelabelConfigs), yml(oam.RelabelConfigs))
+				require.Equal(t, yml(tam.AlertRelabelConfigs), yml(oam.AlertRelabelConfigs))
+				var want, got []string
+				for _, sd := range tam.ServiceDiscoveryConfigs {
+					for _, tg := range sd.(discovery.StaticConfig) {
+						for _, tgt := range tg.Targets {
+							want = append(want, fmt.Sprint(tgt, tg.Labels))
+						}
+					}
+				}
+				for _, sc := range oam.StaticConfigs {
+					for _, tgt := range sc.Targets {
+						got = append(got, fmt.Sprint(model.LabelSet{model.AddressLabel: model.LabelValue(tgt)}, sc.Labels))
+					}
+				}
+				require.Equal(t, want, got)
+			}
+		})
+	}
 }
