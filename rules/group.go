@@ -52,22 +52,21 @@ type Group struct {
 
 // groupEnv is what a group's evaluation uses of its manager.
 type groupEnv struct {
-	appendable             storage.AppendableV2
-	queryable              storage.Queryable
-	query                  QueryFunc
-	notify                 func(expr string, alerts []*Alert)
-	externalURL            *url.URL
-	defaultOffset          func() time.Duration
-	outageTolerance        time.Duration
-	forGracePeriod         time.Duration
-	resendDelay            time.Duration
-	sema                   chan struct{} // nil: rules one after another
-	metrics                *metrics
-	logger                 *slog.Logger
-	now                    func() time.Time
-	managerDone            <-chan struct{}
-	staleWG                *sync.WaitGroup
-	staleAfterRemovalDelay func(interval time.Duration) time.Duration
+	appendable      storage.AppendableV2
+	queryable       storage.Queryable
+	query           QueryFunc
+	notify          func(expr string, alerts []*Alert)
+	externalURL     *url.URL
+	defaultOffset   func() time.Duration
+	outageTolerance time.Duration
+	forGracePeriod  time.Duration
+	resendDelay     time.Duration
+	sema            chan struct{} // nil: rules one after another
+	metrics         *metrics
+	logger          *slog.Logger
+	now             func() time.Time
+	managerDone     <-chan struct{}
+	staleWG         *sync.WaitGroup
 }
 
 func newGroup(name, file string, interval time.Duration, limit int, queryOffset *time.Duration, rules []Rule, env *groupEnv, shouldRestore bool) *Group {
@@ -244,7 +243,7 @@ func (g *Group) run(ctx context.Context) {
 		env.staleWG.Add(1)
 		go func() {
 			defer env.staleWG.Done()
-			t := time.NewTimer(env.staleAfterRemovalDelay(g.interval))
+			t := time.NewTimer(2 * g.interval)
 			defer t.Stop()
 			select {
 			case <-env.managerDone:

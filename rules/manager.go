@@ -208,9 +208,6 @@ func New(opts Options, comps Components) (*Manager, error) {
 		now:             time.Now,
 		managerDone:     m.done,
 		staleWG:         &m.staleWG,
-		staleAfterRemovalDelay: func(interval time.Duration) time.Duration {
-			return 2 * interval
-		},
 	}
 	return m, nil
 }

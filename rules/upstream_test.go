@@ -153,17 +153,16 @@ func testEnv(t *testing.T, st storage.Storage, query QueryFunc) *groupEnv {
 	t.Cleanup(func() { close(done) })
 	return &groupEnv{
 		appendable: st, queryable: st, query: query,
-		notify:                 func(string, []*Alert) {},
-		externalURL:            &url.URL{Scheme: "http", Host: "localhost:9090"},
-		outageTolerance:        time.Hour,
-		forGracePeriod:         10 * time.Minute,
-		resendDelay:            time.Minute,
-		metrics:                met,
-		logger:                 slog.New(slog.DiscardHandler),
-		now:                    time.Now,
-		managerDone:            done,
-		staleWG:                &sync.WaitGroup{},
-		staleAfterRemovalDelay: func(iv time.Duration) time.Duration { return 2 * iv },
+		notify:          func(string, []*Alert) {},
+		externalURL:     &url.URL{Scheme: "http", Host: "localhost:9090"},
+		outageTolerance: time.Hour,
+		forGracePeriod:  10 * time.Minute,
+		resendDelay:     time.Minute,
+		metrics:         met,
+		logger:          slog.New(slog.DiscardHandler),
+		now:             time.Now,
+		managerDone:     done,
+		staleWG:         &sync.WaitGroup{},
 	}
 }
 
