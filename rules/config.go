@@ -285,24 +285,48 @@ func (f *FileConfig) Parse(dir string, _ *slog.Logger) (*Config, error) {
 		}
 	}
 	for i, am := range cfg.Alerting.Alertmanagers {
-		raw, err := yaml.Marshal(f.Alerting.Content[alertmanagersIndex(&f.Alerting)].Content[i])
-		if err != nil {
-			return nil, fmt.Errorf("alerting: alertmanagers[%d]: %w", i, err)
+		if n := alertmanagerNode(&f.Alerting, i); n != nil {
+			raw, err := yaml.Marshal(n)
+			if err != nil {
+				return nil, fmt.Errorf("alerting: alertmanagers[%d]: %w", i, err)
+			}
+			am.key = dir + "\x00" + string(raw)
 		}
-		am.key = dir + "\x00" + string(raw)
 	}
 	return cfg, nil
 }
 
-// alertmanagersIndex returns the index in the alerting mapping of the
-// alertmanagers list's node (decoding has checked that there is one).
-func alertmanagersIndex(n *yaml.Node) int {
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == "alertmanagers" {
-			return i + 1
+// alertmanagerNode returns the node of alerting.alertmanagers[i] when it
+// is written out in full; nil when YAML aliases or merges are involved,
+// whose text does not show the settings (such an entry gets new queues at
+// every reload).
+func alertmanagerNode(alerting *yaml.Node, i int) *yaml.Node {
+	if alerting.Kind != yaml.MappingNode {
+		return nil
+	}
+	for j := 0; j+1 < len(alerting.Content); j += 2 {
+		if alerting.Content[j].Value != "alertmanagers" {
+			continue
+		}
+		list := alerting.Content[j+1]
+		if list.Kind != yaml.SequenceNode || i >= len(list.Content) || hasAlias(list.Content[i]) {
+			return nil
+		}
+		return list.Content[i]
+	}
+	return nil
+}
+
+func hasAlias(n *yaml.Node) bool {
+	if n.Kind == yaml.AliasNode || n.Tag == "!!merge" {
+		return true
+	}
+	for _, c := range n.Content {
+		if hasAlias(c) {
+			return true
 		}
 	}
-	return -1
+	return false
 }
 
 // decodeStrict decodes n into out, refusing keys out does not have. An

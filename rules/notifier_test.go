@@ -352,3 +352,19 @@ func TestToNotifierAlerts(t *testing.T) {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// TestNotifierReloadAliases: an entry written with YAML aliases or merges
+// gets new queues at every reload, as its text does not show its settings.
+func TestNotifierReloadAliases(t *testing.T) {
+	am := newFakeAlertmanager(t)
+	n, _ := newTestNotifier(t, 100, true)
+	text := "alerting:\n  alertmanagers:\n  - &a {timeout: 1s, static_configs: [{targets: [" + am.host() + "]}]}\n  - <<: *a\n    path_prefix: /p\n"
+	require.NoError(t, n.applyConfig(parseConfig(t, text)))
+	require.Len(t, n.sets, 2)
+	require.Equal(t, time.Second, time.Duration(n.sets[1].cfg.Timeout))
+	require.Equal(t, "/p", n.sets[1].cfg.PathPrefix)
+	full, merged := n.sets[0].loops[0], n.sets[1].loops[0]
+	require.NoError(t, n.applyConfig(parseConfig(t, text)))
+	require.Same(t, full, n.sets[0].loops[0])
+	require.NotSame(t, merged, n.sets[1].loops[0])
+}
