@@ -224,7 +224,7 @@ const (
 
 // load builds the groups of the rule file on both sides, as a (re)started
 // server does: they restore the 'for' state after their second evaluation.
-func (s *sides) load(t *testing.T, ruleFiles ...string) {
+func (s *sides) load(t *testing.T, offset time.Duration, ruleFiles ...string) {
 	t.Helper()
 	ext := labels.FromStrings("cluster", "diff")
 	extURL := &url.URL{Scheme: "http", Host: "shale:9090"}
@@ -242,6 +242,7 @@ func (s *sides) load(t *testing.T, ruleFiles ...string) {
 		Context: t.Context(), Logger: slog.New(slog.DiscardHandler), Registerer: prometheus.NewRegistry(), Parser: p,
 		OutageTolerance: diffOutage, ForGracePeriod: diffGrace, ResendDelay: diffResend,
 		ConcurrentEvalsEnabled: true, MaxConcurrentEvals: 4,
+		DefaultRuleQueryOffset: func() time.Duration { return offset },
 		NotifyFunc: func(_ context.Context, expr string, alerts ...*prules.Alert) {
 			for _, a := range alerts {
 				end := a.ValidUntil
@@ -266,6 +267,7 @@ func (s *sides) load(t *testing.T, ruleFiles ...string) {
 	})
 	require.NoError(t, err)
 	t.Cleanup(m.Stop)
+	m.queryOffset.Store(int64(offset))
 	m.env.notify = func(expr string, alerts []*Alert) {
 		for _, a := range toNotifierAlerts(extURL.String(), expr, alerts) {
 			send(&s.ourSent, a.Labels, a.Annotations, a.StartsAt, a.EndsAt, a.GeneratorURL)
@@ -428,17 +430,18 @@ func TestSameAsUpstreamManager(t *testing.T) {
 	// And one that was pending early on, went away before the stop (its
 	// series ends with a stale marker) and is back after the restart.
 	text += fmt.Sprintf("  - alert: Back\n    expr: vector(time()) < %f or vector(time()) > %f\n    for: 10m\n",
-		float64(last.Add(-5*time.Minute).UnixNano())/1e9, float64(restart.Unix()))
+		float64(last.Add(-5*time.Minute).UnixNano())/1e9, float64(stop.Unix()))
 	require.NoError(t, os.WriteFile(restoreFile, []byte(text), 0o644))
 
 	s := &sides{upSt: differentialStorage(t, start, steps), ourSt: differentialStorage(t, start, steps), seen: map[string]int{}}
-	s.load(t, ruleFile, restoreFile)
+	s.load(t, 0, ruleFile, restoreFile)
 	// Evaluations begin 5 minutes into the data, so that ranges are full.
 	n := s.run(t, start.Add(5*time.Minute), stop)
 
 	// A restart 5 minutes later (within the outage tolerance): new groups
-	// restore the 'for' state from ALERTS_FOR_STATE.
-	s.load(t, ruleFile, restoreFile)
+	// restore the 'for' state from ALERTS_FOR_STATE. From then on the
+	// global rule_query_offset is 30s.
+	s.load(t, 30*time.Second, ruleFile, restoreFile)
 	s.checkRestored = func(t *testing.T, g *Group, now time.Time) {
 		if g.name != "restore" {
 			return
