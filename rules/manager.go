@@ -302,12 +302,12 @@ func (m *Manager) buildGroups(cfg *Config, files []ruleFile) (map[string]*Group,
 				maps.Copy(ls, rg.Labels)
 				maps.Copy(ls, r.Labels)
 				if r.Alert != "" {
-					rules = append(rules, NewAlertingRule(r.Alert, expr, time.Duration(r.For), time.Duration(r.KeepFiringFor),
+					rules = append(rules, newAlertingRule(r.Alert, expr, time.Duration(r.For), time.Duration(r.KeepFiringFor),
 						labels.FromMap(ls), labels.FromMap(r.Annotations), cfg.Global.ExternalLabels, external,
 						!shouldRestore, m.logger.With("alert", r.Alert)))
 					continue
 				}
-				rules = append(rules, NewRecordingRule(r.Record, expr, labels.FromMap(ls)))
+				rules = append(rules, newRecordingRule(r.Record, expr, labels.FromMap(ls)))
 			}
 			g := newGroup(rg.Name, f.name, interval, rg.Limit, (*time.Duration)(rg.QueryOffset), rules, &m.env, shouldRestore)
 			groups[groupKey(f.name, rg.Name)] = g

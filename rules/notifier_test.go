@@ -340,7 +340,7 @@ func TestToNotifierAlerts(t *testing.T) {
 	require.Equal(t, "http://shale:9090/graph?g0.expr=up+%3D%3D+0&g0.tab=1", got[0].GeneratorURL)
 
 	// ValidUntil is 4 x the longer of the group interval and resend delay.
-	r := NewAlertingRule("A", nil, 0, 0, labels.EmptyLabels(), labels.EmptyLabels(), labels.EmptyLabels(), "", true, nil)
+	r := newAlertingRule("A", nil, 0, 0, labels.EmptyLabels(), labels.EmptyLabels(), labels.EmptyLabels(), "", true, nil)
 	r.active[1] = &Alert{State: StateFiring, Labels: labels.FromStrings("alertname", "A")}
 	sent := r.alertsToSend(ts, time.Minute, 30*time.Second)
 	require.Len(t, sent, 1)

@@ -131,8 +131,8 @@ type RecordingRule struct {
 	labels labels.Labels
 }
 
-// NewRecordingRule returns a rule recording expr as name, with ls set.
-func NewRecordingRule(name string, expr parser.Expr, ls labels.Labels) *RecordingRule {
+// newRecordingRule returns a rule recording expr as name, with ls set.
+func newRecordingRule(name string, expr parser.Expr, ls labels.Labels) *RecordingRule {
 	return &RecordingRule{name: name, expr: expr, labels: ls}
 }
 
@@ -261,10 +261,10 @@ type AlertingRule struct {
 	active   map[uint64]*Alert
 }
 
-// NewAlertingRule returns an alerting rule. restored false makes it wait
+// newAlertingRule returns an alerting rule. restored false makes it wait
 // for its group to restore the 'for' state before it writes ALERTS and
 // ALERTS_FOR_STATE.
-func NewAlertingRule(name string, expr parser.Expr, hold, keepFiringFor time.Duration, ls, annotations, externalLabels labels.Labels,
+func newAlertingRule(name string, expr parser.Expr, hold, keepFiringFor time.Duration, ls, annotations, externalLabels labels.Labels,
 	externalURL string, restored bool, logger *slog.Logger,
 ) *AlertingRule {
 	if logger == nil {

@@ -245,11 +245,11 @@ func evaluatedSources(t *testing.T) (upstreamSource, fixedSource) {
 		for _, r := range gs.rules {
 			if r.alert != "" {
 				urs = append(urs, prules.NewAlertingRule(r.alert, expr(r.expr), r.hold, r.keep, r.labels, r.anns, labels.EmptyLabels(), "http://localhost:9090/", false, opts.Logger))
-				rs = append(rs, NewAlertingRule(r.alert, expr(r.expr), r.hold, r.keep, r.labels, r.anns, labels.EmptyLabels(), "http://localhost:9090/", false, nil))
+				rs = append(rs, newAlertingRule(r.alert, expr(r.expr), r.hold, r.keep, r.labels, r.anns, labels.EmptyLabels(), "http://localhost:9090/", false, nil))
 				continue
 			}
 			urs = append(urs, prules.NewRecordingRule(r.record, expr(r.expr), r.labels))
-			rs = append(rs, NewRecordingRule(r.record, expr(r.expr), r.labels))
+			rs = append(rs, newRecordingRule(r.record, expr(r.expr), r.labels))
 		}
 		theirs = append(theirs, prules.NewGroup(prules.GroupOptions{Name: gs.name, File: gs.file, Interval: gs.interval, Limit: gs.limit, Rules: urs, Opts: opts}))
 		ours = append(ours, newGroup(gs.name, gs.file, gs.interval, gs.limit, nil, rs, env, false))
