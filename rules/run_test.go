@@ -121,10 +121,10 @@ func TestManagerRuns(t *testing.T) {
 			want = append(want, fmt.Sprintf(`{__name__="kept"} @%s = 1`, ts.UTC().Format("15:04:05.000")))
 			last = ts
 		}
-		require.Len(t, want, 6)
+		require.GreaterOrEqual(t, len(want), 6) // 7 when the phase is under a second
 		require.Equal(t, want, st.matching(`"kept"`))
 		require.Equal(t, last, k.GetLastEvalTimestamp())
-		require.Equal(t, 6.0, testutil.ToFloat64(m.metrics.iterationsScheduled.WithLabelValues(groupKey(rulePath, "kept"))))
+		require.Equal(t, float64(len(want)), testutil.ToFloat64(m.metrics.iterationsScheduled.WithLabelValues(groupKey(rulePath, "kept"))))
 		// The 'for' state was restored after the second evaluation: from
 		// the third on ALERTS is written.
 		evals := int(testutil.ToFloat64(m.metrics.iterationsScheduled.WithLabelValues(groupKey(rulePath, "changed"))))
