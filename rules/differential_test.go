@@ -120,6 +120,9 @@ const differentialRules = `groups:
     labels: {severity: page, room_copy: '{{ $labels.room }}'}
     annotations:
       summary: '{{ $labels.room }} at {{ $value }} in {{ $externalLabels.cluster }}'
+      link: '{{ $externalURL }}/alerts'
+      rooms: '{{ with query "count(temp)" }}{{ . | first | value }}{{ end }} rooms'
+      bad: '{{ "notanumber" | humanize }}'
   - alert: Warm
     expr: temp > 30
     labels: {severity: ticket}
@@ -318,6 +321,13 @@ func (s *sides) step(t *testing.T, key string, ts time.Time, restore bool) {
 	sort.Strings(our)
 	require.Equal(t, up, our, "alerts sent by %s", at)
 	s.seen["sent"] += len(up)
+	for _, a := range up {
+		for _, k := range []string{`link="http://shale:9090/alerts"`, `rooms="3 rooms"`, `bad="<error expanding template: `, `summary="a at 80 in diff"`} {
+			if strings.Contains(a, k) {
+				s.seen["sent "+k]++
+			}
+		}
+	}
 
 	ur, or := ug.Rules(), og.Rules()
 	require.Len(t, or, len(ur))
@@ -476,6 +486,7 @@ func TestSameAsUpstreamManager(t *testing.T) {
 		"restored For30s", "restored For90s", "restored For150s", "restored For10m", "restored Back", "resolved alert forgotten",
 		"error vector contains metrics with the same labelset after applying rule labels",
 		"error rule result is not a vector or scalar",
+		`sent link="http://shale:9090/alerts"`, `sent rooms="3 rooms"`, `sent bad="<error expanding template: `, `sent summary="a at 80 in diff"`,
 	} {
 		if s.seen[k] == 0 {
 			t.Errorf("the fixture never reached %q", k)
