@@ -45,22 +45,26 @@ type Config struct {
 // DefaultGlobalConfig is Prometheus' global section when the file leaves a
 // key out.
 var DefaultGlobalConfig = GlobalConfig{
-	EvaluationInterval: model.Duration(time.Minute),
-	ScrapeInterval:     model.Duration(time.Minute),
-	ScrapeTimeout:      model.Duration(10 * time.Second),
+	EvaluationInterval:         model.Duration(time.Minute),
+	MetricNameValidationScheme: model.UTF8Validation,
+	ScrapeInterval:             model.Duration(time.Minute),
+	ScrapeTimeout:              model.Duration(10 * time.Second),
 }
 
 // DefaultConfig returns the configuration of a file without these sections.
 func DefaultConfig() *Config { return &Config{Global: DefaultGlobalConfig} }
 
 // GlobalConfig is Prometheus' global section. Only EvaluationInterval,
-// RuleQueryOffset and ExternalLabels have an effect; the other keys of
-// Prometheus' section are about scraping and are accepted so that a
-// Prometheus config file can be used as it is.
+// RuleQueryOffset, ExternalLabels and MetricNameValidationScheme have an
+// effect; the other keys of Prometheus' section are about scraping and are
+// accepted so that a Prometheus config file can be used as it is.
 type GlobalConfig struct {
 	EvaluationInterval model.Duration `yaml:"evaluation_interval,omitempty"`
 	RuleQueryOffset    model.Duration `yaml:"rule_query_offset,omitempty"`
 	ExternalLabels     labels.Labels  `yaml:"external_labels,omitempty"`
+	// MetricNameValidationScheme is what label names external labels and
+	// relabel rules may use: utf8 (the default) or legacy.
+	MetricNameValidationScheme model.ValidationScheme `yaml:"metric_name_validation_scheme,omitempty"`
 
 	ScrapeInterval model.Duration `yaml:"scrape_interval,omitempty"`
 	ScrapeTimeout  model.Duration `yaml:"scrape_timeout,omitempty"`
@@ -83,7 +87,6 @@ type scrapeOnly struct {
 	LabelNameLengthLimit           uint     `yaml:"label_name_length_limit,omitempty"`
 	LabelValueLengthLimit          uint     `yaml:"label_value_length_limit,omitempty"`
 	KeepDroppedTargets             uint     `yaml:"keep_dropped_targets,omitempty"`
-	MetricNameValidationScheme     string   `yaml:"metric_name_validation_scheme,omitempty"`
 	MetricNameEscapingScheme       string   `yaml:"metric_name_escaping_scheme,omitempty"`
 	ScrapeNativeHistograms         *bool    `yaml:"scrape_native_histograms,omitempty"`
 	ConvertClassicHistogramsToNHCB bool     `yaml:"convert_classic_histograms_to_nhcb,omitempty"`
@@ -100,11 +103,14 @@ func (g *GlobalConfig) UnmarshalYAML(unmarshal func(any) error) error {
 		return err
 	}
 	*g = GlobalConfig(p)
+	if g.MetricNameValidationScheme == model.UnsetValidation {
+		g.MetricNameValidationScheme = model.UTF8Validation
+	}
 	var bad error
 	g.ExternalLabels.Range(func(l labels.Label) {
 		switch {
 		case bad != nil:
-		case !model.UTF8Validation.IsValidLabelName(l.Name):
+		case !g.MetricNameValidationScheme.IsValidLabelName(l.Name):
 			bad = fmt.Errorf("%q is not a valid label name", l.Name)
 		case !model.LabelValue(l.Value).IsValid():
 			bad = fmt.Errorf("%q is not a valid label value", l.Value)
@@ -219,10 +225,10 @@ func (c *AlertmanagerConfig) UnmarshalYAML(unmarshal func(any) error) error {
 			}
 		}
 	}
-	if err := checkRelabel(c.RelabelConfigs, "Alertmanager target relabeling rule"); err != nil {
+	if err := checkNoNil(c.RelabelConfigs, "Alertmanager target relabeling rule"); err != nil {
 		return err
 	}
-	return checkRelabel(c.AlertRelabelConfigs, "Alertmanager alert relabeling rule")
+	return checkNoNil(c.AlertRelabelConfigs, "Alertmanager alert relabeling rule")
 }
 
 func containsString(ss []string, s string) bool {
@@ -234,13 +240,23 @@ func containsString(ss []string, s string) bool {
 	return false
 }
 
-func checkRelabel(cfgs []*relabel.Config, what string) error {
+func checkNoNil(cfgs []*relabel.Config, what string) error {
 	for _, rc := range cfgs {
 		if rc == nil {
 			return fmt.Errorf("empty or null %s", what)
 		}
-		if err := rc.Validate(model.UTF8Validation); err != nil {
-			return err
+	}
+	return nil
+}
+
+// validateRelabel checks relabel rules as Prometheus does once the global
+// section is known: label names by its validation scheme.
+func validateRelabel(scheme model.ValidationScheme, cfgs ...[]*relabel.Config) error {
+	for _, cs := range cfgs {
+		for _, rc := range cs {
+			if err := rc.Validate(scheme); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -268,12 +284,19 @@ func (f *FileConfig) Parse(dir string, _ *slog.Logger) (*Config, error) {
 			return nil, fmt.Errorf("invalid rule file path %q", rf)
 		}
 	}
-	if err := checkRelabel(cfg.Alerting.AlertRelabelConfigs, "alert relabeling rule"); err != nil {
+	if err := checkNoNil(cfg.Alerting.AlertRelabelConfigs, "alert relabeling rule"); err != nil {
+		return nil, fmt.Errorf("alerting: %w", err)
+	}
+	scheme := cfg.Global.MetricNameValidationScheme
+	if err := validateRelabel(scheme, cfg.Alerting.AlertRelabelConfigs); err != nil {
 		return nil, fmt.Errorf("alerting: %w", err)
 	}
 	for i, am := range cfg.Alerting.Alertmanagers {
 		if am == nil {
 			return nil, fmt.Errorf("alerting: alertmanagers[%d]: empty or null Alertmanager config", i)
+		}
+		if err := validateRelabel(scheme, am.RelabelConfigs, am.AlertRelabelConfigs); err != nil {
+			return nil, fmt.Errorf("alerting: alertmanagers[%d]: %w", i, err)
 		}
 	}
 	if dir != "" {

@@ -253,6 +253,12 @@ func TestFileConfigAsPrometheus(t *testing.T) {
 		"global: {nonsense: 1}\n",
 		"rule_files: ['a/*/b.yml']\n",
 		"alerting: {alertmanagers: [{tls_config: {ca: x, ca_file: y}}]}\n",
+		"global: {metric_name_validation_scheme: legacy, external_labels: {ok_name: x}}\nalerting: {alert_relabel_configs: [{target_label: ok, replacement: x}]}\n",
+		"global: {metric_name_validation_scheme: legacy, external_labels: {'é': x}}\n",
+		"global: {metric_name_validation_scheme: legacy}\nalerting: {alert_relabel_configs: [{target_label: 'é', replacement: x}]}\n",
+		"global: {metric_name_validation_scheme: legacy}\nalerting: {alertmanagers: [{relabel_configs: [{target_label: 'a.b', replacement: x}]}]}\n",
+		"global: {metric_name_validation_scheme: utf8, external_labels: {'é': x}}\nalerting: {alert_relabel_configs: [{target_label: 'é', replacement: x}]}\n",
+		"global: {metric_name_validation_scheme: bogus}\n",
 	} {
 		t.Run(text, func(t *testing.T) {
 			theirs, terr := config.Load(text, nil)
