@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -203,7 +204,7 @@ func (c *AlertmanagerConfig) UnmarshalYAML(unmarshal func(any) error) error {
 		return err
 	}
 	*c = AlertmanagerConfig(p)
-	if !containsString(supportedAPIVersions, c.APIVersion) {
+	if !slices.Contains(supportedAPIVersions, c.APIVersion) {
 		return fmt.Errorf("expected Alertmanager api version to be one of %v but got %v", supportedAPIVersions, c.APIVersion)
 	}
 	if err := c.HTTPClientConfig.Validate(); err != nil {
@@ -229,15 +230,6 @@ func (c *AlertmanagerConfig) UnmarshalYAML(unmarshal func(any) error) error {
 		return err
 	}
 	return checkNoNil(c.AlertRelabelConfigs, "Alertmanager alert relabeling rule")
-}
-
-func containsString(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func checkNoNil(cfgs []*relabel.Config, what string) error {
