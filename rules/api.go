@@ -16,7 +16,6 @@ import (
 	"github.com/prometheus/common/route"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
-	"github.com/prometheus/prometheus/rules"
 	"github.com/prometheus/prometheus/util/httputil"
 
 	"github.com/shaledb/shale/internal/jsonenc"
@@ -29,9 +28,9 @@ var Paths = []string{"/api/v1/rules", "/api/v1/alerts", "/api/v1/alertmanagers"}
 // called for every request, from any goroutine.
 type Source interface {
 	// RuleGroups returns the groups in force, in the order to show them.
-	RuleGroups() []*rules.Group
+	RuleGroups() []*Group
 	// AlertingRules returns the alerting rules of every group.
-	AlertingRules() []*rules.AlertingRule
+	AlertingRules() []*AlertingRule
 	// Alertmanagers returns the Alertmanagers alerts are sent to.
 	Alertmanagers() []*url.URL
 	// DroppedAlertmanagers returns the Alertmanagers relabelling dropped.
@@ -152,7 +151,7 @@ func (a *api) alerts(*http.Request) result {
 	return result{data: append(b, "]}"...)}
 }
 
-func appendAlert(dst []byte, al *rules.Alert) []byte {
+func appendAlert(dst []byte, al *Alert) []byte {
 	dst = jsonenc.AppendLabels(append(dst, `{"labels":`...), al.Labels)
 	dst = jsonenc.AppendLabels(append(dst, `,"annotations":`...), al.Annotations)
 	dst = appendHTMLString(append(dst, `,"state":`...), al.State.String())
@@ -241,7 +240,7 @@ func (a *api) parseMatchers(ss []string) ([][]*labels.Matcher, error) {
 }
 
 // groupToken is the group_next_token of a group, as Prometheus makes it.
-func groupToken(g *rules.Group) string {
+func groupToken(g *Group) string {
 	h := sha256.Sum256([]byte(g.File() + ";" + g.Name()))
 	return hex.EncodeToString(h[:])
 }
@@ -285,13 +284,13 @@ func (a *api) rules(r *http.Request) result {
 				b = append(b, ',')
 			}
 			switch rule := rule.(type) {
-			case *rules.AlertingRule:
+			case *AlertingRule:
 				if !q.alerting {
 					b = b[:start]
 					continue
 				}
 				b = appendAlertingRule(b, rule, !q.excludeAlerts)
-			case *rules.RecordingRule:
+			case *RecordingRule:
 				if !q.recording {
 					b = b[:start]
 					continue
@@ -330,7 +329,7 @@ func (a *api) rules(r *http.Request) result {
 	return result{data: append(b, '}')}
 }
 
-func appendAlertingRule(dst []byte, r *rules.AlertingRule, withAlerts bool) []byte {
+func appendAlertingRule(dst []byte, r *AlertingRule, withAlerts bool) []byte {
 	dst = appendHTMLString(append(dst, `{"state":`...), r.State().String())
 	dst = appendHTMLString(append(dst, `,"name":`...), r.Name())
 	dst = appendHTMLString(append(dst, `,"query":`...), r.Query().String())
@@ -350,7 +349,7 @@ func appendAlertingRule(dst []byte, r *rules.AlertingRule, withAlerts bool) []by
 	return append(dst, `,"type":"alerting"}`...)
 }
 
-func appendRecordingRule(dst []byte, r *rules.RecordingRule) []byte {
+func appendRecordingRule(dst []byte, r *RecordingRule) []byte {
 	dst = appendHTMLString(append(dst, `{"name":`...), r.Name())
 	dst = appendHTMLString(append(dst, `,"query":`...), r.Query().String())
 	dst = jsonenc.AppendLabels(append(dst, `,"labels":`...), r.Labels())
@@ -360,7 +359,7 @@ func appendRecordingRule(dst []byte, r *rules.RecordingRule) []byte {
 	return append(dst, `,"type":"recording"}`...)
 }
 
-func appendHealth(dst []byte, h rules.RuleHealth, lastErr error) []byte {
+func appendHealth(dst []byte, h RuleHealth, lastErr error) []byte {
 	dst = appendHTMLString(append(dst, `,"health":`...), string(h))
 	if lastErr != nil {
 		if s := lastErr.Error(); s != "" {
@@ -374,10 +373,10 @@ func appendHealth(dst []byte, h rules.RuleHealth, lastErr error) []byte {
 type Empty struct{}
 
 // RuleGroups returns no group.
-func (Empty) RuleGroups() []*rules.Group { return nil }
+func (Empty) RuleGroups() []*Group { return nil }
 
 // AlertingRules returns no rule.
-func (Empty) AlertingRules() []*rules.AlertingRule { return nil }
+func (Empty) AlertingRules() []*AlertingRule { return nil }
 
 // Alertmanagers returns no Alertmanager.
 func (Empty) Alertmanagers() []*url.URL { return nil }

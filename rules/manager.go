@@ -1,21 +1,22 @@
 package rules
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/url"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/common/model"
-	"github.com/prometheus/prometheus/config"
-	"github.com/prometheus/prometheus/discovery/targetgroup"
-	"github.com/prometheus/prometheus/notifier"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
-	prules "github.com/prometheus/prometheus/rules"
 	"github.com/prometheus/prometheus/storage"
 )
 
@@ -32,8 +33,9 @@ type Options struct {
 	// ResendDelay is the least time between two sends of a firing alert to
 	// Alertmanager (--rules.alert.resend-delay).
 	ResendDelay time.Duration
-	// NotificationQueueCapacity is how many alerts wait for Alertmanager
-	// before the oldest are dropped (--alertmanager.notification-queue-capacity).
+	// NotificationQueueCapacity is how many alerts wait for each
+	// Alertmanager before the oldest are dropped
+	// (--alertmanager.notification-queue-capacity).
 	NotificationQueueCapacity int
 	// DrainNotificationQueue sends the queued alerts before a shutdown ends
 	// (--alertmanager.drain-notification-queue-on-shutdown).
@@ -85,9 +87,9 @@ type Components struct {
 	Appendable storage.AppendableV2
 	// Queryable is read to restore alerts' 'for' state.
 	Queryable storage.Queryable
-	// QueryFunc evaluates rule expressions (rules.EngineQueryFunc over the
+	// QueryFunc evaluates rule expressions (EngineQueryFunc over the
 	// server's engine and storage).
-	QueryFunc prules.QueryFunc
+	QueryFunc QueryFunc
 	// Parser parses rule expressions; the engine's, so that rules accept
 	// the language queries do.
 	Parser parser.Parser
@@ -99,23 +101,56 @@ type Components struct {
 	Registerer prometheus.Registerer // prometheus_rule_* and prometheus_notifications_*
 }
 
-// Manager evaluates the rule groups and sends their alerts. Call Run once,
-// ApplyConfig any time, then Stop.
+// EngineQueryFunc returns a QueryFunc that runs an instant query on engine
+// over q: a vector is the result, a scalar becomes a vector of one sample
+// without labels, any other type is an error.
+func EngineQueryFunc(engine promql.QueryEngine, q storage.Queryable) QueryFunc {
+	return func(ctx context.Context, qs string, t time.Time) (promql.Vector, error) {
+		query, err := engine.NewInstantQuery(ctx, q, nil, qs, t)
+		if err != nil {
+			return nil, err
+		}
+		defer query.Close()
+		res := query.Exec(ctx)
+		if res.Err != nil {
+			return nil, res.Err
+		}
+		switch v := res.Value.(type) {
+		case promql.Vector:
+			return v, nil
+		case promql.Scalar:
+			return promql.Vector{{T: v.T, F: v.V, Metric: labels.EmptyLabels()}}, nil
+		default:
+			return nil, errors.New("rule result is not a vector or scalar")
+		}
+	}
+}
+
+// Manager evaluates the rule groups and sends their alerts. Call
+// ApplyConfig, then Run once, ApplyConfig any time, then Stop.
 type Manager struct {
 	opts     Options
 	comps    Components
 	logger   *slog.Logger
-	rules    *prules.Manager
-	notifier *notifier.Manager
-	tsets    chan map[string][]*targetgroup.Group
+	metrics  *metrics
+	notifier *notifier
+	env      groupEnv // shared by all groups; the per-config fields are read through funcs
 
 	// queryOffset is the global rule_query_offset of the applied config.
 	queryOffset atomic.Int64
 
-	mu sync.Mutex // serialises ApplyConfig
+	applyMu  sync.Mutex // serialises ApplyConfig and Stop
+	mu       sync.RWMutex
+	groups   map[string]*Group
+	restored bool // the first config has been applied: later groups need no restoring
+
+	started  chan struct{} // closed by Run
+	done     chan struct{} // closed by Stop once the groups have stopped
+	groupsWG sync.WaitGroup
+	staleWG  sync.WaitGroup
 
 	runOnce, stopOnce sync.Once
-	running           sync.WaitGroup
+	stopped           bool
 }
 
 // New builds a manager; it evaluates nothing before Run and ApplyConfig.
@@ -132,53 +167,58 @@ func New(opts Options, comps Components) (*Manager, error) {
 	if comps.ExternalURL == nil {
 		comps.ExternalURL = &url.URL{Scheme: "http", Host: "localhost"}
 	}
-	m := &Manager{
-		opts:   opts,
-		comps:  comps,
-		logger: comps.Logger,
-		tsets:  make(chan map[string][]*targetgroup.Group, 1),
+	met, err := newMetrics(comps.Registerer)
+	if err != nil {
+		return nil, err
 	}
-	m.notifier = notifier.NewManager(&notifier.Options{
-		QueueCapacity:   opts.NotificationQueueCapacity,
-		DrainOnShutdown: opts.DrainNotificationQueue,
-		Registerer:      comps.Registerer,
-	}, model.UTF8Validation, comps.Logger.With("component", "notifier"))
-	m.rules = prules.NewManager(&prules.ManagerOptions{
-		NameValidationScheme: model.UTF8Validation,
-		ExternalURL:          comps.ExternalURL,
-		QueryFunc:            comps.QueryFunc,
-		NotifyFunc:           prules.SendAlerts(m.notifier, comps.ExternalURL.String()),
-		AppendableV2:         comps.Appendable,
-		Queryable:            comps.Queryable,
-		Logger:               comps.Logger.With("component", "rule manager"),
-		Registerer:           comps.Registerer,
-		OutageTolerance:      opts.OutageTolerance,
-		ForGracePeriod:       opts.ForGracePeriod,
-		ResendDelay:          opts.ResendDelay,
-		DefaultRuleQueryOffset: func() time.Duration {
-			return time.Duration(m.queryOffset.Load())
+	m := &Manager{
+		opts: opts, comps: comps, logger: comps.Logger, metrics: met,
+		groups:  map[string]*Group{},
+		started: make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	m.notifier, err = newNotifier(notifierOptions{
+		queueCapacity: opts.NotificationQueueCapacity,
+		drain:         opts.DrainNotificationQueue,
+		maxBatch:      maxBatchSize,
+	}, comps.Registerer, comps.Logger.With("component", "notifier"))
+	if err != nil {
+		return nil, err
+	}
+	var sema chan struct{}
+	if opts.MaxConcurrentEvals > 0 {
+		sema = make(chan struct{}, opts.MaxConcurrentEvals)
+	}
+	external := comps.ExternalURL.String()
+	m.env = groupEnv{
+		appendable:  comps.Appendable,
+		queryable:   comps.Queryable,
+		query:       comps.QueryFunc,
+		externalURL: comps.ExternalURL,
+		notify: func(expr string, alerts []*Alert) {
+			m.notifier.send(toNotifierAlerts(external, expr, alerts)...)
 		},
-		Parser:                 comps.Parser,
-		ConcurrentEvalsEnabled: opts.MaxConcurrentEvals > 0,
-		MaxConcurrentEvals:     opts.MaxConcurrentEvals,
-	})
+		defaultOffset:   func() time.Duration { return time.Duration(m.queryOffset.Load()) },
+		outageTolerance: opts.OutageTolerance,
+		forGracePeriod:  opts.ForGracePeriod,
+		resendDelay:     opts.ResendDelay,
+		sema:            sema,
+		metrics:         met,
+		logger:          comps.Logger.With("component", "rule manager"),
+		now:             time.Now,
+		managerDone:     m.done,
+		staleWG:         &m.staleWG,
+	}
 	return m, nil
 }
 
-// Run starts evaluating the rule groups and sending alerts, and returns at
-// once. Apply the first config before Run, as Prometheus does, so that the
-// groups restore their alerts' 'for' state on their first evaluation.
+// Run starts evaluating the rule groups, and returns at once. Apply the
+// first config before Run, as Prometheus does, so that the groups restore
+// their alerts' 'for' state.
 func (m *Manager) Run() {
 	m.runOnce.Do(func() {
-		m.running.Add(2)
-		go func() {
-			defer m.running.Done()
-			m.notifier.Run(m.tsets)
-		}()
-		go func() {
-			defer m.running.Done()
-			m.rules.Run()
-		}()
+		m.logger.Info("Starting rule manager...")
+		close(m.started)
 	})
 }
 
@@ -186,11 +226,32 @@ func (m *Manager) Run() {
 // Options.DrainNotificationQueue is set) and returns once both are done.
 func (m *Manager) Stop() {
 	m.stopOnce.Do(func() {
-		m.Run() // a manager never run still has goroutines to end cleanly
-		m.rules.Stop()
-		m.notifier.Stop()
-		m.running.Wait()
+		m.applyMu.Lock()
+		m.stopped = true
+		m.applyMu.Unlock()
+		m.Run() // a group never run still has its goroutine to end
+		m.mu.RLock()
+		groups := slices.Collect(maps.Values(m.groups))
+		m.mu.RUnlock()
+		stopGroups(groups)
+		m.groupsWG.Wait()
+		close(m.done)
+		m.staleWG.Wait()
+		m.notifier.stop()
+		m.logger.Info("Rule manager stopped")
 	})
+}
+
+func stopGroups(groups []*Group) {
+	var wg sync.WaitGroup
+	for _, g := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			g.stop()
+		}()
+	}
+	wg.Wait()
 }
 
 // ApplyConfig checks the rule files cfg lists as promtool does and, when
@@ -198,51 +259,138 @@ func (m *Manager) Stop() {
 // the rule groups (a group left unchanged keeps its state; a removed one
 // writes stale markers for its series). On error the running configuration
 // is kept.
-func (m *Manager) ApplyConfig(cfg *config.Config) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := CheckRuleFiles(cfg, m.comps.Parser, m.logger); err != nil {
-		return err
+func (m *Manager) ApplyConfig(cfg *Config) error {
+	m.applyMu.Lock()
+	defer m.applyMu.Unlock()
+	if m.stopped {
+		return nil
 	}
-	files, err := RuleFiles(cfg)
+	files, err := loadRuleFiles(cfg, m.comps.Parser, m.logger)
 	if err != nil {
 		return err
 	}
-	if err := m.notifier.ApplyConfig(cfg); err != nil {
-		return fmt.Errorf("apply alerting config: %w", err)
-	}
-	// The notifier takes targets from a discovery feed: replace any set not
-	// yet taken with the new one.
-	select {
-	case <-m.tsets:
-	default:
-	}
-	m.tsets <- staticTargets(cfg)
-
-	m.queryOffset.Store(int64(cfg.GlobalConfig.RuleQueryOffset))
-	if err := m.rules.Update(time.Duration(cfg.GlobalConfig.EvaluationInterval), files,
-		cfg.GlobalConfig.ExternalLabels, m.comps.ExternalURL.String(), nil); err != nil {
+	groups, err := m.buildGroups(cfg, files)
+	if err != nil {
 		return fmt.Errorf("apply rule files: %w", err)
 	}
+	if err := m.notifier.applyConfig(cfg); err != nil {
+		return fmt.Errorf("apply alerting config: %w", err)
+	}
+	m.queryOffset.Store(int64(cfg.Global.RuleQueryOffset))
+	m.update(groups)
 	return nil
 }
 
-// RuleGroups returns the rule groups being evaluated.
-func (m *Manager) RuleGroups() []*prules.Group { return m.rules.RuleGroups() }
+// buildGroups makes the groups of the parsed rule files.
+func (m *Manager) buildGroups(cfg *Config, files []ruleFile) (map[string]*Group, error) {
+	shouldRestore := !m.restored
+	external := m.comps.ExternalURL.String()
+	groups := map[string]*Group{}
+	for _, f := range files {
+		for _, rg := range f.groups {
+			interval := time.Duration(cfg.Global.EvaluationInterval)
+			if rg.Interval != 0 {
+				interval = time.Duration(rg.Interval)
+			}
+			rules := make([]Rule, 0, len(rg.Rules))
+			for _, r := range rg.Rules {
+				expr, err := m.comps.Parser.ParseExpr(r.Expr)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", f.name, err)
+				}
+				ls := map[string]string{}
+				maps.Copy(ls, rg.Labels)
+				maps.Copy(ls, r.Labels)
+				if r.Alert != "" {
+					rules = append(rules, newAlertingRule(r.Alert, expr, time.Duration(r.For), time.Duration(r.KeepFiringFor),
+						labels.FromMap(ls), labels.FromMap(r.Annotations), cfg.Global.ExternalLabels, external,
+						!shouldRestore, m.logger.With("alert", r.Alert)))
+					continue
+				}
+				rules = append(rules, newRecordingRule(r.Record, expr, labels.FromMap(ls)))
+			}
+			g := newGroup(rg.Name, f.name, interval, rg.Limit, (*time.Duration)(rg.QueryOffset), rules, &m.env, shouldRestore)
+			groups[groupKey(f.name, rg.Name)] = g
+		}
+	}
+	return groups, nil
+}
+
+// update replaces the groups in force with groups: an unchanged group goes
+// on as it is; a changed one takes over its predecessor's state once that
+// has stopped; a removed one stops and marks its series stale.
+func (m *Manager) update(groups map[string]*Group) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.restored = true
+	var wg sync.WaitGroup
+	for key, ng := range groups {
+		old, ok := m.groups[key]
+		delete(m.groups, key)
+		if ok && old.equal(ng) {
+			groups[key] = old
+			continue
+		}
+		m.metrics.addGroup(key, ng)
+		wg.Add(1)
+		m.groupsWG.Add(1)
+		go func() {
+			defer m.groupsWG.Done()
+			if ok {
+				old.stop()
+				ng.copyState(old)
+			}
+			wg.Done()
+			select {
+			case <-m.started:
+			case <-ng.done:
+				close(ng.terminated)
+				return
+			}
+			ng.run(context.Background())
+		}()
+	}
+	for key, old := range m.groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			old.markStale = true
+			old.stop()
+			m.metrics.deleteGroup(key)
+		}()
+	}
+	wg.Wait()
+	m.groups = groups
+}
+
+// RuleGroups returns the rule groups being evaluated, by file and name.
+func (m *Manager) RuleGroups() []*Group {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := slices.Collect(maps.Values(m.groups))
+	slices.SortFunc(out, func(a, b *Group) int {
+		return cmp.Or(cmp.Compare(a.file, b.file), cmp.Compare(a.name, b.name))
+	})
+	return out
+}
 
 // AlertingRules returns the alerting rules being evaluated.
-func (m *Manager) AlertingRules() []*prules.AlertingRule { return m.rules.AlertingRules() }
+func (m *Manager) AlertingRules() []*AlertingRule {
+	var out []*AlertingRule
+	for _, g := range m.RuleGroups() {
+		for _, r := range g.rules {
+			if ar, ok := r.(*AlertingRule); ok {
+				out = append(out, ar)
+			}
+		}
+	}
+	return out
+}
 
 // Alertmanagers returns the Alertmanagers alerts are sent to.
-func (m *Manager) Alertmanagers() []*url.URL { return m.notifier.Alertmanagers() }
+func (m *Manager) Alertmanagers() []*url.URL { return m.notifier.alertmanagers(false) }
 
 // DroppedAlertmanagers returns the Alertmanagers dropped by relabelling.
-func (m *Manager) DroppedAlertmanagers() []*url.URL { return m.notifier.DroppedAlertmanagers() }
+func (m *Manager) DroppedAlertmanagers() []*url.URL { return m.notifier.alertmanagers(true) }
 
-// ensure the upstream retrievers' shapes.
-var _ interface {
-	RuleGroups() []*prules.Group
-	AlertingRules() []*prules.AlertingRule
-	Alertmanagers() []*url.URL
-	DroppedAlertmanagers() []*url.URL
-} = (*Manager)(nil)
+var _ Source = (*Manager)(nil)

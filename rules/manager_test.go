@@ -13,11 +13,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/prometheus/prometheus/config"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
-	prules "github.com/prometheus/prometheus/rules"
 	"github.com/prometheus/prometheus/util/teststorage"
 )
 
@@ -57,16 +55,16 @@ func TestManagerAndHandler(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	m, err := New(DefaultOptions(), Components{
-		Appendable: st, Queryable: st, QueryFunc: prules.EngineQueryFunc(ng, st),
+		Appendable: st, Queryable: st, QueryFunc: EngineQueryFunc(ng, st),
 		Parser: parser.NewParser(parser.Options{}), Registerer: reg,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Stop()
-	cfg := config.DefaultConfig
+	cfg := DefaultConfig()
 	cfg.RuleFiles = []string{rulePath}
-	if err := m.ApplyConfig(&cfg); err != nil {
+	if err := m.ApplyConfig(cfg); err != nil {
 		t.Fatal(err)
 	}
 	m.Run()
@@ -165,7 +163,7 @@ func TestManagerAndHandler(t *testing.T) {
 	if err := os.WriteFile(rulePath, []byte("groups:\n- name: x\n  rules:\n  - record: y\n    expr: sum(\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.ApplyConfig(&cfg); err == nil || !strings.Contains(err.Error(), "could not parse expression") {
+	if err := m.ApplyConfig(cfg); err == nil || !strings.Contains(err.Error(), "could not parse expression") {
 		t.Fatalf("ApplyConfig of a bad file: %v", err)
 	}
 	if n := len(m.RuleGroups()); n != 2 {

@@ -1,6 +1,9 @@
 package rules
 
 import (
+	"bytes"
+	"compress/gzip"
+	"compress/zlib"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -11,8 +14,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +30,7 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	prules "github.com/prometheus/prometheus/rules"
 	"github.com/prometheus/prometheus/scrape"
+	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/util/notifications"
 	"github.com/prometheus/prometheus/util/teststorage"
 	v1 "github.com/prometheus/prometheus/web/api/v1"
@@ -35,7 +41,7 @@ import (
 
 // newUpstreamHandler serves the three paths with Prometheus' own
 // web/api/v1 code over src: the reference Handler is compared with.
-func newUpstreamHandler(src Source) http.Handler {
+func newUpstreamHandler(src upstreamSource) http.Handler {
 	api := v1.NewAPI(
 		nil, nil, nil, nil,
 		func(context.Context) v1.ScrapePoolsRetriever { return noScrape{} },
@@ -77,15 +83,15 @@ func (noScrape) ScrapePoolConfig(string) (*config.ScrapeConfig, error) {
 	return nil, nil
 }
 
-// fixedSource is a Source over groups built and evaluated by the test.
-type fixedSource struct {
+// upstreamSource is what Prometheus' API reads: upstream rule groups.
+type upstreamSource struct {
 	groups          []*prules.Group
 	active, dropped []*url.URL
 }
 
-func (s fixedSource) RuleGroups() []*prules.Group { return s.groups }
+func (s upstreamSource) RuleGroups() []*prules.Group { return s.groups }
 
-func (s fixedSource) AlertingRules() []*prules.AlertingRule {
+func (s upstreamSource) AlertingRules() []*prules.AlertingRule {
 	var out []*prules.AlertingRule
 	for _, g := range s.groups {
 		for _, r := range g.Rules() {
@@ -97,17 +103,76 @@ func (s fixedSource) AlertingRules() []*prules.AlertingRule {
 	return out
 }
 
+func (s upstreamSource) Alertmanagers() []*url.URL        { return s.active }
+func (s upstreamSource) DroppedAlertmanagers() []*url.URL { return s.dropped }
+
+// fixedSource is a Source over groups built and evaluated by the test.
+type fixedSource struct {
+	groups          []*Group
+	active, dropped []*url.URL
+}
+
+func (s fixedSource) RuleGroups() []*Group { return s.groups }
+
+func (s fixedSource) AlertingRules() []*AlertingRule {
+	var out []*AlertingRule
+	for _, g := range s.groups {
+		for _, r := range g.Rules() {
+			if a, ok := r.(*AlertingRule); ok {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
+
 func (s fixedSource) Alertmanagers() []*url.URL        { return s.active }
 func (s fixedSource) DroppedAlertmanagers() []*url.URL { return s.dropped }
 
-// evaluatedSource builds groups whose rules are in every state Prometheus
-// reports (inactive, pending, firing, kept firing; health ok, err and
-// unknown), with names, labels and errors that need escaping, and
-// evaluates them twice.
-func evaluatedSource(t *testing.T) fixedSource {
+// ruleSpec and groupSpec define a rule group once for both managers.
+type ruleSpec struct {
+	record, alert, expr string
+	hold, keep          time.Duration
+	labels, anns        labels.Labels
+}
+
+type groupSpec struct {
+	name, file string
+	interval   time.Duration
+	limit      int
+	rules      []ruleSpec
+}
+
+// testEnv is a group environment over st with query, for tests that
+// evaluate groups themselves.
+func testEnv(t *testing.T, st storage.Storage, query QueryFunc) *groupEnv {
 	t.Helper()
-	st := teststorage.New(t)
-	t.Cleanup(func() { st.Close() })
+	met, err := newMetrics(prometheus.NewRegistry())
+	require.NoError(t, err)
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done) })
+	return &groupEnv{
+		appendable: st, queryable: st, query: query,
+		notify:          func(string, []*Alert) {},
+		externalURL:     &url.URL{Scheme: "http", Host: "localhost:9090"},
+		outageTolerance: time.Hour,
+		forGracePeriod:  10 * time.Minute,
+		resendDelay:     time.Minute,
+		metrics:         met,
+		logger:          slog.New(slog.DiscardHandler),
+		now:             time.Now,
+		managerDone:     done,
+		staleWG:         &sync.WaitGroup{},
+	}
+}
+
+// evaluatedSources builds groups whose rules are in every state Prometheus
+// reports (inactive, pending, firing, kept firing; health ok, err and
+// unknown), with names, labels and errors that need escaping, twice: with
+// Prometheus' rule manager and with Shale's, over the same query answers,
+// and evaluates both at the same timestamps.
+func evaluatedSources(t *testing.T) (upstreamSource, fixedSource) {
+	t.Helper()
 	p := parser.NewParser(parser.Options{})
 	answers := map[string]promql.Vector{
 		`up == 0`: {
@@ -130,25 +195,12 @@ func evaluatedSource(t *testing.T) fixedSource {
 		}
 		return v, nil
 	}
-	opts := &prules.ManagerOptions{
-		QueryFunc: query, AppendableV2: st, Queryable: st, Context: t.Context(),
-		NotifyFunc: func(context.Context, string, ...*prules.Alert) {},
-		Logger:     slog.New(slog.DiscardHandler), Parser: p, Registerer: prometheus.NewRegistry(),
+	alert := func(name, q string, hold, keep time.Duration, ls, anns labels.Labels) ruleSpec {
+		return ruleSpec{alert: name, expr: q, hold: hold, keep: keep, labels: ls, anns: anns}
 	}
-	opts.Metrics = prules.NewGroupMetrics(opts.Registerer)
-	expr := func(s string) parser.Expr {
-		e, err := p.ParseExpr(s)
-		require.NoError(t, err)
-		return e
-	}
-	alert := func(name, q string, hold, keep time.Duration, ls, anns labels.Labels) prules.Rule {
-		return prules.NewAlertingRule(name, expr(q), hold, keep, ls, anns, labels.EmptyLabels(), "http://localhost:9090/", false, opts.Logger)
-	}
-	group := func(name, file string, interval time.Duration, limit int, rs ...prules.Rule) *prules.Group {
-		return prules.NewGroup(prules.GroupOptions{Name: name, File: file, Interval: interval, Limit: limit, Rules: rs, Opts: opts})
-	}
-	groups := []*prules.Group{
-		group("alerts", "/rules/a.yml", time.Minute, 0,
+	record := func(name, q string, ls labels.Labels) ruleSpec { return ruleSpec{record: name, expr: q, labels: ls} }
+	specs := []groupSpec{
+		{"alerts", "/rules/a.yml", time.Minute, 0, []ruleSpec{
 			alert("Firing", `up == 0`, 0, 0, labels.FromStrings("severity", "page"),
 				labels.FromStrings("summary", "<b>down</b> & out", "runbook", "https://x/?a=1&b=2")),
 			alert("Firing2", `up == 2`, 0, 0, labels.EmptyLabels(), labels.EmptyLabels()),
@@ -156,29 +208,64 @@ func evaluatedSource(t *testing.T) fixedSource {
 			alert("Quiet", `absent_metric`, 5*time.Minute, 0, labels.FromStrings("severity", "ticket"), labels.EmptyLabels()),
 			alert("Broken", `broken_metric`, 0, 0, labels.EmptyLabels(), labels.EmptyLabels()),
 			alert("Kept", `kept`, 0, 10*time.Minute, labels.FromStrings("severity", "page"), labels.EmptyLabels()),
-			prules.NewRecordingRule("job:up:sum", expr(`sum(up)`), labels.FromStrings("team", "a&b")),
-		),
-		group("records", "/rules/b.yml", 30*time.Second, 5,
-			prules.NewRecordingRule("broken:sum", expr(`sum(broken)`), labels.EmptyLabels()),
-			prules.NewRecordingRule("one", expr(`vector(1)`), labels.EmptyLabels()),
-		),
-		group("never evaluated", "/rules/b.yml", 1500*time.Millisecond, 0,
-			prules.NewRecordingRule("later", expr(`vector(1)`), labels.EmptyLabels()),
+			record("job:up:sum", `sum(up)`, labels.FromStrings("team", "a&b")),
+		}},
+		{"records", "/rules/b.yml", 30 * time.Second, 5, []ruleSpec{
+			record("broken:sum", `sum(broken)`, labels.EmptyLabels()),
+			record("one", `vector(1)`, labels.EmptyLabels()),
+		}},
+		{"never evaluated", "/rules/b.yml", 1500 * time.Millisecond, 0, []ruleSpec{
+			record("later", `vector(1)`, labels.EmptyLabels()),
 			alert("Later", `vector(1)`, 0, 0, labels.EmptyLabels(), labels.EmptyLabels()),
-		),
-		group(`odd "<name>" & co`, "/rules/c\u2028.yml", time.Minute, 0,
-			prules.NewRecordingRule("odd", expr(`vector(1)`), labels.EmptyLabels()),
-		),
+		}},
+		{`odd "<name>" & co`, "/rules/c\u2028.yml", time.Minute, 0, []ruleSpec{
+			record("odd", `vector(1)`, labels.EmptyLabels()),
+		}},
+	}
+
+	upSt, ourSt := teststorage.New(t), teststorage.New(t)
+	t.Cleanup(func() { upSt.Close(); ourSt.Close() })
+	opts := &prules.ManagerOptions{
+		QueryFunc: prules.QueryFunc(query), AppendableV2: upSt, Queryable: upSt, Context: t.Context(),
+		NotifyFunc: func(context.Context, string, ...*prules.Alert) {},
+		Logger:     slog.New(slog.DiscardHandler), Parser: p, Registerer: prometheus.NewRegistry(),
+	}
+	opts.Metrics = prules.NewGroupMetrics(opts.Registerer)
+	env := testEnv(t, ourSt, query)
+	expr := func(s string) parser.Expr {
+		e, err := p.ParseExpr(s)
+		require.NoError(t, err)
+		return e
+	}
+	var theirs []*prules.Group
+	var ours []*Group
+	for _, gs := range specs {
+		var urs []prules.Rule
+		var rs []Rule
+		for _, r := range gs.rules {
+			if r.alert != "" {
+				urs = append(urs, prules.NewAlertingRule(r.alert, expr(r.expr), r.hold, r.keep, r.labels, r.anns, labels.EmptyLabels(), "http://localhost:9090/", false, opts.Logger))
+				rs = append(rs, newAlertingRule(r.alert, expr(r.expr), r.hold, r.keep, r.labels, r.anns, labels.EmptyLabels(), "http://localhost:9090/", false, nil))
+				continue
+			}
+			urs = append(urs, prules.NewRecordingRule(r.record, expr(r.expr), r.labels))
+			rs = append(rs, newRecordingRule(r.record, expr(r.expr), r.labels))
+		}
+		theirs = append(theirs, prules.NewGroup(prules.GroupOptions{Name: gs.name, File: gs.file, Interval: gs.interval, Limit: gs.limit, Rules: urs, Opts: opts}))
+		ours = append(ours, newGroup(gs.name, gs.file, gs.interval, gs.limit, nil, rs, env, false))
 	}
 	ts := time.Date(2026, 3, 4, 5, 6, 7, 890123456, time.UTC)
-	for i, g := range groups {
-		if g.Name() != "never evaluated" {
-			prules.DefaultEvalIterationFunc(t.Context(), g, ts)
-			if i == 0 {
-				delete(answers, "kept") // Kept stops matching and keeps firing
-				prules.DefaultEvalIterationFunc(t.Context(), g, ts.Add(time.Minute))
-				answers["kept"] = nil
-			}
+	for i := range specs {
+		if specs[i].name == "never evaluated" {
+			continue
+		}
+		prules.DefaultEvalIterationFunc(t.Context(), theirs[i], ts)
+		ours[i].evalIteration(t.Context(), ts)
+		if i == 0 {
+			delete(answers, "kept") // Kept stops matching and keeps firing
+			prules.DefaultEvalIterationFunc(t.Context(), theirs[i], ts.Add(time.Minute))
+			ours[i].evalIteration(t.Context(), ts.Add(time.Minute))
+			answers["kept"] = nil
 		}
 	}
 	u := func(s string) *url.URL {
@@ -186,11 +273,25 @@ func evaluatedSource(t *testing.T) fixedSource {
 		require.NoError(t, err)
 		return x
 	}
-	return fixedSource{
-		groups:  groups,
-		active:  []*url.URL{u("http://am1:9093/api/v2/alerts"), u("https://am2.example/prefix/api/v2/alerts?x=1&y=<2>")},
-		dropped: []*url.URL{u("http://dropped:9093/api/v2/alerts")},
-	}
+	active := []*url.URL{u("http://am1:9093/api/v2/alerts"), u("https://am2.example/prefix/api/v2/alerts?x=1&y=<2>")}
+	dropped := []*url.URL{u("http://dropped:9093/api/v2/alerts")}
+	return upstreamSource{groups: theirs, active: active, dropped: dropped},
+		fixedSource{groups: ours, active: active, dropped: dropped}
+}
+
+// wallClock matches the fields that hold the wall-clock time and duration
+// of an evaluation, which two evaluations cannot share.
+var wallClock = regexp.MustCompile(`"(evaluationTime|lastEvaluation)":("[^"]*"|[^,}]*)`)
+
+// normalise replaces the wall-clock fields of an evaluation that happened
+// with a placeholder; those of one that did not (0 and year 1) stay.
+func normalise(body string) string {
+	return wallClock.ReplaceAllStringFunc(body, func(s string) string {
+		if strings.HasSuffix(s, ":0") || strings.Contains(s, `"0001-01-01T00:00:00Z"`) {
+			return s
+		}
+		return s[:strings.Index(s, ":")+1] + `"<wall clock>"`
+	})
 }
 
 func token(file, group string) string {
@@ -202,7 +303,7 @@ func token(file, group string) string {
 // answers with those of Prometheus' web/api/v1 over the same rules and
 // Alertmanagers, for every parameter and error.
 func TestSameAsUpstream(t *testing.T) {
-	src := evaluatedSource(t)
+	theirSrc, src := evaluatedSources(t)
 	states := map[string]bool{}
 	for _, r := range src.AlertingRules() {
 		states[r.State().String()] = true
@@ -273,12 +374,17 @@ func TestSameAsUpstream(t *testing.T) {
 		get("/api/v1/query"),
 	}
 	for _, s := range []struct {
-		name string
-		src  Source
-	}{{"evaluated", src}, {"empty", Empty{}}} {
+		name   string
+		src    Source
+		theirs upstreamSource
+		// wallClock: the two sides evaluated at other wall-clock times,
+		// whose fields (and so the bodies' lengths) are compared for
+		// presence only.
+		wallClock bool
+	}{{"evaluated", src, theirSrc, true}, {"empty", Empty{}, upstreamSource{}, false}} {
 		ours := httptest.NewServer(Handler(s.src, nil))
 		defer ours.Close()
-		theirs := httptest.NewServer(newUpstreamHandler(s.src))
+		theirs := httptest.NewServer(newUpstreamHandler(s.theirs))
 		defer theirs.Close()
 		do := func(base string, r request) (int, http.Header, string) {
 			t.Helper()
@@ -293,7 +399,24 @@ func TestSameAsUpstream(t *testing.T) {
 			b, err := io.ReadAll(resp.Body)
 			require.NoError(t, err)
 			resp.Header.Del("Date")
-			return resp.StatusCode, resp.Header, string(b)
+			if !s.wallClock {
+				return resp.StatusCode, resp.Header, string(b)
+			}
+			resp.Header.Del("Content-Length")
+			switch enc := resp.Header.Get("Content-Encoding"); {
+			case len(b) == 0:
+			case enc == "gzip":
+				zr, err := gzip.NewReader(bytes.NewReader(b))
+				require.NoError(t, err)
+				b, err = io.ReadAll(zr)
+				require.NoError(t, err)
+			case enc == "deflate":
+				zr, err := zlib.NewReader(bytes.NewReader(b))
+				require.NoError(t, err)
+				b, err = io.ReadAll(zr)
+				require.NoError(t, err)
+			}
+			return resp.StatusCode, resp.Header, normalise(string(b))
 		}
 		for _, r := range reqs {
 			t.Run(s.name+" "+r.method+" "+r.target, func(t *testing.T) {
@@ -304,6 +427,9 @@ func TestSameAsUpstream(t *testing.T) {
 				require.Equal(t, want, got)
 			})
 		}
+	}
+	if n := strings.Count(normalise(`"evaluationTime":1.5e-05,"lastEvaluation":"2026-03-04T05:06:07Z"`), "<wall clock>"); n != 2 {
+		t.Errorf("normalise replaced %d fields, want 2", n)
 	}
 }
 

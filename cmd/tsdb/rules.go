@@ -19,8 +19,6 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/model"
-	promconfig "github.com/prometheus/prometheus/config"
-	prules "github.com/prometheus/prometheus/rules"
 
 	"github.com/shaledb/shale/internal/promreg"
 	"github.com/shaledb/shale/promql"
@@ -83,7 +81,7 @@ func (f *ruleFlags) flagMap(m map[string]string) map[string]string {
 // ruleConfig reads the config file at path (all of it, as at start) and
 // returns its Prometheus sections (global, rule_files, alerting), checked as
 // Prometheus checks them, rule files included.
-func ruleConfig(path string, qopts promql.Options) (*promconfig.Config, error) {
+func ruleConfig(path string, qopts promql.Options) (*rules.Config, error) {
 	fc, err := loadFileConfig(path)
 	if err != nil {
 		return nil, err
@@ -144,7 +142,7 @@ func (r *ruleRuntime) startRules(opts rules.Options, db *storage.DB, papi *promq
 	mgr, err := rules.New(opts, rules.Components{
 		Appendable:  db.QueuedAppendable(),
 		Queryable:   db,
-		QueryFunc:   prules.EngineQueryFunc(papi.Engine(), db),
+		QueryFunc:   rules.EngineQueryFunc(papi.Engine(), db),
 		Parser:      promql.NewParser(r.qopts),
 		ExternalURL: u,
 		Logger:      r.logger,

@@ -5,14 +5,16 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
-	prules "github.com/prometheus/prometheus/rules"
 	promstorage "github.com/prometheus/prometheus/storage"
 
 	"github.com/shaledb/shale/promql"
@@ -122,34 +124,38 @@ func BenchmarkRecordingRules(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer ng.Close()
-	p := promql.NewParser(qopts)
-	mopts := &prules.ManagerOptions{
-		QueryFunc:    prules.EngineQueryFunc(ng, db),
-		AppendableV2: db,
-		Queryable:    db,
-		Context:      ctx,
-		Registerer:   prometheus.NewRegistry(),
-		Parser:       p,
-	}
-	if n := benchConcurrency(); n > 0 {
-		mopts.ConcurrentEvalsEnabled, mopts.MaxConcurrentEvals = true, n
-	}
-	prules.NewManager(mopts) // fills in the controllers of concurrent evaluation
-	var groups []*prules.Group
+	// The groups as a rule file, applied to a manager that is not run: the
+	// benchmark evaluates them itself, at each step.
+	var text strings.Builder
+	text.WriteString("groups:\n")
 	for g := range benchGroups {
-		var rs []prules.Rule
+		fmt.Fprintf(&text, "- name: g%d\n  interval: %s\n  rules:\n", g, model.Duration(benchStep))
 		for m := g * benchMetrics / benchGroups; m < (g+1)*benchMetrics/benchGroups; m++ {
 			for r, e := range benchRuleExprs {
-				expr, err := p.ParseExpr(fmt.Sprintf(e, fmt.Sprintf("bench_metric_%d", m)))
-				if err != nil {
-					b.Fatal(err)
-				}
-				rs = append(rs, prules.NewRecordingRule(fmt.Sprintf("bench:metric_%d:rule_%d", m, r), expr, labels.EmptyLabels()))
+				fmt.Fprintf(&text, "  - record: bench:metric_%d:rule_%d\n    expr: %q\n", m, r, fmt.Sprintf(e, fmt.Sprintf("bench_metric_%d", m)))
 			}
 		}
-		mopts.RuleDependencyController.AnalyseRules(rs)
-		groups = append(groups, prules.NewGroup(prules.GroupOptions{Name: fmt.Sprintf("g%d", g), File: "bench.yml", Interval: benchStep, Rules: rs, Opts: mopts}))
 	}
+	rulePath := filepath.Join(b.TempDir(), "bench.rules.yml")
+	if err := os.WriteFile(rulePath, []byte(text.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	ropts := rules.DefaultOptions()
+	ropts.MaxConcurrentEvals = benchConcurrency()
+	mgr, err := rules.New(ropts, rules.Components{
+		Appendable: db, Queryable: db, QueryFunc: rules.EngineQueryFunc(ng, db),
+		Parser: promql.NewParser(qopts), Registerer: prometheus.NewRegistry(),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer mgr.Stop()
+	cfg := rules.DefaultConfig()
+	cfg.RuleFiles = []string{rulePath}
+	if err := mgr.ApplyConfig(cfg); err != nil {
+		b.Fatal(err)
+	}
+	groups := mgr.RuleGroups()
 
 	var slowest, sum time.Duration
 	missed := 0

@@ -534,6 +534,22 @@ alerting:
 	if gen, _ := got["generatorURL"].(string); !strings.Contains(gen, "/graph?g0.expr=") {
 		t.Errorf("generatorURL %q", gen)
 	}
+	// Prometheus' self-metrics of the notifier and the rule manager.
+	for name, want := range map[string]string{
+		"prometheus_notifications_alertmanagers_discovered":                                                          "1",
+		"prometheus_notifications_queue_capacity":                                                                    "10000",
+		`prometheus_notifications_dropped_total{alertmanager="http://` + amAddr + `/api/v2/alerts"}`:                 "0",
+		`prometheus_notifications_errors_total{alertmanager="http://` + amAddr + `/api/v2/alerts"}`:                  "0",
+		`prometheus_rule_group_rules{rule_group="` + filepath.Join(dir, "alerts.rules.yml") + `;alerts"}`:            "1",
+		`prometheus_rule_group_interval_seconds{rule_group="` + filepath.Join(dir, "alerts.rules.yml") + `;alerts"}`: "0.5",
+	} {
+		if v := metricValue(t, s.url, name); v != want {
+			t.Errorf("%s = %q, want %s", name, v, want)
+		}
+	}
+	if v, _ := strconv.ParseFloat(metricValue(t, s.url, `prometheus_notifications_sent_total{alertmanager="http://`+amAddr+`/api/v2/alerts"}`), 64); v < 1 {
+		t.Errorf("prometheus_notifications_sent_total = %v after a delivery", v)
+	}
 	var series []vectorSample
 	queryResult(t, s.url, "/api/v1/query", url.Values{"query": {`ALERTS{alertname="TooHot",alertstate="firing"}`}}, &series)
 	if len(series) != 1 {
