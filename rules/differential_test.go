@@ -25,6 +25,8 @@ import (
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/util/teststorage"
 	"github.com/stretchr/testify/require"
+
+	shalepromql "github.com/shaledb/shale/promql"
 )
 
 // recorder is a storage whose appenders note every sample they commit.
@@ -265,7 +267,7 @@ func (s *sides) load(t *testing.T, offset time.Duration, ruleFiles ...string) {
 		OutageTolerance: diffOutage, ForGracePeriod: diffGrace, ResendDelay: diffResend,
 		NotificationQueueCapacity: 10, MaxConcurrentEvals: 4,
 	}, Components{
-		Appendable: s.ourSt, Queryable: s.ourSt, QueryFunc: EngineQueryFunc(ng, s.ourSt), Parser: p,
+		Appendable: s.ourSt, Queryable: s.ourSt, QueryFunc: shalepromql.EngineQueryFunc(ng, s.ourSt), Parser: p,
 		ExternalURL: extURL, Registerer: prometheus.NewRegistry(),
 	})
 	require.NoError(t, err)

@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
-	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
@@ -380,8 +379,7 @@ func (g *Group) evalRule(ctx context.Context, i int, ts time.Time, offset time.D
 	if err != nil {
 		rule.status().setResult(err)
 		env.metrics.evalFailures.WithLabelValues(key).Inc()
-		var canceled promql.ErrQueryCanceled
-		if !errors.As(err, &canceled) {
+		if ctx.Err() == nil { // not canceled by a stop
 			logger.Warn("Evaluating rule failed", "rule", rule.Name(), "err", err)
 		}
 		return 0
@@ -398,7 +396,7 @@ func (g *Group) evalRule(ctx context.Context, i int, ts time.Time, offset time.D
 	var dropped [3]int // out of order, too old, duplicate
 	var buf []byte
 	for _, s := range vec {
-		if _, err := app.Append(0, s.Metric, 0, s.T, s.F, nil, s.H, appendOpts); err != nil {
+		if _, err := app.Append(0, s.metric, 0, s.t, s.f, nil, s.h, appendOpts); err != nil {
 			rule.status().setResult(err)
 			switch {
 			case errors.Is(err, storage.ErrOutOfOrderSample):
@@ -408,12 +406,12 @@ func (g *Group) evalRule(ctx context.Context, i int, ts time.Time, offset time.D
 			case errors.Is(err, storage.ErrDuplicateSampleForTimestamp):
 				dropped[2]++
 			default:
-				logger.Warn("Rule evaluation result discarded", "err", err, "sample", s)
+				logger.Warn("Rule evaluation result discarded", "err", err, "sample", s.metric.String(), "t", s.t, "value", s.f)
 			}
 			continue
 		}
-		buf = s.Metric.Bytes(buf)
-		written[string(buf)] = s.Metric
+		buf = s.metric.Bytes(buf)
+		written[string(buf)] = s.metric
 	}
 	for k, what := range []string{"out-of-order", "too old", "duplicate-timestamp"} {
 		if dropped[k] > 0 {

@@ -15,7 +15,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/model/labels"
-	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/storage"
 )
@@ -99,31 +98,6 @@ type Components struct {
 
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer // prometheus_rule_* and prometheus_notifications_*
-}
-
-// EngineQueryFunc returns a QueryFunc that runs an instant query on engine
-// over q: a vector is the result, a scalar becomes a vector of one sample
-// without labels, any other type is an error.
-func EngineQueryFunc(engine promql.QueryEngine, q storage.Queryable) QueryFunc {
-	return func(ctx context.Context, qs string, t time.Time) (promql.Vector, error) {
-		query, err := engine.NewInstantQuery(ctx, q, nil, qs, t)
-		if err != nil {
-			return nil, err
-		}
-		defer query.Close()
-		res := query.Exec(ctx)
-		if res.Err != nil {
-			return nil, res.Err
-		}
-		switch v := res.Value.(type) {
-		case promql.Vector:
-			return v, nil
-		case promql.Scalar:
-			return promql.Vector{{T: v.T, F: v.V, Metric: labels.EmptyLabels()}}, nil
-		default:
-			return nil, errors.New("rule result is not a vector or scalar")
-		}
-	}
 }
 
 // Manager evaluates the rule groups and sends their alerts. Call

@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/util/teststorage"
+
+	shalepromql "github.com/shaledb/shale/promql"
 )
 
 const testRules = `groups:
@@ -55,7 +57,7 @@ func TestManagerAndHandler(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	m, err := New(DefaultOptions(), Components{
-		Appendable: st, Queryable: st, QueryFunc: EngineQueryFunc(ng, st),
+		Appendable: st, Queryable: st, QueryFunc: shalepromql.EngineQueryFunc(ng, st),
 		Parser: parser.NewParser(parser.Options{}), Registerer: reg,
 	})
 	if err != nil {

@@ -11,15 +11,24 @@ import (
 	"time"
 
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
-	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/template"
 )
 
-// QueryFunc evaluates an instant query at t and returns its vector; see
-// EngineQueryFunc.
-type QueryFunc func(ctx context.Context, q string, t time.Time) (promql.Vector, error)
+// QueryFunc evaluates an instant query at t and returns its vector: the
+// templates' query function. The server builds it over the PromQL engine
+// (Shale's promql.EngineQueryFunc).
+type QueryFunc = template.QueryFunc
+
+// sample is a sample a rule writes.
+type sample struct {
+	metric labels.Labels
+	t      int64
+	f      float64
+	h      *histogram.FloatHistogram
+}
 
 // RuleHealth is a rule's health as the API reports it.
 type RuleHealth string
@@ -51,7 +60,7 @@ type Rule interface {
 
 	// eval evaluates the rule at ts (the query at ts-offset) and returns
 	// the samples to write.
-	eval(ctx context.Context, ts time.Time, offset time.Duration, query QueryFunc, externalURL *url.URL, limit int) (promql.Vector, error)
+	eval(ctx context.Context, ts time.Time, offset time.Duration, query QueryFunc, externalURL *url.URL, limit int) ([]sample, error)
 	// key is the rule's definition: equal keys, equal rules.
 	key() string
 	status() *ruleStatus
@@ -149,7 +158,7 @@ func (r *RecordingRule) key() string {
 	return "record\x00" + r.name + "\x00" + r.expr.String() + "\x00" + r.labels.String()
 }
 
-func (r *RecordingRule) eval(ctx context.Context, ts time.Time, offset time.Duration, query QueryFunc, _ *url.URL, limit int) (promql.Vector, error) {
+func (r *RecordingRule) eval(ctx context.Context, ts time.Time, offset time.Duration, query QueryFunc, _ *url.URL, limit int) ([]sample, error) {
 	vec, err := query(ctx, r.expr.String(), ts.Add(-offset))
 	if err != nil {
 		return nil, err
@@ -167,7 +176,11 @@ func (r *RecordingRule) eval(ctx context.Context, ts time.Time, offset time.Dura
 	if limit > 0 && len(vec) > limit {
 		return nil, fmt.Errorf("exceeded limit of %d with %d series", limit, len(vec))
 	}
-	return vec, nil
+	out := make([]sample, len(vec))
+	for i, v := range vec {
+		out[i] = sample{metric: v.Metric, t: v.T, f: v.F, h: v.H}
+	}
+	return out, nil
 }
 
 // AlertState is the state of an alert, or the highest of a rule's alerts.
@@ -360,7 +373,7 @@ func (r *AlertingRule) expand(ctx context.Context, text string, data any, ts tim
 	return s
 }
 
-func (r *AlertingRule) eval(ctx context.Context, ts time.Time, offset time.Duration, query QueryFunc, externalURL *url.URL, limit int) (promql.Vector, error) {
+func (r *AlertingRule) eval(ctx context.Context, ts time.Time, offset time.Duration, query QueryFunc, externalURL *url.URL, limit int) ([]sample, error) {
 	res, err := query(ctx, r.expr.String(), ts.Add(-offset))
 	if err != nil {
 		return nil, err
@@ -393,7 +406,7 @@ func (r *AlertingRule) eval(ctx context.Context, ts time.Time, offset time.Durat
 		r.active[h] = a // new, or active again after it resolved
 	}
 
-	var out promql.Vector
+	var out []sample
 	active := 0
 	at := ts.Add(-offset).UnixMilli()
 	for h, a := range r.active {
@@ -430,8 +443,8 @@ func (r *AlertingRule) eval(ctx context.Context, ts time.Time, offset time.Durat
 		}
 		if r.restored {
 			out = append(out,
-				promql.Sample{Metric: r.seriesLabels(alertsMetric, a.Labels, a.State), T: at, F: 1},
-				promql.Sample{Metric: r.seriesLabels(alertsForStateMetric, a.Labels, StateUnknown), T: at, F: float64(a.ActiveAt.Unix())})
+				sample{metric: r.seriesLabels(alertsMetric, a.Labels, a.State), t: at, f: 1},
+				sample{metric: r.seriesLabels(alertsForStateMetric, a.Labels, StateUnknown), t: at, f: float64(a.ActiveAt.Unix())})
 		}
 	}
 	if limit > 0 && active > limit {

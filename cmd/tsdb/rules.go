@@ -142,7 +142,7 @@ func (r *ruleRuntime) startRules(opts rules.Options, db *storage.DB, papi *promq
 	mgr, err := rules.New(opts, rules.Components{
 		Appendable:  db.QueuedAppendable(),
 		Queryable:   db,
-		QueryFunc:   rules.EngineQueryFunc(papi.Engine(), db),
+		QueryFunc:   promql.EngineQueryFunc(papi.Engine(), db),
 		Parser:      promql.NewParser(r.qopts),
 		ExternalURL: u,
 		Logger:      r.logger,

@@ -143,7 +143,7 @@ func BenchmarkRecordingRules(b *testing.B) {
 	ropts := rules.DefaultOptions()
 	ropts.MaxConcurrentEvals = benchConcurrency()
 	mgr, err := rules.New(ropts, rules.Components{
-		Appendable: db, Queryable: db, QueryFunc: rules.EngineQueryFunc(ng, db),
+		Appendable: db, Queryable: db, QueryFunc: promql.EngineQueryFunc(ng, db),
 		Parser: promql.NewParser(qopts), Registerer: prometheus.NewRegistry(),
 	})
 	if err != nil {

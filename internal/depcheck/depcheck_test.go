@@ -51,6 +51,12 @@ var leaves = []string{"corrupt", "internal/promreg", "internal/jsonenc"}
 var upstreamOnly = map[string]string{
 	"github.com/prometheus/prometheus/promql":     "promql",
 	"github.com/prometheus/prometheus/web/api/v1": "",
+	// Rules evaluate and notify with Shale's own code: the upstream rule
+	// manager and notifier bring config, service discovery, sigv4 and the
+	// Alertmanager API models.
+	"github.com/prometheus/prometheus/rules":     "",
+	"github.com/prometheus/prometheus/notifier":  "",
+	"github.com/prometheus/prometheus/discovery": "",
 	// The whole upstream database (and wlog, which links testing and
 	// testify): the importer reads blocks and WALs with the format packages.
 	"github.com/prometheus/prometheus/tsdb":      "",

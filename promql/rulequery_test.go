@@ -1,4 +1,4 @@
-package rules
+package promql
 
 import (
 	"fmt"
@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
-	"github.com/prometheus/prometheus/promql"
+	upstream "github.com/prometheus/prometheus/promql"
 	prules "github.com/prometheus/prometheus/rules"
 	"github.com/prometheus/prometheus/util/teststorage"
 	"github.com/stretchr/testify/require"
@@ -24,7 +24,7 @@ func TestEngineQueryFuncAsPrometheus(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.NoError(t, app.Commit())
-	ng := promql.NewEngine(promql.EngineOpts{MaxSamples: 1e6, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})
+	ng := upstream.NewEngine(upstream.EngineOpts{MaxSamples: 1e6, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})
 	defer ng.Close()
 	ours, theirs := EngineQueryFunc(ng, st), prules.EngineQueryFunc(ng, st)
 	for _, q := range []string{`m`, `sum(m)`, `scalar(sum(m))`, `1.5`, `"text"`, `m[5m]`, `nothing`, `sum(`, `rate(m)`} {
