@@ -38,8 +38,8 @@ func FuzzOTLP(f *testing.F) {
 			return
 		}
 		isJSON := b[0]%2 == 1
-		md, err := decodeOTLP(b[1:], isJSON)
-		if err != nil {
+		md := &otlpMetrics{}
+		if err := decodeOTLP(md, b[1:], isJSON); err != nil {
 			return
 		}
 		st := &reqState{}

@@ -1,0 +1,827 @@
+package remotewrite
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/otlptranslator"
+	"github.com/prometheus/prometheus/config"
+	"github.com/prometheus/prometheus/model/exemplar"
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/metadata"
+	"github.com/prometheus/prometheus/storage"
+	prw "github.com/prometheus/prometheus/storage/remote/otlptranslator/prometheusremotewrite"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
+)
+
+// This file checks Shale's OTLP decoder and translator against the
+// upstream ones they replace: pdata's decoding of the same bytes, and
+// Prometheus' translator (prometheusremotewrite, as Prometheus 3.16 runs
+// it) with the settings OTLPHandler used to give it.
+
+// otlpRec is one sample as a sink receives it, in a comparable form.
+type otlpRec struct {
+	Labels    string
+	ST, T     int64
+	V         uint64 // bits
+	H         string
+	Exemplars string
+	Family    string
+	Meta      metadata.Metadata
+}
+
+func (r otlpRec) String() string {
+	return fmt.Sprintf("%s st=%d t=%d v=%x h=%s ex=%s family=%q meta=%+v", r.Labels, r.ST, r.T, r.V, r.H, r.Exemplars, r.Family, r.Meta)
+}
+
+func fmtLabels(ls []labels.Label) string {
+	var sb strings.Builder
+	for i, l := range ls {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		fmt.Fprintf(&sb, "%q=%q", l.Name, l.Value)
+	}
+	return "{" + sb.String() + "}"
+}
+
+func fmtHistogram(h *histogram.Histogram) string {
+	if h == nil {
+		return "-"
+	}
+	nilOr := func(isNil bool, v any) string {
+		if isNil {
+			return "nil"
+		}
+		return fmt.Sprint(v)
+	}
+	return fmt.Sprintf("hint=%d schema=%d zt=%x zc=%d count=%d sum=%x ps=%s pb=%s ns=%s nb=%s cv=%s",
+		h.CounterResetHint, h.Schema, math.Float64bits(h.ZeroThreshold), h.ZeroCount, h.Count, math.Float64bits(h.Sum),
+		nilOr(h.PositiveSpans == nil, h.PositiveSpans), nilOr(h.PositiveBuckets == nil, h.PositiveBuckets),
+		nilOr(h.NegativeSpans == nil, h.NegativeSpans), nilOr(h.NegativeBuckets == nil, h.NegativeBuckets),
+		nilOr(h.CustomValues == nil, h.CustomValues))
+}
+
+func fmtExemplars(exs []exemplar.Exemplar) string {
+	var sb strings.Builder
+	for _, e := range exs {
+		var ls []labels.Label
+		e.Labels.Range(func(l labels.Label) { ls = append(ls, l) })
+		fmt.Fprintf(&sb, "[%s %x %d %v]", fmtLabels(ls), math.Float64bits(e.Value), e.Ts, e.HasTs)
+	}
+	return sb.String()
+}
+
+// upstreamRecorder is the storage.AppenderV2 the upstream translator
+// appends to; from the failAt-th append on (if > 0) it fails.
+type upstreamRecorder struct {
+	recs   []otlpRec
+	failAt int
+}
+
+var errRecorderFull = errors.New("appender failed")
+
+func (u *upstreamRecorder) Append(_ storage.SeriesRef, ls labels.Labels, st, t int64, v float64, h *histogram.Histogram, fh *histogram.FloatHistogram, opts storage.AppendV2Options) (storage.SeriesRef, error) {
+	if fh != nil {
+		panic("the translator made a float histogram")
+	}
+	if u.failAt > 0 && len(u.recs)+1 >= u.failAt {
+		u.recs = append(u.recs, otlpRec{Labels: "FAILED"})
+		return 0, errRecorderFull
+	}
+	var lbls []labels.Label
+	ls.Range(func(l labels.Label) { lbls = append(lbls, l) })
+	u.recs = append(u.recs, otlpRec{Labels: fmtLabels(lbls), ST: st, T: t, V: math.Float64bits(v), H: fmtHistogram(h), Exemplars: fmtExemplars(opts.Exemplars), Family: opts.MetricFamilyName, Meta: opts.Metadata})
+	return 0, nil
+}
+
+func (u *upstreamRecorder) Commit() error   { return nil }
+func (u *upstreamRecorder) Rollback() error { return nil }
+
+// sinkRecorder is the same for Shale's translator.
+type sinkRecorder struct {
+	recs   []otlpRec
+	failAt int
+}
+
+func (s *sinkRecorder) add(lbls []labels.Label, st, t int64, v float64, h *histogram.Histogram, exs []exemplar.Exemplar, family string, meta metadata.Metadata) error {
+	if s.failAt > 0 && len(s.recs)+1 >= s.failAt {
+		s.recs = append(s.recs, otlpRec{Labels: "FAILED"})
+		return errRecorderFull
+	}
+	s.recs = append(s.recs, otlpRec{Labels: fmtLabels(lbls), ST: st, T: t, V: math.Float64bits(v), H: fmtHistogram(h), Exemplars: fmtExemplars(exs), Family: family, Meta: meta})
+	return nil
+}
+
+// upstreamSettings are the settings OTLPHandler gave the upstream
+// translator.
+func upstreamSettings(o OTLPOptions) prw.Settings {
+	trim := func(attrs []string) []string {
+		out := make([]string, len(attrs))
+		for i, a := range attrs {
+			out[i] = strings.TrimSpace(a)
+		}
+		return out
+	}
+	return prw.Settings{
+		AddMetricSuffixes: o.TranslationStrategy.ShouldAddSuffixes(),
+		AllowUTF8:         !o.TranslationStrategy.ShouldEscape(),
+		PromoteResourceAttributes: prw.NewPromoteResourceAttributes(config.OTLPConfig{
+			PromoteAllResourceAttributes: o.PromoteAllResourceAttributes,
+			PromoteResourceAttributes:    trim(o.PromoteResourceAttributes),
+			IgnoreResourceAttributes:     trim(o.IgnoreResourceAttributes),
+		}),
+		KeepIdentifyingResourceAttributes:    o.KeepIdentifyingResourceAttributes,
+		ConvertHistogramsToNHCB:              o.ConvertHistogramsToNHCB,
+		PromoteScopeMetadata:                 o.PromoteScopeMetadata,
+		AllowDeltaTemporality:                o.NativeDeltaIngestion,
+		LookbackDelta:                        o.LookbackDelta,
+		LabelNameUnderscoreSanitization:      o.LabelNameUnderscoreSanitization,
+		LabelNamePreserveMultipleUnderscores: o.LabelNamePreserveMultipleUnderscores,
+	}
+}
+
+// flatErrors lists the errors of a tree of joined errors.
+func flatErrors(err error) []string {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []string
+		for _, e := range j.Unwrap() {
+			out = append(out, flatErrors(e)...)
+		}
+		return out
+	}
+	return []string{err.Error()}
+}
+
+// translateBoth translates md with upstream's translator and m with
+// Shale's, and reports any difference.
+func translateBoth(t *testing.T, md pmetric.Metrics, m *otlpMetrics, o OTLPOptions, failAt int) {
+	t.Helper()
+	up := &upstreamRecorder{failAt: failAt}
+	conv := prw.NewPrometheusConverter(up)
+	_, uerr := conv.FromMetrics(context.Background(), md, upstreamSettings(o))
+	mine := &sinkRecorder{failAt: failAt}
+	tr := newOTLPTranslator(newOTLPSettings(o))
+	var merrs []string
+	for _, e := range tr.translate(context.Background(), m, mine) {
+		merrs = append(merrs, e.Error())
+	}
+	if !slices.Equal(flatErrors(uerr), merrs) {
+		t.Errorf("options %+v: errors differ:\nupstream %q\nshale    %q", o, flatErrors(uerr), merrs)
+	}
+	n := max(len(up.recs), len(mine.recs))
+	for i := range n {
+		var u, s otlpRec
+		if i < len(up.recs) {
+			u = up.recs[i]
+		}
+		if i < len(mine.recs) {
+			s = mine.recs[i]
+		}
+		if u != s {
+			t.Fatalf("options %+v: sample %d of %d/%d differs:\nupstream %s\nshale    %s", o, i, len(up.recs), len(mine.recs), u, s)
+		}
+	}
+}
+
+// canonical renders what the translator reads of decoded metrics, from
+// pdata and from Shale's decoder, in one form.
+func canonicalPdata(md pmetric.Metrics) string {
+	var sb strings.Builder
+	attrs := func(m pcommon.Map) {
+		m.Range(func(k string, v pcommon.Value) bool {
+			fmt.Fprintf(&sb, " %q=%q", k, v.AsString())
+			return true
+		})
+		sb.WriteByte('\n')
+	}
+	exemplars := func(es pmetric.ExemplarSlice) {
+		for i := range es.Len() {
+			e := es.At(i)
+			var v string
+			switch e.ValueType() {
+			case pmetric.ExemplarValueTypeInt:
+				v = fmt.Sprint("i", e.IntValue())
+			case pmetric.ExemplarValueTypeDouble:
+				v = fmt.Sprintf("d%x", math.Float64bits(e.DoubleValue()))
+			}
+			tid, sid := e.TraceID(), e.SpanID()
+			fmt.Fprintf(&sb, "    E t=%d v=%s trace=%x span=%x", e.Timestamp(), v, tid[:], sid[:])
+			attrs(e.FilteredAttributes())
+		}
+	}
+	rms := md.ResourceMetrics()
+	for i := range rms.Len() {
+		rm := rms.At(i)
+		sb.WriteString("R")
+		attrs(rm.Resource().Attributes())
+		sms := rm.ScopeMetrics()
+		for j := range sms.Len() {
+			sm := sms.At(j)
+			fmt.Fprintf(&sb, " S %q %q %q", sm.Scope().Name(), sm.Scope().Version(), sm.SchemaUrl())
+			attrs(sm.Scope().Attributes())
+			ms := sm.Metrics()
+			for k := range ms.Len() {
+				m := ms.At(k)
+				fmt.Fprintf(&sb, "  M %q %q %q %s", m.Name(), m.Description(), m.Unit(), m.Type())
+				switch m.Type() {
+				case pmetric.MetricTypeGauge:
+					sb.WriteByte('\n')
+					numberPoints(&sb, m.Gauge().DataPoints(), attrs, exemplars)
+				case pmetric.MetricTypeSum:
+					fmt.Fprintf(&sb, " mono=%v temp=%d\n", m.Sum().IsMonotonic(), m.Sum().AggregationTemporality())
+					numberPoints(&sb, m.Sum().DataPoints(), attrs, exemplars)
+				case pmetric.MetricTypeHistogram:
+					fmt.Fprintf(&sb, " temp=%d\n", m.Histogram().AggregationTemporality())
+					dps := m.Histogram().DataPoints()
+					for x := range dps.Len() {
+						p := dps.At(x)
+						fmt.Fprintf(&sb, "   P %d %d %d count=%d sum=%x/%v bounds=%v counts=%v", p.StartTimestamp(), p.Timestamp(), p.Flags(), p.Count(), math.Float64bits(p.Sum()), p.HasSum(), fmtFloats(p.ExplicitBounds().AsRaw()), p.BucketCounts().AsRaw())
+						attrs(p.Attributes())
+						exemplars(p.Exemplars())
+					}
+				case pmetric.MetricTypeExponentialHistogram:
+					fmt.Fprintf(&sb, " temp=%d\n", m.ExponentialHistogram().AggregationTemporality())
+					dps := m.ExponentialHistogram().DataPoints()
+					for x := range dps.Len() {
+						p := dps.At(x)
+						fmt.Fprintf(&sb, "   P %d %d %d count=%d sum=%x/%v scale=%d zc=%d pos=%d%v neg=%d%v", p.StartTimestamp(), p.Timestamp(), p.Flags(), p.Count(), math.Float64bits(p.Sum()), p.HasSum(), p.Scale(), p.ZeroCount(),
+							p.Positive().Offset(), p.Positive().BucketCounts().AsRaw(), p.Negative().Offset(), p.Negative().BucketCounts().AsRaw())
+						attrs(p.Attributes())
+						exemplars(p.Exemplars())
+					}
+				case pmetric.MetricTypeSummary:
+					sb.WriteByte('\n')
+					dps := m.Summary().DataPoints()
+					for x := range dps.Len() {
+						p := dps.At(x)
+						fmt.Fprintf(&sb, "   P %d %d %d count=%d sum=%x q=", p.StartTimestamp(), p.Timestamp(), p.Flags(), p.Count(), math.Float64bits(p.Sum()))
+						qs := p.QuantileValues()
+						for q := range qs.Len() {
+							fmt.Fprintf(&sb, "%x:%x,", math.Float64bits(qs.At(q).Quantile()), math.Float64bits(qs.At(q).Value()))
+						}
+						attrs(p.Attributes())
+					}
+				default:
+					sb.WriteByte('\n')
+				}
+			}
+		}
+	}
+	return sb.String()
+}
+
+func fmtFloats(fs []float64) string {
+	var sb strings.Builder
+	for _, f := range fs {
+		fmt.Fprintf(&sb, "%x,", math.Float64bits(f))
+	}
+	return "[" + sb.String() + "]"
+}
+
+func numberPoints(sb *strings.Builder, dps pmetric.NumberDataPointSlice, attrs func(pcommon.Map), exemplars func(pmetric.ExemplarSlice)) {
+	for x := range dps.Len() {
+		p := dps.At(x)
+		var v string
+		switch p.ValueType() {
+		case pmetric.NumberDataPointValueTypeInt:
+			v = fmt.Sprint("i", p.IntValue())
+		case pmetric.NumberDataPointValueTypeDouble:
+			v = fmt.Sprintf("d%x", math.Float64bits(p.DoubleValue()))
+		}
+		fmt.Fprintf(sb, "   P %d %d %d v=%s", p.StartTimestamp(), p.Timestamp(), p.Flags(), v)
+		attrs(p.Attributes())
+		exemplars(p.Exemplars())
+	}
+}
+
+func canonicalShale(md *otlpMetrics) string {
+	var sb strings.Builder
+	attrs := func(as []otlpAttr) {
+		for _, a := range as {
+			fmt.Fprintf(&sb, " %q=%q", a.key, a.value)
+		}
+		sb.WriteByte('\n')
+	}
+	exemplars := func(es []otlpExemplar) {
+		for _, e := range es {
+			var v string
+			switch e.valueType {
+			case valueInt:
+				v = fmt.Sprint("i", e.intValue)
+			case valueDouble:
+				v = fmt.Sprintf("d%x", math.Float64bits(e.value))
+			}
+			fmt.Fprintf(&sb, "    E t=%d v=%s trace=%x span=%x", e.time, v, e.traceID[:], e.spanID[:])
+			attrs(of(md.exAttrs, e.attrs))
+		}
+	}
+	typeNames := [...]string{"Empty", "Gauge", "Sum", "Histogram", "ExponentialHistogram", "Summary"}
+	for _, r := range md.resources {
+		sb.WriteString("R")
+		attrs(of(md.resAttrs, r.attrs))
+		for _, s := range of(md.scopes, r.scopes) {
+			fmt.Fprintf(&sb, " S %q %q %q", s.name, s.version, s.schemaURL)
+			attrs(of(md.scopeAttrs, s.attrs))
+			for _, m := range of(md.metrics, s.metrics) {
+				fmt.Fprintf(&sb, "  M %q %q %q %s", m.name, m.description, m.unit, typeNames[m.typ])
+				switch m.typ {
+				case otlpGauge, otlpSummary, otlpEmpty:
+					sb.WriteByte('\n')
+				case otlpSum:
+					fmt.Fprintf(&sb, " mono=%v temp=%d\n", m.monotonic, m.temporality)
+				default:
+					fmt.Fprintf(&sb, " temp=%d\n", m.temporality)
+				}
+				for _, p := range of(md.points, m.points) {
+					switch m.typ {
+					case otlpGauge, otlpSum:
+						var v string
+						switch p.valueType {
+						case valueInt:
+							v = fmt.Sprint("i", p.intValue)
+						case valueDouble:
+							v = fmt.Sprintf("d%x", math.Float64bits(p.value))
+						}
+						fmt.Fprintf(&sb, "   P %d %d %d v=%s", p.start, p.time, p.flags, v)
+						attrs(of(md.pointAttrs, p.attrs))
+						exemplars(of(md.exemplars, p.exemplars))
+					case otlpHistogram:
+						fmt.Fprintf(&sb, "   P %d %d %d count=%d sum=%x/%v bounds=%v counts=%v", p.start, p.time, p.flags, p.count, math.Float64bits(p.sum), p.hasSum, fmtFloats(of(md.bounds, p.bounds)), nilEmpty(of(md.counts, p.counts)))
+						attrs(of(md.pointAttrs, p.attrs))
+						exemplars(of(md.exemplars, p.exemplars))
+					case otlpExpHistogram:
+						fmt.Fprintf(&sb, "   P %d %d %d count=%d sum=%x/%v scale=%d zc=%d pos=%d%v neg=%d%v", p.start, p.time, p.flags, p.count, math.Float64bits(p.sum), p.hasSum, p.scale, p.zeroCount,
+							p.posOffset, nilEmpty(of(md.counts, p.pos)), p.negOffset, nilEmpty(of(md.negCounts, p.neg)))
+						attrs(of(md.pointAttrs, p.attrs))
+						exemplars(of(md.exemplars, p.exemplars))
+					case otlpSummary:
+						fmt.Fprintf(&sb, "   P %d %d %d count=%d sum=%x q=", p.start, p.time, p.flags, p.count, math.Float64bits(p.sum))
+						for _, q := range of(md.quantiles, p.quantiles) {
+							fmt.Fprintf(&sb, "%x:%x,", math.Float64bits(q.quantile), math.Float64bits(q.value))
+						}
+						attrs(of(md.pointAttrs, p.attrs))
+					}
+				}
+			}
+		}
+	}
+	return sb.String()
+}
+
+// nilEmpty prints an empty list as pdata's AsRaw does.
+func nilEmpty(s []uint64) []uint64 {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
+}
+
+// otlpGen makes random requests that reach every branch of the
+// translation: every metric type, temporality and flag, attribute names
+// that collide or are reserved once sanitised, values of every type,
+// bucket layouts with gaps, scales past the native histogram range,
+// exemplars with and without trace context.
+type otlpGen struct {
+	r    *rand.Rand
+	base uint64 // ns
+}
+
+var genKeys = []string{
+	"service.name", "service.namespace", "service.instance.id", "host.name", "a.b", "a_b", "a__b", "a-b",
+	"_under", "__dunder", "__name__", "1digit", "", "ünï", "k8s.pod.name", "trace_id", "span_id", "le",
+	"quantile", "job", "instance", "otel_scope_name", "___", "x", "http.method", "Ünicode.Ä",
+}
+
+var genStrings = []string{"", "v", "v;w", "svc", "ns", "i-1", "ü", "a long value " + strings.Repeat("x", 120), "0", "\x00\xff"}
+
+func (g *otlpGen) pick(n int) bool { return g.r.IntN(n) == 0 }
+
+func (g *otlpGen) value(v pcommon.Value, depth int) {
+	switch k := g.r.IntN(10); {
+	case k < 4:
+		v.SetStr(genStrings[g.r.IntN(len(genStrings))])
+	case k == 4:
+		v.SetInt(g.r.Int64N(2000) - 1000)
+	case k == 5:
+		v.SetDouble([]float64{0.1, 1e21, 1e-7, -2.5, math.NaN(), math.Inf(1), math.Inf(-1), 3, 123456789.125}[g.r.IntN(9)])
+	case k == 6:
+		v.SetBool(g.pick(2))
+	case k == 7:
+		if g.pick(3) {
+			v.SetEmptyBytes()
+		} else {
+			v.SetEmptyBytes().FromRaw([]byte{0, 1, 2, 0xff})
+		}
+	case k == 8 && depth < 3:
+		s := v.SetEmptySlice()
+		for range g.r.IntN(3) {
+			g.value(s.AppendEmpty(), depth+1)
+		}
+	case k == 9 && depth < 3:
+		m := v.SetEmptyMap()
+		for range g.r.IntN(3) {
+			g.value(m.PutEmpty(genKeys[g.r.IntN(len(genKeys))]), depth+1)
+		}
+	default:
+		// empty
+	}
+}
+
+func (g *otlpGen) attrs(m pcommon.Map, n int) {
+	for range g.r.IntN(n + 1) {
+		g.value(m.PutEmpty(genKeys[g.r.IntN(len(genKeys))]), 0)
+	}
+}
+
+// time returns a point time near the base, rarely 0 or in ns past 2^63.
+func (g *otlpGen) time() pcommon.Timestamp {
+	return pcommon.Timestamp(g.base + uint64(g.r.Int64N(int64(2*time.Hour))))
+}
+
+func (g *otlpGen) exemplars(es pmetric.ExemplarSlice) {
+	for range g.r.IntN(4) {
+		e := es.AppendEmpty()
+		switch g.r.IntN(5) {
+		case 0:
+		case 1, 2:
+			e.SetDoubleValue([]float64{0.5, 1, 2, 7, 100, math.Inf(1)}[g.r.IntN(6)])
+		default:
+			e.SetIntValue(g.r.Int64N(10))
+		}
+		if !g.pick(4) {
+			e.SetTimestamp(g.time())
+		}
+		if !g.pick(3) {
+			e.SetTraceID(pcommon.TraceID{byte(g.r.IntN(3)), 2, 3})
+		}
+		if !g.pick(3) {
+			e.SetSpanID(pcommon.SpanID{byte(g.r.IntN(3)), 5})
+		}
+		g.attrs(e.FilteredAttributes(), 3)
+	}
+}
+
+func (g *otlpGen) flags() pmetric.DataPointFlags {
+	if g.pick(8) {
+		return pmetric.DefaultDataPointFlags.WithNoRecordedValue(true)
+	}
+	return pmetric.DataPointFlags(g.r.IntN(3) * 2)
+}
+
+func (g *otlpGen) temporality() pmetric.AggregationTemporality {
+	if g.pick(6) {
+		return pmetric.AggregationTemporality(g.r.IntN(4))
+	}
+	return []pmetric.AggregationTemporality{pmetric.AggregationTemporalityCumulative, pmetric.AggregationTemporalityDelta}[g.r.IntN(2)]
+}
+
+func (g *otlpGen) counts(n int) []uint64 {
+	c := make([]uint64, n)
+	for i := range c {
+		if !g.pick(3) {
+			c[i] = uint64(g.r.IntN(5))
+		}
+	}
+	return c
+}
+
+var genNames = []string{"requests", "http.server.duration", "latency", "queue size", "temperature", "mem", "a.b", "1bad", "__x", "ünï.metric", "", "total_total"}
+var genUnits = []string{"", "s", "ms", "By", "1", "{requests}", "%", "Cel", "By/s", "m/s"}
+
+func (g *otlpGen) metric(m pmetric.Metric) {
+	m.SetName(genNames[g.r.IntN(len(genNames))])
+	m.SetUnit(genUnits[g.r.IntN(len(genUnits))])
+	if g.pick(2) {
+		m.SetDescription("Help of " + m.Name())
+	}
+	points := g.r.IntN(4)
+	setCommon := func(attrs pcommon.Map, start, ts func(pcommon.Timestamp), flags func(pmetric.DataPointFlags)) {
+		g.attrs(attrs, 4)
+		t := g.time()
+		ts(t)
+		if !g.pick(3) {
+			start(t - pcommon.Timestamp(g.r.Int64N(int64(time.Hour))))
+		}
+		flags(g.flags())
+	}
+	switch g.r.IntN(12) {
+	case 0, 1:
+		dps := m.SetEmptyGauge().DataPoints()
+		for range points {
+			p := dps.AppendEmpty()
+			setCommon(p.Attributes(), p.SetStartTimestamp, p.SetTimestamp, p.SetFlags)
+			g.number(p)
+		}
+	case 2, 3, 4:
+		s := m.SetEmptySum()
+		s.SetIsMonotonic(g.pick(2))
+		s.SetAggregationTemporality(g.temporality())
+		for range points {
+			p := s.DataPoints().AppendEmpty()
+			setCommon(p.Attributes(), p.SetStartTimestamp, p.SetTimestamp, p.SetFlags)
+			g.number(p)
+		}
+	case 5, 6:
+		h := m.SetEmptyHistogram()
+		h.SetAggregationTemporality(g.temporality())
+		for range points {
+			p := h.DataPoints().AppendEmpty()
+			setCommon(p.Attributes(), p.SetStartTimestamp, p.SetTimestamp, p.SetFlags)
+			bounds := [][]float64{{}, {1}, {0.5, 1, 2, 5}, {1, math.Inf(1)}, {-1, 0, 1, 2, 3, 4, 5, 6}}[g.r.IntN(5)]
+			p.ExplicitBounds().FromRaw(bounds)
+			n := len(bounds) + 1
+			if g.pick(5) {
+				n = g.r.IntN(len(bounds) + 3)
+			}
+			c := g.counts(n)
+			p.BucketCounts().FromRaw(c)
+			var total uint64
+			for _, x := range c {
+				total += x
+			}
+			p.SetCount(total + uint64(g.r.IntN(2)))
+			if !g.pick(3) {
+				p.SetSum(float64(g.r.IntN(100)) / 4)
+			}
+			g.exemplars(p.Exemplars())
+		}
+	case 7, 8:
+		h := m.SetEmptyExponentialHistogram()
+		h.SetAggregationTemporality(g.temporality())
+		for range points {
+			p := h.DataPoints().AppendEmpty()
+			setCommon(p.Attributes(), p.SetStartTimestamp, p.SetTimestamp, p.SetFlags)
+			p.SetScale(int32(g.r.IntN(18)) - 6)
+			p.SetZeroCount(uint64(g.r.IntN(3)))
+			p.Positive().SetOffset(int32(g.r.IntN(40)) - 20)
+			p.Positive().BucketCounts().FromRaw(g.counts(g.r.IntN(12)))
+			if g.pick(2) {
+				p.Negative().SetOffset(int32(g.r.IntN(40)) - 20)
+				p.Negative().BucketCounts().FromRaw(g.counts(g.r.IntN(8)))
+			}
+			p.SetCount(uint64(g.r.IntN(30)))
+			if !g.pick(3) {
+				p.SetSum(float64(g.r.IntN(100)) / 8)
+			}
+			g.exemplars(p.Exemplars())
+		}
+	case 9, 10:
+		dps := m.SetEmptySummary().DataPoints()
+		for range points {
+			p := dps.AppendEmpty()
+			setCommon(p.Attributes(), p.SetStartTimestamp, p.SetTimestamp, p.SetFlags)
+			p.SetCount(uint64(g.r.IntN(10)))
+			p.SetSum(float64(g.r.IntN(10)) / 3)
+			for range g.r.IntN(4) {
+				q := p.QuantileValues().AppendEmpty()
+				q.SetQuantile([]float64{0, 0.5, 0.99, 1, 0.25}[g.r.IntN(5)])
+				q.SetValue(float64(g.r.IntN(100)))
+			}
+		}
+	default:
+		// no data
+	}
+}
+
+func (g *otlpGen) number(p pmetric.NumberDataPoint) {
+	switch g.r.IntN(5) {
+	case 0:
+	case 1, 2:
+		p.SetDoubleValue([]float64{1.5, 0, -3, math.Inf(1), 1e300}[g.r.IntN(5)])
+	default:
+		p.SetIntValue(g.r.Int64N(1000))
+	}
+	g.exemplars(p.Exemplars())
+}
+
+func (g *otlpGen) metrics() pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	for range g.r.IntN(3) + 1 {
+		rm := md.ResourceMetrics().AppendEmpty()
+		ra := rm.Resource().Attributes()
+		if !g.pick(4) {
+			ra.PutStr("service.name", []string{"svc", "", "api"}[g.r.IntN(3)])
+		}
+		if g.pick(2) {
+			ra.PutStr("service.namespace", "ns")
+		}
+		if g.pick(2) {
+			ra.PutStr("service.instance.id", "i-1")
+		}
+		if g.pick(3) {
+			ra.PutInt("service.instance.id", 7)
+		}
+		g.attrs(ra, 4)
+		for range g.r.IntN(3) {
+			sm := rm.ScopeMetrics().AppendEmpty()
+			if !g.pick(3) {
+				sm.Scope().SetName("scope-" + fmt.Sprint(g.r.IntN(3)))
+			}
+			if g.pick(2) {
+				sm.Scope().SetVersion("1.2")
+			}
+			if g.pick(2) {
+				sm.SetSchemaUrl("https://opentelemetry.io/schemas/1.0")
+			}
+			g.attrs(sm.Scope().Attributes(), 2)
+			for range g.r.IntN(5) {
+				g.metric(sm.Metrics().AppendEmpty())
+			}
+		}
+	}
+	return md
+}
+
+// genOptions returns the options of case i: the default, then each
+// translation strategy with random settings.
+func genOptions(r *rand.Rand, i int) OTLPOptions {
+	o := DefaultOTLPOptions()
+	if i == 0 {
+		return o
+	}
+	o.TranslationStrategy = []otlptranslator.TranslationStrategyOption{
+		otlptranslator.UnderscoreEscapingWithSuffixes, otlptranslator.UnderscoreEscapingWithoutSuffixes,
+		otlptranslator.NoUTF8EscapingWithSuffixes, otlptranslator.NoTranslation,
+	}[i%4]
+	switch r.IntN(3) {
+	case 0:
+		o.PromoteResourceAttributes = []string{"host.name", " a.b", "service.name", "_under"}
+	case 1:
+		o.PromoteAllResourceAttributes = true
+		o.IgnoreResourceAttributes = []string{"host.name", "a_b"}
+	}
+	o.KeepIdentifyingResourceAttributes = r.IntN(2) == 0
+	o.ConvertHistogramsToNHCB = r.IntN(2) == 0
+	o.PromoteScopeMetadata = r.IntN(2) == 0
+	o.LabelNameUnderscoreSanitization = r.IntN(2) == 0
+	o.LabelNamePreserveMultipleUnderscores = r.IntN(2) == 0
+	o.NativeDeltaIngestion = r.IntN(2) == 0
+	o.LookbackDelta = []time.Duration{0, time.Minute, 5 * time.Minute, time.Hour}[r.IntN(4)]
+	return o
+}
+
+// snake turns a lowerCamelCase JSON name into the .proto's.
+func snake(s string) string {
+	var sb strings.Builder
+	for _, c := range s {
+		if c >= 'A' && c <= 'Z' {
+			sb.WriteByte('_')
+			c += 'a' - 'A'
+		}
+		sb.WriteRune(c)
+	}
+	return sb.String()
+}
+
+// jsonIntFields are the fields pdata writes as strings.
+var jsonIntFields = map[string]bool{
+	"timeUnixNano": true, "startTimeUnixNano": true, "count": true, "zeroCount": true, "bucketCounts": true, "intValue": true, "asInt": true,
+}
+
+var temporalityNames = []string{"AGGREGATION_TEMPORALITY_UNSPECIFIED", "AGGREGATION_TEMPORALITY_DELTA", "AGGREGATION_TEMPORALITY_CUMULATIVE"}
+
+// mutateJSON rewrites pdata's JSON into other forms the mapping allows:
+// snake_case names, integers as numbers, enums by name, and repeated
+// attributes (which pdata's API cannot make).
+func mutateJSON(r *rand.Rand, b []byte) []byte {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		panic(err)
+	}
+	var walk func(v any) any
+	walk = func(v any) any {
+		switch x := v.(type) {
+		case map[string]any:
+			out := map[string]any{}
+			for k, val := range x {
+				val = walk(val)
+				if jsonIntFields[k] && r.IntN(2) == 0 {
+					switch s := val.(type) {
+					case string:
+						val = json.Number(s)
+					case []any:
+						for i, e := range s {
+							if str, ok := e.(string); ok && r.IntN(2) == 0 {
+								s[i] = json.Number(str)
+							}
+						}
+					}
+				}
+				if k == "aggregationTemporality" && r.IntN(2) == 0 {
+					if n, ok := val.(json.Number); ok {
+						if i, err := n.Int64(); err == nil && i >= 0 && i < 3 {
+							val = temporalityNames[i]
+						}
+					}
+				}
+				if (k == "attributes" || k == "filteredAttributes") && r.IntN(3) == 0 {
+					if l, ok := val.([]any); ok && len(l) > 0 {
+						dup := map[string]any{"key": l[0].(map[string]any)["key"], "value": map[string]any{"stringValue": "dup"}}
+						val = append(l, dup)
+					}
+				}
+				if r.IntN(2) == 0 {
+					k = snake(k)
+				}
+				out[k] = val
+			}
+			return out
+		case []any:
+			for i := range x {
+				x[i] = walk(x[i])
+			}
+			return x
+		}
+		return v
+	}
+	out, err := json.Marshal(walk(v))
+	if err != nil {
+		panic(err)
+	}
+	return out
+}
+
+// TestOTLPMatchesUpstream decodes random requests with pdata and with
+// Shale's decoders (protobuf, and JSON in several spellings) and
+// translates them with Prometheus' translator and Shale's under many
+// settings: the decoded content, the samples, histograms, exemplars,
+// metadata and errors must be the same.
+func TestOTLPMatchesUpstream(t *testing.T) {
+	cases := 400
+	if testing.Short() {
+		cases = 50
+	}
+	for c := range cases {
+		r := rand.New(rand.NewPCG(uint64(c), 42))
+		g := &otlpGen{r: r, base: uint64(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())}
+		switch c % 10 {
+		case 7:
+			g.base = 0 // times near the epoch: truncation and flooring agree
+		case 8:
+			g.base = math.MaxUint64 - uint64(3*time.Hour) // past 2^63: negative once signed
+		}
+		md := g.metrics()
+		jsonBody, err := pmetricotlp.NewExportRequestFromMetrics(md).MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		jsonBody = mutateJSON(r, jsonBody)
+		fromJSON := pmetricotlp.NewExportRequest()
+		if err := fromJSON.UnmarshalJSON(jsonBody); err != nil {
+			t.Fatalf("case %d: pdata refuses %s: %v", c, jsonBody, err)
+		}
+		var mj otlpMetrics
+		if err := decodeOTLPJSON(&mj, jsonBody); err != nil {
+			t.Fatalf("case %d: %v\n%s", c, err, jsonBody)
+		}
+		if want, got := canonicalPdata(fromJSON.Metrics()), canonicalShale(&mj); want != got {
+			t.Fatalf("case %d: JSON decoded differently:\n%s\npdata:\n%s\nshale:\n%s", c, jsonBody, want, got)
+		}
+		protoBody, err := fromJSON.MarshalProto()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fromProto := pmetricotlp.NewExportRequest()
+		if err := fromProto.UnmarshalProto(protoBody); err != nil {
+			t.Fatal(err)
+		}
+		var mp otlpMetrics
+		if err := decodeOTLPProto(&mp, protoBody); err != nil {
+			t.Fatalf("case %d: %v", c, err)
+		}
+		if want, got := canonicalPdata(fromProto.Metrics()), canonicalShale(&mp); want != got {
+			t.Fatalf("case %d: protobuf decoded differently:\npdata:\n%s\nshale:\n%s", c, want, got)
+		}
+		for i := range 4 {
+			o := genOptions(r, (c+i)%8)
+			failAt := 0
+			if r.IntN(10) == 0 {
+				failAt = 1 + r.IntN(20)
+			}
+			t.Run(fmt.Sprintf("case=%d/options=%d", c, i), func(t *testing.T) {
+				translateBoth(t, fromProto.Metrics(), &mp, o, failAt)
+				if i == 0 {
+					translateBoth(t, fromJSON.Metrics(), &mj, o, failAt)
+				}
+			})
+		}
+	}
+}
