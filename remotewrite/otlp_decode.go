@@ -254,12 +254,49 @@ func protoFixed64(b []byte, msg string, num protowire.Number, typ protowire.Type
 	return v, b[n:], nil
 }
 
-func protoSkip(b []byte, num protowire.Number, typ protowire.Type) ([]byte, error) {
-	n := protowire.ConsumeFieldValue(num, typ, b)
-	if n < 0 {
-		return b, parseErr(n)
+// sint32 decodes a zigzag varint as the collector's decoder does, from
+// bits 1 to 32 of the varint.
+func sint32(x uint64) int32 {
+	v := uint32(x >> 1)
+	if x&1 != 0 {
+		v = ^v
 	}
-	return b[n:], nil
+	return int32(v)
+}
+
+// protoSkip passes over the value of an unknown field. A group is skipped
+// as the collector's decoder skips it, which OpenTelemetry senders are
+// tested against: up to its first field that is not a group tag, or to its
+// end group (groups are deprecated and absent from OTLP).
+func protoSkip(b []byte, num protowire.Number, typ protowire.Type) ([]byte, error) {
+	depth := 0
+	for {
+		switch typ {
+		case protowire.StartGroupType:
+			depth++
+		case protowire.EndGroupType:
+			if depth == 0 {
+				return b, fmt.Errorf("%w: end of group %d without a start", ErrMalformed, num)
+			}
+			depth--
+		default:
+			n := protowire.ConsumeFieldValue(num, typ, b)
+			if n < 0 {
+				return b, parseErr(n)
+			}
+			return b[n:], nil
+		}
+		if depth == 0 {
+			return b, nil
+		}
+		var err error
+		if num, typ, b, err = field(b); err != nil {
+			return b, err
+		}
+		if len(b) == 0 { // even an end group: the collector wants more
+			return b, fmt.Errorf("%w: unterminated group", ErrMalformed)
+		}
+	}
 }
 
 func (d *protoDecoder) request(b []byte) error {
@@ -736,7 +773,7 @@ func (d *protoDecoder) pointField(typ otlpType, pi int, msg string, num protowir
 			if x, b, err = protoVarint(b, msg, num, wt); err != nil {
 				return b, err
 			}
-			p.scale = int32(protowire.DecodeZigZag(x & math.MaxUint32))
+			p.scale = sint32(x)
 			return b, nil
 		case 8, 9:
 			if v, b, err = protoBytes(b, msg, num, wt); err != nil {
@@ -834,7 +871,7 @@ func buckets(counts []uint64, offset *int32, s *span32, b []byte) ([]uint64, err
 			if x, b, err = protoVarint(rest, "Buckets", num, wt); err != nil {
 				return counts, err
 			}
-			*offset = int32(protowire.DecodeZigZag(x & math.MaxUint32))
+			*offset = sint32(x)
 		case 2:
 			switch wt {
 			case protowire.VarintType:

@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // This file checks Shale's OTLP decoder and translator against the
@@ -823,5 +824,200 @@ func TestOTLPMatchesUpstream(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// checkDecodeLikePdata decodes b with pdata and Shale: Shale must accept
+// what pdata accepts (and, if strict, refuse what pdata refuses), with the
+// same content.
+func checkDecodeLikePdata(t *testing.T, b []byte, isJSON, strict bool) {
+	t.Helper()
+	var m otlpMetrics
+	var err error
+	if isJSON {
+		err = decodeOTLPJSON(&m, b)
+	} else {
+		err = decodeOTLPProto(&m, b)
+	}
+	md, ok := pdataDecode(b, isJSON)
+	switch {
+	case ok && err != nil:
+		t.Fatalf("pdata decodes what Shale refuses: %v\n%q", err, b)
+	case !ok && err == nil && strict:
+		t.Fatalf("Shale decodes what pdata refuses:\n%q\n%s", b, canonicalShale(&m))
+	case ok:
+		if want, got := canonicalPdata(md), canonicalShale(&m); want != got {
+			t.Fatalf("decoded differently: %q\npdata:\n%s\nshale:\n%s", b, want, got)
+		}
+	}
+}
+
+func TestOTLPJSONLikePdata(t *testing.T) {
+	point := func(s string) string {
+		return `{"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"name":"m","sum":{"aggregationTemporality":2,"dataPoints":[` + s + `]}}]}]}]}`
+	}
+	attr := func(v string) string {
+		return `{"resourceMetrics":[{"resource":{"attributes":[{"key":"k","value":` + v + `}]}}]}`
+	}
+	for _, tc := range []struct {
+		body    string
+		strict  bool // Shale refuses what pdata refuses
+		notJSON bool // pdata takes it, Shale refuses it: not JSON
+	}{
+		{`{}`, true, false},
+		{`{"resourceMetrics":null}`, true, false},
+		{`{"resourceMetrics":[{"resource":null,"scopeMetrics":[{"scope":{"name":"s","attributes":null},"metrics":null}]}]}`, true, false},
+		{attr(`{"stringValue":"a\"b\\c\/d\b\f\n\r\t\u00e9\ud83d\ude00"}`), true, false},
+		{attr(`{"stringValue":"\u00"}`), true, false},
+		{attr(`{"stringValue":"x","intValue":"12"}`), true, false},
+		{attr(`{"intValue":12}`), true, false},
+		{attr(`{"intValue":"-9223372036854775808"}`), true, false},
+		{attr(`{"intValue":"9223372036854775808"}`), true, false},
+		{attr(`{"doubleValue":"NaN"}`), true, false},
+		{attr(`{"doubleValue":"Infinity"}`), true, false},
+		{attr(`{"doubleValue":"-Infinity"}`), true, false},
+		{attr(`{"doubleValue":1e400}`), true, false},
+		{attr(`{"doubleValue":1.5e-7}`), true, false},
+		{attr(`{"boolValue":true}`), true, false},
+		{attr(`{"boolValue":"true"}`), true, false},
+		{attr(`{"bytesValue":"AAEC/w=="}`), true, false},
+		{attr(`{"bytesValue":"@@"}`), true, false},
+		{attr(`{"bytesValue":""}`), true, false},
+		{attr(`{"arrayValue":{"values":[{"stringValue":"a<b>&"},{"intValue":"1"},{"doubleValue":2.5},{"boolValue":false},{"bytesValue":""},{"bytesValue":"AQ=="},{},{"arrayValue":{}},{"kvlistValue":{"values":[{"key":"z","value":{"intValue":1}},{"key":"a","value":{"intValue":2}},{"key":"z","value":{"intValue":3}}]}}]}}`), true, false},
+		{attr(`{"arrayValue":{"values":[{"doubleValue":"NaN"}]}}`), true, false},
+		{attr(`{"kvlistValue":{"values":[{"key":"\u00ff\ud800","value":{"stringValue":"\xff"}}]}}`), false, false},
+		{attr(`{"unknown":{"a":[1,2,{"b":null}]},"stringValue":"v"}`), true, false},
+		{attr(`null`), true, false},
+		{`{"resourceMetrics":[{"resource":{"attributes":[{"key":"a","value":{"stringValue":"1"}}]},"resource":{"attributes":[{"key":"b","value":{"stringValue":"2"}}]}}]}`, true, false},
+		{point(`{"timeUnixNano":"1000","startTimeUnixNano":999,"asInt":"5","flags":1}`), true, false},
+		{point(`{"timeUnixNano":"-1"}`), true, false},
+		{point(`{"timeUnixNano":"18446744073709551615","asDouble":"1.5"}`), true, false},
+		{point(`{"time_unix_nano":"18446744073709551616"}`), true, false},
+		{point(`{"flags":4294967296}`), true, false},
+		{point(`{"asDouble":"Infinity","asInt":3}`), true, false},
+		{point(`{"exemplars":[{"traceId":"0102030405060708090a0b0c0d0e0f10","spanId":"0102030405060708","asInt":"3","filteredAttributes":[{"key":"a","value":{"stringValue":"b"}}]}]}`), true, false},
+		{point(`{"exemplars":[{"traceId":"0102030405060708090A0B0C0D0E0F10","span_id":"","timeUnixNano":"5"}]}`), true, false},
+		{point(`{"exemplars":[{"traceId":"0102"}]}`), true, false},
+		{point(`{"exemplars":[{"spanId":"zz02030405060708"}]}`), true, false},
+		{`{"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"name":"m","sum":{"aggregationTemporality":"AGGREGATION_TEMPORALITY_DELTA","isMonotonic":true}}]}]}]}`, true, false},
+		{`{"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"name":"m","sum":{"aggregationTemporality":"BOGUS"}}]}]}]}`, true, false},
+		{`{"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"name":"m","sum":{"aggregationTemporality":7}}]}]}]}`, true, false},
+		{`{"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"name":"m","gauge":{"dataPoints":[{"asInt":1}]},"sum":{"dataPoints":[{"asInt":2}]}}]}]}]}`, true, false},
+		{`{"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"name":"h","histogram":{"aggregationTemporality":2,"dataPoints":[{"bucketCounts":["1",2],"explicitBounds":[1],"bucketCounts":[3],"sum":0,"min":1,"max":2}]}}]}]}]}`, true, false},
+		{`{"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"name":"e","exponentialHistogram":{"aggregationTemporality":2,"dataPoints":[{"scale":-3,"zeroCount":"2","positive":{"offset":-2,"bucketCounts":["1"]},"negative":{"bucketCounts":[4]},"positive":{"bucketCounts":["5"]},"zeroThreshold":0.5}]}}]}]}]}`, true, false},
+		{`{"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"name":"s","summary":{"dataPoints":[{"count":"3","sum":1.5,"quantileValues":[{"quantile":0.5,"value":1},{}]}]}}]}]}]}`, true, false},
+		{`{"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"name":"s","summary":{"dataPoints":[{"scale":1}]}}]}]}]}`, true, false},
+		{`{"resourceMetrics":[]} `, true, false},
+		{`{"resourceMetrics":[]} x`, false, true},
+		{`{"resourceMetrics":[{]}`, true, false},
+		{`[]`, true, false},
+		{`{"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"name":1}]}]}]}`, true, false},
+	} {
+		t.Run(tc.body, func(t *testing.T) {
+			if tc.notJSON {
+				var m otlpMetrics
+				if err := decodeOTLPJSON(&m, []byte(tc.body)); err == nil {
+					t.Fatal("decoded")
+				}
+				return
+			}
+			checkDecodeLikePdata(t, []byte(tc.body), true, tc.strict)
+		})
+	}
+}
+
+// protoMsg builds a protobuf message from fields: each is a number, a wire
+// type and a value (uint64, []byte, or string).
+func protoMsg(fields ...any) []byte {
+	var b []byte
+	for i := 0; i < len(fields); i += 3 {
+		num, typ := protowire.Number(fields[i].(int)), fields[i+1].(protowire.Type)
+		b = protowire.AppendTag(b, num, typ)
+		switch v := fields[i+2].(type) {
+		case uint64:
+			if typ == protowire.Fixed64Type {
+				b = protowire.AppendFixed64(b, v)
+			} else if typ == protowire.Fixed32Type {
+				b = protowire.AppendFixed32(b, uint32(v))
+			} else if typ != protowire.StartGroupType && typ != protowire.EndGroupType {
+				b = protowire.AppendVarint(b, v)
+			}
+		case []byte:
+			b = protowire.AppendBytes(b, v)
+		case string:
+			b = protowire.AppendString(b, v)
+		}
+	}
+	return b
+}
+
+func TestOTLPProtoLikePdata(t *testing.T) {
+	const (
+		vt  = protowire.VarintType
+		bt  = protowire.BytesType
+		f64 = protowire.Fixed64Type
+		f32 = protowire.Fixed32Type
+		sg  = protowire.StartGroupType
+		eg  = protowire.EndGroupType
+	)
+	kv := func(k string, v []byte) []byte { return protoMsg(1, bt, k, 2, bt, v) }
+	str := func(s string) []byte { return protoMsg(1, bt, s) }
+	req := func(rm ...[]byte) []byte {
+		var b []byte
+		for _, r := range rm {
+			b = append(b, protoMsg(1, bt, r)...)
+		}
+		return b
+	}
+	metric := func(fields ...any) []byte {
+		return req(protoMsg(2, bt, protoMsg(2, bt, protoMsg(fields...))))
+	}
+	packed := func(vs ...uint64) []byte {
+		var b []byte
+		for _, v := range vs {
+			b = protowire.AppendFixed64(b, v)
+		}
+		return b
+	}
+	hist := func(point []byte) []byte {
+		return metric(1, bt, "h", 9, bt, protoMsg(1, bt, point, 2, vt, uint64(2)))
+	}
+	for name, body := range map[string][]byte{
+		"empty":                   nil,
+		"unknown fields":          protoMsg(5, vt, uint64(1), 6, f32, uint64(1), 7, f64, uint64(1), 8, bt, "x", 1, bt, protoMsg(99, bt, "y")),
+		"group":                   protoMsg(5, sg, nil, 6, vt, uint64(1), 5, eg, nil),
+		"empty group":             protoMsg(5, sg, nil, 5, eg, nil),
+		"empty group inside":      protoMsg(5, sg, nil, 5, eg, nil, 6, vt, uint64(1)),
+		"unterminated group":      protoMsg(5, sg, nil),
+		"stray end group":         protoMsg(5, eg, nil),
+		"wrong wire type":         protoMsg(1, vt, uint64(1)),
+		"truncated":               protoMsg(1, bt, "abc")[:3],
+		"field 0":                 {0x02, 0x00},
+		"resource merge":          req(protoMsg(1, bt, protoMsg(1, bt, kv("a", str("1"))), 1, bt, protoMsg(1, bt, kv("b", str("2")), 2, vt, uint64(3)))),
+		"value merge":             req(protoMsg(1, bt, protoMsg(1, bt, protoMsg(1, bt, "k", 2, bt, str("s"), 2, bt, protoMsg(3, vt, uint64(7)), 2, bt, nil)))),
+		"strindex":                req(protoMsg(1, bt, protoMsg(1, bt, kv("k", protoMsg(8, vt, uint64(3)))))),
+		"deprecated scopes":       req(protoMsg(1000, bt, protoMsg(2, bt, protoMsg(1, bt, "old")))),
+		"deprecated and current":  req(protoMsg(1000, bt, protoMsg(2, bt, protoMsg(1, bt, "old")), 2, bt, protoMsg(2, bt, protoMsg(1, bt, "new")), 1000, bt, protoMsg(2, bt, protoMsg(1, bt, "old2")))),
+		"data replaced":           metric(1, bt, "m", 5, bt, protoMsg(1, bt, protoMsg(6, f64, uint64(1))), 7, bt, protoMsg(2, vt, uint64(1), 3, vt, uint64(5))),
+		"packed counts replace":   hist(protoMsg(6, bt, packed(1, 2), 6, f64, uint64(3), 6, bt, packed(4), 6, f64, uint64(5), 7, bt, packed(0x3ff0000000000000), 7, f64, uint64(0x4000000000000000))),
+		"packed counts bad":       hist(protoMsg(6, bt, []byte{1, 2, 3})),
+		"hist sum":                hist(protoMsg(5, f64, uint64(0), 11, f64, uint64(0), 12, f64, uint64(0))),
+		"hist wrong wire":         hist(protoMsg(11, vt, uint64(0))),
+		"exp buckets merge":       metric(1, bt, "e", 10, bt, protoMsg(1, bt, protoMsg(6, vt, uint64(5), 8, bt, protoMsg(1, vt, uint64(3), 2, bt, []byte{1, 2}), 9, bt, protoMsg(2, vt, uint64(4)), 8, bt, protoMsg(2, vt, uint64(9)), 14, f64, uint64(0)))),
+		"exp scale sint32":        metric(1, bt, "e", 10, bt, protoMsg(1, bt, protoMsg(6, vt, uint64(0xffffffff), 8, bt, protoMsg(1, vt, uint64(0x1ffffffff))))),
+		"summary":                 metric(1, bt, "s", 11, bt, protoMsg(1, bt, protoMsg(4, f64, uint64(3), 6, bt, protoMsg(1, f64, uint64(0x3fe0000000000000), 2, f64, uint64(7), 3, vt, uint64(1)), 6, bt, nil))),
+		"exemplar ids":            metric(1, bt, "m", 7, bt, protoMsg(1, bt, protoMsg(5, bt, protoMsg(5, bt, string(make([]byte, 16)), 4, bt, "12345678", 6, f64, uint64(2))))),
+		"exemplar bad trace":      metric(1, bt, "m", 7, bt, protoMsg(1, bt, protoMsg(5, bt, protoMsg(5, bt, "short")))),
+		"exemplar empty trace":    metric(1, bt, "m", 7, bt, protoMsg(1, bt, protoMsg(5, bt, protoMsg(5, bt, "")))),
+		"metric metadata":         metric(1, bt, "m", 12, bt, kv("a", str("b"))),
+		"metric metadata bad":     metric(1, bt, "m", 12, bt, protoMsg(1, vt, uint64(1))),
+		"entity ref":              req(protoMsg(1, bt, protoMsg(3, bt, protoMsg(1, bt, "u", 3, bt, "id", 9, vt, uint64(1))))),
+		"entity ref bad":          req(protoMsg(1, bt, protoMsg(3, bt, protoMsg(3, vt, uint64(1))))),
+		"nested attribute values": req(protoMsg(1, bt, protoMsg(1, bt, kv("k", protoMsg(5, bt, protoMsg(1, bt, str("a"), 1, bt, protoMsg(4, f64, uint64(0x7ff8000000000001)))))))),
+		"kvlist":                  req(protoMsg(1, bt, protoMsg(1, bt, kv("k", protoMsg(6, bt, protoMsg(1, bt, kv("z", protoMsg(7, bt, "")), 1, bt, kv("a", protoMsg(7, bt, "\x01")), 1, bt, kv("z", protoMsg(2, vt, uint64(1))))))))),
+	} {
+		t.Run(name, func(t *testing.T) {
+			checkDecodeLikePdata(t, body, false, true)
+		})
 	}
 }
