@@ -177,10 +177,11 @@ func (m *otlpMetrics) reset() {
 	}
 }
 
-// trim drops slices grown past max elements, so that one huge request does
-// not pin its memory in a pooled state.
+// trim drops slices grown past max elements (points, the largest, past
+// max/16), so that one huge request does not pin its memory in a pooled
+// state.
 func (m *otlpMetrics) trim(max int) {
-	if cap(m.points) > max || cap(m.pointAttrs) > max || cap(m.counts) > max || cap(m.metrics) > max {
+	if cap(m.points) > max/16 || cap(m.pointAttrs) > max || cap(m.counts) > max || cap(m.metrics) > max || cap(m.exemplars) > max {
 		*m = otlpMetrics{}
 	}
 }
@@ -633,6 +634,14 @@ var pointFields = [...]struct{ attrs, start, time, flags, exemplars protowire.Nu
 	otlpSummary:      {7, 2, 3, 8, 0},
 }
 
+var pointMessages = [...]string{
+	otlpGauge:        "NumberDataPoint",
+	otlpSum:          "NumberDataPoint",
+	otlpHistogram:    "HistogramDataPoint",
+	otlpExpHistogram: "ExponentialHistogramDataPoint",
+	otlpSummary:      "SummaryDataPoint",
+}
+
 func (d *protoDecoder) point(typ otlpType, b []byte) error {
 	m := d.m
 	pi := len(m.points)
@@ -646,7 +655,7 @@ func (d *protoDecoder) point(typ otlpType, b []byte) error {
 		quantiles: at(len(m.quantiles)),
 	})
 	pf := pointFields[typ]
-	msg := typ.String() + "DataPoint"
+	msg := pointMessages[typ]
 	for len(b) > 0 {
 		num, wt, rest, err := field(b)
 		if err != nil {

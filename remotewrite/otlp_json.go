@@ -42,7 +42,6 @@ type jsonDecoder struct {
 	depth int
 	m     *otlpMetrics
 	key   []byte // the key of the current object member
-	buf   []byte
 }
 
 func (d *jsonDecoder) fail(format string, args ...any) {

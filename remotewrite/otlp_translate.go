@@ -140,8 +140,9 @@ func newOTLPTranslator(set *otlpSettings) *otlpTranslator {
 		seen:  map[targetKey]struct{}{},
 		namer: otlptranslator.MetricNamer{WithMetricSuffixes: set.addSuffixes, UTF8Allowed: set.allowUTF8},
 		labelNamer: otlptranslator.LabelNamer{
-			UTF8Allowed:                 set.allowUTF8,
-			UnderscoreLabelSanitization: set.underscoreLabels, //nolint:staticcheck // the only way to ask for it
+			UTF8Allowed: set.allowUTF8,
+			//lint:ignore SA1019 the only way to have label_name_underscore_sanitization
+			UnderscoreLabelSanitization: set.underscoreLabels,
 			PreserveMultipleUnderscores: set.keepUnderscoreRun,
 		},
 		exsb: labels.NewScratchBuilder(4),
