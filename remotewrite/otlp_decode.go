@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -30,6 +31,38 @@ type otlpMetrics struct {
 	// the positive and negative ranges of exponential ones.
 	bounds            []float64
 	counts, negCounts []uint64
+	// budget is what is left of the bytes the decoded request may take.
+	budget int
+}
+
+// maxOTLPExpansion bounds the memory a decoded request takes, relative to
+// its encoded size: an empty data point is 2 bytes in protobuf and over a
+// hundred decoded; real points are well under the bound.
+const maxOTLPExpansion = 16
+
+// errOTLPExpansion refuses a request that would take too much memory once
+// decoded.
+var errOTLPExpansion = fmt.Errorf("%w: the request decodes to more than %d times its size (empty data points?)", ErrMalformed, maxOTLPExpansion)
+
+// Sizes of the decoded elements that can take more than maxOTLPExpansion
+// times their encoded size.
+const (
+	scopeSize    = int(unsafe.Sizeof(otlpScope{}))
+	metricSize   = int(unsafe.Sizeof(otlpMetric{}))
+	pointSize    = int(unsafe.Sizeof(otlpPoint{}))
+	exemplarSize = int(unsafe.Sizeof(otlpExemplar{}))
+)
+
+// spend takes n bytes from the budget and reports whether they were there.
+func (m *otlpMetrics) spend(n int) bool {
+	m.budget -= n
+	return m.budget >= 0
+}
+
+// start resets m for decoding a request of n bytes.
+func (m *otlpMetrics) start(n int) {
+	m.reset()
+	m.budget = maxOTLPExpansion*n + 1<<16
 }
 
 // span32 is the range [lo, hi) of a slice of otlpMetrics.
@@ -199,7 +232,7 @@ type protoDecoder struct {
 
 // decodeOTLPProto decodes b into m (reset first). Strings alias b.
 func decodeOTLPProto(m *otlpMetrics, b []byte) error {
-	m.reset()
+	m.start(len(b))
 	d := protoDecoder{m: m}
 	return d.request(b)
 }
@@ -437,6 +470,9 @@ func checkEntityRef(b []byte) error {
 
 func (d *protoDecoder) scopeMetrics(b []byte, deprecated bool) error {
 	m := d.m
+	if !m.spend(scopeSize) {
+		return errOTLPExpansion
+	}
 	si := len(m.scopes)
 	m.scopes = append(m.scopes, otlpScope{
 		attrs:      span32{int32(len(m.scopeAttrs)), int32(len(m.scopeAttrs))},
@@ -519,6 +555,9 @@ func (d *protoDecoder) scope(s *otlpScope, b []byte) error {
 
 func (d *protoDecoder) metric(b []byte) error {
 	m := d.m
+	if !m.spend(metricSize) {
+		return errOTLPExpansion
+	}
 	mi := len(m.metrics)
 	m.metrics = append(m.metrics, otlpMetric{})
 	for len(b) > 0 {
@@ -644,6 +683,9 @@ var pointMessages = [...]string{
 
 func (d *protoDecoder) point(typ otlpType, b []byte) error {
 	m := d.m
+	if !m.spend(pointSize) {
+		return errOTLPExpansion
+	}
 	pi := len(m.points)
 	m.points = append(m.points, otlpPoint{
 		attrs:     at(len(m.pointAttrs)),
@@ -917,8 +959,10 @@ func buckets(counts []uint64, offset *int32, s *span32, b []byte) ([]uint64, err
 
 func (d *protoDecoder) exemplar(b []byte) error {
 	m := d.m
-	n := int32(len(m.exAttrs))
-	m.exemplars = append(m.exemplars, otlpExemplar{attrs: span32{n, n}})
+	if !m.spend(exemplarSize) {
+		return errOTLPExpansion
+	}
+	m.exemplars = append(m.exemplars, otlpExemplar{attrs: at(len(m.exAttrs))})
 	ei := len(m.exemplars) - 1
 	for len(b) > 0 {
 		num, wt, rest, err := field(b)

@@ -6,8 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"math"
 	"math/rand/v2"
+	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -766,6 +770,10 @@ func mutateJSON(r *rand.Rand, b []byte) []byte {
 // settings: the decoded content, the samples, histograms, exemplars,
 // metadata and errors must be the same.
 func TestOTLPMatchesUpstream(t *testing.T) {
+	// The upstream translator logs a line to the standard logger for each
+	// attribute that __name__ overwrites.
+	log.SetOutput(io.Discard)
+	t.Cleanup(func() { log.SetOutput(os.Stderr) })
 	cases := 400
 	if testing.Short() {
 		cases = 50
@@ -1018,6 +1026,50 @@ func TestOTLPProtoLikePdata(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			checkDecodeLikePdata(t, body, false, true)
+		})
+	}
+}
+
+// TestOTLPDecodeBounded checks that what a request takes once decoded is
+// bounded by a multiple of its size: empty data points (2 bytes each in
+// protobuf) are refused before they take more.
+func TestOTLPDecodeBounded(t *testing.T) {
+	const n = 200_000
+	var points, jsonPoints []byte
+	for range n {
+		points = protowire.AppendTag(points, 1, protowire.BytesType)
+		points = protowire.AppendBytes(points, nil)
+		jsonPoints = append(jsonPoints, "{},"...)
+	}
+	metric := protoMsg(1, protowire.BytesType, "m", 5, protowire.BytesType, points)
+	protoBody := protoMsg(1, protowire.BytesType, protoMsg(2, protowire.BytesType, protoMsg(2, protowire.BytesType, metric)))
+	jsonBody := []byte(`{"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"name":"m","gauge":{"dataPoints":[` + string(jsonPoints[:len(jsonPoints)-1]) + `]}}]}]}]}`)
+	for name, tc := range map[string]struct {
+		body   []byte
+		decode func(*otlpMetrics, []byte) error
+	}{
+		"protobuf": {protoBody, decodeOTLPProto},
+		"json":     {jsonBody, decodeOTLPJSON},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, ok := pdataDecode(tc.body, name == "json"); !ok {
+				t.Fatal("pdata refuses it too")
+			}
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			var m otlpMetrics
+			err := tc.decode(&m, tc.body)
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			runtime.KeepAlive(&m)
+			if err == nil || !strings.Contains(err.Error(), "decodes to more than") {
+				t.Fatalf("error %v, want one about the size", err)
+			}
+			// Slices grow past what they hold by a quarter at most.
+			if used := int64(after.HeapAlloc) - int64(before.HeapAlloc); used > int64(2*maxOTLPExpansion*len(tc.body)+1<<20) {
+				t.Errorf("decoding %d bytes holds %d", len(tc.body), used)
+			}
 		})
 	}
 }

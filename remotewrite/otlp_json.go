@@ -18,7 +18,7 @@ import (
 // protobuf fields: lists append, messages merge, a oneof's last field
 // wins. Strings without escapes alias b.
 func decodeOTLPJSON(m *otlpMetrics, b []byte) error {
-	m.reset()
+	m.start(len(b))
 	d := jsonDecoder{b: b, m: m}
 	d.request()
 	if d.err == nil {
@@ -486,6 +486,10 @@ func (d *jsonDecoder) resourceMetrics() {
 
 func (d *jsonDecoder) scopeMetrics() {
 	m := d.m
+	if !m.spend(scopeSize) {
+		d.fail("%v", errOTLPExpansion)
+		return
+	}
 	si := len(m.scopes)
 	m.scopes = append(m.scopes, otlpScope{attrs: at(len(m.scopeAttrs)), metrics: at(len(m.metrics))})
 	var it jsonIter
@@ -522,6 +526,10 @@ func (d *jsonDecoder) scopeMetrics() {
 
 func (d *jsonDecoder) metric() {
 	m := d.m
+	if !m.spend(metricSize) {
+		d.fail("%v", errOTLPExpansion)
+		return
+	}
 	mi := len(m.metrics)
 	m.metrics = append(m.metrics, otlpMetric{})
 	var it jsonIter
@@ -581,6 +589,10 @@ func (d *jsonDecoder) metric() {
 
 func (d *jsonDecoder) point(typ otlpType) {
 	m := d.m
+	if !m.spend(pointSize) {
+		d.fail("%v", errOTLPExpansion)
+		return
+	}
 	pi := len(m.points)
 	m.points = append(m.points, otlpPoint{
 		attrs:     at(len(m.pointAttrs)),
@@ -729,6 +741,10 @@ func (d *jsonDecoder) point(typ otlpType) {
 
 func (d *jsonDecoder) exemplar() {
 	m := d.m
+	if !m.spend(exemplarSize) {
+		d.fail("%v", errOTLPExpansion)
+		return
+	}
 	m.exemplars = append(m.exemplars, otlpExemplar{attrs: at(len(m.exAttrs))})
 	ei := len(m.exemplars) - 1
 	var it jsonIter
