@@ -13,6 +13,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -197,6 +198,13 @@ func translateBoth(t *testing.T, md pmetric.Metrics, m *otlpMetrics, o OTLPOptio
 		}
 		if i < len(mine.recs) {
 			s = mine.recs[i]
+		}
+		// An attribute with an empty key makes a label with an empty name
+		// (allowed names are not escaped): the receiver refuses the series.
+		// Upstream's labels.Builder then misreads its base, whose encoding
+		// takes the value's length for the name's first byte.
+		if strings.HasPrefix(u.Labels, `{""=`) && strings.HasPrefix(s.Labels, `{""=`) {
+			u.Labels, s.Labels = "refused", "refused"
 		}
 		if u != s {
 			t.Fatalf("options %+v: sample %d of %d/%d differs:\nupstream %s\nshale    %s", o, i, len(up.recs), len(mine.recs), u, s)
@@ -449,6 +457,9 @@ func (g *otlpGen) value(v pcommon.Value, depth int) {
 }
 
 func (g *otlpGen) attrs(m pcommon.Map, n int) {
+	if g.pick(10) {
+		n = 20 // past the 12 that slices.Sort sorts by insertion
+	}
 	for range g.r.IntN(n + 1) {
 		g.value(m.PutEmpty(genKeys[g.r.IntN(len(genKeys))]), 0)
 	}
@@ -649,6 +660,9 @@ func (g *otlpGen) metrics() pmetric.Metrics {
 				g.metric(sm.Metrics().AppendEmpty())
 			}
 		}
+		if g.pick(5) { // the same target_info twice in a request
+			rm.CopyTo(md.ResourceMetrics().AppendEmpty())
+		}
 	}
 	return md
 }
@@ -777,6 +791,9 @@ func TestOTLPMatchesUpstream(t *testing.T) {
 	cases := 400
 	if testing.Short() {
 		cases = 50
+	}
+	if n, err := strconv.Atoi(os.Getenv("SHALE_OTLP_DIFF_CASES")); err == nil {
+		cases = n
 	}
 	for c := range cases {
 		r := rand.New(rand.NewPCG(uint64(c), 42))
