@@ -59,10 +59,18 @@ func (m *otlpMetrics) spend(n int) bool {
 	return m.budget >= 0
 }
 
+// maxOTLPBody bounds the body the decoder takes, so that the int32 ranges
+// of otlpMetrics cannot overflow (an element takes at least a byte).
+const maxOTLPBody = 1 << 30
+
 // start resets m for decoding a request of n bytes.
-func (m *otlpMetrics) start(n int) {
+func (m *otlpMetrics) start(n int) error {
 	m.reset()
+	if n > maxOTLPBody {
+		return fmt.Errorf("%w: a request of %d bytes is more than the decoder takes (%d)", ErrMalformed, n, maxOTLPBody)
+	}
 	m.budget = maxOTLPExpansion*n + 1<<16
+	return nil
 }
 
 // span32 is the range [lo, hi) of a slice of otlpMetrics.
@@ -126,7 +134,7 @@ func temporalityString(t int32) string {
 	case temporalityCumulative:
 		return "Cumulative"
 	}
-	return ""
+	return strconv.Itoa(int(t))
 }
 
 type otlpMetric struct {
@@ -202,12 +210,9 @@ func (m *otlpMetrics) reset() {
 	m.bounds = m.bounds[:0]
 	m.counts = m.counts[:0]
 	m.negCounts = m.negCounts[:0]
-	for i := range m.metrics[:cap(m.metrics)] {
-		m.metrics[:cap(m.metrics)][i] = otlpMetric{}
-	}
-	for i := range m.scopes[:cap(m.scopes)] {
-		m.scopes[:cap(m.scopes)][i] = otlpScope{}
-	}
+	// Metrics and scopes hold strings into the last body.
+	clear(m.metrics[:cap(m.metrics)])
+	clear(m.scopes[:cap(m.scopes)])
 }
 
 // trim drops slices grown past max elements (points, the largest, past
@@ -232,7 +237,9 @@ type protoDecoder struct {
 
 // decodeOTLPProto decodes b into m (reset first). Strings alias b.
 func decodeOTLPProto(m *otlpMetrics, b []byte) error {
-	m.start(len(b))
+	if err := m.start(len(b)); err != nil {
+		return err
+	}
 	d := protoDecoder{m: m}
 	return d.request(b)
 }

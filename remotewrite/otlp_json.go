@@ -18,7 +18,9 @@ import (
 // protobuf fields: lists append, messages merge, a oneof's last field
 // wins. Strings without escapes alias b.
 func decodeOTLPJSON(m *otlpMetrics, b []byte) error {
-	m.start(len(b))
+	if err := m.start(len(b)); err != nil {
+		return err
+	}
 	d := jsonDecoder{b: b, m: m}
 	d.request()
 	if d.err == nil {
