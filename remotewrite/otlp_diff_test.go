@@ -1090,3 +1090,33 @@ func TestOTLPDecodeBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestOTLPTranslateCanceled checks that translation stops soon after its
+// context ends, with the context's error.
+func TestOTLPTranslateCanceled(t *testing.T) {
+	md := pmetric.NewMetrics()
+	m := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	m.SetName("g")
+	dps := m.SetEmptyGauge().DataPoints()
+	for i := range 1000 {
+		dps.AppendEmpty().SetTimestamp(otlpTS(testNow + int64(i)))
+	}
+	body, err := pmetricotlp.NewExportRequestFromMetrics(md).MarshalProto()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var decoded otlpMetrics
+	if err := decodeOTLPProto(&decoded, body); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	sink := &sinkRecorder{}
+	errs := newOTLPTranslator(newOTLPSettings(DefaultOTLPOptions())).translate(ctx, &decoded, sink)
+	if len(errs) != 1 || !errors.Is(errs[0], context.Canceled) {
+		t.Fatalf("errors %v, want context.Canceled", errs)
+	}
+	if len(sink.recs) >= 256 {
+		t.Errorf("%d samples appended after the context ended", len(sink.recs))
+	}
+}
