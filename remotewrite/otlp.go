@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"mime"
 	"net/http"
@@ -272,7 +273,11 @@ func (o *OTLPHandler) ingest(r *http.Request, st *reqState, md *otlpMetrics) otl
 		}
 		o.translators.Put(tr)
 	}()
+	tr.warnOn = h.logger.Enabled(r.Context(), slog.LevelDebug)
 	errs := tr.translate(r.Context(), md, a)
+	if len(tr.warnings) > 0 {
+		h.logger.Debug("otlp: translation warnings", "warnings", tr.warnings)
+	}
 	if a.fatal == nil && len(errs) > 0 && r.Context().Err() != nil {
 		a.fatal = r.Context().Err()
 	}

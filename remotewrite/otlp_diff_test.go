@@ -1120,3 +1120,60 @@ func TestOTLPTranslateCanceled(t *testing.T) {
 		t.Errorf("%d samples appended after the context ended", len(sink.recs))
 	}
 }
+
+// TestOTLPTranslateWarnings checks the warnings of what translation passes
+// over, each once, and only when asked for.
+func TestOTLPTranslateWarnings(t *testing.T) {
+	md := pmetric.NewMetrics()
+	ms := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics()
+	empty := ms.AppendEmpty()
+	empty.SetName("empty")
+	empty.SetEmptyGauge()
+	g := ms.AppendEmpty()
+	g.SetName("g")
+	for range 2 {
+		p := g.SetEmptyGauge().DataPoints().AppendEmpty()
+		p.SetTimestamp(otlpTS(testNow))
+		p.Attributes().PutStr("a.b", "1")
+		p.Attributes().PutStr("a_b", "2")
+	}
+	h := ms.AppendEmpty()
+	h.SetName("h")
+	hs := h.SetEmptyHistogram()
+	hs.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	hp := hs.DataPoints().AppendEmpty()
+	hp.SetTimestamp(otlpTS(testNow))
+	hp.ExplicitBounds().FromRaw([]float64{1, math.Inf(1)})
+	hp.BucketCounts().FromRaw([]uint64{0, 0, 0})
+	e := ms.AppendEmpty()
+	e.SetName("e")
+	es := e.SetEmptyExponentialHistogram()
+	es.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	ep := es.DataPoints().AppendEmpty()
+	ep.SetTimestamp(otlpTS(testNow))
+	ep.SetSum(2)
+	body, err := pmetricotlp.NewExportRequestFromMetrics(md).MarshalProto()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m otlpMetrics
+	if err := decodeOTLPProto(&m, body); err != nil {
+		t.Fatal(err)
+	}
+	tr := newOTLPTranslator(newOTLPSettings(DefaultOTLPOptions()))
+	tr.translate(context.Background(), &m, &sinkRecorder{})
+	if len(tr.warnings) != 0 {
+		t.Errorf("warnings not asked for: %q", tr.warnings)
+	}
+	tr.warnOn = true
+	tr.translate(context.Background(), &m, &sinkRecorder{})
+	want := []string{
+		"empty data points. empty is dropped",
+		`OTLP attribute "a_b" collides with another as label "a_b" after name sanitization, values are concatenated with ';'`,
+		`histogram data point has an explicit +Inf bound, le="+Inf" is taken from count`,
+		"exponential histogram data point has zero count, but non-zero sum: 2.000000",
+	}
+	if !slices.Equal(tr.warnings, want) {
+		t.Errorf("warnings\n%q\nwant\n%q", tr.warnings, want)
+	}
+}

@@ -108,6 +108,11 @@ type otlpTranslator struct {
 	ctxN   int
 	ctxErr error
 	errs   []error
+	// warnOn asks for warnings: what the translator passes over without
+	// refusing it (empty metrics, colliding names, +Inf bounds, histograms
+	// of no count and some sum), each once, for a debug log.
+	warnOn   bool
+	warnings []string
 
 	// Of the current resource and scope.
 	job, instance string
@@ -155,6 +160,7 @@ func newOTLPTranslator(set *otlpSettings) *otlpTranslator {
 func (t *otlpTranslator) translate(ctx context.Context, m *otlpMetrics, sink otlpSink) []error {
 	t.ctx, t.ctxN, t.ctxErr, t.sink = ctx, 0, nil, sink
 	t.errs = t.errs[:0]
+	t.warnings = t.warnings[:0]
 	defer t.release()
 	for ri := range m.resources {
 		r := &m.resources[ri]
@@ -218,6 +224,19 @@ func (t *otlpTranslator) release() {
 	clear(t.exs[:cap(t.exs)])
 	clear(t.sel[:cap(t.sel)])
 	t.b.release()
+}
+
+// maxOTLPWarnings bounds the warnings of a request.
+const maxOTLPWarnings = 16
+
+// warn records a warning, once.
+func (t *otlpTranslator) warn(format string, args ...any) {
+	if len(t.warnings) >= maxOTLPWarnings {
+		return
+	}
+	if w := fmt.Sprintf(format, args...); !slices.Contains(t.warnings, w) {
+		t.warnings = append(t.warnings, w)
+	}
 }
 
 // checkContext looks at the context every 128 calls.
@@ -344,6 +363,9 @@ func (t *otlpTranslator) attributes(attrs []otlpAttr, ignore int, withPromoted, 
 				return err
 			}
 			if prev := t.b.get(name); prev != "" {
+				if t.warnOn {
+					t.warn("OTLP attribute %q collides with another as label %q after name sanitization, values are concatenated with ';'", l.Name, name)
+				}
 				t.b.set(name, prev+";"+l.Value)
 			} else {
 				t.b.set(name, l.Value)
@@ -469,6 +491,9 @@ func (t *otlpTranslator) metric(m *otlpMetrics, mt *otlpMetric, pts []otlpPoint)
 	}
 	meta := metadata.Metadata{Type: promType(mt), Unit: t.unitNamer.Build(mt.unit), Help: mt.description}
 	if len(pts) == 0 {
+		if t.warnOn {
+			t.warn("empty data points. %s is dropped", mt.name)
+		}
 		return nil
 	}
 	delta := temp == temporalityDelta
@@ -624,6 +649,9 @@ func (t *otlpTranslator) classic(m *otlpMetrics, pts []otlpPoint, family string,
 			bound := bounds[j]
 			cumulative += counts[j]
 			if math.IsInf(bound, 1) { // +Inf is the bucket made from the count
+				if t.warnOn {
+					t.warn(`histogram data point has an explicit +Inf bound, le="+Inf" is taken from count`)
+				}
 				continue
 			}
 			// Exemplars go to the first bucket that holds them, in their
@@ -743,6 +771,9 @@ func (t *otlpTranslator) exponential(m *otlpMetrics, pts []otlpPoint, delta bool
 			NegativeBuckets:  nilIfEmpty(t.deltas[1]),
 		}
 		setCounts(&t.h, p)
+		if t.warnOn && !p.noRecordedValue() && p.count == 0 && t.h.Sum != 0 {
+			t.warn("exponential histogram data point has zero count, but non-zero sum: %f", t.h.Sum)
+		}
 		if err := t.seriesOf(of(m.pointAttrs, p.attrs), family); err != nil {
 			return err
 		}
@@ -780,6 +811,9 @@ func (t *otlpTranslator) customBuckets(m *otlpMetrics, pts []otlpPoint, delta bo
 			CustomValues:     nilIfEmpty(of(m.bounds, p.bounds)),
 		}
 		setCounts(&t.h, p)
+		if t.warnOn && !p.noRecordedValue() && p.count == 0 && t.h.Sum != 0 {
+			t.warn("histogram data point has zero count, but non-zero sum: %f", t.h.Sum)
+		}
 		if err := t.seriesOf(of(m.pointAttrs, p.attrs), family); err != nil {
 			return err
 		}
