@@ -2,6 +2,7 @@ package remotewrite
 
 import (
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -244,14 +245,50 @@ func decodeOTLPProto(m *otlpMetrics, b []byte) error {
 	return d.request(b)
 }
 
+// The decoder reads varints, tags and lengths as the collector's decoder
+// does, which OpenTelemetry senders are tested against: a varint of up to
+// 10 bytes whose bits past 64 are dropped, a field number of the tag's bits
+// past 3 truncated to int32 and positive.
+
+var (
+	errVarintOTLP = fmt.Errorf("%w: truncated or overlong varint", ErrMalformed)
+	errLengthOTLP = fmt.Errorf("%w: length past the end of the message", ErrMalformed)
+)
+
+// consumeVarint reads a varint; n < 0 if there is none.
+func consumeVarint(b []byte) (v uint64, n int) {
+	for i := 0; i < len(b) && i < 10; i++ {
+		c := b[i]
+		v |= uint64(c&0x7f) << (7 * i)
+		if c < 0x80 {
+			return v, i + 1
+		}
+	}
+	return 0, -1
+}
+
+// consumeBytes reads a length-delimited value; n < 0 if there is none.
+func consumeBytes(b []byte) ([]byte, int) {
+	l, n := consumeVarint(b)
+	if n < 0 || int(l) < 0 || l > uint64(len(b)-n) {
+		return nil, -1
+	}
+	end := n + int(l)
+	return b[n:end:end], end
+}
+
 // field reads the key at b[0:] and returns the field number, wire type and
 // the rest.
 func field(b []byte) (protowire.Number, protowire.Type, []byte, error) {
-	num, typ, n := protowire.ConsumeTag(b)
+	tag, n := consumeVarint(b)
 	if n < 0 {
-		return 0, 0, b, fmt.Errorf("%w: %v", ErrMalformed, protowire.ParseError(n))
+		return 0, 0, b, errVarintOTLP
 	}
-	return num, typ, b[n:], nil
+	num := protowire.Number(int32(tag >> 3))
+	if num <= 0 {
+		return 0, 0, b, fmt.Errorf("%w: field number %d", ErrMalformed, num)
+	}
+	return num, protowire.Type(tag & 7), b[n:], nil
 }
 
 // wireErr says which field of which message has the wrong wire type.
@@ -259,16 +296,14 @@ func wireErr(msg string, num protowire.Number, typ protowire.Type) error {
 	return fmt.Errorf("%w: field %d of %s has wire type %d", ErrMalformed, num, msg, typ)
 }
 
-func parseErr(n int) error { return fmt.Errorf("%w: %v", ErrMalformed, protowire.ParseError(n)) }
-
 // protoBytes reads a length-delimited field.
 func protoBytes(b []byte, msg string, num protowire.Number, typ protowire.Type) ([]byte, []byte, error) {
 	if typ != protowire.BytesType {
 		return nil, b, wireErr(msg, num, typ)
 	}
-	v, n := protowire.ConsumeBytes(b)
+	v, n := consumeBytes(b)
 	if n < 0 {
-		return nil, b, parseErr(n)
+		return nil, b, errLengthOTLP
 	}
 	return v, b[n:], nil
 }
@@ -277,9 +312,9 @@ func protoVarint(b []byte, msg string, num protowire.Number, typ protowire.Type)
 	if typ != protowire.VarintType {
 		return 0, b, wireErr(msg, num, typ)
 	}
-	v, n := protowire.ConsumeVarint(b)
+	v, n := consumeVarint(b)
 	if n < 0 {
-		return 0, b, parseErr(n)
+		return 0, b, errVarintOTLP
 	}
 	return v, b[n:], nil
 }
@@ -288,11 +323,10 @@ func protoFixed64(b []byte, msg string, num protowire.Number, typ protowire.Type
 	if typ != protowire.Fixed64Type {
 		return 0, b, wireErr(msg, num, typ)
 	}
-	v, n := protowire.ConsumeFixed64(b)
-	if n < 0 {
-		return 0, b, parseErr(n)
+	if len(b) < 8 {
+		return 0, b, errTruncated
 	}
-	return v, b[n:], nil
+	return binary.LittleEndian.Uint64(b), b[8:], nil
 }
 
 // sint32 decodes a zigzag varint as the collector's decoder does, from
@@ -320,12 +354,27 @@ func protoSkip(b []byte, num protowire.Number, typ protowire.Type) ([]byte, erro
 				return b, fmt.Errorf("%w: end of group %d without a start", ErrMalformed, num)
 			}
 			depth--
-		default:
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				return b, parseErr(n)
+		case protowire.VarintType:
+			if _, n := consumeVarint(b); n >= 0 {
+				return b[n:], nil
 			}
-			return b[n:], nil
+			return b, errVarintOTLP
+		case protowire.BytesType:
+			if _, n := consumeBytes(b); n >= 0 {
+				return b[n:], nil
+			}
+			return b, errLengthOTLP
+		case protowire.Fixed64Type, protowire.Fixed32Type:
+			size := 8
+			if typ == protowire.Fixed32Type {
+				size = 4
+			}
+			if len(b) < size {
+				return b, errTruncated
+			}
+			return b[size:], nil
+		default:
+			return b, fmt.Errorf("%w: field %d has wire type %d", ErrMalformed, num, typ)
 		}
 		if depth == 0 {
 			return b, nil
@@ -893,22 +942,20 @@ func (d *protoDecoder) pointField(typ otlpType, pi int, msg string, num protowir
 func appendFixed64s(dst []uint64, b []byte, msg string, num protowire.Number, wt protowire.Type) ([]uint64, []byte, error) {
 	switch wt {
 	case protowire.Fixed64Type:
-		x, n := protowire.ConsumeFixed64(b)
-		if n < 0 {
-			return dst, b, parseErr(n)
+		if len(b) < 8 {
+			return dst, b, errTruncated
 		}
-		return append(dst, x), b[n:], nil
+		return append(dst, binary.LittleEndian.Uint64(b)), b[8:], nil
 	case protowire.BytesType:
-		v, n := protowire.ConsumeBytes(b)
+		v, n := consumeBytes(b)
 		if n < 0 {
-			return dst, b, parseErr(n)
+			return dst, b, errLengthOTLP
 		}
 		if len(v)%8 != 0 {
 			return dst, b, fmt.Errorf("%w: packed field %d of %s has %d bytes, not a multiple of 8", ErrMalformed, num, msg, len(v))
 		}
 		for ; len(v) > 0; v = v[8:] {
-			x, _ := protowire.ConsumeFixed64(v)
-			dst = append(dst, x)
+			dst = append(dst, binary.LittleEndian.Uint64(v))
 		}
 		return dst, b[n:], nil
 	}
@@ -933,20 +980,20 @@ func buckets(counts []uint64, offset *int32, s *span32, b []byte) ([]uint64, err
 		case 2:
 			switch wt {
 			case protowire.VarintType:
-				x, n := protowire.ConsumeVarint(rest)
+				x, n := consumeVarint(rest)
 				if n < 0 {
-					return counts, parseErr(n)
+					return counts, errVarintOTLP
 				}
 				counts, b = append(counts, x), rest[n:]
 			case protowire.BytesType:
-				v, n := protowire.ConsumeBytes(rest)
+				v, n := consumeBytes(rest)
 				if n < 0 {
-					return counts, parseErr(n)
+					return counts, errLengthOTLP
 				}
 				for len(v) > 0 {
-					x, k := protowire.ConsumeVarint(v)
+					x, k := consumeVarint(v)
 					if k < 0 {
-						return counts, parseErr(k)
+						return counts, errVarintOTLP
 					}
 					counts, v = append(counts, x), v[k:]
 				}
