@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"testing"
 
@@ -176,7 +177,9 @@ func FuzzOTLPProtoDecode(f *testing.F) {
 // FuzzOTLPJSONDecode is FuzzOTLPProtoDecode for the JSON encoding. pdata's
 // JSON reader takes much that is not JSON (trailing data, unquoted
 // garbage after a number): only what is valid JSON must be accepted, and
-// what both accept must decode the same. Run with
+// what both accept must decode the same, except for objects with an empty
+// key, which ends the object for pdata's reader (and what follows is read
+// as if it were after it). Run with
 //
 //	go test -run '^$' -fuzz FuzzOTLPJSONDecode -fuzztime 60s ./remotewrite
 func FuzzOTLPJSONDecode(f *testing.F) {
@@ -189,12 +192,16 @@ func FuzzOTLPJSONDecode(f *testing.F) {
 		err := decodeOTLPJSON(&m, b)
 		md, ok := pdataDecode(b, true)
 		switch {
-		case ok && err != nil && json.Valid(b):
+		case ok && err != nil && json.Valid(b) && !emptyKey.Match(b):
 			t.Fatalf("pdata decodes what Shale refuses: %v", err)
-		case ok && err == nil:
+		case ok && err == nil && !emptyKey.Match(b):
 			if want, got := canonicalPdata(md), canonicalShale(&m); want != got {
 				t.Fatalf("decoded differently:\npdata:\n%s\nshale:\n%s", want, got)
 			}
 		}
 	})
 }
+
+// emptyKey matches an empty object key (and a string ending in an escaped
+// quote before a colon, which only makes the fuzzer skip an input).
+var emptyKey = regexp.MustCompile(`""\s*:`)
