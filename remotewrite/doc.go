@@ -1,5 +1,6 @@
 // Package remotewrite receives Prometheus remote-write 1.0 and 2.0 requests
-// (POST /api/v1/write) and hands the decoded samples, native histograms,
+// (POST /api/v1/write) and OTLP/HTTP metrics (POST /api/v1/otlp/v1/metrics,
+// see [OTLPHandler]), and hands the decoded samples, native histograms,
 // exemplars and metadata to an [Appendable].
 //
 // The package declares the storage interface it needs and imports no other
@@ -9,5 +10,11 @@
 // allocate per series or per sample. Everything handed to an [Appender] aliases
 // those buffers and is valid only for the duration of the call.
 //
-// See docs/remotewrite.md for the status codes, limits and metrics.
+// OTLP requests are decoded (protobuf or JSON) and translated to Prometheus
+// series by the package's own code, which does what Prometheus 3's
+// translator does without its dependencies; the samples then take the
+// remote-write path.
+//
+// See docs/remotewrite.md and docs/otlp.md for the status codes, limits and
+// metrics.
 package remotewrite

@@ -2,8 +2,10 @@ package remotewrite
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"mime"
 	"net/http"
@@ -15,16 +17,11 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/prometheus/common/model"
-	"github.com/prometheus/prometheus/config"
 	"github.com/prometheus/prometheus/model/exemplar"
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/metadata"
-	"github.com/prometheus/prometheus/storage"
-	otlptranslator "github.com/prometheus/prometheus/storage/remote/otlptranslator/prometheusremotewrite"
-	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/pdata/pmetric"
-	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // OTLPPath is where Prometheus serves the OTLP/HTTP metrics receiver.
@@ -38,14 +35,15 @@ const (
 
 // OTLPHandler serves POST /api/v1/otlp/v1/metrics: OTLP/HTTP metrics
 // (ExportMetricsServiceRequest in protobuf or JSON, optionally gzipped),
-// translated to Prometheus series by the upstream translator as Prometheus 3
-// translates them, and appended through the Handler's Appendable with its
-// validation, limits, metrics and commit. It is safe for concurrent use.
+// translated to Prometheus series as Prometheus 3 translates them, and
+// appended through the Handler's Appendable with its validation, limits,
+// metrics and commit. It is safe for concurrent use.
 type OTLPHandler struct {
-	h          *Handler
-	opts       OTLPOptions
-	settings   otlptranslator.Settings
-	converters sync.Pool
+	h           *Handler
+	opts        OTLPOptions
+	settings    *otlpSettings
+	translators sync.Pool // *otlpTranslator
+	requests    sync.Pool // *otlpMetrics
 }
 
 // OTLP returns the OTLP receiver that appends through h: it shares h's
@@ -56,25 +54,9 @@ func (h *Handler) OTLP(opts OTLPOptions) (*OTLPHandler, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	promote := otlptranslator.NewPromoteResourceAttributes(config.OTLPConfig{
-		PromoteAllResourceAttributes: opts.PromoteAllResourceAttributes,
-		PromoteResourceAttributes:    trimmed(opts.PromoteResourceAttributes),
-		IgnoreResourceAttributes:     trimmed(opts.IgnoreResourceAttributes),
-	})
-	o := &OTLPHandler{h: h, opts: opts}
-	o.settings = otlptranslator.Settings{
-		AddMetricSuffixes:                    opts.TranslationStrategy.ShouldAddSuffixes(),
-		AllowUTF8:                            !opts.TranslationStrategy.ShouldEscape(),
-		PromoteResourceAttributes:            promote,
-		KeepIdentifyingResourceAttributes:    opts.KeepIdentifyingResourceAttributes,
-		ConvertHistogramsToNHCB:              opts.ConvertHistogramsToNHCB,
-		PromoteScopeMetadata:                 opts.PromoteScopeMetadata,
-		AllowDeltaTemporality:                opts.NativeDeltaIngestion,
-		LookbackDelta:                        opts.LookbackDelta,
-		LabelNameUnderscoreSanitization:      opts.LabelNameUnderscoreSanitization,
-		LabelNamePreserveMultipleUnderscores: opts.LabelNamePreserveMultipleUnderscores,
-	}
-	o.converters.New = func() any { return otlptranslator.NewPrometheusConverter(nil) }
+	o := &OTLPHandler{h: h, opts: opts, settings: newOTLPSettings(opts)}
+	o.translators.New = func() any { return newOTLPTranslator(o.settings) }
+	o.requests.New = func() any { return &otlpMetrics{} }
 	return o, nil
 }
 
@@ -98,23 +80,13 @@ func (o *OTLPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	res := o.serve(r)
 	switch {
 	case res.code == http.StatusOK:
-		resp := pmetricotlp.NewExportResponse()
-		if res.report != "" {
-			ps := resp.PartialSuccess()
-			ps.SetRejectedDataPoints(res.rejected)
-			ps.SetErrorMessage(res.report)
-		}
 		var body []byte
-		var err error
 		if res.json {
 			w.Header().Set("Content-Type", ContentTypeOTLPJSON)
-			body, err = resp.MarshalJSON()
+			body = appendOTLPResponseJSON(nil, res.rejected, res.report)
 		} else {
 			w.Header().Set("Content-Type", ContentTypeOTLPProto)
-			body, err = resp.MarshalProto()
-		}
-		if err != nil { // cannot happen for these messages
-			h.logger.Error("otlp: encode response", "err", err)
+			body = appendOTLPResponseProto(nil, res.rejected, res.report)
 		}
 		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 		w.WriteHeader(http.StatusOK)
@@ -169,8 +141,13 @@ func (o *OTLPHandler) serve(r *http.Request) (res otlpResult) {
 
 	st := h.states.Get().(*reqState)
 	defer h.putState(st)
-	md, res := o.decode(r, st, isJSON, gzipped)
-	if res.code != 0 {
+	md := o.requests.Get().(*otlpMetrics)
+	defer func() {
+		md.reset()
+		md.trim(maxPooledElems)
+		o.requests.Put(md)
+	}()
+	if res = o.decode(r, st, md, isJSON, gzipped); res.code != 0 {
 		return res
 	}
 	res = o.ingest(r, st, md)
@@ -214,52 +191,51 @@ func otlpContentType(ct string) (isJSON, ok bool) {
 	return false, false
 }
 
-// decode reads, decompresses and decodes the body; on failure the result
-// has a code.
-func (o *OTLPHandler) decode(r *http.Request, st *reqState, isJSON, gzipped bool) (pmetric.Metrics, otlpResult) {
+// decode reads, decompresses and decodes the body into md; on failure the
+// result has a code.
+func (o *OTLPHandler) decode(r *http.Request, st *reqState, md *otlpMetrics, isJSON, gzipped bool) otlpResult {
 	opts := &o.h.opts
 	var err error
 	st.body, err = readBody(st.body[:0], r.Body, r.ContentLength, opts.MaxCompressedBytes)
 	if err != nil {
 		if errors.Is(err, errBodyTooLarge) {
-			return pmetric.Metrics{}, otlpFail(http.StatusRequestEntityTooLarge, "request body exceeds max_compressed_bytes=%d", opts.MaxCompressedBytes)
+			return otlpFail(http.StatusRequestEntityTooLarge, "request body exceeds max_compressed_bytes=%d", opts.MaxCompressedBytes)
 		}
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return pmetric.Metrics{}, otlpFail(http.StatusRequestEntityTooLarge, "request body: %v", err)
+			return otlpFail(http.StatusRequestEntityTooLarge, "request body: %v", err)
 		}
-		return pmetric.Metrics{}, otlpFail(http.StatusBadRequest, "read request body: %v", err)
+		return otlpFail(http.StatusBadRequest, "read request body: %v", err)
 	}
 	raw := st.body
 	if gzipped {
 		if st.raw, err = gunzip(st.raw[:0], st.body, opts.MaxDecompressedBytes); err != nil {
 			if errors.Is(err, errBodyTooLarge) {
-				return pmetric.Metrics{}, otlpFail(http.StatusRequestEntityTooLarge, "decompressed body exceeds max_decompressed_bytes=%d", opts.MaxDecompressedBytes)
+				return otlpFail(http.StatusRequestEntityTooLarge, "decompressed body exceeds max_decompressed_bytes=%d", opts.MaxDecompressedBytes)
 			}
-			return pmetric.Metrics{}, otlpFail(http.StatusBadRequest, "gzip: %v", err)
+			return otlpFail(http.StatusBadRequest, "gzip: %v", err)
 		}
 		raw = st.raw
 	} else if int64(len(raw)) > opts.MaxDecompressedBytes {
-		return pmetric.Metrics{}, otlpFail(http.StatusRequestEntityTooLarge, "request body exceeds max_decompressed_bytes=%d", opts.MaxDecompressedBytes)
+		return otlpFail(http.StatusRequestEntityTooLarge, "request body exceeds max_decompressed_bytes=%d", opts.MaxDecompressedBytes)
 	}
-	md, err := decodeOTLP(raw, isJSON)
-	if err != nil {
-		return pmetric.Metrics{}, otlpFail(http.StatusBadRequest, "%v", err)
+	if err := decodeOTLP(md, raw, isJSON); err != nil {
+		return otlpFail(http.StatusBadRequest, "%v", err)
 	}
-	return md, otlpResult{}
+	return otlpResult{}
 }
 
-// decodeOTLP decodes an ExportMetricsServiceRequest.
-func decodeOTLP(raw []byte, isJSON bool) (pmetric.Metrics, error) {
-	req := pmetricotlp.NewExportRequest()
+// decodeOTLP decodes an ExportMetricsServiceRequest into md. Its strings
+// alias raw.
+func decodeOTLP(md *otlpMetrics, raw []byte, isJSON bool) error {
 	if isJSON {
-		if err := req.UnmarshalJSON(raw); err != nil {
-			return pmetric.Metrics{}, fmt.Errorf("decode OTLP ExportMetricsServiceRequest (JSON): %w", err)
+		if err := decodeOTLPJSON(md, raw); err != nil {
+			return fmt.Errorf("decode OTLP ExportMetricsServiceRequest (JSON): %w", err)
 		}
-	} else if err := req.UnmarshalProto(raw); err != nil {
-		return pmetric.Metrics{}, fmt.Errorf("decode OTLP ExportMetricsServiceRequest (protobuf): %w", err)
+	} else if err := decodeOTLPProto(md, raw); err != nil {
+		return fmt.Errorf("decode OTLP ExportMetricsServiceRequest (protobuf): %w", err)
 	}
-	return req.Metrics(), nil
+	return nil
 }
 
 // gunzip decompresses src into dst (reusing its capacity), failing with
@@ -277,7 +253,7 @@ func gunzip(dst, src []byte, limit int64) ([]byte, error) {
 // or that the storage rejects as bad data, are skipped and reported (a
 // partial success) while the rest is committed; overload and storage failures
 // roll the whole request back (429, 503, 500), so a retry never duplicates.
-func (o *OTLPHandler) ingest(r *http.Request, st *reqState, md pmetric.Metrics) otlpResult {
+func (o *OTLPHandler) ingest(r *http.Request, st *reqState, md *otlpMetrics) otlpResult {
 	h := o.h
 	a := &otlpAppender{h: h, st: st, minT: math.MinInt64}
 	now := h.now()
@@ -286,24 +262,23 @@ func (o *OTLPHandler) ingest(r *http.Request, st *reqState, md pmetric.Metrics) 
 		a.minT = now.Add(-h.opts.MaxSampleAge).UnixMilli()
 	}
 	a.refuseUntranslatable(md, o.opts.NativeDeltaIngestion)
-	a.refuseOutOfRange(md, o.settings.LookbackDelta)
+	a.refuseOutOfRange(md, o.opts.LookbackDelta)
 	a.app = h.app.Appender(r.Context())
 
-	conv := o.converters.Get().(*otlptranslator.PrometheusConverter)
-	conv.Reset(a)
+	tr := o.translators.Get().(*otlpTranslator)
 	finished := false
 	defer func() {
 		if !finished { // a panic below: never leave an Appender open
 			_ = a.app.Rollback()
 		}
-		conv.Reset(nil)
-		o.converters.Put(conv)
+		o.translators.Put(tr)
 	}()
-	annots, errs := conv.FromMetrics(r.Context(), md, o.settings)
-	if ws, _ := annots.AsStrings("", 0, 0); len(ws) > 0 {
-		h.logger.Debug("otlp: translation warnings", "warnings", ws)
+	tr.warnOn = h.logger.Enabled(r.Context(), slog.LevelDebug)
+	errs := tr.translate(r.Context(), md, a)
+	if len(tr.warnings) > 0 {
+		h.logger.Debug("otlp: translation warnings", "warnings", tr.warnings)
 	}
-	if a.fatal == nil && errs != nil && r.Context().Err() != nil {
+	if a.fatal == nil && len(errs) > 0 && r.Context().Err() != nil {
 		a.fatal = r.Context().Err()
 	}
 	if a.fatal != nil {
@@ -313,9 +288,7 @@ func (o *OTLPHandler) ingest(r *http.Request, st *reqState, md pmetric.Metrics) 
 		}
 		return a.fail("storage", a.fatal)
 	}
-	if errs != nil {
-		a.translationErrors(errs)
-	}
+	a.translationErrors(errs)
 	err := a.app.Commit()
 	finished = true
 	if err != nil {
@@ -324,8 +297,8 @@ func (o *OTLPHandler) ingest(r *http.Request, st *reqState, md pmetric.Metrics) 
 	return a.committed()
 }
 
-// otlpAppender is the storage.AppenderV2 the upstream translator appends to:
-// it checks what it is given as the remote-write receiver does (labels,
+// otlpAppender is the sink the translator appends to: it checks what it is
+// given as the remote-write receiver does (labels,
 // limits, time window, histograms), appends it through an Appender, counts
 // what was received, written and rejected, and keeps the first error that is
 // not bad data, after which it appends nothing more.
@@ -346,62 +319,60 @@ type otlpAppender struct {
 	received, written, rejected tally
 }
 
-var _ storage.AppenderV2 = (*otlpAppender)(nil)
+var _ otlpSink = (*otlpAppender)(nil)
 
-// Append checks and appends one sample (float, or native histogram h) with
+// add checks and appends one sample (float, or native histogram h) with
 // its exemplars and metadata. Bad data is counted and reported, and nil
 // returned so that the translator goes on with the request.
-func (a *otlpAppender) Append(_ storage.SeriesRef, ls labels.Labels, st, t int64, v float64, h *histogram.Histogram, fh *histogram.FloatHistogram, opts storage.AppendV2Options) (storage.SeriesRef, error) {
+func (a *otlpAppender) add(lbls []labels.Label, st, t int64, v float64, h *histogram.Histogram, exs []exemplar.Exemplar, family string, meta metadata.Metadata) error {
 	k := kindSamples
-	if h != nil || fh != nil {
+	if h != nil {
 		k = kindHistograms
 	}
-	a.count(k, len(opts.Exemplars))
+	a.count(k, len(exs))
 	if a.fatal != nil {
-		return 0, a.fatal
+		return a.fatal
 	}
 	s := a.st
-	s.lbls = s.lbls[:0]
-	ls.Range(func(l labels.Label) { s.lbls = append(s.lbls, l) })
-	if reason, err := a.h.buildLabels(&s.sb, &s.ls, s.lbls, false, false); err != nil {
-		a.rejectOne(k, reason, "series %s: %v", describe(s.lbls), err)
-		a.reject(kindExemplars, reason, len(opts.Exemplars))
-		return 0, nil
+	if reason, err := a.h.buildLabels(&s.sb, &s.ls, lbls, false, false); err != nil {
+		a.rejectOne(k, reason, "series %s: %v", describe(lbls), err)
+		a.reject(kindExemplars, reason, len(exs))
+		return nil
 	}
 	lset := s.ls
 	if t < a.minT || t > a.maxT {
 		a.rejectOutsideWindow(k, lset, t)
-		a.reject(kindExemplars, "rejected_sample", len(opts.Exemplars))
-		return 0, nil
+		a.reject(kindExemplars, "rejected_sample", len(exs))
+		return nil
 	}
 	if k == kindHistograms {
-		if err := validate(h, fh); err != nil {
+		if err := validate(h, nil); err != nil {
 			a.rejectOne(k, "invalid_histogram", "series %s: histogram at %d: %v", lset, t, err)
-			a.reject(kindExemplars, "rejected_sample", len(opts.Exemplars))
-			return 0, nil
+			a.reject(kindExemplars, "rejected_sample", len(exs))
+			return nil
 		}
 	}
-	a.updateMetadata(lset, opts)
+	a.updateMetadata(lset, family, meta)
 	st = a.startTime(lset, st, t)
 	var ref SeriesRef
 	var err error
 	if k == kindHistograms {
-		ref, err = a.app.AppendHistogram(0, lset, st, t, h, fh)
+		ref, err = a.app.AppendHistogram(0, lset, st, t, h, nil)
 	} else {
 		ref, err = a.app.Append(0, lset, st, t, v)
 	}
 	if err != nil {
-		a.reject(kindExemplars, "rejected_sample", len(opts.Exemplars))
+		a.reject(kindExemplars, "rejected_sample", len(exs))
 		if !IsBadData(err) {
 			a.fatal = err
-			return 0, err
+			return err
 		}
 		a.rejectOne(k, rejectReason(err), "series %s: %s at %d: %v", lset, k, t, err)
-		return 0, nil
+		return nil
 	}
 	a.written[k]++
-	a.appendExemplars(ref, lset, opts.Exemplars)
-	return ref, nil
+	a.appendExemplars(ref, lset, exs)
+	return nil
 }
 
 // startTime returns st, or 0 when the series has a sample at or after st
@@ -439,12 +410,11 @@ func (a *otlpAppender) count(k kind, exemplars int) {
 
 // updateMetadata gives the Appender the metadata of the family of the next
 // sample when it differs from the last given.
-func (a *otlpAppender) updateMetadata(lset labels.Labels, opts storage.AppendV2Options) {
-	m := opts.Metadata
-	if opts.MetricFamilyName == a.family && m == a.meta {
+func (a *otlpAppender) updateMetadata(lset labels.Labels, familyName string, m metadata.Metadata) {
+	if familyName == a.family && m == a.meta {
 		return
 	}
-	a.family, a.meta = strings.Clone(opts.MetricFamilyName), metadata.Metadata{Type: m.Type, Help: strings.Clone(m.Help), Unit: strings.Clone(m.Unit)}
+	a.family, a.meta = strings.Clone(familyName), metadata.Metadata{Type: m.Type, Help: strings.Clone(m.Help), Unit: strings.Clone(m.Unit)}
 	family := a.family
 	if family == "" {
 		family = lset.Get(model.MetricNameLabel)
@@ -482,10 +452,6 @@ func (a *otlpAppender) appendExemplars(ref SeriesRef, lset labels.Labels, exs []
 	}
 }
 
-// Commit and Rollback are the handler's to call, on the Appender itself.
-func (a *otlpAppender) Commit() error   { return errors.New("otlp: the translator must not commit") }
-func (a *otlpAppender) Rollback() error { return errors.New("otlp: the translator must not roll back") }
-
 // reject counts n items of kind k as not written, for reason.
 func (a *otlpAppender) reject(k kind, reason string, n int) {
 	if n == 0 {
@@ -511,27 +477,32 @@ func (a *otlpAppender) rejectOutsideWindow(k kind, ls labels.Labels, at int64) {
 	a.rejectOne(k, "too_old", "series %s: %s at %d: timestamp older than max_sample_age=%s", ls, k, at, o.MaxSampleAge)
 }
 
-// refuseUntranslatable removes from md the metrics the translator would
+// refuseUntranslatable marks the metrics of md the translator would
 // refuse for their temporality or type, and reports their data points: a
 // delta sum or histogram without native_delta_ingestion (Prometheus answers
 // those 500, so senders retry them for ever), one of unspecified
 // temporality, a metric of no type.
-func (a *otlpAppender) refuseUntranslatable(md pmetric.Metrics, allowDelta bool) {
-	rms := md.ResourceMetrics()
-	for i := range rms.Len() {
-		sms := rms.At(i).ScopeMetrics()
-		for j := range sms.Len() {
-			sms.At(j).Metrics().RemoveIf(func(m pmetric.Metric) bool {
-				k, n, why := untranslatable(m, allowDelta)
-				if why == "" {
-					return false
-				}
-				a.received[k] += n
-				a.h.m.received[k].Add(float64(n))
-				a.reject(k, "unsupported_temporality", n)
-				a.st.problem(a.h.opts.MaxErrorMessages, "metric %q: %s: its %d data points are dropped", trunc(m.Name()), why, n)
-				return true
-			})
+func (a *otlpAppender) refuseUntranslatable(md *otlpMetrics, allowDelta bool) {
+	md.eachMetric(func(m *otlpMetric) {
+		k, n, why := untranslatable(m, allowDelta)
+		if why == "" {
+			return
+		}
+		m.skip = true
+		a.received[k] += n
+		a.h.m.received[k].Add(float64(n))
+		a.reject(k, "unsupported_temporality", n)
+		a.st.problem(a.h.opts.MaxErrorMessages, "metric %q: %s: its %d data points are dropped", trunc(m.name), why, n)
+	})
+}
+
+// eachMetric calls f on each metric of md that a resource holds.
+func (md *otlpMetrics) eachMetric(f func(m *otlpMetric)) {
+	for _, r := range md.resources {
+		for _, s := range of(md.scopes, r.scopes) {
+			for i := s.metrics.lo; i < s.metrics.hi; i++ {
+				f(&md.metrics[i])
+			}
 		}
 	}
 }
@@ -547,26 +518,27 @@ const maxTargetInfoSamples = 10_000
 // outside the accepted window (max_future_skew, max_sample_age), and those
 // older than maxTargetInfoSamples target_info intervals before the newest
 // point of their resource.
-func (a *otlpAppender) refuseOutOfRange(md pmetric.Metrics, lookback time.Duration) {
+func (a *otlpAppender) refuseOutOfRange(md *otlpMetrics, lookback time.Duration) {
 	if lookback <= 0 {
 		lookback = 5 * time.Minute
 	}
 	span := maxTargetInfoSamples * (lookback / 2).Milliseconds()
 	o := &a.h.opts
-	rms := md.ResourceMetrics()
-	for i := range rms.Len() {
-		sms := rms.At(i).ScopeMetrics()
+	for _, r := range md.resources {
+		scopes := of(md.scopes, r.scopes)
 		newest := int64(math.MinInt64)
-		for j := range sms.Len() {
-			ms := sms.At(j).Metrics()
-			for k := range ms.Len() {
-				m := ms.At(k)
-				removePoints(m, func(t int64) bool {
+		for _, s := range scopes {
+			for i := s.metrics.lo; i < s.metrics.hi; i++ {
+				m := &md.metrics[i]
+				if m.skip {
+					continue
+				}
+				md.removePoints(m, func(t int64) bool {
 					switch {
 					case t > a.maxT:
-						a.refusePoint(m, "too_far_in_future", "metric %q: data point at %d: timestamp more than max_future_skew=%s ahead of the receiver's clock", trunc(m.Name()), t, o.MaxFutureSkew)
+						a.refusePoint(m, "too_far_in_future", "metric %q: data point at %d: timestamp more than max_future_skew=%s ahead of the receiver's clock", trunc(m.name), t, o.MaxFutureSkew)
 					case t < a.minT:
-						a.refusePoint(m, "too_old", "metric %q: data point at %d: timestamp older than max_sample_age=%s", trunc(m.Name()), t, o.MaxSampleAge)
+						a.refusePoint(m, "too_old", "metric %q: data point at %d: timestamp older than max_sample_age=%s", trunc(m.name), t, o.MaxSampleAge)
 					default:
 						newest = max(newest, t)
 						return false
@@ -579,15 +551,17 @@ func (a *otlpAppender) refuseOutOfRange(md pmetric.Metrics, lookback time.Durati
 			continue
 		}
 		oldest := newest - span
-		for j := range sms.Len() {
-			ms := sms.At(j).Metrics()
-			for k := range ms.Len() {
-				m := ms.At(k)
-				removePoints(m, func(t int64) bool {
+		for _, s := range scopes {
+			for i := s.metrics.lo; i < s.metrics.hi; i++ {
+				m := &md.metrics[i]
+				if m.skip {
+					continue
+				}
+				md.removePoints(m, func(t int64) bool {
 					if t >= oldest {
 						return false
 					}
-					a.refusePoint(m, "too_old", "metric %q: data point at %d: more than %s before the newest point of its resource (%d), which target_info would span", trunc(m.Name()), t, time.Duration(span)*time.Millisecond, newest)
+					a.refusePoint(m, "too_old", "metric %q: data point at %d: more than %s before the newest point of its resource (%d), which target_info would span", trunc(m.name), t, time.Duration(span)*time.Millisecond, newest)
 					return true
 				})
 			}
@@ -596,9 +570,9 @@ func (a *otlpAppender) refuseOutOfRange(md pmetric.Metrics, lookback time.Durati
 }
 
 // refusePoint counts one data point of m as received and rejected.
-func (a *otlpAppender) refusePoint(m pmetric.Metric, reason, format string, args ...any) {
+func (a *otlpAppender) refusePoint(m *otlpMetric, reason, format string, args ...any) {
 	k := kindSamples
-	if t := m.Type(); t == pmetric.MetricTypeHistogram || t == pmetric.MetricTypeExponentialHistogram {
+	if m.typ == otlpHistogram || m.typ == otlpExpHistogram {
 		k = kindHistograms
 	}
 	a.received[k]++
@@ -606,68 +580,49 @@ func (a *otlpAppender) refusePoint(m pmetric.Metric, reason, format string, args
 	a.rejectOne(k, reason, format, args...)
 }
 
-// timed is a data point.
-type timed interface{ Timestamp() pcommon.Timestamp }
-
-// removePoints removes the data points of m whose time (ms) drop says to.
-func removePoints(m pmetric.Metric, drop func(t int64) bool) {
-	switch m.Type() {
-	case pmetric.MetricTypeGauge:
-		removeIf(m.Gauge().DataPoints().RemoveIf, drop)
-	case pmetric.MetricTypeSum:
-		removeIf(m.Sum().DataPoints().RemoveIf, drop)
-	case pmetric.MetricTypeHistogram:
-		removeIf(m.Histogram().DataPoints().RemoveIf, drop)
-	case pmetric.MetricTypeExponentialHistogram:
-		removeIf(m.ExponentialHistogram().DataPoints().RemoveIf, drop)
-	case pmetric.MetricTypeSummary:
-		removeIf(m.Summary().DataPoints().RemoveIf, drop)
+// removePoints removes the data points of m whose time (ms, as the
+// translator converts it) drop says to, keeping the order of the rest.
+func (md *otlpMetrics) removePoints(m *otlpMetric, drop func(t int64) bool) {
+	pts := of(md.points, m.points)
+	keep := 0
+	for i := range pts {
+		if drop(ms(pts[i].time)) {
+			continue
+		}
+		pts[keep] = pts[i]
+		keep++
 	}
-}
-
-func removeIf[T timed](removeIf func(func(T) bool), drop func(t int64) bool) {
-	removeIf(func(p T) bool { return drop(int64(p.Timestamp()) / 1e6) })
+	m.points.hi = m.points.lo + int32(keep)
 }
 
 // untranslatable says why the translator would refuse metric m ("" if it
 // would not), with the kind and number of its data points.
-func untranslatable(m pmetric.Metric, allowDelta bool) (kind, int, string) {
-	var t pmetric.AggregationTemporality
-	var k kind
-	var n int
-	switch m.Type() {
-	case pmetric.MetricTypeSum:
-		t, k, n = m.Sum().AggregationTemporality(), kindSamples, m.Sum().DataPoints().Len()
-	case pmetric.MetricTypeHistogram:
-		t, k, n = m.Histogram().AggregationTemporality(), kindHistograms, m.Histogram().DataPoints().Len()
-	case pmetric.MetricTypeExponentialHistogram:
-		t, k, n = m.ExponentialHistogram().AggregationTemporality(), kindHistograms, m.ExponentialHistogram().DataPoints().Len()
-	case pmetric.MetricTypeGauge, pmetric.MetricTypeSummary:
+func untranslatable(m *otlpMetric, allowDelta bool) (kind, int, string) {
+	k, n := kindSamples, m.points.len()
+	switch m.typ {
+	case otlpSum:
+	case otlpHistogram, otlpExpHistogram:
+		k = kindHistograms
+	case otlpGauge, otlpSummary:
 		return 0, 0, ""
 	default:
 		return kindSamples, 0, "metric has no data (no gauge, sum, histogram, exponential histogram or summary)"
 	}
-	switch {
-	case t == pmetric.AggregationTemporalityCumulative:
+	switch t := m.temporality; {
+	case t == temporalityCumulative:
 		return k, n, ""
-	case t == pmetric.AggregationTemporalityDelta && allowDelta:
+	case t == temporalityDelta && allowDelta:
 		return k, n, ""
-	case t == pmetric.AggregationTemporalityDelta:
+	case t == temporalityDelta:
 		return k, n, "delta temporality is not stored unless otlp.native_delta_ingestion is true (or send cumulative temporality)"
 	}
-	return k, n, fmt.Sprintf("aggregation temporality %s is not supported", t)
+	return k, n, fmt.Sprintf("aggregation temporality %s is not supported", temporalityString(m.temporality))
 }
 
 // translationErrors reports what the translator refused beside the storage:
 // each error is counted as one rejected data point.
-func (a *otlpAppender) translationErrors(errs error) {
-	var list []error
-	if j, ok := errs.(interface{ Unwrap() []error }); ok {
-		list = j.Unwrap()
-	} else {
-		list = []error{errs}
-	}
-	for _, err := range list {
+func (a *otlpAppender) translationErrors(errs []error) {
+	for _, err := range errs {
 		a.h.m.received[kindSamples].Inc()
 		a.rejected[kindSamples]++
 		a.received[kindSamples]++
@@ -712,4 +667,51 @@ func (a *otlpAppender) committed() otlpResult {
 	res.report = report
 	res.rejected = int64(a.rejected[kindSamples] + a.rejected[kindHistograms])
 	return res
+}
+
+// appendOTLPResponseProto appends an ExportMetricsServiceResponse in
+// protobuf: partial_success (always present, as the collector's encoder
+// writes it) with rejected_data_points and error_message when set.
+func appendOTLPResponseProto(dst []byte, rejected int64, message string) []byte {
+	n := 0
+	if message != "" {
+		n += protowire.SizeTag(2) + protowire.SizeBytes(len(message))
+	}
+	if rejected != 0 {
+		n += protowire.SizeTag(1) + protowire.SizeVarint(uint64(rejected))
+	}
+	dst = protowire.AppendTag(dst, 1, protowire.BytesType)
+	dst = protowire.AppendVarint(dst, uint64(n))
+	if message != "" {
+		dst = protowire.AppendTag(dst, 2, protowire.BytesType)
+		dst = protowire.AppendString(dst, message)
+	}
+	if rejected != 0 {
+		dst = protowire.AppendTag(dst, 1, protowire.VarintType)
+		dst = protowire.AppendVarint(dst, uint64(rejected))
+	}
+	return dst
+}
+
+// appendOTLPResponseJSON appends an ExportMetricsServiceResponse in JSON
+// (64-bit integers as strings, as the protobuf JSON mapping has them).
+func appendOTLPResponseJSON(dst []byte, rejected int64, message string) []byte {
+	dst = append(dst, `{"partialSuccess":{`...)
+	if rejected != 0 {
+		dst = append(dst, `"rejectedDataPoints":"`...)
+		dst = strconv.AppendInt(dst, rejected, 10)
+		dst = append(dst, '"')
+	}
+	if message != "" {
+		if rejected != 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `"errorMessage":`...)
+		var sb bytes.Buffer
+		enc := json.NewEncoder(&sb)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(message) // a string always encodes
+		dst = append(dst, bytes.TrimSuffix(sb.Bytes(), []byte("\n"))...)
+	}
+	return append(dst, "}}"...)
 }

@@ -117,13 +117,3 @@ func checkAttributes(attrs []string, adjective string) error {
 	}
 	return errors.Join(errs...)
 }
-
-// trimmed returns attrs with surrounding spaces removed, as Prometheus
-// reads them.
-func trimmed(attrs []string) []string {
-	out := make([]string, len(attrs))
-	for i, a := range attrs {
-		out[i] = strings.TrimSpace(a)
-	}
-	return out
-}

@@ -3,11 +3,13 @@ package remotewrite
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -481,5 +483,42 @@ func TestOTLPTargetInfoSpanBounded(t *testing.T) {
 	ti := rec.get(labels.FromStrings("__name__", "target_info", "host_name", "h1", "instance", "i1", "job", "svc"))
 	if ti == nil || len(ti.Samples) > 3 {
 		t.Fatalf("target_info: %+v", ti)
+	}
+}
+
+// TestOTLPResponseLikePdata checks the hand-made ExportMetricsServiceResponse
+// against the collector's encoding of it.
+func TestOTLPResponseLikePdata(t *testing.T) {
+	for _, tc := range []struct {
+		rejected int64
+		msg      string
+	}{
+		{0, ""}, {3, ""}, {0, "m"}, {1 << 40, "series {a=\"b\"}: <bad> & \"quoted\"\n\u2028 é"}, {-1, "x"},
+	} {
+		resp := pmetricotlp.NewExportResponse()
+		resp.PartialSuccess().SetRejectedDataPoints(tc.rejected)
+		resp.PartialSuccess().SetErrorMessage(tc.msg)
+		want, err := resp.MarshalProto()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendOTLPResponseProto(nil, tc.rejected, tc.msg); !bytes.Equal(got, want) {
+			t.Errorf("%+v: protobuf %x, want %x", tc, got, want)
+		}
+		wantJSON, err := resp.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		gotJSON := appendOTLPResponseJSON(nil, tc.rejected, tc.msg)
+		var w, g any
+		if err := json.Unmarshal(wantJSON, &w); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(gotJSON, &g); err != nil {
+			t.Fatalf("%+v: %s: %v", tc, gotJSON, err)
+		}
+		if !reflect.DeepEqual(w, g) {
+			t.Errorf("%+v: JSON %s, want %s", tc, gotJSON, wantJSON)
+		}
 	}
 }
