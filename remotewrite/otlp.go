@@ -153,6 +153,10 @@ func (o *OTLPHandler) serve(r *http.Request) (res otlpResult) {
 	res = o.ingest(r, st, md)
 	res.json = isJSON
 	switch {
+	case r.Context().Err() != nil:
+		// The client went away (or the server is shutting down); see
+		// the remote-write handler.
+		h.logger.Debug("otlp: request canceled", "code", res.code, "err", res.msg)
 	case res.code >= 500:
 		if ok, n := h.failLog.allow(time.Now()); ok {
 			h.logger.Error("otlp: request failed", "code", res.code, "err", res.msg, "failed_since_last_line", n)

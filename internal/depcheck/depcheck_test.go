@@ -57,6 +57,14 @@ var upstreamOnly = map[string]string{
 	"github.com/prometheus/prometheus/rules":     "",
 	"github.com/prometheus/prometheus/notifier":  "",
 	"github.com/prometheus/prometheus/discovery": "",
+	// OTLP is decoded and translated with Shale's own code: pdata and the
+	// upstream translator bring the collector's packages and config, and
+	// config brings Azure, Google auth and sigv4.
+	"github.com/prometheus/prometheus/config":                                              "",
+	"github.com/prometheus/prometheus/storage/remote/otlptranslator/prometheusremotewrite": "",
+	"go.opentelemetry.io/collector/pdata/pcommon":                                          "",
+	"go.opentelemetry.io/collector/pdata/pmetric":                                          "",
+	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp":                              "",
 	// The whole upstream database (and wlog, which links testing and
 	// testify): the importer reads blocks and WALs with the format packages.
 	"github.com/prometheus/prometheus/tsdb":      "",
