@@ -91,43 +91,8 @@ type jsonIter struct{ started, done bool }
 // more member, whose key is then in d.key with the decoder at its value. A
 // null is an empty object.
 func (d *jsonDecoder) object(it *jsonIter) bool {
-	if d.err != nil || it.done {
+	if !d.next(it, '{', '}', "an object") {
 		return false
-	}
-	if !it.started {
-		it.started = true
-		if d.null() {
-			it.done = true
-			return false
-		}
-		if d.peek() != '{' {
-			d.fail("want an object")
-			return false
-		}
-		d.i++
-		if d.depth++; d.depth > maxOTLPDepth*4 {
-			d.fail("nested too deep")
-			return false
-		}
-		if d.peek() == '}' {
-			d.i++
-			d.depth--
-			it.done = true
-			return false
-		}
-	} else {
-		switch d.peek() {
-		case ',':
-			d.i++
-		case '}':
-			d.i++
-			d.depth--
-			it.done = true
-			return false
-		default:
-			d.fail("want , or }")
-			return false
-		}
 	}
 	if d.peek() != '"' {
 		d.fail("want an object key")
@@ -144,7 +109,12 @@ func (d *jsonDecoder) object(it *jsonIter) bool {
 
 // array starts or continues an array: it reports whether there is one
 // more element, the decoder then at it. A null is an empty array.
-func (d *jsonDecoder) array(it *jsonIter) bool {
+func (d *jsonDecoder) array(it *jsonIter) bool { return d.next(it, '[', ']', "an array") }
+
+// next starts or continues a container between open and close, what by
+// name: it reports whether there is one more item, the decoder then at it.
+// A null is an empty container.
+func (d *jsonDecoder) next(it *jsonIter, open, close byte, what string) bool {
 	if d.err != nil || it.done {
 		return false
 	}
@@ -154,8 +124,8 @@ func (d *jsonDecoder) array(it *jsonIter) bool {
 			it.done = true
 			return false
 		}
-		if d.peek() != '[' {
-			d.fail("want an array")
+		if d.peek() != open {
+			d.fail("want %s", what)
 			return false
 		}
 		d.i++
@@ -163,7 +133,7 @@ func (d *jsonDecoder) array(it *jsonIter) bool {
 			d.fail("nested too deep")
 			return false
 		}
-		if d.peek() == ']' {
+		if d.peek() == close {
 			d.i++
 			d.depth--
 			it.done = true
@@ -175,13 +145,13 @@ func (d *jsonDecoder) array(it *jsonIter) bool {
 	case ',':
 		d.i++
 		return true
-	case ']':
+	case close:
 		d.i++
 		d.depth--
 		it.done = true
 		return false
 	}
-	d.fail("want , or ]")
+	d.fail("want , or %c", close)
 	return false
 }
 

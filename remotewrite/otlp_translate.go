@@ -770,19 +770,7 @@ func (t *otlpTranslator) exponential(m *otlpMetrics, pts []otlpPoint, delta bool
 			NegativeSpans:    nilIfEmpty(t.spans[1]),
 			NegativeBuckets:  nilIfEmpty(t.deltas[1]),
 		}
-		setCounts(&t.h, p)
-		if t.warnOn && !p.noRecordedValue() && p.count == 0 && t.h.Sum != 0 {
-			t.warn("exponential histogram data point has zero count, but non-zero sum: %f", t.h.Sum)
-		}
-		if err := t.seriesOf(of(m.pointAttrs, p.attrs), family); err != nil {
-			return err
-		}
-		exs, err := t.exemplars(m, of(m.exemplars, p.exemplars))
-		if err != nil {
-			return err
-		}
-		slices.SortFunc(exs, exemplar.Compare)
-		if err := t.sink.add(t.out, ms(p.start), ms(p.time), 0, &t.h, exs, family, meta); err != nil {
+		if err := t.addHistogram(m, p, "exponential histogram", family, meta); err != nil {
 			return err
 		}
 	}
@@ -810,23 +798,29 @@ func (t *otlpTranslator) customBuckets(m *otlpMetrics, pts []otlpPoint, delta bo
 			PositiveBuckets:  nilIfEmpty(t.deltas[0]),
 			CustomValues:     nilIfEmpty(of(m.bounds, p.bounds)),
 		}
-		setCounts(&t.h, p)
-		if t.warnOn && !p.noRecordedValue() && p.count == 0 && t.h.Sum != 0 {
-			t.warn("histogram data point has zero count, but non-zero sum: %f", t.h.Sum)
-		}
-		if err := t.seriesOf(of(m.pointAttrs, p.attrs), family); err != nil {
-			return err
-		}
-		exs, err := t.exemplars(m, of(m.exemplars, p.exemplars))
-		if err != nil {
-			return err
-		}
-		slices.SortFunc(exs, exemplar.Compare)
-		if err := t.sink.add(t.out, ms(p.start), ms(p.time), 0, &t.h, exs, family, meta); err != nil {
+		if err := t.addHistogram(m, p, "histogram", family, meta); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// addHistogram sets the counts of t.h, built from point p of m, and adds it
+// with its series and exemplars; what names the point's kind in a warning.
+func (t *otlpTranslator) addHistogram(m *otlpMetrics, p *otlpPoint, what, family string, meta metadata.Metadata) error {
+	setCounts(&t.h, p)
+	if t.warnOn && !p.noRecordedValue() && p.count == 0 && t.h.Sum != 0 {
+		t.warn("%s data point has zero count, but non-zero sum: %f", what, t.h.Sum)
+	}
+	if err := t.seriesOf(of(m.pointAttrs, p.attrs), family); err != nil {
+		return err
+	}
+	exs, err := t.exemplars(m, of(m.exemplars, p.exemplars))
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(exs, exemplar.Compare)
+	return t.sink.add(t.out, ms(p.start), ms(p.time), 0, &t.h, exs, family, meta)
 }
 
 // sparseBuckets appends the spans and deltas of dense bucket counts whose
