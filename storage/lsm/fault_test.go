@@ -204,3 +204,37 @@ func TestRefusedWritesHeal(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenThroughFailingLeaseReads: a writer (and a reader asking for the
+// writer's lease) opening while the store fails the lease's HEAD retries it
+// rather than giving up: a restart during a bad minute of the store waits
+// for it, as every other request of the writer does.
+func TestOpenThroughFailingLeaseReads(t *testing.T) {
+	ctx := context.Background()
+	mem := objstore.NewMemoryBucket()
+	fb := objstore.NewFaultBucket(mem)
+	opts := testOptions()
+	opts.MaxRetryBackoff = 5 * time.Millisecond
+	db := openDB(t, fb, opts, Components{})
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	reset := objstore.Transient(errors.New("connection reset by peer"))
+	fb.FailNext(objstore.OpAttributes, 3, reset)
+	db = openDB(t, fb, opts, Components{})
+	defer db.Close()
+	if n := fb.Injected(objstore.OpAttributes); n != 3 {
+		t.Fatalf("%d lease reads failed, want 3", n)
+	}
+
+	r, err := OpenReader(ctx, fb, "db", ReaderOptions{RetryBackoff: time.Millisecond}, Components{Merge: concatMerge})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	fb.FailNext(objstore.OpAttributes, 2, reset)
+	lease, err := r.WriterLease(ctx)
+	if err != nil || lease == "" {
+		t.Fatalf("writer lease through failing reads: %q, %v", lease, err)
+	}
+}

@@ -127,7 +127,7 @@ func LeaseField(lease, key string) string {
 // (Options.Address), where it serves. Parse it with LeaseField.
 func (r *Reader) WriterLease(ctx context.Context) (string, error) {
 	name := r.s.paths.writerLease()
-	attrs, err := r.s.bucket.Attributes(ctx, name)
+	attrs, err := r.s.attributes(ctx, name)
 	if isNotFound(err) {
 		return "", nil
 	}
@@ -148,7 +148,7 @@ func (r *Reader) WriterLease(ctx context.Context) (string, error) {
 // fences it.
 func (db *DB) checkLiveWriter(ctx context.Context) error {
 	name := db.s.paths.writerLease()
-	attrs, err := db.s.bucket.Attributes(ctx, name)
+	attrs, err := db.s.attributes(ctx, name)
 	if isNotFound(err) {
 		return nil
 	}

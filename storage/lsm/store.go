@@ -174,6 +174,17 @@ func (s *store) put(ctx context.Context, kind, name string, data []byte) error {
 	})
 }
 
+// attributes returns the attributes of the object name.
+func (s *store) attributes(ctx context.Context, name string) (objstore.Attributes, error) {
+	var attrs objstore.Attributes
+	err := s.retry(ctx, "head "+name, false, func() error {
+		var err error
+		attrs, err = s.bucket.Attributes(ctx, name)
+		return err
+	})
+	return attrs, err
+}
+
 // list returns the names of all objects under dir that sort after startAfter.
 func (s *store) list(ctx context.Context, dir, startAfter string) ([]objstore.Attributes, error) {
 	var out []objstore.Attributes
