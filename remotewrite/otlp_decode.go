@@ -55,6 +55,26 @@ const (
 )
 
 // spend takes n bytes from the budget and reports whether they were there.
+// addPoint appends an empty point whose ranges start at the ends of the
+// shared slices and returns its index; false when the request would decode
+// to more than its bound (see spend).
+func (m *otlpMetrics) addPoint() (int, bool) {
+	if !m.spend(pointSize) {
+		return 0, false
+	}
+	pi := len(m.points)
+	m.points = append(m.points, otlpPoint{
+		attrs:     at(len(m.pointAttrs)),
+		exemplars: at(len(m.exemplars)),
+		bounds:    at(len(m.bounds)),
+		counts:    at(len(m.counts)),
+		pos:       at(len(m.counts)),
+		neg:       at(len(m.negCounts)),
+		quantiles: at(len(m.quantiles)),
+	})
+	return pi, true
+}
+
 func (m *otlpMetrics) spend(n int) bool {
 	m.budget -= n
 	return m.budget >= 0
@@ -739,19 +759,10 @@ var pointMessages = [...]string{
 
 func (d *protoDecoder) point(typ otlpType, b []byte) error {
 	m := d.m
-	if !m.spend(pointSize) {
+	pi, ok := m.addPoint()
+	if !ok {
 		return errOTLPExpansion
 	}
-	pi := len(m.points)
-	m.points = append(m.points, otlpPoint{
-		attrs:     at(len(m.pointAttrs)),
-		exemplars: at(len(m.exemplars)),
-		bounds:    at(len(m.bounds)),
-		counts:    at(len(m.counts)),
-		pos:       at(len(m.counts)),
-		neg:       at(len(m.negCounts)),
-		quantiles: at(len(m.quantiles)),
-	})
 	pf := pointFields[typ]
 	msg := pointMessages[typ]
 	for len(b) > 0 {

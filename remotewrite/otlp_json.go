@@ -561,20 +561,11 @@ func (d *jsonDecoder) metric() {
 
 func (d *jsonDecoder) point(typ otlpType) {
 	m := d.m
-	if !m.spend(pointSize) {
+	pi, ok := m.addPoint()
+	if !ok {
 		d.fail("%v", errOTLPExpansion)
 		return
 	}
-	pi := len(m.points)
-	m.points = append(m.points, otlpPoint{
-		attrs:     at(len(m.pointAttrs)),
-		exemplars: at(len(m.exemplars)),
-		bounds:    at(len(m.bounds)),
-		counts:    at(len(m.counts)),
-		pos:       at(len(m.counts)),
-		neg:       at(len(m.negCounts)),
-		quantiles: at(len(m.quantiles)),
-	})
 	var it jsonIter
 	for d.object(&it) {
 		p := &m.points[pi]
