@@ -26,20 +26,26 @@ const entryOverhead = 128
 // budget, until the meta pool has its whole share. Until then data blocks
 // use what meta blocks do not. Meta blocks are never evicted to make room
 // for data blocks.
+//
+// While the process is short of memory the data pool can be capped below its
+// share (limitData): it evicts down to the cap and grows back when the cap
+// is lifted. Meta blocks keep their share.
 type memoryTier struct {
 	pools   [2]*otter.Cache[string, []byte] // indexed by Class
 	total   int64                           // the budget
 	metaMax int64                           // the meta share
 	step    int64
 
-	growMu  sync.Mutex
-	metaCap atomic.Int64 // the meta pool's bound; the data pool's is total - metaCap
+	growMu   sync.Mutex
+	metaCap  atomic.Int64 // the meta pool's bound; the data pool's is total - metaCap, at most dataCeil
+	dataCeil atomic.Int64 // the data pool's cap while memory is short; total when there is none
 }
 
 func newMemoryTier(total, metaMax int64, evictions *atomic.Uint64) (*memoryTier, error) {
 	m := &memoryTier{total: total, metaMax: metaMax, step: max(total/64, 1)}
 	metaCap := min(metaMax, m.step)
 	m.metaCap.Store(metaCap)
+	m.dataCeil.Store(total)
 	for class, budget := range map[Class]int64{ClassMeta: metaCap, ClassData: total - metaCap} {
 		pool, err := otter.New(&otter.Options[string, []byte]{
 			MaximumWeight: uint64(budget),
@@ -104,9 +110,29 @@ func (m *memoryTier) reserveMeta(w int64) {
 	}
 	grown := min(m.metaMax, max(need, capNow+m.step))
 	// Shrink first, so that the two bounds never add up to more than the budget.
-	m.pools[ClassData].SetMaximum(uint64(m.total - grown))
+	m.pools[ClassData].SetMaximum(uint64(min(m.total-grown, m.dataCeil.Load())))
 	meta.SetMaximum(uint64(grown))
 	m.metaCap.Store(grown)
+}
+
+// limitData caps the data pool at n bytes (evicting down to it), or lifts
+// the cap when n is at least the budget, and returns the tier's budget now:
+// the meta pool's bound plus the data pool's.
+func (m *memoryTier) limitData(n int64) int64 {
+	m.growMu.Lock()
+	defer m.growMu.Unlock()
+	n = min(max(n, 0), m.total)
+	m.dataCeil.Store(n)
+	metaCap := m.metaCap.Load()
+	data := min(m.total-metaCap, n)
+	m.pools[ClassData].SetMaximum(uint64(data))
+	return metaCap + data
+}
+
+// budget returns the tier's budget now (see limitData).
+func (m *memoryTier) budget() int64 {
+	metaCap := m.metaCap.Load()
+	return metaCap + min(m.total-metaCap, m.dataCeil.Load())
 }
 
 type tierUsage struct{ bytes, entries int64 }

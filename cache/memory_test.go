@@ -164,3 +164,63 @@ func TestMemoryTierKeepsHotBlocksThroughScan(t *testing.T) {
 		t.Errorf("%d of %d hot blocks survived a scan; want nearly all", kept, hot)
 	}
 }
+
+// TestLimitMemory caps the RAM tier's data blocks below the budget, as the
+// server does while the process nears its memory limit, and lifts the cap.
+func TestLimitMemory(t *testing.T) {
+	const budget, size = 256 << 10, 1000
+	o := DefaultOptions()
+	o.MemoryBytes = budget
+	o.MetaShare = 0.25
+	c := newTestCache(t, o)
+	fill := func(from, n int, class Class) {
+		for i := from; i < from+n; i++ {
+			c.Set(testKey(i), testValue(i, size), class)
+		}
+		c.mem.cleanUp()
+	}
+	fill(0, 20, ClassMeta)
+	fill(1000, 1000, ClassData)
+	metaBytes := int64(c.mem.pools[ClassMeta].WeightedSize())
+	if s := c.Stats(); s.Memory.Bytes < budget*3/4 || s.Memory.Budget != budget {
+		t.Fatalf("before the cap: %d bytes held, budget %d; want most of %d", s.Memory.Bytes, s.Memory.Budget, budget)
+	}
+
+	const ceil = 32 << 10
+	got := c.LimitMemory(ceil)
+	c.mem.cleanUp()
+	s := c.Stats()
+	if want := c.mem.metaCap.Load() + ceil; got != want || s.Memory.Budget != want {
+		t.Errorf("budget under the cap %d (stats %d), want the meta bound plus the cap, %d", got, s.Memory.Budget, want)
+	}
+	if data := int64(c.mem.pools[ClassData].WeightedSize()); data > ceil {
+		t.Errorf("data pool holds %d bytes under a cap of %d", data, ceil)
+	}
+	if m := int64(c.mem.pools[ClassMeta].WeightedSize()); m != metaBytes {
+		t.Errorf("meta pool went from %d to %d bytes: the cap is for data blocks only", metaBytes, m)
+	}
+	for i := range 20 {
+		if _, ok := c.mem.get(testKey(i), ClassMeta); !ok {
+			t.Fatalf("meta block %d evicted by the cap", i)
+		}
+	}
+	// More data blocks stay under the cap; a meta block that needs more of
+	// the meta share takes it from the capped data pool, not beyond.
+	fill(3000, 200, ClassData)
+	fill(100, 20, ClassMeta)
+	if data := int64(c.mem.pools[ClassData].WeightedSize()); data > ceil {
+		t.Errorf("data pool grew to %d bytes under a cap of %d", data, ceil)
+	}
+	if s := c.Stats(); s.Memory.Bytes > budget {
+		t.Errorf("tier holds %d bytes, budget %d", s.Memory.Bytes, budget)
+	}
+
+	// Lifted: the data pool fills to its share again.
+	if got := c.LimitMemory(budget); got != budget {
+		t.Errorf("budget after lifting the cap %d, want %d", got, budget)
+	}
+	fill(5000, 1000, ClassData)
+	if data, want := int64(c.mem.pools[ClassData].WeightedSize()), int64(budget)-c.mem.metaCap.Load(); data < want*3/4 {
+		t.Errorf("data pool holds %d bytes after the cap was lifted, want most of %d", data, want)
+	}
+}

@@ -58,10 +58,11 @@ func classIndex(c Class) int {
 type collector struct {
 	c *Tiered
 
-	hits, misses, bytes, entries, evictions *prometheus.Desc
-	loadErrors, diskWrites, diskDrops       *prometheus.Desc
-	corruptions                             *prometheus.Desc
-	loadDuration                            *prometheus.HistogramVec
+	hits, misses, bytes, budget, entries *prometheus.Desc
+	evictions                            *prometheus.Desc
+	loadErrors, diskWrites, diskDrops    *prometheus.Desc
+	corruptions                          *prometheus.Desc
+	loadDuration                         *prometheus.HistogramVec
 }
 
 func newCollector(c *Tiered) *collector {
@@ -74,6 +75,9 @@ func newCollector(c *Tiered) *collector {
 			[]string{"tier", "class"}, nil),
 		bytes: prometheus.NewDesc("shale_cache_bytes",
 			"Bytes charged to a tier's budget (memory: keys, values and per-entry overhead; disk: segment file bytes).",
+			[]string{"tier"}, nil),
+		budget: prometheus.NewDesc("shale_cache_budget_bytes",
+			"A tier's budget (memory: --cache.memory-size, lowered while the process nears --memory.limit; disk: --cache.disk-size).",
 			[]string{"tier"}, nil),
 		entries: prometheus.NewDesc("shale_cache_entries",
 			"Blocks held by a tier.", []string{"tier"}, nil),
@@ -96,7 +100,7 @@ func newCollector(c *Tiered) *collector {
 }
 
 func (m *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.hits, m.misses, m.bytes, m.entries, m.evictions,
+	for _, d := range []*prometheus.Desc{m.hits, m.misses, m.bytes, m.budget, m.entries, m.evictions,
 		m.loadErrors, m.diskWrites, m.diskDrops, m.corruptions} {
 		ch <- d
 	}
@@ -121,10 +125,12 @@ func (m *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	mem := m.c.mem.stats()
 	ch <- prometheus.MustNewConstMetric(m.bytes, prometheus.GaugeValue, float64(mem.bytes), tierNames[tierMemory])
+	ch <- prometheus.MustNewConstMetric(m.budget, prometheus.GaugeValue, float64(m.c.mem.budget()), tierNames[tierMemory])
 	ch <- prometheus.MustNewConstMetric(m.entries, prometheus.GaugeValue, float64(mem.entries), tierNames[tierMemory])
 	if m.c.disk != nil {
 		d := m.c.disk.stats()
 		ch <- prometheus.MustNewConstMetric(m.bytes, prometheus.GaugeValue, float64(d.bytes), tierNames[tierDisk])
+		ch <- prometheus.MustNewConstMetric(m.budget, prometheus.GaugeValue, float64(m.c.disk.budget), tierNames[tierDisk])
 		ch <- prometheus.MustNewConstMetric(m.entries, prometheus.GaugeValue, float64(d.entries), tierNames[tierDisk])
 		ch <- prometheus.MustNewConstMetric(m.diskWrites, prometheus.CounterValue, float64(ctr.diskWrites.Load()))
 		for r := range numDropReasons {
@@ -141,6 +147,7 @@ func (m *collector) Collect(ch chan<- prometheus.Metric) {
 type TierStats struct {
 	Hits, Misses uint64
 	Bytes        int64 // charged to the budget
+	Budget       int64 // the budget now (see Tiered.LimitMemory)
 	Entries      int64
 	Evictions    uint64
 }

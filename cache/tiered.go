@@ -202,6 +202,13 @@ func (c *Tiered) Close() error {
 	return nil
 }
 
+// LimitMemory caps the RAM tier's data blocks at n bytes while the process
+// is short of memory: they are evicted down to it, and meta blocks keep
+// their share. n at or above Options.MemoryBytes lifts the cap, and the
+// tier fills again as blocks are read. It returns the RAM tier's budget now,
+// which Stats and shale_cache_budget_bytes report.
+func (c *Tiered) LimitMemory(n int64) int64 { return c.mem.limitData(n) }
+
 // Stats returns a snapshot of the cache's counts.
 func (c *Tiered) Stats() Stats {
 	var s Stats
@@ -213,10 +220,12 @@ func (c *Tiered) Stats() Stats {
 	}
 	mem := c.mem.stats()
 	s.Memory.Bytes, s.Memory.Entries = mem.bytes, mem.entries
+	s.Memory.Budget = c.mem.budget()
 	s.Memory.Evictions = c.ctr.evictions[tierMemory].Load()
 	if c.disk != nil {
 		d := c.disk.stats()
 		s.Disk.Bytes, s.Disk.Entries = d.bytes, d.entries
+		s.Disk.Budget = c.disk.budget
 	}
 	s.Disk.Evictions = c.ctr.evictions[tierDisk].Load()
 	s.Loads = c.ctr.loads.Load()

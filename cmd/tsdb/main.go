@@ -142,7 +142,7 @@ func parseFlags(args []string) (*config, error) {
 	app.Flag("cache.warm-age", "Keep the partitions of this much recent data in the block cache: loaded at start and after every flush and compaction (reader: every new manifest), into the disk tier when there is one (queries promote what they read to RAM), else into RAM. 0 disables.").
 		Default("6h").DurationVar(&cfg.cacheWarmAge)
 
-	app.Flag("memory.limit", "Soft limit of the memory the Go runtime may use (heap, stacks, runtime structures), e.g. 2GiB: the garbage collector works harder as the process nears it. 0: no limit (or the GOMEMLIMIT environment variable's). Whatever the setting, the GC's headroom is 25% (GOGC in the environment replaces it) of the live heap apart from the RAM block cache, at least 32MiB.").
+	app.Flag("memory.limit", "Soft limit of the memory the Go runtime may use (heap, stacks, runtime structures), e.g. 2GiB: the garbage collector works harder as the process nears it, and the RAM block cache gives up memory (down to a sixteenth of its budget) while the rest of the process needs it. 0: no limit (or the GOMEMLIMIT environment variable's). Whatever the setting, the GC's headroom is 25% (GOGC in the environment replaces it) of the live heap apart from the RAM block cache, at least 32MiB.").
 		Default("0").SetValue(&cfg.memoryLimit)
 
 	app.Flag("query.timeout", "Maximum time a query may take before it is aborted.").

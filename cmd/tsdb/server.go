@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -152,7 +153,7 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 	}
 	pacerCtx, stopPacer := context.WithCancel(ctx)
 	defer stopPacer()
-	go paceGC(pacerCtx, gcBase(), func() int64 { return blockCache.Stats().Memory.Bytes }, logger)
+	go paceMemory(pacerCtx, gcBase(), blockCache, copts.MemoryBytes, logger)
 
 	comps := storage.Components{Logger: logger, Registerer: reg}
 	start := time.Now()
@@ -539,22 +540,30 @@ func gcBase() int {
 	return defaultGCPercent
 }
 
-// paceGC keeps the block cache's RAM tier from being counted twice by the
-// garbage collector. A collection starts once the heap has grown by base
-// percent of the live heap; the cached blocks are live, long-lived and hold
-// no pointers (cheap to mark), yet they would raise that goal by their own
-// size: a full 512 MiB cache cost another 512 MiB of RSS in headroom at
-// GOGC=100. Every second paceGC sets GOGC so that the headroom is base
-// percent of the live heap apart from the cache, but at least
-// minGCHeadroom. It does nothing when base is not positive (GOGC=off) and
-// returns when ctx ends.
-func paceGC(ctx context.Context, base int, cached func() int64, logger *slog.Logger) {
-	if base <= 0 {
-		return
+// paceMemory runs every second to keep the memory the block cache's RAM
+// tier takes in proportion to the rest.
+//
+// It keeps the cached blocks from being counted twice by the garbage
+// collector. A collection starts once the heap has grown by base percent of
+// the live heap; the cached blocks are live, long-lived and hold no pointers
+// (cheap to mark), yet they would raise that goal by their own size: a full
+// 512 MiB cache cost another 512 MiB of RSS in headroom at GOGC=100. So
+// paceMemory sets GOGC so that the headroom is base percent of the live heap
+// apart from the cache, but at least minGCHeadroom (not when base is not
+// positive: GOGC=off).
+//
+// And under a memory limit (--memory.limit or GOMEMLIMIT) the cache yields:
+// while the rest of the heap and its headroom leave less room than the
+// cache's budget (want), the cache is capped to what is left (cacheCeiling),
+// so that the limit holds where it otherwise could not; the head, the
+// requests and the queries need the memory more than the cache. The cap is
+// lifted as the room comes back. It returns when ctx ends.
+func paceMemory(ctx context.Context, base int, c memoryCache, want int64, logger *slog.Logger) {
+	if base > 0 {
+		defer debug.SetGCPercent(base)
 	}
-	defer debug.SetGCPercent(base)
 	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	cur := base
+	cur, capped := base, want
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -565,16 +574,62 @@ func paceGC(ctx context.Context, base int, cached func() int64, logger *slog.Log
 		}
 		metrics.Read(sample)
 		if sample[0].Value.Kind() != metrics.KindUint64 {
-			logger.Warn("GC pacing off: the runtime does not report the live heap")
+			logger.Warn("memory pacing off: the runtime does not report the live heap")
 			return
 		}
-		p := gcPercent(base, int64(sample[0].Value.Uint64()), cached())
-		// Small changes are not worth a new heap goal.
-		if p != cur && (p < cur*15/16 || p > cur*17/16 || p == base) {
-			debug.SetGCPercent(p)
-			cur = p
+		live, cached := int64(sample[0].Value.Uint64()), c.Stats().Memory.Bytes
+		if base > 0 {
+			p := gcPercent(base, live, cached)
+			// Small changes are not worth a new heap goal.
+			if p != cur && (p < cur*15/16 || p > cur*17/16 || p == base) {
+				debug.SetGCPercent(p)
+				cur = p
+			}
 		}
+		if want <= 0 {
+			continue
+		}
+		limit, ceil := debug.SetMemoryLimit(-1), want
+		if limit != math.MaxInt64 {
+			ceil = cacheCeiling(limit, live, cached, base, want)
+		}
+		// Small changes are not worth evicting for.
+		if ceil == capped || (ceil != want && ceil > capped-want/32 && ceil < capped+want/32) {
+			continue
+		}
+		switch budget := c.LimitMemory(ceil); {
+		case ceil == want:
+			logger.Info("memory: the block cache has its whole budget again", "budget_bytes", budget)
+		case capped == want:
+			logger.Info("memory: the block cache yields to stay within the memory limit",
+				"limit_bytes", limit, "live_heap_bytes", live, "cache_budget_bytes", budget)
+		}
+		capped = ceil
 	}
+}
+
+// memoryCache is what paceMemory needs of the block cache.
+type memoryCache interface {
+	Stats() cache.Stats
+	LimitMemory(n int64) int64
+}
+
+// cacheCeiling returns how many bytes the block cache's RAM tier may hold
+// under a memory limit of limit bytes, with a live heap of live bytes of
+// which cached are the cache's: the limit, less a sixteenth of it for what
+// the runtime keeps besides live objects (stacks, free spans, metadata),
+// less the rest of the live heap and the collector's headroom over it (base
+// percent, at least minGCHeadroom; none when base is not positive); at most
+// want, the cache's budget, and at least a sixteenth of it, so that queries
+// still find their index blocks.
+func cacheCeiling(limit, live, cached int64, base int, want int64) int64 {
+	rest := max(live-max(cached, 0), 0)
+	headroom := int64(0)
+	if base > 0 {
+		headroom = max(rest*int64(base)/100, minGCHeadroom)
+	}
+	room := limit - limit/16 - rest - headroom
+	return min(max(room, want/16), want)
 }
 
 // gcPercent is the GOGC value that makes the heap goal live + max((live -

@@ -1,9 +1,18 @@
 package main
 
 import (
+	"context"
+	"log/slog"
+	"math"
 	"os"
 	"runtime/debug"
+	"slices"
+	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/shaledb/shale/cache"
 )
 
 func TestGCPercent(t *testing.T) {
@@ -61,4 +70,102 @@ func TestGCBase(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestCacheCeiling(t *testing.T) {
+	const mib = 1 << 20
+	for _, c := range []struct {
+		name                string
+		limit, live, cached int64
+		base                int
+		want, ceil          int64
+	}{
+		{"plenty of room", 2048 * mib, 600 * mib, 256 * mib, 25, 256 * mib, 256 * mib},
+		// 2048 - 128 - 1600 - 400 < 0: the floor.
+		{"head fills the limit", 2048 * mib, 1856 * mib, 256 * mib, 25, 256 * mib, 16 * mib},
+		// 2048 - 128 - 1200 - 300 = 420 > 256.
+		{"room for the whole budget", 2048 * mib, 1456 * mib, 256 * mib, 25, 256 * mib, 256 * mib},
+		// 2048 - 128 - 1400 - 350 = 170.
+		{"part of the budget", 2048 * mib, 1656 * mib, 256 * mib, 25, 256 * mib, 170 * mib},
+		// The headroom is at least minGCHeadroom: 1024 - 64 - 100 - 32 = 828.
+		{"small heap", 1024 * mib, 612 * mib, 512 * mib, 25, 1024 * mib, 828 * mib},
+		// GOGC=off: no headroom; 1024 - 64 - 800 = 160.
+		{"GOGC off", 1024 * mib, 900 * mib, 100 * mib, 0, 512 * mib, 160 * mib},
+		{"cache over-counted", 2048 * mib, 100 * mib, 256 * mib, 25, 256 * mib, 256 * mib},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := cacheCeiling(c.limit, c.live, c.cached, c.base, c.want); got != c.ceil {
+				t.Errorf("cacheCeiling(%d, %d, %d, %d, %d) = %d MiB, want %d MiB",
+					c.limit, c.live, c.cached, c.base, c.want, got/mib, c.ceil/mib)
+			}
+		})
+	}
+}
+
+// fakeMemoryCache is a block cache that records the caps paceMemory sets.
+type fakeMemoryCache struct {
+	bytes int64
+	mu    sync.Mutex
+	caps  []int64
+}
+
+func (f *fakeMemoryCache) capsSet() []int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.caps)
+}
+
+func (f *fakeMemoryCache) Stats() cache.Stats {
+	return cache.Stats{Memory: cache.TierStats{Bytes: f.bytes}}
+}
+
+func (f *fakeMemoryCache) LimitMemory(n int64) int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.caps = append(f.caps, n)
+	return n
+}
+
+// TestPaceMemoryYields runs paceMemory under a memory limit the live heap
+// leaves no room under: the cache is capped to its floor, and the cap is
+// lifted once the limit is.
+func TestPaceMemoryYields(t *testing.T) {
+	const want = 256 << 20
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(math.MaxInt64))
+	synctest.Test(t, func(t *testing.T) {
+		c := &fakeMemoryCache{bytes: want}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			paceMemory(ctx, 0, c, want, slog.New(slog.DiscardHandler))
+		}()
+		time.Sleep(1500 * time.Millisecond)
+		synctest.Wait()
+		if caps := c.capsSet(); len(caps) != 0 {
+			t.Fatalf("no memory limit, yet the cache was capped: %v", caps)
+		}
+		// A limit at the floor of what the runtime accepts leaves the
+		// cache nothing but its floor.
+		debug.SetMemoryLimit(1 << 20)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		debug.SetMemoryLimit(math.MaxInt64)
+		if caps := c.capsSet(); len(caps) != 1 || caps[0] != want/16 {
+			t.Fatalf("under a 1 MiB limit the cache was capped at %v, want once at %d", caps, want/16)
+		}
+		// The limit lifted: the whole budget again.
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if caps := c.capsSet(); len(caps) != 2 || caps[1] != want {
+			t.Fatalf("without a limit the caps were %v, want the whole budget (%d) restored once", caps, want)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if caps := c.capsSet(); len(caps) != 2 {
+			t.Errorf("caps set again with nothing changed: %v", caps)
+		}
+		cancel()
+		<-done
+	})
 }
