@@ -557,13 +557,14 @@ func gcBase() int {
 // cache's budget (want), the cache is capped to what is left (cacheCeiling),
 // so that the limit holds where it otherwise could not; the head, the
 // requests and the queries need the memory more than the cache. The cap is
-// lifted as the room comes back. It returns when ctx ends.
+// lifted as the room comes back (cacheGovernor). It returns when ctx ends.
 func paceMemory(ctx context.Context, base int, c memoryCache, want int64, logger *slog.Logger) {
 	if base > 0 {
 		defer debug.SetGCPercent(base)
 	}
 	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	cur, capped := base, want
+	cur := base
+	gov := cacheGovernor{want: want, cap: want, low: math.MaxInt64}
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -593,19 +594,59 @@ func paceMemory(ctx context.Context, base int, c memoryCache, want int64, logger
 		if limit != math.MaxInt64 {
 			ceil = cacheCeiling(limit, live, cached, base, want)
 		}
-		// Small changes are not worth evicting for.
-		if ceil == capped || (ceil != want && ceil > capped-want/32 && ceil < capped+want/32) {
+		was := gov.cap
+		n, change := gov.next(ceil)
+		if !change {
 			continue
 		}
-		switch budget := c.LimitMemory(ceil); {
-		case ceil == want:
+		switch budget := c.LimitMemory(n); {
+		case n == want:
 			logger.Info("memory: the block cache has its whole budget again", "budget_bytes", budget)
-		case capped == want:
+		case was == want:
 			logger.Info("memory: the block cache yields to stay within the memory limit",
 				"limit_bytes", limit, "live_heap_bytes", live, "cache_budget_bytes", budget)
+		default:
+			logger.Debug("memory: the block cache's budget changes", "live_heap_bytes", live, "cache_budget_bytes", budget)
 		}
-		capped = ceil
 	}
+}
+
+// cacheLiftAfter is how many seconds of room paceMemory waits for before it
+// raises the block cache's cap.
+const cacheLiftAfter = 30
+
+// cacheGovernor turns one cache ceiling a second into the cap the block
+// cache gets. The live heap swings between collections by a tenth or more
+// at millions of series, and so does the ceiling; following it would evict
+// and refill the cache every few seconds. So the cap falls at once to a
+// ceiling below it, but rises only after cacheLiftAfter seconds without a
+// change, to the lowest ceiling of those seconds. Changes smaller than
+// 1/32 of the budget are not made, except to give the whole budget back.
+type cacheGovernor struct {
+	want, cap int64 // the budget; the cap in force
+	low       int64 // the lowest ceiling of the window: the seconds since the last change or window
+	calm      int   // seconds since then
+}
+
+// next takes this second's ceiling and returns the cap, and whether it
+// changed.
+func (g *cacheGovernor) next(ceil int64) (int64, bool) {
+	step := g.want / 32
+	g.calm++
+	g.low = min(g.low, ceil)
+	switch {
+	case ceil < g.cap-step:
+		g.cap = ceil
+	case g.calm < cacheLiftAfter:
+		return g.cap, false
+	case g.low > g.cap+step || (g.low == g.want && g.cap != g.want):
+		g.cap = g.low
+	default:
+		g.calm, g.low = 0, math.MaxInt64 // a new window from the next second
+		return g.cap, false
+	}
+	g.calm, g.low = 0, math.MaxInt64
+	return g.cap, true
 }
 
 // memoryCache is what paceMemory needs of the block cache.

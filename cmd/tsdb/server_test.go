@@ -154,7 +154,13 @@ func TestPaceMemoryYields(t *testing.T) {
 		if caps := c.capsSet(); len(caps) != 1 || caps[0] != want/16 {
 			t.Fatalf("under a 1 MiB limit the cache was capped at %v, want once at %d", caps, want/16)
 		}
-		// The limit lifted: the whole budget again.
+		// The limit lifted: the whole budget again, once the room has
+		// lasted cacheLiftAfter seconds.
+		time.Sleep((cacheLiftAfter - 1) * time.Second)
+		synctest.Wait()
+		if caps := c.capsSet(); len(caps) != 1 {
+			t.Fatalf("cap lifted before %d seconds of room: %v", cacheLiftAfter, caps)
+		}
 		time.Sleep(time.Second)
 		synctest.Wait()
 		if caps := c.capsSet(); len(caps) != 2 || caps[1] != want {
@@ -168,4 +174,51 @@ func TestPaceMemoryYields(t *testing.T) {
 		cancel()
 		<-done
 	})
+}
+
+func TestCacheGovernor(t *testing.T) {
+	const want = 320
+	g := cacheGovernor{want: want, cap: want, low: math.MaxInt64}
+	step := func(ceil, cap int64, change bool) {
+		t.Helper()
+		if got, ch := g.next(ceil); got != cap || ch != change {
+			t.Fatalf("next(%d) = %d, %v; want %d, %v", ceil, got, ch, cap, change)
+		}
+	}
+	step(want, want, false)
+	step(want-5, want, false) // less than a step (10)
+	step(200, 200, true)      // falls at once
+	step(150, 150, true)
+	step(145, 150, false) // within a step
+	// Room comes back: the window with the dip ends without a change.
+	for i := 2; i <= cacheLiftAfter; i++ {
+		step(300, 150, false)
+	}
+	// Swinging room for a whole window: the cap takes the lowest.
+	for i := 1; i < cacheLiftAfter; i++ {
+		step(int64(250+i%2*50), 150, false)
+	}
+	step(300, 250, true)
+	// A dip inside the next window: it falls at once, and the window starts again.
+	for i := 1; i < 10; i++ {
+		step(300, 250, false)
+	}
+	step(100, 100, true)
+	for i := 1; i < cacheLiftAfter; i++ {
+		step(want, 100, false)
+	}
+	step(want, want, true) // the whole budget back
+	for i := 0; i < 3*cacheLiftAfter; i++ {
+		step(want, want, false)
+	}
+	// Room only a little above the cap for a whole window: no change, and a new window.
+	step(200, 200, true)
+	for i := 1; i < cacheLiftAfter; i++ {
+		step(205, 200, false)
+	}
+	step(205, 200, false)
+	for i := 1; i < cacheLiftAfter; i++ {
+		step(want, 200, false)
+	}
+	step(want, want, true)
 }
