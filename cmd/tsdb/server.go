@@ -655,20 +655,16 @@ type memoryCache interface {
 	LimitMemory(n int64) int64
 }
 
-// cacheCeiling returns how many bytes the block cache's RAM tier may hold
-// under a memory limit of limit bytes, with a live heap of live bytes of
-// which cached are the cache's: the limit, less a sixteenth of it for what
-// the runtime keeps besides live objects (stacks, free spans, metadata),
-// less the rest of the live heap and the collector's headroom over it (base
-// percent, at least minGCHeadroom; none when base is not positive); at most
-// want, the cache's budget, and at least a sixteenth of it, so that queries
-// still find their index blocks.
+// cacheCeiling returns the cap of the block cache's RAM tier (its data
+// blocks: meta blocks keep their share, at most cache.Options.MetaShare of
+// the budget, beside it) under a memory limit of limit bytes, with a live
+// heap of live bytes of which cached are the cache's: the limit, less a
+// sixteenth of it for what the runtime keeps besides live objects (stacks,
+// free spans, metadata), less the rest of the live heap and the collector's
+// headroom over it (gcHeadroom); at most want, the cache's budget, and at
+// least a sixteenth of it.
 func cacheCeiling(limit, live, cached int64, base int, want int64) int64 {
-	rest := max(live-max(cached, 0), 0)
-	headroom := int64(0)
-	if base > 0 {
-		headroom = max(rest*int64(base)/100, minGCHeadroom)
-	}
+	rest, headroom := gcHeadroom(base, live, cached)
 	room := limit - limit/16 - rest - headroom
 	return min(max(room, want/16), want)
 }
@@ -683,8 +679,18 @@ func gcPercent(base int, live, cached int64) int {
 	if live <= 0 {
 		return base
 	}
-	rest := max(live-max(cached, 0), 0)
-	headroom := max(rest*int64(base)/100, minGCHeadroom)
+	_, headroom := gcHeadroom(base, live, cached)
 	p := int(headroom * 100 / live)
 	return min(max(p, min(minGCPercent, base)), max(base, 100))
+}
+
+// gcHeadroom returns the live heap apart from the cache (rest) and the
+// headroom the collector gets over the heap: base percent of rest, at least
+// minGCHeadroom; none when base is not positive (GOGC=off).
+func gcHeadroom(base int, live, cached int64) (rest, headroom int64) {
+	rest = max(live-max(cached, 0), 0)
+	if base > 0 {
+		headroom = max(rest*int64(base)/100, minGCHeadroom)
+	}
+	return rest, headroom
 }
