@@ -55,22 +55,31 @@ func browser(t testing.TB) context.Context {
 		chromedp.NoSandbox, // root in CI containers
 		chromedp.WindowSize(1280, 900),
 		chromedp.Flag("ignore-certificate-errors", true),
-		chromedp.UserDataDir(t.TempDir()),
 	)
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelTab := chromedp.NewContext(actx)
-	tctx, cancelTimeout := context.WithTimeout(ctx, 3*time.Minute)
-	t.Cleanup(func() {
-		cancelTimeout()
-		cancelTab()
-		cancelAlloc()
-	})
-	// The first action starts the browser; it must not carry the
-	// timeout, which would stop the browser with it.
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
+	// Chromium now and then exits while starting on a loaded machine
+	// (before it prints its DevTools address); a second start works.
+	var err error
+	for attempt := 1; attempt <= 3; attempt++ {
+		actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(opts, chromedp.UserDataDir(t.TempDir()))...)
+		ctx, cancelTab := chromedp.NewContext(actx)
+		// The first action starts the browser; it must not carry the
+		// timeout, which would stop the browser with it.
+		if err = chromedp.Do(ctx); err != nil {
+			cancelTab()
+			cancelAlloc()
+			t.Logf("start chromium (attempt %d): %v", attempt, err)
+			continue
+		}
+		tctx, cancelTimeout := context.WithTimeout(ctx, 3*time.Minute)
+		t.Cleanup(func() {
+			cancelTimeout()
+			cancelTab()
+			cancelAlloc()
+		})
+		return tctx
 	}
-	return tctx
+	t.Fatalf("start chromium: %v", err)
+	return nil
 }
 
 // browse runs steps in the tab, failing the test on an error.
@@ -176,10 +185,62 @@ func apiQuery(t testing.TB, base string, params url.Values, out any) {
 	}
 }
 
+// takeCompletion types prefix into the first query editor and takes the
+// completion want from the list that opens, by a click. CodeMirror ignores
+// a click that comes too soon after the list opened or changed (its
+// interaction delay), and on a loaded machine the list may still be
+// filling from the server's answer; so the click is repeated until the
+// editor holds want, and the list is opened again if it closed.
+func takeCompletion(t testing.TB, ctx context.Context, prefix, want string) {
+	t.Helper()
+	browse(t, ctx, "type "+prefix, chromedp.Click(chromedp.CSS(".cm-content")), chromedp.SendKeys(chromedp.CSS(".cm-content"), prefix))
+	var seen struct{ Expr, Selected string }
+	deadline := time.Now().Add(time.Minute)
+	for {
+		evalJSON(t, ctx, `({Expr: document.querySelector('.cm-content').textContent,
+			Selected: document.querySelector('.cm-tooltip-autocomplete li[aria-selected]')?.textContent ?? ""})`, &seen)
+		switch {
+		case seen.Expr == want:
+			return
+		case time.Now().After(deadline):
+			t.Fatalf("editor holds %q and the list offers %q, want %q taken from it", seen.Expr, seen.Selected, want)
+		case strings.Contains(seen.Selected, want):
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			_ = chromedp.Do(cctx, chromedp.Click(chromedp.CSS(".cm-tooltip-autocomplete li[aria-selected]")))
+			cancel()
+		case seen.Selected == "":
+			// The list opens once the server's names arrive; if it has
+			// not in a few seconds, typing the last letter again opens it.
+			wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			err := chromedp.Do(wctx, chromedp.WaitVisible(chromedp.CSS(".cm-tooltip-autocomplete li[aria-selected]")))
+			cancel()
+			if err != nil && seen.Expr == prefix {
+				browse(t, ctx, "reopen the list", chromedp.KeyEvent(kb.Backspace), chromedp.KeyEvent(prefix[len(prefix)-1:]))
+			}
+		}
+		time.Sleep(e2e.PollInterval)
+	}
+}
+
 // waitPanel waits until the first query panel has an answer drawn.
+// On a timeout it says what the page shows instead: the panel's state,
+// the expression in its editor, and whether a completion list is open.
 func waitPanel(t testing.TB, ctx context.Context, sel string) {
 	t.Helper()
-	browse(t, ctx, "wait for the panel's answer", chromedp.WaitVisible(chromedp.CSS(sel+`.panel[data-state="done"], `+sel+`.panel[data-state="error"]`)))
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	err := chromedp.Do(wctx, chromedp.WaitVisible(chromedp.CSS(sel+`.panel[data-state="done"], `+sel+`.panel[data-state="error"]`)))
+	if err == nil {
+		return
+	}
+	var seen struct {
+		State, Expr string
+		Completions bool
+	}
+	evalJSON(t, ctx, `(() => { const p = document.querySelector(`+strconv.Quote(sel+".panel")+`);
+		return {State: p?.dataset.state ?? "none", Expr: p?.querySelector(".cm-content")?.textContent ?? "",
+			Completions: !!document.querySelector(".cm-tooltip-autocomplete")}; })()`, &seen)
+	t.Fatalf("wait for the panel's answer: %v (panel state %q, expression %q, completion list open: %v)", err, seen.State, seen.Expr, seen.Completions)
 }
 
 // TestUIQueryPage loads the query page in Chromium, types an expression
@@ -201,20 +262,7 @@ func TestUIQueryPage(t *testing.T) {
 		t.Fatalf("/ led to %s, want the query page", loc)
 	}
 	// Type the start of the name, take the completion.
-	browse(t, ctx, "type", chromedp.Click(chromedp.CSS(".cm-content")), chromedp.SendKeys(chromedp.CSS(".cm-content"), "ui_test_te"),
-		chromedp.WaitVisible(chromedp.CSS(".cm-tooltip-autocomplete li[aria-selected]")))
-	selected := result(t, ctx, "read completion", chromedp.Text(chromedp.CSS(".cm-tooltip-autocomplete li[aria-selected]")))
-	if !strings.Contains(selected, "ui_test_temperature") {
-		t.Fatalf("selected completion %q, want ui_test_temperature", selected)
-	}
-	// A click takes it (Enter does too, once CodeMirror's interaction
-	// delay after the list opened is over).
-	browse(t, ctx, "accept completion", chromedp.Click(chromedp.CSS(".cm-tooltip-autocomplete li[aria-selected]")), chromedp.WaitNotPresent(chromedp.CSS(".cm-tooltip-autocomplete")))
-	var expr string
-	evalJSON(t, ctx, `document.querySelector('.cm-content').textContent`, &expr)
-	if expr != "ui_test_temperature" {
-		t.Fatalf("editor holds %q after completion, want ui_test_temperature", expr)
-	}
+	takeCompletion(t, ctx, "ui_test_te", "ui_test_temperature")
 	// Enter runs the query (graph, last hour).
 	browse(t, ctx, "run", chromedp.KeyEvent(kb.Enter))
 	waitPanel(t, ctx, "")
@@ -554,12 +602,17 @@ func checkSubPath(t *testing.T, ctx context.Context, base string) {
 	if loc != base+"/query" {
 		t.Fatalf("%s/ led to %s, want %s/query", base, loc, base)
 	}
-	browse(t, ctx, "type", chromedp.Click(chromedp.CSS(".cm-content")), chromedp.SendKeys(chromedp.CSS(".cm-content"), "ui_test_te"),
-		chromedp.Click(chromedp.CSS(".cm-tooltip-autocomplete li[aria-selected]")), chromedp.WaitNotPresent(chromedp.CSS(".cm-tooltip-autocomplete")), chromedp.KeyEvent(kb.Enter))
+	takeCompletion(t, ctx, "ui_test_te", "ui_test_temperature")
+	// The button, not Enter: a completion list that opens late (a slow
+	// answer for an earlier keystroke) would take Enter for itself.
+	// TestUIQueryPage runs a query with Enter.
+	browse(t, ctx, "execute", chromedp.Click(chromedp.CSS(".panel button.execute")))
 	waitPanel(t, ctx, "")
-	n := result(t, ctx, "series drawn", chromedp.AttributeValue(chromedp.CSS(".graph"), "data-series")).Value
-	if n != "5" {
-		t.Fatalf("at %s the graph has %q series, want 5", base, n)
+	var answer struct{ State, Series, Text string }
+	evalJSON(t, ctx, `(() => { const p = document.querySelector(".panel");
+		return {State: p.dataset.state, Series: p.querySelector(".graph")?.dataset.series ?? "", Text: p.textContent}; })()`, &answer)
+	if answer.State != "done" || answer.Series != "5" {
+		t.Fatalf("at %s the query ended in %q with %q series drawn, want 5; the panel says: %s", base, answer.State, answer.Series, answer.Text)
 	}
 	browse(t, ctx, "storage at "+base, chromedp.Click(chromedp.CSS(`nav a[href="storage"]`)), chromedp.WaitVisible(chromedp.CSS(".requests-table")))
 	loc = result(t, ctx, "location", chromedp.Location())
