@@ -700,3 +700,42 @@ func TestDataWindowShared(t *testing.T) {
 		t.Fatalf("second window [%d, %d], want the first one's [%d, %d]", s2, e2, s1-3_600_000, e1-3_600_000)
 	}
 }
+
+// TestRunQueryKinds: a failed query says how it failed, for the soak
+// report's count of query errors by kind.
+func TestRunQueryKinds(t *testing.T) {
+	answers := map[string]struct {
+		code int
+		body string
+	}{
+		"ok":       {200, `{"status":"success","data":{"resultType":"vector","result":[{},{}]}}`},
+		"busy":     {503, `{"status":"error","errorType":"unavailable","error":"too many queries"}`},
+		"bad":      {400, `{"status":"error","errorType":"bad_data","error":"parse error"}`},
+		"plain":    {502, `Bad Gateway`},
+		"not json": {200, `<html>`},
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a := answers[r.URL.Query().Get("query")]
+		w.WriteHeader(a.code)
+		io.WriteString(w, a.body)
+	}))
+	defer srv.Close()
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closedURL := closed.URL
+	closed.Close()
+	client := &http.Client{Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
+	for _, c := range []struct{ base, expr, kind string }{
+		{srv.URL, "ok", ""},
+		{srv.URL, "busy", "HTTP 503 unavailable"},
+		{srv.URL, "bad", "HTTP 400 bad_data"},
+		{srv.URL, "plain", "HTTP 502"},
+		{srv.URL, "not json", "bad answer"},
+		{closedURL, "ok", "connection refused"},
+	} {
+		res := runQuery(context.Background(), client, c.base, benchQuery{Name: c.expr, Expr: c.expr}, time.Now(), 15*time.Second)
+		if res.Kind != c.kind || (res.Err == "") != (c.kind == "") {
+			t.Errorf("%s at %s: kind %q, error %q; want kind %q", c.expr, c.base, res.Kind, res.Err, c.kind)
+		}
+	}
+}

@@ -77,6 +77,10 @@ type queryResult struct {
 	Latency time.Duration
 	Series  int // series in the result
 	Err     string
+	// Kind sorts a failure: "HTTP 503 unavailable" (status and the API's
+	// errorType), "connection refused", "timeout", "connection error" or
+	// "bad answer" (a 200 whose body is not a query result).
+	Kind string
 }
 
 // queryParams returns the API path and parameters of q as a dashboard
@@ -113,20 +117,27 @@ func runQuery(ctx context.Context, client *http.Client, base string, q benchQuer
 	t0 := time.Now()
 	resp, err := client.Do(req)
 	if err != nil {
-		return queryResult{Query: q, Latency: time.Since(t0), Err: err.Error()}
+		return queryResult{Query: q, Latency: time.Since(t0), Err: err.Error(), Kind: statusText(classifyNetErr(ctx, err))}
 	}
 	body, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	lat := time.Since(t0)
 	if err != nil {
-		return queryResult{Query: q, Latency: lat, Err: err.Error()}
+		return queryResult{Query: q, Latency: lat, Err: err.Error(), Kind: statusText(classifyNetErr(ctx, err))}
 	}
 	n, perr := countResultSeries(body)
 	r := queryResult{Query: q, Latency: lat, Series: n}
 	if resp.StatusCode != http.StatusOK {
 		r.Err = fmt.Sprintf("HTTP %d: %.200s", resp.StatusCode, body)
+		r.Kind = fmt.Sprintf("HTTP %d", resp.StatusCode)
+		var answer struct {
+			ErrorType string `json:"errorType"`
+		}
+		if json.Unmarshal(body, &answer) == nil && answer.ErrorType != "" {
+			r.Kind += " " + answer.ErrorType
+		}
 	} else if perr != nil {
-		r.Err = perr.Error()
+		r.Err, r.Kind = perr.Error(), "bad answer"
 	}
 	return r
 }

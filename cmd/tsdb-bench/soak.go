@@ -237,6 +237,7 @@ type resSample struct {
 type queryPoint struct {
 	at, latency time.Duration
 	ok          bool
+	kind        string // of a failure: queryResult.Kind
 }
 
 // soakRun is one soak: its parts and what it recorded.
@@ -631,7 +632,7 @@ func (r *soakRun) queryLoop(ctx context.Context, base string, interval time.Dura
 				return
 			}
 			r.mu.Lock()
-			r.queries = append(r.queries, queryPoint{at: r.since(), latency: res.Latency, ok: res.Err == ""})
+			r.queries = append(r.queries, queryPoint{at: r.since(), latency: res.Latency, ok: res.Err == "", kind: res.Kind})
 			if res.Err != "" && r.firstQueryErr == "" {
 				r.firstQueryErr = q.Name + ": " + res.Err
 			}

@@ -464,8 +464,10 @@ func TestSoakReport(t *testing.T) {
 		samples: []resSample{{0, 50 << 20, 1, 0, 0.5, 100 << 20}, {5 * s, 60 << 20, 3, 1, 0.7, 120 << 20},
 			{65 * s, 60 << 20, 3, 121, 1.5, 110 << 20}},
 		storedAtEnd: 200, storedFinal: 300,
-		queries:  []queryPoint{{at: s, latency: 5 * time.Millisecond, ok: true}, {at: 2 * s, ok: false}},
-		readBack: &readBackResult{Acked: 40, Found: 39, Lost: 1, Queries: 6, LostByMinute: map[int]int64{1: 1}, Examples: []string{"lost: up{} at 1"}},
+		queries: []queryPoint{{at: s, latency: 5 * time.Millisecond, ok: true}, {at: 2 * s, kind: "connection refused"},
+			{at: 3 * s, kind: "HTTP 503 unavailable"}, {at: 4 * s, kind: "HTTP 503 unavailable"}},
+		firstQueryErr: "cpu_by_job: Post ...: connection refused",
+		readBack:      &readBackResult{Acked: 40, Found: 39, Lost: 1, Queries: 6, LostByMinute: map[int]int64{1: 1}, Examples: []string{"lost: up{} at 1"}},
 	}
 	var stdout strings.Builder
 	if err := r.writeReport(&stdout); err == nil || err.Error() != "soak failed: 1 lost, 1 unplanned exits" {
@@ -490,6 +492,7 @@ func TestSoakReport(t *testing.T) {
 		"| stored bytes at the end of the load | 200 (5 bytes per acknowledged sample) |",
 		"| stored bytes after the final clean stop | 300 (7.5 bytes per acknowledged sample) |",
 		"| samples in attempts without a 2xx (refused, failed or unanswered; retried) | 0 |",
+		"| query errors | 3 (HTTP 503 unavailable ×2, connection refused ×1); the first: cpu_by_job: Post ...: connection refused |",
 	} {
 		if !strings.Contains(rep, want) {
 			t.Errorf("report lacks %q:\n%s", want, rep)

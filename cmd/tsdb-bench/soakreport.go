@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"html"
 	"io"
@@ -255,16 +256,13 @@ func (r *soakRun) figures(attempts []rwAttempt, ackTimes []float32, gaveUp, reje
 	}
 	add("time to acknowledge p99 (retries included)", fmt.Sprintf("%s ms (max %s ms)", fmtNum(percentile(ack, 99)), fmtNum(percentile(ack, 100))))
 	var qok []float64
-	qerr := 0
 	for _, q := range r.queries {
 		if q.ok {
 			qok = append(qok, float64(q.latency)/float64(time.Millisecond))
-		} else {
-			qerr++
 		}
 	}
 	add("query p50 / p99 (dashboards and alerts, successful)", fmt.Sprintf("%s / %s ms over %d queries", fmtNum(percentile(qok, 50)), fmtNum(percentile(qok, 99)), len(qok)))
-	add("query errors", fmt.Sprintf("%d", qerr))
+	add("query errors", queryErrors(r.queries, r.firstQueryErr))
 	var rss, l0 []float64
 	for _, s := range r.samples {
 		if !math.IsNaN(s.rss) {
@@ -751,4 +749,31 @@ func maxCores(samples []resSample, width time.Duration) float64 {
 		}
 	}
 	return m
+}
+
+// queryErrors says how many queries failed, how (most frequent kind
+// first), and the first failure's message.
+func queryErrors(qs []queryPoint, first string) string {
+	kinds := map[string]int{}
+	n := 0
+	for _, q := range qs {
+		if !q.ok {
+			n++
+			kinds[cmp.Or(q.kind, "other")]++
+		}
+	}
+	if n == 0 {
+		return "0"
+	}
+	names := slices.Collect(maps.Keys(kinds))
+	slices.SortFunc(names, func(a, b string) int { return cmp.Or(kinds[b]-kinds[a], strings.Compare(a, b)) })
+	parts := make([]string, len(names))
+	for i, k := range names {
+		parts[i] = fmt.Sprintf("%s ×%d", k, kinds[k])
+	}
+	out := fmt.Sprintf("%d (%s)", n, strings.Join(parts, ", "))
+	if first != "" {
+		out += fmt.Sprintf("; the first: %.160s", first)
+	}
+	return out
 }
