@@ -2,7 +2,6 @@ package objstore
 
 import (
 	"context"
-	"crypto/md5"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -17,6 +16,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // FilesystemBucket stores objects as files under a root directory: object
@@ -205,14 +206,13 @@ func openFileETag(ctx context.Context, f *os.File) (string, error) {
 	if etag, ok := fileETagXattr(f); ok {
 		return etag, nil
 	}
-	h := md5.New()
-	if _, err := io.Copy(h, ctxReader{ctx, f}); err != nil {
+	h := xxhash.New()
+	n, err := io.Copy(h, ctxReader{ctx, f})
+	if err != nil {
 		return "", fmt.Errorf("hash content: %w", err)
 	}
-	return quoteETag(h.Sum(nil)), nil
+	return formatETag(h.Sum64(), n), nil
 }
-
-func quoteETag(sum []byte) string { return `"` + hex.EncodeToString(sum) + `"` }
 
 // fileETag returns the ETag of the file at path; ErrNotFound if it does not exist.
 func fileETag(ctx context.Context, path string) (string, error) {
@@ -263,7 +263,7 @@ func (b *FilesystemBucket) Put(ctx context.Context, name string, r io.Reader, si
 		}
 	}()
 
-	h := md5.New()
+	h := xxhash.New()
 	n, err := io.Copy(io.MultiWriter(tmp, h), ctxReader{ctx, r})
 	if err != nil {
 		return Attributes{}, fmt.Errorf("put %s: write: %w", name, err)
@@ -271,7 +271,7 @@ func (b *FilesystemBucket) Put(ctx context.Context, name string, r io.Reader, si
 	if size >= 0 && n != size {
 		return Attributes{}, fmt.Errorf("put %s: body has %d bytes, want %d", name, n, size)
 	}
-	etag := quoteETag(h.Sum(nil))
+	etag := formatETag(h.Sum64(), n)
 	if !b.noXattr.Load() {
 		if err := setETagXattr(tmp, etag); err != nil {
 			if !errors.Is(err, errXattrUnsupported) {

@@ -3,6 +3,7 @@ package objstore
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -332,6 +333,27 @@ func TestFilesystemETag(t *testing.T) {
 				t.Fatalf("ETag after overwrite %s", a.ETag)
 			}
 		})
+	}
+	// A file stored with an earlier ETag (the content's MD5) keeps it:
+	// a conditional put with it succeeds, one with the new form fails.
+	t.Run("earlier stored ETag", func(t *testing.T) {
+		b := newFS(t)
+		PutBytes(ctx, b, "k", data, PutOptions{})
+		md5ETag := fmt.Sprintf("%q", fmt.Sprintf("%x", md5.Sum(data)))
+		setXattrForTest(t, filepath.Join(b.Dir(), "k"), md5ETag)
+		if a, err := b.Attributes(ctx, "k"); err != nil || a.ETag != md5ETag {
+			t.Fatalf("attributes = %+v, %v; want the stored ETag %s", a, err, md5ETag)
+		}
+		if _, err := PutBytes(ctx, b, "k", []byte("next"), PutOptions{IfMatch: want}); !errors.Is(err, ErrPreconditionFailed) {
+			t.Fatalf("put if match with another ETag: %v, want ErrPreconditionFailed", err)
+		}
+		if _, err := PutBytes(ctx, b, "k", []byte("next"), PutOptions{IfMatch: md5ETag}); err != nil {
+			t.Fatalf("put if match with the stored ETag: %v", err)
+		}
+	})
+	// Same length, other content: another ETag.
+	if contentETag([]byte("abc")) == contentETag([]byte("abd")) || contentETag(nil) == contentETag([]byte{0}) {
+		t.Fatal("ETags of different contents are equal")
 	}
 }
 

@@ -2,18 +2,31 @@ package objstore
 
 import (
 	"bytes"
-	"crypto/md5"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"strings"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
 
-// contentETag is the ETag of an object written in one piece, as S3 computes it.
-func contentETag(data []byte) string {
-	sum := md5.Sum(data)
-	return `"` + hex.EncodeToString(sum[:]) + `"`
+// contentETag is the ETag the filesystem and in-memory backends give an
+// object: the xxHash64 of its content and its length, 32 hex digits in
+// quotes, the shape of S3's ETag for a single-part upload. S3 hashes with
+// MD5, which costs 24 times the CPU here (730 MB/s against 17 GB/s) and
+// was 2.3 % of the server's CPU in a 100k-series ingest profile, where
+// every byte is hashed as a WAL object, again in an L0 table and again in
+// each compaction's output. ETags are opaque: only compared for equality.
+func contentETag(data []byte) string { return formatETag(xxhash.Sum64(data), int64(len(data))) }
+
+// formatETag is contentETag of content with xxHash64 sum and length size.
+func formatETag(sum uint64, size int64) string {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], sum)
+	binary.BigEndian.PutUint64(b[8:], uint64(size))
+	return `"` + hex.EncodeToString(b[:]) + `"`
 }
 
 // validateName rejects names no backend can store consistently.
