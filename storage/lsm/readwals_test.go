@@ -73,3 +73,20 @@ func TestReadWALsInOrder(t *testing.T) {
 		t.Fatalf("fn's error: %v", err)
 	}
 }
+
+// TestWALReadWindow: small WAL objects are read many at once, large ones
+// few, so that what a replay holds stays near walReadAheadBytes.
+func TestWALReadWindow(t *testing.T) {
+	for _, c := range []struct{ largest, want int }{
+		{0, walReadAheadMin},        // nothing applied yet
+		{4 << 10, walReadAheadMax},  // a light load's objects
+		{1 << 20, 64},               // 64 MiB / 1 MiB
+		{4 << 20, 16},               // 64 MiB / 4 MiB
+		{8 << 20, walReadAheadMin},  // WALMaxBytes: at least the minimum
+		{64 << 20, walReadAheadMin}, // larger than the budget
+	} {
+		if got := walReadWindow(c.largest); got != c.want {
+			t.Errorf("walReadWindow(%d) = %d, want %d", c.largest, got, c.want)
+		}
+	}
+}
