@@ -603,9 +603,7 @@ func checkSubPath(t *testing.T, ctx context.Context, base string) {
 		t.Fatalf("%s/ led to %s, want %s/query", base, loc, base)
 	}
 	takeCompletion(t, ctx, "ui_test_te", "ui_test_temperature")
-	// The button, not Enter: a completion list that opens late (a slow
-	// answer for an earlier keystroke) would take Enter for itself.
-	// TestUIQueryPage runs a query with Enter.
+	// The Execute button here; TestUIQueryPage runs a query with Enter.
 	browse(t, ctx, "execute", chromedp.Click(chromedp.CSS(".panel button.execute")))
 	waitPanel(t, ctx, "")
 	var answer struct{ State, Series, Text string }
