@@ -130,6 +130,10 @@ type rangeRead struct {
 	// deliver takes the value of refs[i]; with keeps it may keep it.
 	deliver func(i int, value []byte) error
 	keeps   bool
+	// values and merge, if set, are the scan's value filter and merge
+	// operator (scanOpts).
+	values func(k, v []byte) bool
+	merge  func(key, existing []byte, operands [][]byte) ([]byte, error)
 }
 
 // rangeReads returns the reads of the ranges planned for refs (sorted,
@@ -226,11 +230,8 @@ func (db *DB) readRange(ctx context.Context, rd *rangeRead) error {
 		return false
 	}
 	kr := rangeKeys(rd.part, rd.sub, rd.r)
-	mode := scanReadAhead
-	if rd.keeps {
-		mode |= scanKeep
-	}
-	err := db.scanWith(ctx, kr.Lower, kr.Upper, want, mode, func(_, v []byte) error {
+	o := scanOpts{readAhead: true, keep: rd.keeps, values: rd.values, merge: rd.merge}
+	err := db.scanWith(ctx, kr.Lower, kr.Upper, want, o, func(_, v []byte) error {
 		if badKey != nil {
 			return badKey
 		}
@@ -259,9 +260,14 @@ func labelReads(part int64, refs []uint32, lsets []labels.Labels, found []bool) 
 	})
 }
 
-// sampleReads returns the reads of the persisted sample block of each
-// segment, which put it before the segment's in-memory blocks.
-func sampleReads(segs []*qSegment) []rangeRead {
+// sampleReads returns the reads of the persisted sample blocks of each
+// segment that may hold samples in [mint, maxt], which put them before the
+// segment's in-memory blocks. A key holds one block per head flush until
+// compaction merges them, and a short range at the end of a partition (an
+// alerting rule's [5m]) needs the last one or two: the scan leaves the
+// others out without copying them (lsm.Iterator.SetValueFilter), and a
+// lone block is not framed (scanMergeValues).
+func sampleReads(segs []*qSegment, mint, maxt int64) []rangeRead {
 	if len(segs) == 0 {
 		return nil
 	}
@@ -277,6 +283,7 @@ func sampleReads(segs []*qSegment) []rangeRead {
 		for i, s := range ps {
 			refs[i] = s.ref
 		}
+		from := len(reads)
 		reads = append(reads, rangeReads(part, subSamples, refs, samplesFreeGap, samplesChunk, true, func() func(int, []byte) error {
 			return func(i int, v []byte) error {
 				if len(v) == 0 {
@@ -300,6 +307,10 @@ func sampleReads(segs []*qSegment) []rangeRead {
 				return nil
 			}
 		})...)
+		for i := from; i < len(reads); i++ {
+			reads[i].values = func(_, blk []byte) bool { return mayHoldRange(blk, mint, maxt) }
+			reads[i].merge = scanMergeValues
+		}
 	}
 	return reads
 }

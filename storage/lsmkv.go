@@ -58,34 +58,38 @@ func (db *DB) scan(ctx context.Context, lower, upper []byte, fn func(k, v []byte
 // others without reading their values. want sees each key once, in order,
 // right before fn sees it if it is wanted and live.
 func (db *DB) scanFiltered(ctx context.Context, lower, upper []byte, want func([]byte) bool, fn func(k, v []byte) error) error {
-	return db.scanWith(ctx, lower, upper, want, 0, fn)
+	return db.scanWith(ctx, lower, upper, want, scanOpts{}, fn)
 }
 
-// scanMode says how scanWith reads.
-type scanMode uint8
+// scanOpts says how scanWith reads.
+type scanOpts struct {
+	// readAhead reads the range as a whole (lsm.Iterator.SetReadAhead), for
+	// a range read once.
+	readAhead bool
+	// keep gives fn values it may keep (lsm.Iterator.TakeValue), for fn that
+	// would otherwise copy each.
+	keep bool
+	// values and merge, if set, are the iterator's value filter and merge
+	// operator (lsm.Iterator.SetValueFilter, SetMerge).
+	values func(k, v []byte) bool
+	merge  lsm.MergeOperator
+}
 
-const (
-	// scanReadAhead reads the range as a whole (lsm.Iterator.SetReadAhead),
-	// for a range read once.
-	scanReadAhead scanMode = 1 << iota
-	// scanKeep gives fn values it may keep (lsm.Iterator.TakeValue), for fn
-	// that would otherwise copy each.
-	scanKeep
-)
-
-// scanWith is scanFiltered, reading as mode says.
-func (db *DB) scanWith(ctx context.Context, lower, upper []byte, want func([]byte) bool, mode scanMode, fn func(k, v []byte) error) error {
+// scanWith is scanFiltered, reading as o says.
+func (db *DB) scanWith(ctx context.Context, lower, upper []byte, want func([]byte) bool, o scanOpts, fn func(k, v []byte) error) error {
 	it, err := db.lsm.NewIterator(ctx, lower, upper)
 	if err != nil {
 		return err
 	}
 	it.SetFilter(want)
-	if mode&scanReadAhead != 0 {
+	it.SetValueFilter(o.values)
+	it.SetMerge(o.merge)
+	if o.readAhead {
 		it.SetReadAhead()
 	}
 	for ok := it.First(); ok; ok = it.Next() {
 		v := it.Value()
-		if mode&scanKeep != 0 {
+		if o.keep {
 			v = it.TakeValue()
 		}
 		if err := fn(it.Key(), v); err != nil {

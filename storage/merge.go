@@ -56,22 +56,57 @@ const sampleFrames = 0xfe
 // compaction has merged a key's operands, does not decode and re-encode
 // them first. Other keys merge as mergeValues does.
 func readMergeValues(key, existing []byte, operands [][]byte) ([]byte, error) {
-	if len(key) < 10 || key[0] != keyPart || key[9] != subSamples {
+	if !isSampleKey(key) {
 		return mergeValues(key, existing, operands)
 	}
-	n, size := 0, 0
-	count := func(blk []byte) {
-		if len(blk) > 0 {
-			n++
-			size += len(blk) + binary.MaxVarintLen32
-		}
+	n := 0
+	if len(existing) > 0 {
+		n++
 	}
-	count(existing)
 	for _, op := range operands {
-		count(op)
+		if len(op) > 0 {
+			n++
+		}
 	}
 	if n <= 1 {
 		return mergeValues(key, existing, operands)
+	}
+	return frameSampleBlocks(n, existing, operands), nil
+}
+
+// scanMergeValues is readMergeValues for a scan of sample keys whose
+// iterator owns the operands (lsm.Iterator.SetMerge): a lone block is
+// returned as it is rather than copied, and no block at all gives an empty
+// value. Empty operands are blocks a value filter left out.
+func scanMergeValues(key, existing []byte, operands [][]byte) ([]byte, error) {
+	if !isSampleKey(key) {
+		return readMergeValues(key, existing, operands)
+	}
+	n, last := 0, existing
+	if len(existing) > 0 {
+		n++
+	}
+	for _, op := range operands {
+		if len(op) > 0 {
+			n, last = n+1, op
+		}
+	}
+	if n <= 1 {
+		return last, nil
+	}
+	return frameSampleBlocks(n, existing, operands), nil
+}
+
+func isSampleKey(key []byte) bool {
+	return len(key) >= 10 && key[0] == keyPart && key[9] == subSamples
+}
+
+// frameSampleBlocks frames the n non-empty blocks of existing and operands,
+// oldest first.
+func frameSampleBlocks(n int, existing []byte, operands [][]byte) []byte {
+	size := len(existing) + binary.MaxVarintLen32
+	for _, op := range operands {
+		size += len(op) + binary.MaxVarintLen32
 	}
 	out := make([]byte, 0, 1+binary.MaxVarintLen32+size)
 	out = append(out, sampleFrames)
@@ -86,7 +121,7 @@ func readMergeValues(key, existing []byte, operands [][]byte) ([]byte, error) {
 	for _, op := range operands {
 		frame(op)
 	}
-	return out, nil
+	return out
 }
 
 // sampleBlocks calls fn with each block of a sample value read from the

@@ -69,7 +69,7 @@ func (db *DB) partitions(ctx context.Context, mint, maxt int64) ([]partView, err
 	}
 	var readerParts []int64
 	// Read ahead: the registry has entries in every table a flush wrote.
-	err := db.scanWith(ctx, lo, hi, nil, scanReadAhead, func(k, v []byte) error {
+	err := db.scanWith(ctx, lo, hi, nil, scanOpts{readAhead: true}, func(k, v []byte) error {
 		part := getPart(k[1:])
 		if seen[part] || part+db.partMs <= mint || part > maxt {
 			return nil
@@ -297,7 +297,7 @@ func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples, s
 	}
 	// The labels and sample blocks of every partition in one round.
 	if withSamples {
-		reads = append(reads, sampleReads(fetch)...)
+		reads = append(reads, sampleReads(fetch, mint, maxt)...)
 	}
 	if err := db.readRanges(ctx, reads); err != nil {
 		return nil, err
@@ -482,6 +482,17 @@ func (it *seriesIterator) openNext() bool {
 	}
 }
 
+// mayHoldRange reports whether blk, a sample block, may hold samples in
+// [mint, maxt]. A block whose header does not parse may, so that its
+// reader reports it.
+func mayHoldRange(blk []byte, mint, maxt int64) bool {
+	if len(blk) == 0 {
+		return false
+	}
+	m, err := gorilla.ReadMeta(blk)
+	return err != nil || (m.Count > 0 && m.MaxTime >= mint && m.MinTime <= maxt)
+}
+
 // overlapping appends to dst the sources of srcs, in order, that may hold
 // samples in [mint, maxt]: the others need not be decoded. A partition's
 // sample key holds one block per head flush until compaction merges them,
@@ -495,12 +506,8 @@ func overlapping(dst, srcs []gorilla.Source, mint, maxt int64) []gorilla.Source 
 			if src.App.Count() == 0 || src.App.MaxTime() < mint || src.App.MinTime() > maxt {
 				continue
 			}
-		case len(src.Block) == 0:
+		case !mayHoldRange(src.Block, mint, maxt):
 			continue
-		default:
-			if m, err := gorilla.ReadMeta(src.Block); err == nil && (m.Count == 0 || m.MaxTime < mint || m.MinTime > maxt) {
-				continue
-			}
 		}
 		dst = append(dst, src)
 	}

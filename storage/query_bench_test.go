@@ -95,7 +95,7 @@ func BenchmarkQueryWarm(b *testing.B) {
 func warmQueryDB(b *testing.B, n int, closeAll_ bool) *DB {
 	b.Helper()
 	db := benchQueryDB(b, 1<<30)
-	lsets, vals := benchCounters(n), make([]float64, n)
+	lsets, vals := benchCounters("x", n), make([]float64, n)
 	rng := rand.New(rand.NewPCG(1, 2))
 	const step = 15_000
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
@@ -148,12 +148,12 @@ func benchQueryDB(b *testing.B, cacheBytes int64) *DB {
 	return db
 }
 
-// benchCounters returns the label sets of n series of x, one per instance,
-// over 10 jobs.
-func benchCounters(n int) []labels.Labels {
+// benchCounters returns the label sets of n series of the metric name, one
+// per instance, over 10 jobs.
+func benchCounters(name string, n int) []labels.Labels {
 	lsets := make([]labels.Labels, n)
 	for i := range lsets {
-		lsets[i] = labels.FromStrings("__name__", "x", "instance", "host-"+strconv.Itoa(i), "job", "job-"+strconv.Itoa(i%10))
+		lsets[i] = labels.FromStrings("__name__", name, "instance", "host-"+strconv.Itoa(i), "job", "job-"+strconv.Itoa(i%10))
 	}
 	return lsets
 }

@@ -16,13 +16,15 @@ import (
 // BenchmarkRangeCost compares the CPU of queries over short and long ranges
 // of the same series: an alerting rule's instant query over [5m] against a
 // 2 h range query (step 30 s) and an instant query over [2h], all
-// `sum by (job) (rate(x[...]))` over every series of x. The data is 3 h
-// 10 min of 15 s counters written as a server writes them: the head flushed
-// (closing the partitions no sample can land in) every 30 min of data, the
-// last 10 min not flushed, a RAM block cache. A seventh of the series stopped
-// an hour before the end (churn). at=head queries at the newest sample, at=closed at the end of
-// the first partition, closed. cpu-ms/op is the process CPU time of one
-// query, all goroutines.
+// `sum by (job) (rate(x_total[...]))` over every series of x_total (a
+// counter's name: the engine annotates every series of a rate over any other
+// name as possibly not a counter, as it did when the metric was called x).
+// The data is 3 h 10 min of 15 s counters written as a server writes them:
+// the head flushed (closing the partitions no sample can land in) every
+// 30 min of data, the last 10 min not flushed, a RAM block cache. A seventh
+// of the series stopped an hour before the end (churn). at=head queries at
+// the newest sample, at=closed at the end of the first partition, closed.
+// cpu-ms/op is the process CPU time of one query, all goroutines.
 //
 // SHALE_BENCH_SERIES sets the series count (default 10000):
 //
@@ -55,9 +57,9 @@ func BenchmarkRangeCost(b *testing.B) {
 				rng   time.Duration
 				steps int
 			}{
-				{"instant_5m", `sum by (job) (rate(x[5m]))`, 0, 1},
-				{"instant_2h", `sum by (job) (rate(x[2h]))`, 0, 1},
-				{"range_2h", `sum by (job) (rate(x[5m]))`, 2 * time.Hour, 241},
+				{"instant_5m", `sum by (job) (rate(x_total[5m]))`, 0, 1},
+				{"instant_2h", `sum by (job) (rate(x_total[2h]))`, 0, 1},
+				{"range_2h", `sum by (job) (rate(x_total[5m]))`, 2 * time.Hour, 241},
 			} {
 				b.Run("query="+q.name, func(b *testing.B) {
 					run := func() {
@@ -110,7 +112,7 @@ func BenchmarkRangeCost(b *testing.B) {
 func rangeCostDB(b *testing.B, n int) (*DB, time.Time) {
 	b.Helper()
 	db := benchQueryDB(b, 4<<30)
-	lsets, vals := benchCounters(n), make([]float64, n)
+	lsets, vals := benchCounters("x_total", n), make([]float64, n)
 	rng := rand.New(rand.NewPCG(1, 2))
 	const step = 15_000
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()

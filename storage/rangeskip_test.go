@@ -307,3 +307,80 @@ func TestFormatVersionChecked(t *testing.T) {
 		t.Fatalf("open of version 1 data: %v, want an error naming format version 1", err)
 	}
 }
+
+// TestSampleReadsSkipBlocks: a partition whose sample keys hold one block
+// per head flush (before compaction merges them) answers every range
+// exactly, in the head and closed, and a query reads only the blocks that
+// may hold samples in its range.
+func TestSampleReadsSkipBlocks(t *testing.T) {
+	const (
+		part    = 2 * 3600 * 1000
+		quarter = part / 4
+	)
+	opts := DefaultOptions()
+	opts.WAL = false
+	opts.Retention = 0
+	db := openTestDB(t, objstore.NewMemoryBucket(), opts)
+	defer db.Close()
+	want := map[string][]tsample{}
+	var lsets []labels.Labels
+	for _, s := range []string{"a", "b", "c"} {
+		l := labels.FromStrings("__name__", "m", "s", s)
+		lsets = append(lsets, l)
+		want[l.String()] = seriesSamples(0, part-15000, 15000)
+	}
+	// Four flushes, a quarter of the partition each.
+	for q := range int64(4) {
+		for _, l := range lsets {
+			appendFloats(t, db, l, inRange(want[l.String()], q*quarter, (q+1)*quarter-1)...)
+		}
+		if err := db.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// blocksRead returns how many stored blocks a Select of [mint, maxt]
+	// gave each series, summed.
+	blocksRead := func(mint, maxt int64) int {
+		t.Helper()
+		q, err := db.Querier(mint, maxt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close()
+		ss := q.Select(context.Background(), true, nil, labels.MustNewMatcher(labels.MatchEqual, "__name__", "m"))
+		n := 0
+		for ss.Next() {
+			for _, seg := range ss.At().(*qSeries).segs {
+				n += len(seg.srcs)
+			}
+		}
+		if err := ss.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	edges := []int64{math.MinInt64, 0, quarter - 15000, quarter - 1, quarter, 2*quarter - 1, 3 * quarter, part - 15000 - 5*60*1000, part - 15000, part, math.MaxInt64}
+	for _, when := range []string{"open", "closed"} {
+		if when == "closed" {
+			if err := db.flushHead(context.Background(), closeAll); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i, mint := range edges {
+			for _, maxt := range edges[i:] {
+				checkQuery(t, when, db, mint, maxt, want)
+			}
+		}
+		// An alerting rule's [5m] at the end reads the last flush's block
+		// of each series; the whole partition all four.
+		if n := blocksRead(part-15000-5*60*1000, part-15000); n != len(lsets) {
+			t.Errorf("%s: [5m] at the end read %d blocks, want %d (one a series)", when, n, len(lsets))
+		}
+		if n := blocksRead(quarter-15000, quarter); n != 2*len(lsets) {
+			t.Errorf("%s: a range across two flushes read %d blocks, want %d", when, n, 2*len(lsets))
+		}
+		if n := blocksRead(0, part); n != 4*len(lsets) {
+			t.Errorf("%s: the whole partition read %d blocks, want %d", when, n, 4*len(lsets))
+		}
+	}
+}

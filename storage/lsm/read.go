@@ -518,17 +518,19 @@ type Iterator struct {
 	src          *mergeIter
 	lower, upper []byte
 	r            resolver
+	merge        MergeOperator // the DB's, which SetMerge(nil) restores
 	key          []byte
 	val          []byte
 	bufs         [][]byte // owned copies of the versions being resolved
 	want         func(key []byte) bool
+	keep         func(key, value []byte) bool
 	valid        bool
 	e            error
 	closed       bool
 }
 
 func newIterator(ctx context.Context, src *mergeIter, lower, upper []byte, r resolver) *Iterator {
-	return &Iterator{ctx: ctx, src: src, lower: bytes.Clone(lower), upper: bytes.Clone(upper), r: r}
+	return &Iterator{ctx: ctx, src: src, lower: bytes.Clone(lower), upper: bytes.Clone(upper), r: r, merge: r.merge}
 }
 
 // SetFilter makes the iterator skip every key for which want returns false
@@ -537,6 +539,27 @@ func newIterator(ctx context.Context, src *mergeIter, lower, upper []byte, r res
 // once, in ascending order, and must not keep it. Set it before the first
 // positioning call; nil keeps every key.
 func (it *Iterator) SetFilter(want func(key []byte) bool) { it.want = want }
+
+// SetValueFilter makes the iterator resolve every version of a key whose
+// value keep rejects (a Put's value or a merge operand) as if it were empty,
+// without reading it into the iterator's buffers: a scan that needs part of
+// each value, such as the blocks of a sample key that hold samples in a
+// query's time range, skips copying and merging the rest. The merge
+// operator must take an empty operand as holding nothing. keep must not
+// keep key or value. Set it before the first positioning call; nil keeps
+// every version.
+func (it *Iterator) SetValueFilter(keep func(key, value []byte) bool) { it.keep = keep }
+
+// SetMerge makes the iterator resolve merge operands with op instead of the
+// DB's read merge operator (Components.ReadMerge, else Merge). op may
+// return one of its inputs, which the iterator owns (see TakeValue). Set it
+// before the first positioning call; nil restores the DB's.
+func (it *Iterator) SetMerge(op MergeOperator) {
+	if op == nil {
+		op = it.merge
+	}
+	it.r.merge = op
+}
 
 // First moves to the first live key at or after the lower bound.
 func (it *Iterator) First() bool { return it.SeekGE(nil) }
@@ -583,12 +606,16 @@ func (it *Iterator) settle() bool {
 		nb := 0
 		for {
 			if !it.r.done {
-				if nb == len(it.bufs) {
-					it.bufs = append(it.bufs, nil)
+				if it.keep != nil && (e.kind == kindPut || e.kind == kindMerge) && !it.keep(it.key, e.value) {
+					e.value = nil
+				} else {
+					if nb == len(it.bufs) {
+						it.bufs = append(it.bufs, nil)
+					}
+					it.bufs[nb] = append(it.bufs[nb][:0], e.value...)
+					e.value = it.bufs[nb]
+					nb++
 				}
-				it.bufs[nb] = append(it.bufs[nb][:0], e.value...)
-				e.value = it.bufs[nb]
-				nb++
 				it.r.add(it.key, &e)
 			}
 			if !it.src.next() {

@@ -176,3 +176,104 @@ func TestIteratorFilter(t *testing.T) {
 		}
 	}
 }
+
+// TestIteratorValueFilter: an iterator with a value filter resolves the
+// versions it rejects as empty (a Put's value and merge operands alike),
+// and its own merge operator replaces the DB's; on the writer and on a
+// reader, over L0 tables, the memtable and a compacted run.
+func TestIteratorValueFilter(t *testing.T) {
+	ctx := context.Background()
+	b := objstore.NewMemoryBucket()
+	comp := Components{Merge: concatMerge, ReadMerge: func(_, _ []byte, _ [][]byte) ([]byte, error) {
+		return nil, fmt.Errorf("the DB's read merge operator was called")
+	}}
+	db := openDB(t, b, testOptions(), comp)
+	defer db.Close()
+	key := func(i int) []byte { return fmt.Appendf(nil, "k%02d", i) }
+	// k00-k09 get a put "p" then merge operands "a".."c", one a table, the
+	// last in the memtable; k10-k19 merge operands only; the first ten are
+	// compacted into a run first.
+	for i := range 10 {
+		if err := db.Put(ctx, key(i), []byte("p")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Compact(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for r, op := range []string{"a", "b", "c"} {
+		for i := range 20 {
+			if err := db.Merge(ctx, key(i), []byte(op)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if r < 2 {
+			if err := db.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The filter keeps "a" and "c", and the put of even keys only; the
+	// merge operator shows the operands it got, "_" for an empty one.
+	keep := func(k, v []byte) bool {
+		var i int
+		fmt.Sscanf(string(k), "k%d", &i)
+		return string(v) != "b" && (string(v) != "p" || i%2 == 0)
+	}
+	show := func(_, existing []byte, ops [][]byte) ([]byte, error) {
+		out := fmt.Appendf(nil, "[%s]", existing)
+		for _, op := range ops {
+			if len(op) == 0 {
+				op = []byte("_")
+			}
+			out = append(out, op...)
+		}
+		return out, nil
+	}
+	var want []string
+	for i := range 20 {
+		switch {
+		case i < 10 && i%2 == 0:
+			want = append(want, fmt.Sprintf("%s=[p]a_c", key(i)))
+		default:
+			want = append(want, fmt.Sprintf("%s=[]a_c", key(i)))
+		}
+	}
+	rdr, err := OpenReader(ctx, b, "db", ReaderOptions{ReplayWAL: true, RetryBackoff: time.Millisecond}, comp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdr.Close()
+	for name, v := range map[string]View{"writer": db, "reader": rdr} {
+		it, err := v.NewIterator(ctx, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		it.SetValueFilter(keep)
+		it.SetMerge(show)
+		var got []string
+		for ok := it.First(); ok; ok = it.Next() {
+			got = append(got, string(it.Key())+"="+string(it.Value()))
+		}
+		if err := it.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: filtered scan = %v\nwant %v", name, got, want)
+		}
+	}
+	// SetMerge(nil) restores the DB's operator.
+	it, err := db.NewIterator(ctx, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	it.SetMerge(show)
+	it.SetMerge(nil)
+	if it.First() || it.Err() == nil || !strings.Contains(it.Err().Error(), "read merge operator was called") {
+		t.Errorf("after SetMerge(nil): valid %v, err %v; want the DB's read merge operator's error", it.Valid(), it.Err())
+	}
+	_ = it.Close()
+}
