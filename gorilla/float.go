@@ -203,18 +203,22 @@ func (e *floatEncoder) planDecimal(vs []float64, p *intPlan) (uint, uint64) {
 		exp = max(exp, x)
 	}
 	// Scale to the common exponent and compact; whatever does not survive
-	// the round trip becomes an exception.
+	// the round trip becomes an exception. A value found at the common
+	// exponent already survived it in decimalFrom.
 	k := 0
 	for i, v := range vs {
 		x := e.exps[i]
 		if x != noDecimal {
 			m := e.ms[i]
-			s := pow10i[exp-uint(x)]
-			if m > maxExactIn/s || m < -maxExactIn/s {
-				x = noDecimal
-			} else if m *= s; math.Float64bits(decimalValue(m, exp)) != math.Float64bits(v) {
-				x = noDecimal
-			} else {
+			if uint(x) != exp {
+				s := pow10i[exp-uint(x)]
+				if m > maxExactIn/s || m < -maxExactIn/s {
+					x = noDecimal
+				} else if m *= s; math.Float64bits(decimalValue(m, exp)) != math.Float64bits(v) {
+					x = noDecimal
+				}
+			}
+			if x != noDecimal {
 				e.ms[k] = m
 				k++
 			}
