@@ -78,10 +78,10 @@ func BenchmarkQueryMemory(b *testing.B) {
 				var live, charged int64
 				for b.Loop() {
 					before := liveHeap()
-					spy := closeSpy{db, func() {
+					spy := closeSpy(db, func() {
 						live += int64(liveHeap()) - int64(before)
 						charged += budget.used()
-					}}
+					})
 					var qry interface {
 						Exec(context.Context) *upstream.Result
 						Close()

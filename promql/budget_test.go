@@ -20,19 +20,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// closeSpy calls onClose when the engine closes a querier, at the end of a
-// query's evaluation, while the query holds all it was charged.
-type closeSpy struct {
-	storage.Queryable
-	onClose func()
-}
-
-func (q closeSpy) Querier(mint, maxt int64) (storage.Querier, error) {
-	in, err := q.Queryable.Querier(mint, maxt)
-	if err != nil {
-		return nil, err
-	}
-	return closeSpyQuerier{in, q.onClose}, nil
+// closeSpy returns db calling onClose when the engine closes a querier, at
+// the end of a query's evaluation, while the query holds all it was charged.
+func closeSpy(db storage.Queryable, onClose func()) storage.Queryable {
+	return wrappedQueryable{db, func(q storage.Querier) storage.Querier { return closeSpyQuerier{q, onClose} }}
 }
 
 type closeSpyQuerier struct {
@@ -93,7 +84,7 @@ func TestMemoryModel(t *testing.T) {
 	charged := make(chan int64, 1)
 	var ts *testServer
 	ts = newTestServerOn(t, db, func(_ *Options, c *Components) {
-		c.Queryable = closeSpy{db, func() { charged <- ts.api.budget.used() }}
+		c.Queryable = closeSpy(db, func() { charged <- ts.api.budget.used() })
 	})
 	perSeries := func(points int64) int64 { return labelBytes + n*(seriesOverheadBytes+pointBytes*points) }
 	cases := []struct {
@@ -142,28 +133,23 @@ type barrierQueryable struct {
 	resume  chan struct{} // closed: reads go on
 }
 
-func (q *barrierQueryable) Querier(mint, maxt int64) (storage.Querier, error) {
-	in, err := q.Queryable.Querier(mint, maxt)
-	if err != nil {
-		return nil, err
-	}
-	return barrierQuerier{in, q}, nil
+// newBarrierQueryable wraps db for up to n queries of "heavy" at once.
+func newBarrierQueryable(db storage.Queryable, n int) *barrierQueryable {
+	b := &barrierQueryable{entered: make(chan struct{}, n), proceed: make(chan struct{}),
+		holding: make(chan struct{}, n), resume: make(chan struct{})}
+	b.Queryable = selectHook(db, b.selectHeavy)
+	return b
 }
 
-type barrierQuerier struct {
-	storage.Querier
-	q *barrierQueryable
-}
-
-func (q barrierQuerier) Select(ctx context.Context, sortSeries bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
-	set := q.Querier.Select(ctx, sortSeries, hints, ms...)
+func (b *barrierQueryable) selectHeavy(ctx context.Context, q storage.Querier, sortSeries bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
+	set := q.Select(ctx, sortSeries, hints, ms...)
 	for _, m := range ms {
 		if m.Name == model.MetricNameLabel && m.Matches("heavy") {
-			q.q.entered <- struct{}{}
-			<-q.q.proceed
+			b.entered <- struct{}{}
+			<-b.proceed
 			return &barrierSet{SeriesSet: set, hold: sync.OnceFunc(func() {
-				q.q.holding <- struct{}{}
-				<-q.q.resume
+				b.holding <- struct{}{}
+				<-b.resume
 			})}
 		}
 	}
@@ -202,7 +188,7 @@ func TestMemoryBudgetConcurrent(t *testing.T) {
 	charged := make(chan int64, 1)
 	var alone *testServer
 	alone = newTestServerOn(t, db, func(_ *Options, c *Components) {
-		c.Queryable = closeSpy{db, func() { charged <- alone.api.budget.used() }}
+		c.Queryable = closeSpy(db, func() { charged <- alone.api.budget.used() })
 	})
 	code, _, body := alone.do(t, "POST", "/api/v1/query_range", heavy, nil)
 	require.Equal(t, http.StatusOK, code, body)
@@ -210,8 +196,7 @@ func TestMemoryBudgetConcurrent(t *testing.T) {
 
 	const queries = 6
 	limit := need * 5 / 2 // room for two
-	bq := &barrierQueryable{Queryable: db, entered: make(chan struct{}, queries), proceed: make(chan struct{}),
-		holding: make(chan struct{}, queries), resume: make(chan struct{})}
+	bq := newBarrierQueryable(db, queries)
 	ts := newTestServerOn(t, db, func(o *Options, c *Components) {
 		o.MaxMemory = limit
 		o.MaxConcurrentQueries = queries

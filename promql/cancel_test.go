@@ -25,32 +25,21 @@ type blockingQueryable struct {
 }
 
 func newBlockingQueryable(db storage.Queryable) *blockingQueryable {
-	return &blockingQueryable{Queryable: db, started: make(chan struct{}, 16), stopped: make(chan error, 16)}
+	q := &blockingQueryable{started: make(chan struct{}, 16), stopped: make(chan error, 16)}
+	q.Queryable = selectHook(db, q.selectBlock)
+	return q
 }
 
-func (q *blockingQueryable) Querier(mint, maxt int64) (storage.Querier, error) {
-	in, err := q.Queryable.Querier(mint, maxt)
-	if err != nil {
-		return nil, err
-	}
-	return blockingQuerier{in, q}, nil
-}
-
-type blockingQuerier struct {
-	storage.Querier
-	q *blockingQueryable
-}
-
-func (q blockingQuerier) Select(ctx context.Context, sortSeries bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
+func (q *blockingQueryable) selectBlock(ctx context.Context, in storage.Querier, sortSeries bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
 	for _, m := range ms {
 		if m.Name == model.MetricNameLabel && m.Matches("block") {
-			q.q.started <- struct{}{}
+			q.started <- struct{}{}
 			<-ctx.Done()
-			q.q.stopped <- ctx.Err()
+			q.stopped <- ctx.Err()
 			return storage.ErrSeriesSet(ctx.Err())
 		}
 	}
-	return q.Querier.Select(ctx, sortSeries, hints, ms...)
+	return in.Select(ctx, sortSeries, hints, ms...)
 }
 
 // await returns the next value of c, failing the test if none comes.

@@ -2,7 +2,6 @@ package promql
 
 import (
 	"context"
-	"github.com/prometheus/common/model"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/index"
 	"github.com/prometheus/prometheus/util/teststorage"
@@ -115,23 +116,26 @@ type tsdbCardinality struct{ db *teststorage.TestStorage }
 
 func (c tsdbCardinality) Cardinality(_ context.Context, limit int) (Cardinality, error) {
 	s := c.db.Head().Stats(model.MetricNameLabel, limit)
-	conv := func(in []index.Stat) []NameCount {
-		out := make([]NameCount, 0, len(in))
-		for _, st := range in {
-			out = append(out, NameCount{Name: st.Name, Count: st.Count})
-		}
-		return out
-	}
 	return Cardinality{
 		NumSeries:                   s.NumSeries,
 		NumLabelPairs:               s.IndexPostingStats.NumLabelPairs,
 		MinTime:                     s.MinTime,
 		MaxTime:                     s.MaxTime,
-		SeriesCountByMetricName:     conv(s.IndexPostingStats.CardinalityMetricsStats),
-		LabelValueCountByLabelName:  conv(s.IndexPostingStats.CardinalityLabelStats),
-		MemoryInBytesByLabelName:    conv(s.IndexPostingStats.LabelValueStats),
-		SeriesCountByLabelValuePair: conv(s.IndexPostingStats.LabelValuePairsStats),
+		SeriesCountByMetricName:     nameCounts(s.IndexPostingStats.CardinalityMetricsStats),
+		LabelValueCountByLabelName:  nameCounts(s.IndexPostingStats.CardinalityLabelStats),
+		MemoryInBytesByLabelName:    nameCounts(s.IndexPostingStats.LabelValueStats),
+		SeriesCountByLabelValuePair: nameCounts(s.IndexPostingStats.LabelValuePairsStats),
 	}, nil
+}
+
+// nameCounts converts the statistics of an index (upstream's or Shale's,
+// both a name and a count) to the API's.
+func nameCounts[S index.Stat | shaleindex.Stat](in []S) []NameCount {
+	out := make([]NameCount, 0, len(in))
+	for _, s := range in {
+		out = append(out, NameCount(s))
+	}
+	return out
 }
 
 // newShaleServer builds an API over Shale's storage engine (in-memory bucket).
@@ -149,23 +153,47 @@ func (c shaleCardinality) Cardinality(_ context.Context, limit int) (Cardinality
 	if !ok {
 		return Cardinality{}, nil
 	}
-	conv := func(in []shaleindex.Stat) []NameCount {
-		out := make([]NameCount, 0, len(in))
-		for _, x := range in {
-			out = append(out, NameCount{Name: x.Name, Count: x.Count})
-		}
-		return out
-	}
 	return Cardinality{
 		NumSeries:                   st.NumSeries,
 		NumLabelPairs:               st.NumLabelPairs,
 		MinTime:                     mint,
 		MaxTime:                     maxt,
-		SeriesCountByMetricName:     conv(st.SeriesCountByMetricName),
-		LabelValueCountByLabelName:  conv(st.LabelValueCountByLabelName),
-		MemoryInBytesByLabelName:    conv(st.MemoryInBytesByLabelName),
-		SeriesCountByLabelValuePair: conv(st.SeriesCountByLabelValuePair),
+		SeriesCountByMetricName:     nameCounts(st.SeriesCountByMetricName),
+		LabelValueCountByLabelName:  nameCounts(st.LabelValueCountByLabelName),
+		MemoryInBytesByLabelName:    nameCounts(st.MemoryInBytesByLabelName),
+		SeriesCountByLabelValuePair: nameCounts(st.SeriesCountByLabelValuePair),
 	}, nil
+}
+
+// wrappedQueryable serves the queriers of a Queryable passed through wrap.
+type wrappedQueryable struct {
+	storage.Queryable
+	wrap func(storage.Querier) storage.Querier
+}
+
+func (w wrappedQueryable) Querier(mint, maxt int64) (storage.Querier, error) {
+	q, err := w.Queryable.Querier(mint, maxt)
+	if err != nil {
+		return nil, err
+	}
+	return w.wrap(q), nil
+}
+
+// selectFunc serves a Select in place of q, the querier that would have.
+type selectFunc func(ctx context.Context, q storage.Querier, sortSeries bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet
+
+// selectHook returns db with every Select of its queriers handed to hook.
+func selectHook(db storage.Queryable, hook selectFunc) storage.Queryable {
+	return wrappedQueryable{db, func(q storage.Querier) storage.Querier { return hookedQuerier{q, hook} }}
+}
+
+type hookedQuerier struct {
+	storage.Querier
+	hook selectFunc
+}
+
+func (q hookedQuerier) Select(ctx context.Context, sortSeries bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
+	return q.hook(ctx, q.Querier, sortSeries, hints, ms...)
 }
 
 // emptyQueryable is a storage without data, for tests of answers that read none.

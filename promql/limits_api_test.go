@@ -166,31 +166,16 @@ func TestQueryRefusals(t *testing.T) {
 	})
 }
 
-// selectSpy counts Select calls.
-type selectSpy struct {
-	storage.Queryable
-	selects chan struct{}
-}
-
-func (q *selectSpy) Querier(mint, maxt int64) (storage.Querier, error) {
-	in, err := q.Queryable.Querier(mint, maxt)
-	if err != nil {
-		return nil, err
-	}
-	return spyQuerier{in, q}, nil
-}
-
-type spyQuerier struct {
-	storage.Querier
-	spy *selectSpy
-}
-
-func (q spyQuerier) Select(ctx context.Context, sortSeries bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
-	select {
-	case q.spy.selects <- struct{}{}:
-	default:
-	}
-	return q.Querier.Select(ctx, sortSeries, hints, ms...)
+// notifySelect returns db sending on selects (without waiting) at every
+// Select.
+func notifySelect(db storage.Queryable, selects chan<- struct{}) storage.Queryable {
+	return selectHook(db, func(ctx context.Context, q storage.Querier, sortSeries bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
+		select {
+		case selects <- struct{}{}:
+		default:
+		}
+		return q.Select(ctx, sortSeries, hints, ms...)
+	})
 }
 
 // TestPerStepStatsBounded checks that per-step statistics cannot make a
@@ -201,10 +186,10 @@ func TestPerStepStatsBounded(t *testing.T) {
 	t.Parallel()
 	db := teststorage.New(t)
 	appendSeries(t, &testServer{db: db}, time.Unix(fixtureAt, 0), "__name__", "up", "job", "api")
-	spy := &selectSpy{Queryable: db, selects: make(chan struct{}, 1)}
+	selects := make(chan struct{}, 1)
 	ts := newTestServerOn(t, db, func(o *Options, c *Components) {
 		o.EnablePerStepStats = true
-		c.Queryable = spy
+		c.Queryable = notifySelect(db, selects)
 	})
 	stats := url.Values{"stats": {"all"}}
 	with := func(a, b url.Values) url.Values {
@@ -221,7 +206,7 @@ func TestPerStepStatsBounded(t *testing.T) {
 		require.Equal(t, http.StatusBadRequest, code, "%s: %.300s", r.name, body)
 		require.Contains(t, body, "too many subquery steps", r.name)
 		select {
-		case <-spy.selects:
+		case <-selects:
 			t.Fatalf("%s: the refused query read the storage", r.name)
 		default:
 		}

@@ -151,17 +151,9 @@ func TestColdWarmReport(t *testing.T) {
 		}
 	}
 	svg := coldwarmSVG("cold <&> warm", testColdWarmResults())
-	d := xml.NewDecoder(strings.NewReader(svg))
 	counts := map[string]int{}
 	var texts []string
-	for {
-		tok, err := d.Token()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("SVG is not well-formed XML: %v", err)
-		}
+	for _, tok := range svgTokens(t, svg) {
 		switch tok := tok.(type) {
 		case xml.StartElement:
 			counts[tok.Name.Local]++

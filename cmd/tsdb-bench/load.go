@@ -312,12 +312,8 @@ func (g *generator) run(ctx context.Context, url string) (*loadResult, error) {
 					if due.After(deadline) {
 						return
 					}
-					if d := time.Until(due); d > 0 {
-						select {
-						case <-time.After(d):
-						case <-ctx.Done():
-							return
-						}
+					if d := time.Until(due); d > 0 && !sleepCtx(ctx, d) {
+						return
 					}
 					ts = due.UnixMilli()
 				} else {
@@ -463,4 +459,17 @@ func nullReceiver() (url string, stop func(), err error) {
 	}
 	go func() { _ = srv.Serve(l) }()
 	return "http://" + l.Addr().String() + "/api/v1/write", func() { _ = srv.Close() }, nil
+}
+
+// sleepCtx waits d, or less when ctx ends first; it reports whether all of d
+// passed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }

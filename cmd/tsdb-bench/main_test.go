@@ -35,29 +35,20 @@ func testSeries(t *testing.T, perTarget int) []seriesDef {
 	return append(targetSeries(nodeFamilies(perTarget), 0, 0), targetSeries(nodeFamilies(perTarget), 1, 3)...)
 }
 
-// decodeV1 decodes a remote write 1.0 body with the upstream types.
-func decodeV1(t *testing.T, body []byte) prompb.WriteRequest {
+// decodeRW decodes a remote write body with the upstream type R:
+// prompb.WriteRequest (1.0) or writev2.Request (2.0).
+func decodeRW[R any, P interface {
+	*R
+	Unmarshal([]byte) error
+}](t *testing.T, body []byte) R {
 	t.Helper()
 	raw, err := snappy.Decode(nil, body)
 	if err != nil {
 		t.Fatalf("snappy: %v", err)
 	}
-	var req prompb.WriteRequest
-	if err := req.Unmarshal(raw); err != nil {
-		t.Fatalf("unmarshal prompb.WriteRequest: %v", err)
-	}
-	return req
-}
-
-func decodeV2(t *testing.T, body []byte) writev2.Request {
-	t.Helper()
-	raw, err := snappy.Decode(nil, body)
-	if err != nil {
-		t.Fatalf("snappy: %v", err)
-	}
-	var req writev2.Request
-	if err := req.Unmarshal(raw); err != nil {
-		t.Fatalf("unmarshal writev2.Request: %v", err)
+	var req R
+	if err := P(&req).Unmarshal(raw); err != nil {
+		t.Fatalf("unmarshal %T: %v", req, err)
 	}
 	return req
 }
@@ -79,7 +70,7 @@ func TestPayloadV1(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			req := decodeV1(t, body)
+			req := decodeRW[prompb.WriteRequest](t, body)
 			if len(req.Timeseries) != len(series) {
 				t.Fatalf("per=%d: %d series decoded, want %d", per, len(req.Timeseries), len(series))
 			}
@@ -130,7 +121,7 @@ func TestPayloadV2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := decodeV2(t, body)
+	req := decodeRW[writev2.Request](t, body)
 	if len(req.Symbols) == 0 || req.Symbols[0] != "" {
 		t.Fatalf("symbols must start with the empty string, got %q", req.Symbols[:min(3, len(req.Symbols))])
 	}
@@ -457,6 +448,43 @@ func TestFmtNum(t *testing.T) {
 	}
 }
 
+// renderReport renders runs with reportTable and fails the test unless its
+// first line is header. It returns the lines, and a function that returns
+// the row of the figure label ("" when there is none).
+func renderReport(t *testing.T, runs [][]*sysResult, header string) ([]string, func(label string) string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(reportTable(runs)), "\n")
+	if lines[0] != header {
+		t.Fatalf("header %q, want %q", lines[0], header)
+	}
+	return lines, func(label string) string {
+		for _, l := range lines {
+			if strings.HasPrefix(l, "| "+label+" |") {
+				return l
+			}
+		}
+		return ""
+	}
+}
+
+// svgTokens returns the tokens of svg, failing the test unless it is
+// well-formed XML.
+func svgTokens(t *testing.T, svg string) []xml.Token {
+	t.Helper()
+	d := xml.NewDecoder(strings.NewReader(svg))
+	var out []xml.Token
+	for {
+		tok, err := d.Token()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("SVG is not well-formed XML: %v", err)
+		}
+		out = append(out, xml.CopyToken(tok))
+	}
+}
+
 func TestReportTable(t *testing.T) {
 	nan := math.NaN()
 	mk := func(name string, sps, obj float64) *sysResult {
@@ -470,19 +498,7 @@ func TestReportTable(t *testing.T) {
 		{mk("shale", 300, 700), mk("prometheus", 100, nan), mk("victoria-metrics", 200, nan)},
 		{mk("shale", 200, 800), mk("prometheus", 200, nan), mk("victoria-metrics", 300, nan)},
 	}
-	out := reportTable(runs)
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if want := "| figure | unit | shale | prometheus | victoria-metrics | shale / prometheus | shale / victoria-metrics |"; lines[0] != want {
-		t.Fatalf("header %q, want %q", lines[0], want)
-	}
-	find := func(label string) string {
-		for _, l := range lines {
-			if strings.HasPrefix(l, "| "+label+" |") {
-				return l
-			}
-		}
-		return ""
-	}
+	lines, find := renderReport(t, runs, "| figure | unit | shale | prometheus | victoria-metrics | shale / prometheus | shale / victoria-metrics |")
 	// Medians: shale 200, prometheus 100, victoria-metrics 300.
 	if got, want := find("sustained ingest"), "| sustained ingest | samples/s | 200 | 100 | 300 | 2x | 0.667x |"; got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
@@ -604,16 +620,8 @@ func TestTimelineAndSVG(t *testing.T) {
 		}
 	}
 	svg := timelineSVG("title <&>", []*sysResult{{Name: "shale", timeline: tl}, {Name: "prometheus"}, {Name: "null", timeline: tl}})
-	d := xml.NewDecoder(strings.NewReader(svg))
 	polylines := 0
-	for {
-		tok, err := d.Token()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("SVG is not well-formed XML: %v", err)
-		}
+	for _, tok := range svgTokens(t, svg) {
 		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "polyline" {
 			polylines++
 		}
@@ -623,9 +631,10 @@ func TestTimelineAndSVG(t *testing.T) {
 	}
 }
 
-// TestSmokeShale runs the whole procedure against bin/tsdb at a tiny scale:
-// ingest, warm queries, restart, cold queries.
-func TestSmokeShale(t *testing.T) {
+// smokeBinary returns the absolute path of bin/tsdb for a smoke test, which
+// is skipped when bin/tsdb is not built or under -short (it starts a server).
+func smokeBinary(t *testing.T) string {
+	t.Helper()
 	bin, _ := filepath.Abs("../../bin/tsdb")
 	if _, err := os.Stat(bin); err != nil {
 		t.Skip("bin/tsdb not built (make build)")
@@ -633,6 +642,13 @@ func TestSmokeShale(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a server")
 	}
+	return bin
+}
+
+// TestSmokeShale runs the whole procedure against bin/tsdb at a tiny scale:
+// ingest, warm queries, restart, cold queries.
+func TestSmokeShale(t *testing.T) {
+	bin := smokeBinary(t)
 	o, err := parseFlags([]string{"-series=400", "-series-per-target=200", "-batch=200", "-span=30m", "-concurrency=4",
 		"-query-rounds=1", "-progress=0", "-systems=shale", "-shale-bin=" + bin, "-out=" + t.TempDir()})
 	if err != nil {

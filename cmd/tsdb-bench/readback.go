@@ -211,14 +211,8 @@ func readBack(ctx context.Context, book *ackBook, ss *soakSeries, query rawQuery
 func queryWithRetry(ctx context.Context, query rawQuery, expr string, at int64, wait time.Duration) ([]byte, error) {
 	var err error
 	for attempt := range 3 {
-		if attempt > 0 {
-			t := time.NewTimer(time.Duration(attempt) * wait)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return nil, ctx.Err()
-			}
+		if attempt > 0 && !sleepCtx(ctx, time.Duration(attempt)*wait) {
+			return nil, ctx.Err()
 		}
 		var body []byte
 		if body, err = query(ctx, expr, at); err == nil {

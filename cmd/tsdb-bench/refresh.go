@@ -73,14 +73,8 @@ func scheduleRefreshes(ctx context.Context, n int, every time.Duration, eval fun
 	for k := 0; k <= n; k++ {
 		due := t0.Add(time.Duration(k) * every)
 		d := time.Until(due)
-		if d > 0 {
-			t := time.NewTimer(d)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return rounds
-			}
+		if d > 0 && !sleepCtx(ctx, d) {
+			return rounds
 		}
 		if ctx.Err() != nil {
 			return rounds

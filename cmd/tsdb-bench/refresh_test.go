@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -123,18 +121,7 @@ func TestRefreshReport(t *testing.T) {
 	}
 
 	runs := [][]*sysResult{{r, res("shale-nocache", 2, math.NaN()), res("prometheus", 4, math.NaN()), res("victoria-metrics", 0.5, math.NaN())}}
-	lines := strings.Split(strings.TrimSpace(reportTable(runs)), "\n")
-	if want := "| figure | unit | shale | shale-nocache | prometheus | victoria-metrics | shale / prometheus | shale / victoria-metrics |"; lines[0] != want {
-		t.Fatalf("header %q, want %q", lines[0], want)
-	}
-	find := func(label string) string {
-		for _, l := range lines {
-			if strings.HasPrefix(l, "| "+label+" |") {
-				return l
-			}
-		}
-		return ""
-	}
+	_, find := renderReport(t, runs, "| figure | unit | shale | shale-nocache | prometheus | victoria-metrics | shale / prometheus | shale / victoria-metrics |")
 	for label, want := range map[string]string{
 		"dashboard first evaluation, panels summed":  "| ms | 66 | 132 | 264 | 33 | 0.25x | 2x |",
 		"dashboard refresh p50, panels summed":       "| ms | 396 | 792 | 1584 | 198 | 0.25x | 2x |",
@@ -215,13 +202,7 @@ shale_query_results_cache_steps_total 7
 // TestSmokeRefreshShale runs the refresh pattern against bin/tsdb at a tiny
 // scale, with the results cache on and off.
 func TestSmokeRefreshShale(t *testing.T) {
-	bin, _ := filepath.Abs("../../bin/tsdb")
-	if _, err := os.Stat(bin); err != nil {
-		t.Skip("bin/tsdb not built (make build)")
-	}
-	if testing.Short() {
-		t.Skip("starts a server")
-	}
+	bin := smokeBinary(t)
 	o, err := parseFlags([]string{"-series=400", "-series-per-target=200", "-batch=200", "-span=30m", "-interval=5s", "-concurrency=4",
 		"-refreshes=2", "-refresh-interval=2s", "-progress=0", "-shale-bin=" + bin, "-out=" + t.TempDir()})
 	if err != nil {

@@ -638,11 +638,7 @@ func (r *soakRun) queryLoop(ctx context.Context, base string, interval time.Dura
 			}
 			r.mu.Unlock()
 		}
-		t := time.NewTimer(r.sc.QueryPause)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if !sleepCtx(ctx, r.sc.QueryPause) {
 			return
 		}
 	}

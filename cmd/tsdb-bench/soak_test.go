@@ -569,17 +569,24 @@ func TestDirBytesAndLoadAverage(t *testing.T) {
 	}
 }
 
-// TestSoakLoadInFlight sends one step of 8 shards, all due at once, to a
-// receiver that takes 20 ms per request: with limitInFlight(2) no more
-// than 2 are ever in flight, and every request is acknowledged.
-func TestSoakLoadInFlight(t *testing.T) {
+// minuteSoakLoad makes a soak load of 8 shards of 20 series, a sample a
+// minute, that sends to url from now on and whose step 0 falls at t0 (ms),
+// and returns it and its book.
+func minuteSoakLoad(t *testing.T, url string, now time.Time, t0 int64) (*soakLoad, *ackBook) {
+	t.Helper()
 	g, err := newGenerator(loadConfig{Series: 160, PerTarget: 20, Batch: 20, Version: 1, Interval: time.Minute, RealTime: true, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
+	b, ss := newSoakBook(g, t0, time.Minute, 1)
+	return newSoakLoad(g, b, ss, url, now, now, 10*time.Second, time.Minute), b
+}
+
+// TestSoakLoadInFlight sends one step of 8 shards, all due at once, to a
+// receiver that takes 20 ms per request: with limitInFlight(2) no more
+// than 2 are ever in flight, and every request is acknowledged.
+func TestSoakLoadInFlight(t *testing.T) {
 	now := time.Now()
-	b, ss := newSoakBook(g, 0, time.Minute, 1)
-	b.t0 = now.Add(-time.Minute + time.Millisecond).UnixMilli() // step 0 of every shard is past, step 1 in the future
 	var mu sync.Mutex
 	cur, peak, n := 0, 0, 0
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -595,11 +602,12 @@ func TestSoakLoadInFlight(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	defer srv.Close()
-	l := newSoakLoad(g, b, ss, srv.URL, now, now, 10*time.Second, time.Minute)
+	// Step 0 of every shard is past, step 1 in the future.
+	l, b := minuteSoakLoad(t, srv.URL, now, now.Add(-time.Minute+time.Millisecond).UnixMilli())
 	l.limitInFlight(2)
 	l.run(t.Context())
-	if len(g.shards) != 8 || n != 8 || peak > 2 {
-		t.Errorf("%d shards, %d requests, at most %d in flight; want 8, 8, at most 2", len(g.shards), n, peak)
+	if len(l.gen.shards) != 8 || n != 8 || peak > 2 {
+		t.Errorf("%d shards, %d requests, at most %d in flight; want 8, 8, at most 2", len(l.gen.shards), n, peak)
 	}
 	if _, acked, samples := b.totals(); acked != 8 || samples != 160 {
 		t.Errorf("acknowledged %d requests, %d samples; want 8, 160", acked, samples)
@@ -610,15 +618,7 @@ func TestSoakLoadInFlight(t *testing.T) {
 // wall clock reaches its timestamp plus an hour, not at once because its
 // timestamp is past.
 func TestSoakLoadDataOffset(t *testing.T) {
-	g, err := newGenerator(loadConfig{Series: 160, PerTarget: 20, Batch: 20, Version: 1, Interval: time.Minute, RealTime: true, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
 	now := time.Now()
-	b, ss := newSoakBook(g, 0, time.Minute, 1)
-	// Step 0 is due a minute ago in wall time, step 1 after the end: 61
-	// steps of every shard have timestamps in the past.
-	b.t0 = now.Add(-time.Hour - time.Minute + time.Millisecond).UnixMilli()
 	var mu sync.Mutex
 	n := 0
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -629,13 +629,15 @@ func TestSoakLoadDataOffset(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	defer srv.Close()
-	l := newSoakLoad(g, b, ss, srv.URL, now, now, 10*time.Second, time.Minute)
+	// Step 0 is due a minute ago in wall time, step 1 after the end: 61
+	// steps of every shard have timestamps in the past.
+	l, b := minuteSoakLoad(t, srv.URL, now, now.Add(-time.Hour-time.Minute+time.Millisecond).UnixMilli())
 	l.dataOffset = -time.Hour
 	l.run(t.Context())
-	if n != len(g.shards) {
-		t.Errorf("%d requests for %d shards; want one step of each", n, len(g.shards))
+	if n != len(l.gen.shards) {
+		t.Errorf("%d requests for %d shards; want one step of each", n, len(l.gen.shards))
 	}
-	if _, acked, _ := b.totals(); acked != int64(len(g.shards)) {
-		t.Errorf("acknowledged %d requests, want %d", acked, len(g.shards))
+	if _, acked, _ := b.totals(); acked != int64(len(l.gen.shards)) {
+		t.Errorf("acknowledged %d requests, want %d", acked, len(l.gen.shards))
 	}
 }

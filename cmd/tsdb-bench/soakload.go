@@ -326,14 +326,8 @@ func (l *soakLoad) runShard(ctx context.Context, si int) {
 		if due.After(l.end) {
 			return
 		}
-		if d := time.Until(due); d > 0 {
-			t := time.NewTimer(d)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return
-			}
+		if d := time.Until(due); d > 0 && !sleepCtx(ctx, d) {
+			return
 		}
 		if ctx.Err() != nil {
 			return
@@ -396,11 +390,7 @@ func (l *soakLoad) sendUntilAcked(ctx context.Context, body []byte, samples int,
 			l.mu.Unlock()
 			return false
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if !sleepCtx(ctx, backoff) {
 			return false
 		}
 		backoff = min(2*backoff, 5*time.Second)

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/shaledb/shale/internal/proc"
 )
 
 // procExit is how one Shale process of the soak ended.
@@ -173,15 +175,7 @@ func (p *shaleProc) signal(sig syscall.Signal, cause string, wait time.Duration)
 	p.mu.Unlock()
 	t0 := time.Now()
 	_ = cmd.Process.Signal(sig)
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-		forced = true
-		_ = cmd.Process.Kill()
-		<-done
-	}
+	forced = proc.WaitOrKill(cmd.Process, done, wait)
 	took = time.Since(t0)
 	p.mu.Lock()
 	ex = p.last

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/shaledb/shale/internal/proc"
 )
 
 // system is one time-series database the harness starts, loads, queries,
@@ -197,17 +199,7 @@ func (s *system) stop() time.Duration {
 		return 0
 	}
 	t0 := time.Now()
-	select {
-	case <-s.done:
-	default:
-		_ = s.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-s.done:
-		case <-time.After(2 * time.Minute):
-			_ = s.cmd.Process.Kill()
-			<-s.done
-		}
-	}
+	proc.Stop(s.cmd.Process, s.done, 2*time.Minute)
 	if s.logFile != nil {
 		s.logFile.Close()
 		s.logFile = nil

@@ -141,40 +141,50 @@ func TestWALFlushInterval(t *testing.T) {
 	}
 }
 
-// TestQueryLimitFlags checks the query limits' flags: their defaults are
-// the query package's, and each overrides the config file only when given.
-func TestQueryLimitFlags(t *testing.T) {
+// querySection writes a config file with the query section yaml and returns
+// the section as loadFileConfig reads it.
+func querySection(t *testing.T, yaml string) promql.Options {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "shale.yml")
-	if err := os.WriteFile(path, []byte("query:\n  max_query_length: 1000\n  max_query_depth: 7\n  max_subquery_steps: 99\n  max_memory: 12345\n"), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte("query:\n"+yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	file, err := loadFileConfig(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return file.Query
+}
 
-	cfg, err := parseFlags(nil)
+// withQueryFlags parses the command line args and returns the config and
+// the query settings file with the overrides of the flags given applied.
+func withQueryFlags(t *testing.T, file promql.Options, args ...string) (*config, promql.Options) {
+	t.Helper()
+	cfg, err := parseFlags(args)
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.applyQueryLimits(&file)
+	return cfg, file
+}
+
+// TestQueryLimitFlags checks the query limits' flags: their defaults are
+// the query package's, and each overrides the config file only when given.
+func TestQueryLimitFlags(t *testing.T) {
+	file := querySection(t, "  max_query_length: 1000\n  max_query_depth: 7\n  max_subquery_steps: 99\n  max_memory: 12345\n")
+
+	cfg, got := withQueryFlags(t, file)
 	def := promql.DefaultOptions()
 	if int(cfg.queryMaxLength) != def.MaxQueryLength || cfg.queryMaxDepth != def.MaxQueryDepth ||
 		cfg.queryMaxSubquerySteps != def.MaxSubquerySteps || int64(cfg.queryMaxMemory) != def.MaxMemory {
 		t.Errorf("flag defaults %d, %d, %d, %d differ from the query package's %+v",
 			cfg.queryMaxLength, cfg.queryMaxDepth, cfg.queryMaxSubquerySteps, cfg.queryMaxMemory, def)
 	}
-	got := file.Query
-	cfg.applyQueryLimits(&got)
 	if got.MaxQueryLength != 1000 || got.MaxQueryDepth != 7 || got.MaxSubquerySteps != 99 || got.MaxMemory != 12345 {
 		t.Errorf("flags not given replaced the config file's limits: %+v", got)
 	}
 
-	cfg, err = parseFlags([]string{"--query.max-length=1MiB", "--query.max-depth=64", "--query.max-subquery-steps=5000", "--query.max-memory=2GiB"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got = file.Query
-	cfg.applyQueryLimits(&got)
+	_, got = withQueryFlags(t, file, "--query.max-length=1MiB", "--query.max-depth=64", "--query.max-subquery-steps=5000", "--query.max-memory=2GiB")
 	if got.MaxQueryLength != 1<<20 || got.MaxQueryDepth != 64 || got.MaxSubquerySteps != 5000 || got.MaxMemory != 2<<30 {
 		t.Errorf("flags given did not override the config file: %+v", got)
 	}
@@ -188,29 +198,12 @@ func TestQueryLimitFlags(t *testing.T) {
 // TestQueryConfigSection: the query section of --config.file takes effect;
 // the --query.* flags replace it only when given.
 func TestQueryConfigSection(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "shale.yml")
-	if err := os.WriteFile(path, []byte("query:\n  query_timeout: 45s\n  max_samples: 1000\n  max_concurrent_queries: 3\n  lookback_delta: 2m\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	file, err := loadFileConfig(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := parseFlags(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := file.Query
-	cfg.applyQueryLimits(&got)
+	file := querySection(t, "  query_timeout: 45s\n  max_samples: 1000\n  max_concurrent_queries: 3\n  lookback_delta: 2m\n")
+	_, got := withQueryFlags(t, file)
 	if got.QueryTimeout != 45*time.Second || got.MaxSamples != 1000 || got.MaxConcurrentQueries != 3 || got.LookbackDelta != 2*time.Minute {
 		t.Errorf("the config file's query section was not used: %+v", got)
 	}
-	cfg, err = parseFlags([]string{"--query.timeout=10s", "--query.max-samples=5", "--query.max-concurrency=7", "--query.lookback-delta=1m"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got = file.Query
-	cfg.applyQueryLimits(&got)
+	_, got = withQueryFlags(t, file, "--query.timeout=10s", "--query.max-samples=5", "--query.max-concurrency=7", "--query.lookback-delta=1m")
 	if got.QueryTimeout != 10*time.Second || got.MaxSamples != 5 || got.MaxConcurrentQueries != 7 || got.LookbackDelta != time.Minute {
 		t.Errorf("flags given did not override the config file: %+v", got)
 	}

@@ -232,6 +232,13 @@ func writeLoad(ctx context.Context, t *testing.T, baseURL string, workers, perWo
 	return acked
 }
 
+// writeLoadFor is writeLoad for the duration d.
+func writeLoadFor(t *testing.T, d time.Duration, baseURL string, workers, perWorker int, base int64) []int {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return writeLoad(ctx, t, baseURL, workers, perWorker, base)
+}
+
 // checkLoad verifies that every acknowledged batch is readable.
 func checkLoad(t *testing.T, baseURL string, acked []int, perWorker int, base int64) {
 	t.Helper()
@@ -305,9 +312,7 @@ func TestRestartWALOffAfterSIGTERM(t *testing.T) {
 	dir := t.TempDir()
 	base := loadBase()
 	s := startShale(t, "--storage.path="+dir, "--storage.wal=false")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	acked := writeLoad(ctx, t, s.url, 2, 10, base)
-	cancel()
+	acked := writeLoadFor(t, 2*time.Second, s.url, 2, 10, base)
 	s.stop(t)
 	s = startShale(t, "--storage.path="+dir, "--storage.wal=false")
 	checkLoad(t, s.url, acked, 10, base)
@@ -323,9 +328,7 @@ func TestReaderReplica(t *testing.T) {
 	dir := t.TempDir()
 	base := loadBase()
 	w := startShale(t, "--storage.path="+dir, "--storage.head-flush-interval=1s")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	acked := writeLoad(ctx, t, w.url, 1, 10, base)
-	cancel()
+	acked := writeLoadFor(t, time.Second, w.url, 1, 10, base)
 	r := startShale(t, "--storage.path="+dir, "--mode=reader", "--storage.reader.poll-interval=200ms")
 	e2e.Eventually(t, 30*time.Second, func() bool {
 		var res []vectorSample
@@ -365,9 +368,7 @@ func TestSecondWriterFencesFirst(t *testing.T) {
 	dir := t.TempDir()
 	base := loadBase()
 	first := startShale(t, "--storage.path="+dir)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	acked := writeLoad(ctx, t, first.url, 1, 5, base)
-	cancel()
+	acked := writeLoadFor(t, time.Second, first.url, 1, 5, base)
 	out, err := exec.Command(tsdbBinary, "--storage.path="+dir, fmt.Sprintf("--web.listen-address=127.0.0.1:%d", e2e.FreePort(t))).CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "another writer is live") || !strings.Contains(string(out), "--storage.take-over") {
 		t.Fatalf("a second writer started by accident: %v\n%s", err, out)

@@ -15,6 +15,16 @@ func nanos(t0, offMs int64) pcommon.Timestamp {
 	return pcommon.Timestamp(time.UnixMilli(t0 + offMs).UnixNano())
 }
 
+// addMetric appends the metric name to sm, with its unit and description
+// ("" for none).
+func addMetric(sm pmetric.ScopeMetrics, name, unit, description string) pmetric.Metric {
+	m := sm.Metrics().AppendEmpty()
+	m.SetName(name)
+	m.SetUnit(unit)
+	m.SetDescription(description)
+	return m
+}
+
 // goldenPayload is the payload of the golden cases: two resources (one with
 // a service namespace and identifying attributes, one with none), every
 // metric type, units that become suffixes, dotted and UTF-8 names,
@@ -38,11 +48,7 @@ func goldenPayload(t0 int64) pmetric.Metrics {
 	sm.SetSchemaUrl("https://opentelemetry.io/schemas/1.26.0")
 
 	// A monotonic counter with start time, exemplars and a stale point.
-	m := sm.Metrics().AppendEmpty()
-	m.SetName("http.server.requests")
-	m.SetDescription("Requests served.")
-	m.SetUnit("{request}")
-	sum := m.SetEmptySum()
+	sum := addMetric(sm, "http.server.requests", "{request}", "Requests served.").SetEmptySum()
 	sum.SetIsMonotonic(true)
 	sum.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
 	for i, v := range []int64{3, 7, 12} {
@@ -75,11 +81,7 @@ func goldenPayload(t0 int64) pmetric.Metrics {
 
 	// A gauge in a unit that becomes a suffix, with a label name that
 	// starts with an underscore and one with an empty value.
-	m = sm.Metrics().AppendEmpty()
-	m.SetName("process.memory.usage")
-	m.SetDescription("Memory in use.")
-	m.SetUnit("By")
-	g := m.SetEmptyGauge()
+	g := addMetric(sm, "process.memory.usage", "By", "Memory in use.").SetEmptyGauge()
 	for i, v := range []float64{1.5e6, 2.25e6} {
 		dp := g.DataPoints().AppendEmpty()
 		dp.SetTimestamp(nanos(t0, int64(i)*30_000))
@@ -90,11 +92,7 @@ func goldenPayload(t0 int64) pmetric.Metrics {
 	}
 
 	// A non-monotonic sum (an up-down counter): a gauge in Prometheus.
-	m = sm.Metrics().AppendEmpty()
-	m.SetName("queue.length")
-	m.SetUnit("1")
-	m.SetDescription("Jobs waiting.")
-	s2 := m.SetEmptySum()
+	s2 := addMetric(sm, "queue.length", "1", "Jobs waiting.").SetEmptySum()
 	s2.SetIsMonotonic(false)
 	s2.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
 	for i, v := range []int64{5, -2} {
@@ -105,11 +103,7 @@ func goldenPayload(t0 int64) pmetric.Metrics {
 
 	// An explicit-bucket histogram with start time, min/max and an
 	// exemplar.
-	m = sm.Metrics().AppendEmpty()
-	m.SetName("http.server.request.duration")
-	m.SetDescription("Request latency.")
-	m.SetUnit("s")
-	hist := m.SetEmptyHistogram()
+	hist := addMetric(sm, "http.server.request.duration", "s", "Request latency.").SetEmptyHistogram()
 	hist.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
 	for i := range 2 {
 		dp := hist.DataPoints().AppendEmpty()
@@ -136,11 +130,7 @@ func goldenPayload(t0 int64) pmetric.Metrics {
 	}
 
 	// An exponential histogram: a native histogram.
-	m = sm.Metrics().AppendEmpty()
-	m.SetName("rpc.client.duration")
-	m.SetDescription("RPC latency.")
-	m.SetUnit("ms")
-	eh := m.SetEmptyExponentialHistogram()
+	eh := addMetric(sm, "rpc.client.duration", "ms", "RPC latency.").SetEmptyExponentialHistogram()
 	eh.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
 	for i := range 2 {
 		dp := eh.DataPoints().AppendEmpty()
@@ -159,9 +149,7 @@ func goldenPayload(t0 int64) pmetric.Metrics {
 	}
 	// A scale beyond what native histograms take: the translator scales
 	// it down.
-	m = sm.Metrics().AppendEmpty()
-	m.SetName("fine.grained")
-	eh = m.SetEmptyExponentialHistogram()
+	eh = addMetric(sm, "fine.grained", "", "").SetEmptyExponentialHistogram()
 	eh.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
 	dp := eh.DataPoints().AppendEmpty()
 	dp.SetTimestamp(nanos(t0, 0))
@@ -172,11 +160,7 @@ func goldenPayload(t0 int64) pmetric.Metrics {
 	dp.SetSum(60)
 
 	// A summary.
-	m = sm.Metrics().AppendEmpty()
-	m.SetName("gc.pause")
-	m.SetUnit("s")
-	m.SetDescription("GC pauses.")
-	sq := m.SetEmptySummary()
+	sq := addMetric(sm, "gc.pause", "s", "GC pauses.").SetEmptySummary()
 	sdp := sq.DataPoints().AppendEmpty()
 	sdp.SetTimestamp(nanos(t0, 0))
 	sdp.SetStartTimestamp(nanos(t0, -30_000))
@@ -189,10 +173,7 @@ func goldenPayload(t0 int64) pmetric.Metrics {
 	}
 
 	// A name with characters only UTF-8 strategies keep.
-	m = sm.Metrics().AppendEmpty()
-	m.SetName("température.ambiante")
-	m.SetUnit("Cel")
-	g = m.SetEmptyGauge()
+	g = addMetric(sm, "température.ambiante", "Cel", "").SetEmptyGauge()
 	gdp := g.DataPoints().AppendEmpty()
 	gdp.SetTimestamp(nanos(t0, 0))
 	gdp.SetDoubleValue(21.5)
@@ -204,11 +185,7 @@ func goldenPayload(t0 int64) pmetric.Metrics {
 	rm.Resource().Attributes().PutStr("host.name", "node-b")
 	rm.Resource().Attributes().PutStr("deployment.environment", "staging")
 	sm = rm.ScopeMetrics().AppendEmpty()
-	m = sm.Metrics().AppendEmpty()
-	m.SetName("system.cpu.time")
-	m.SetUnit("s")
-	m.SetDescription("CPU time.")
-	sum = m.SetEmptySum()
+	sum = addMetric(sm, "system.cpu.time", "s", "CPU time.").SetEmptySum()
 	sum.SetIsMonotonic(true)
 	sum.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
 	for i, v := range []float64{100.25, 130.5} {
@@ -229,10 +206,7 @@ func deltaPayload(t0 int64) pmetric.Metrics {
 	rm.Resource().Attributes().PutStr("service.name", "batch")
 	sm := rm.ScopeMetrics().AppendEmpty()
 
-	m := sm.Metrics().AppendEmpty()
-	m.SetName("jobs.processed")
-	m.SetDescription("Jobs processed in the interval.")
-	sum := m.SetEmptySum()
+	sum := addMetric(sm, "jobs.processed", "", "Jobs processed in the interval.").SetEmptySum()
 	sum.SetIsMonotonic(true)
 	sum.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
 	for i, v := range []int64{4, 0, 9} {
@@ -242,10 +216,7 @@ func deltaPayload(t0 int64) pmetric.Metrics {
 		dp.SetIntValue(v)
 	}
 
-	m = sm.Metrics().AppendEmpty()
-	m.SetName("job.duration")
-	m.SetUnit("s")
-	h := m.SetEmptyHistogram()
+	h := addMetric(sm, "job.duration", "s", "").SetEmptyHistogram()
 	h.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
 	for i := range 2 {
 		dp := h.DataPoints().AppendEmpty()
@@ -257,10 +228,7 @@ func deltaPayload(t0 int64) pmetric.Metrics {
 		dp.SetSum(float64(20 + i))
 	}
 
-	m = sm.Metrics().AppendEmpty()
-	m.SetName("job.size")
-	m.SetUnit("By")
-	eh := m.SetEmptyExponentialHistogram()
+	eh := addMetric(sm, "job.size", "By", "").SetEmptyExponentialHistogram()
 	eh.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
 	dp := eh.DataPoints().AppendEmpty()
 	dp.SetStartTimestamp(nanos(t0, -30_000))

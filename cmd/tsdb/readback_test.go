@@ -81,54 +81,40 @@ func readbackPayload(t0 int64) []rbSeries {
 	return append(out, hs...)
 }
 
-func readbackV1(series []rbSeries) *prompb.WriteRequest {
-	req := &prompb.WriteRequest{}
+// readbackRequests encodes series as a remote write 1.0 request (metadata
+// per metric family) and as a 2.0 request (metadata per series).
+func readbackRequests(series []rbSeries) (*prompb.WriteRequest, *writev2.Request) {
+	st := writev2.NewSymbolTable()
+	v1, v2 := &prompb.WriteRequest{}, &writev2.Request{}
 	for _, s := range series {
-		ts := prompb.TimeSeries{Labels: prompb.FromLabels(s.lset, nil)}
+		ts1 := prompb.TimeSeries{Labels: prompb.FromLabels(s.lset, nil)}
+		ts2 := writev2.TimeSeries{LabelsRefs: st.SymbolizeLabels(s.lset, nil)}
 		for _, f := range s.floats {
-			ts.Samples = append(ts.Samples, prompb.Sample{Timestamp: f.t, Value: f.v})
+			ts1.Samples = append(ts1.Samples, prompb.Sample{Timestamp: f.t, Value: f.v})
+			ts2.Samples = append(ts2.Samples, writev2.Sample{Timestamp: f.t, Value: f.v})
 		}
 		for _, h := range s.hists {
 			if h.h != nil {
-				ts.Histograms = append(ts.Histograms, prompb.FromIntHistogram(h.t, h.h))
+				ts1.Histograms = append(ts1.Histograms, prompb.FromIntHistogram(h.t, h.h))
+				ts2.Histograms = append(ts2.Histograms, writev2.FromIntHistogram(0, h.t, h.h))
 			} else {
-				ts.Histograms = append(ts.Histograms, prompb.FromFloatHistogram(h.t, h.fh))
+				ts1.Histograms = append(ts1.Histograms, prompb.FromFloatHistogram(h.t, h.fh))
+				ts2.Histograms = append(ts2.Histograms, writev2.FromFloatHistogram(0, h.t, h.fh))
 			}
 		}
 		for _, e := range s.ex {
-			ts.Exemplars = append(ts.Exemplars, prompb.Exemplar{Labels: prompb.FromLabels(e.Labels, nil), Value: e.Value, Timestamp: e.Ts})
+			ts1.Exemplars = append(ts1.Exemplars, prompb.Exemplar{Labels: prompb.FromLabels(e.Labels, nil), Value: e.Value, Timestamp: e.Ts})
+			ts2.Exemplars = append(ts2.Exemplars, writev2.Exemplar{LabelsRefs: st.SymbolizeLabels(e.Labels, nil), Value: e.Value, Timestamp: e.Ts})
 		}
-		req.Timeseries = append(req.Timeseries, ts)
-		req.Metadata = append(req.Metadata, prompb.MetricMetadata{
+		ts2.Metadata = writev2.Metadata{Type: writev2.FromMetadataType(s.meta.Type), HelpRef: st.Symbolize(s.meta.Help), UnitRef: st.Symbolize(s.meta.Unit)}
+		v1.Timeseries = append(v1.Timeseries, ts1)
+		v1.Metadata = append(v1.Metadata, prompb.MetricMetadata{
 			MetricFamilyName: s.lset.Get("__name__"), Type: prompb.FromMetadataType(s.meta.Type), Help: s.meta.Help, Unit: s.meta.Unit,
 		})
+		v2.Timeseries = append(v2.Timeseries, ts2)
 	}
-	return req
-}
-
-func readbackV2(series []rbSeries) *writev2.Request {
-	st := writev2.NewSymbolTable()
-	req := &writev2.Request{}
-	for _, s := range series {
-		ts := writev2.TimeSeries{LabelsRefs: st.SymbolizeLabels(s.lset, nil)}
-		for _, f := range s.floats {
-			ts.Samples = append(ts.Samples, writev2.Sample{Timestamp: f.t, Value: f.v})
-		}
-		for _, h := range s.hists {
-			if h.h != nil {
-				ts.Histograms = append(ts.Histograms, writev2.FromIntHistogram(0, h.t, h.h))
-			} else {
-				ts.Histograms = append(ts.Histograms, writev2.FromFloatHistogram(0, h.t, h.fh))
-			}
-		}
-		for _, e := range s.ex {
-			ts.Exemplars = append(ts.Exemplars, writev2.Exemplar{LabelsRefs: st.SymbolizeLabels(e.Labels, nil), Value: e.Value, Timestamp: e.Ts})
-		}
-		ts.Metadata = writev2.Metadata{Type: writev2.FromMetadataType(s.meta.Type), HelpRef: st.Symbolize(s.meta.Help), UnitRef: st.Symbolize(s.meta.Unit)}
-		req.Timeseries = append(req.Timeseries, ts)
-	}
-	req.Symbols = st.Symbols()
-	return req
+	v2.Symbols = st.Symbols()
+	return v1, v2
 }
 
 // TestRemoteWriteReadBack sends remote write 1.0 and 2.0 requests with the
@@ -168,9 +154,10 @@ func TestRemoteWriteReadBack(t *testing.T) {
 			}
 			t0 := time.Now().Add(-time.Minute).UnixMilli()
 			sent := readbackPayload(t0)
-			var msg any = readbackV1(sent)
+			v1, v2 := readbackRequests(sent)
+			var msg any = v1
 			if tc.msg == remoteapi.WriteV2MessageType {
-				msg = readbackV2(sent)
+				msg = v2
 			}
 			stats, err := api.Write(ctx, tc.msg, msg)
 			if err != nil {

@@ -12,9 +12,10 @@ import (
 	"os"
 	"os/exec"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/shaledb/shale/internal/proc"
 )
 
 // RequireEnv is the environment variable that turns a missing binary from a
@@ -124,20 +125,7 @@ func StartProcess(t testing.TB, cmd *exec.Cmd) *Process {
 
 // Stop asks the process to end, kills it if it has not after 10 s, and
 // waits for it. It is safe to call more than once.
-func (p *Process) Stop() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		_ = p.Cmd.Process.Kill()
-		<-p.done
-	}
-}
+func (p *Process) Stop() { proc.Stop(p.Cmd.Process, p.done, 10*time.Second) }
 
 // Exited reports whether the process has ended, and its Wait error.
 func (p *Process) Exited() (bool, error) {

@@ -12,11 +12,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/shaledb/shale/internal/proc"
 	"github.com/shaledb/shale/storage/objstore"
 )
 
@@ -168,17 +168,7 @@ func (s *Server) Stop() {
 		s.admin.Close()
 		s.admin = nil
 	}
-	select {
-	case <-s.exited:
-	default:
-		_ = s.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-s.exited:
-		case <-time.After(10 * time.Second):
-			_ = s.cmd.Process.Kill()
-			<-s.exited
-		}
-	}
+	proc.Stop(s.cmd.Process, s.exited, 10*time.Second)
 	if s.tempDir {
 		os.RemoveAll(s.dir)
 	}
