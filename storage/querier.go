@@ -206,7 +206,10 @@ func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples, s
 	skipEnded := withSamples && !db.readOnly
 	sels := db.prefetchSelect(ctx, parts, ms)
 	sels = slices.Grow(sels, len(parts))[:len(parts)]
-	nonEmpty := 0
+	// The slices below are sized from the selections' cardinalities: grown
+	// by appending, they cost twice what they end up holding, which at a
+	// million series a query is much of its garbage.
+	nonEmpty, total, most := 0, 0, 0
 	for i, pv := range parts {
 		if sels[i] == nil {
 			bm, err := index.Select(ctx, db.indexReader(pv), ms...)
@@ -215,8 +218,10 @@ func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples, s
 			}
 			sels[i] = bm
 		}
-		if !sels[i].IsEmpty() {
+		if n := int(sels[i].GetCardinality()); n > 0 {
 			nonEmpty++
+			total += n
+			most = max(most, n)
 		}
 	}
 	// Each partition's selected series: their labels and segments, the
@@ -236,6 +241,9 @@ func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples, s
 		srcs  slab[gorilla.Source]
 		buf   []gorilla.Source
 	)
+	if withSamples {
+		fetch = make([]*qSegment, 0, total)
+	}
 	for i, pv := range parts {
 		bm := sels[i]
 		if bm.IsEmpty() {
@@ -243,6 +251,8 @@ func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples, s
 		}
 		ps := &per[i]
 		if pv.head != nil {
+			n := int(bm.GetCardinality())
+			ps.lsets, ps.segs = make([]labels.Labels, 0, n), make([]*qSegment, 0, n)
 			it := bm.Iterator()
 			for it.HasNext() {
 				ref := it.Next()
@@ -307,10 +317,10 @@ func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples, s
 	// With one partition selecting, every series is found once: no lookup.
 	var byKey map[uint64][]*qSeries
 	if nonEmpty > 1 {
-		byKey = map[uint64][]*qSeries{}
+		byKey = make(map[uint64][]*qSeries, most)
 	}
 	var (
-		all     []*qSeries
+		all     = make([]*qSeries, 0, most)
 		series  slab[qSeries]
 		segPtrs slab[*qSegment]
 	)
