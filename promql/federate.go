@@ -20,6 +20,8 @@ import (
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/prometheus/prometheus/util/httputil"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/shaledb/shale/internal/httpcompress"
 )
 
 // FederatePath is where the federation endpoint is mounted.
@@ -307,7 +309,7 @@ func classicHistogram(h *histogram.FloatHistogram) *dto.Histogram {
 // federateHandler wraps federate as Prometheus mounts it: readiness and
 // compression, and Shale's request metrics under handler="/federate".
 func (a *API) federateHandler() http.HandlerFunc {
-	h := a.ready(httputil.CompressionHandler{Handler: http.HandlerFunc(a.federate)}.ServeHTTP)
+	h := a.ready(httpcompress.HandlerFunc(a.federate))
 	return func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}

@@ -15,6 +15,8 @@ import (
 	upstream "github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/util/annotations"
 	"github.com/prometheus/prometheus/util/httputil"
+
+	"github.com/shaledb/shale/internal/httpcompress"
 )
 
 // The envelope, error types and parameter parsing of the Prometheus HTTP API,
@@ -132,7 +134,7 @@ func (a *API) wrap(f endpoint) http.HandlerFunc {
 			w.WriteHeader(http.StatusNoContent)
 		}
 	}
-	return a.ready(httputil.CompressionHandler{Handler: http.HandlerFunc(hf)}.ServeHTTP)
+	return a.ready(httpcompress.HandlerFunc(hf))
 }
 
 // respond writes a success; query places the positions of annotations.

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/util/httputil"
 
+	"github.com/shaledb/shale/internal/httpcompress"
 	"github.com/shaledb/shale/internal/jsonenc"
 )
 
@@ -112,7 +113,7 @@ func (a *api) wrap(f func(*http.Request) result) http.HandlerFunc {
 			w.WriteHeader(http.StatusNoContent)
 		}
 	}
-	return httputil.CompressionHandler{Handler: http.HandlerFunc(hf)}.ServeHTTP
+	return httpcompress.HandlerFunc(hf)
 }
 
 func (a *api) write(w http.ResponseWriter, code int, b []byte) {
