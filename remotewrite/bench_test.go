@@ -43,9 +43,9 @@ var benchPayloads = []struct {
 
 func encodeBody(b testing.TB, version int, series []recSeries) []byte {
 	if version == 1 {
-		return encodeV1(b, toV1(series))
+		return encode(b, toV1(series))
 	}
-	return encodeV2(b, toV2(series))
+	return encode(b, toV2(series))
 }
 
 func contentType(version int) string {

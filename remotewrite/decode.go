@@ -146,67 +146,45 @@ func (d *decoder) trim(maxElems int) {
 
 func pos32(n int) uint32 { return uint32(n) }
 
-// decodeV1 decodes a prometheus.WriteRequest.
-func (d *decoder) decodeV1(b []byte) error {
+// decode decodes a request of version 1 (a prometheus.WriteRequest) or 2
+// (an io.prometheus.write.v2.Request). Symbol references of 2.0 are kept as
+// numbers and resolved, with a range check, when the series is appended, so
+// symbols may come before or after the series that use them.
+func (d *decoder) decode(b []byte, version int) error {
 	d.reset()
+	msgName, seriesField := "WriteRequest", uint64(1)
+	if version == 2 {
+		msgName, seriesField = "Request", 5
+	}
 	for i := 0; i < len(b); {
 		field, wt, next, err := tag(b, i)
 		if err != nil {
 			return err
 		}
 		i = next
-		switch field {
-		case 1: // timeseries
+		switch {
+		case field == seriesField:
 			var msg []byte
-			if msg, i, err = bytesField(b, i, wt, "WriteRequest", field); err != nil {
+			if msg, i, err = bytesField(b, i, wt, msgName, field); err != nil {
 				return err
 			}
-			if err := d.timeseries(msg, 1); err != nil {
+			if err := d.timeseries(msg, version); err != nil {
 				return err
 			}
-		case 3: // metadata
+		case field == 3 && version == 1: // metadata
 			var msg []byte
-			if msg, i, err = bytesField(b, i, wt, "WriteRequest", field); err != nil {
+			if msg, i, err = bytesField(b, i, wt, msgName, field); err != nil {
 				return err
 			}
 			if err := d.metadataV1(msg); err != nil {
 				return fmt.Errorf("metadata %d: %w", len(d.meta), err)
 			}
-		default:
-			if i, err = skip(b, i, wt); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// decodeV2 decodes an io.prometheus.write.v2.Request. Symbol references are
-// kept as numbers and resolved, with a range check, when the series is
-// appended, so symbols may come before or after the series that use them.
-func (d *decoder) decodeV2(b []byte) error {
-	d.reset()
-	for i := 0; i < len(b); {
-		field, wt, next, err := tag(b, i)
-		if err != nil {
-			return err
-		}
-		i = next
-		switch field {
-		case 4: // symbols
+		case field == 4 && version == 2: // symbols
 			var s []byte
-			if s, i, err = bytesField(b, i, wt, "Request", field); err != nil {
+			if s, i, err = bytesField(b, i, wt, msgName, field); err != nil {
 				return err
 			}
 			d.symbols = append(d.symbols, yoloString(s))
-		case 5: // timeseries
-			var msg []byte
-			if msg, i, err = bytesField(b, i, wt, "Request", field); err != nil {
-				return err
-			}
-			if err := d.timeseries(msg, 2); err != nil {
-				return err
-			}
 		default:
 			if i, err = skip(b, i, wt); err != nil {
 				return err

@@ -202,13 +202,7 @@ func normFromV2(req *writev2.Request) normReq {
 func checkAgainstGogo(t *testing.T, version int, b []byte) {
 	t.Helper()
 	d := decoder{maxSeries: 1 << 30}
-	var err error
-	if version == 1 {
-		err = d.decodeV1(b)
-	} else {
-		err = d.decodeV2(b)
-	}
-	if err != nil {
+	if err := d.decode(b, version); err != nil {
 		return
 	}
 	got := d.normalize(version)
@@ -270,27 +264,14 @@ func TestDecoderMatchesGeneratedTypes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range 100 {
 		series := randomSeries(rng, 1+rng.IntN(20))
-		b1, err := toV1(series).Marshal()
-		if err != nil {
-			t.Fatal(err)
-		}
-		b2, err := toV2(series).Marshal()
-		if err != nil {
-			t.Fatal(err)
-		}
+		b1, b2 := marshal(t, toV1(series)), marshal(t, toV2(series))
 		t.Run(fmt.Sprintf("case=%d", i), func(t *testing.T) {
 			for _, v := range []struct {
 				version int
 				b       []byte
 			}{{1, b1}, {2, b2}} {
 				d := decoder{maxSeries: 1 << 20}
-				var err error
-				if v.version == 1 {
-					err = d.decodeV1(v.b)
-				} else {
-					err = d.decodeV2(v.b)
-				}
-				if err != nil {
+				if err := d.decode(v.b, v.version); err != nil {
 					t.Fatalf("version %d: %v", v.version, err)
 				}
 				checkAgainstGogo(t, v.version, v.b)
@@ -308,7 +289,7 @@ func TestDecoderUnpackedAndUnknownFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := decoder{maxSeries: 100}
-	if err := d.decodeV2(b); err != nil {
+	if err := d.decode(b, 2); err != nil {
 		t.Fatal(err)
 	}
 	want := d.normalize(2)
@@ -358,7 +339,7 @@ func TestDecoderUnpackedAndUnknownFields(t *testing.T) {
 		alt = appendVarint(alt, uint64(len(s)))
 		alt = append(alt, s...)
 	}
-	if err := d.decodeV2(alt); err != nil {
+	if err := d.decode(alt, 2); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(want, d.normalize(2), normOpts...); diff != "" {
@@ -395,7 +376,7 @@ func TestDecoderRejectsGarbage(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := decoder{maxSeries: 10}
-			if err := d.decodeV1(tc.b); err == nil {
+			if err := d.decode(tc.b, 1); err == nil {
 				t.Fatal("no error")
 			}
 		})
@@ -461,7 +442,7 @@ func TestASCIILabelsV1(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := decoder{maxSeries: 10}
-			if err := d.decodeV1(request(tc.series)); err != nil {
+			if err := d.decode(request(tc.series), 1); err != nil {
 				t.Fatal(err)
 			}
 			if len(d.series) != 1 || d.series[0].asciiLabels != tc.ascii {

@@ -26,15 +26,7 @@ import (
 func seedRequests(t testing.TB) (v1, v2 map[string][]byte) {
 	v1, v2 = map[string][]byte{}, map[string][]byte{}
 	add := func(name string, series []recSeries) {
-		b1, err := toV1(series).Marshal()
-		if err != nil {
-			t.Fatal(err)
-		}
-		b2, err := toV2(series).Marshal()
-		if err != nil {
-			t.Fatal(err)
-		}
-		v1[name], v2[name] = b1, b2
+		v1[name], v2[name] = marshal(t, toV1(series)), marshal(t, toV2(series))
 	}
 	add("rich", richPayload(testNow, true))
 	add("node", nodePayload(5, 2, testNow))
@@ -93,19 +85,13 @@ func FuzzIngest(f *testing.F) {
 		if len(b) == 0 {
 			return
 		}
-		version := b[0]%2 + 1
+		version := int(b[0]%2 + 1)
 		b = b[1:]
 		st := &reqState{dec: decoder{maxSeries: 1 << 16}}
-		var err error
-		if version == 1 {
-			err = st.dec.decodeV1(b)
-		} else {
-			err = st.dec.decodeV2(b)
-		}
-		if err != nil {
+		if err := st.dec.decode(b, version); err != nil {
 			return
 		}
-		res := h.ingest(httptest.NewRequest("POST", "/", nil).WithContext(context.Background()), st, int(version))
+		res := h.ingest(httptest.NewRequest("POST", "/", nil).WithContext(context.Background()), st, version)
 		if res.code != 200 && res.code != 400 {
 			t.Fatalf("status %d: %s", res.code, res.msg)
 		}

@@ -296,11 +296,8 @@ func (h *Handler) serve(r *http.Request) (version int, res result) {
 	msgName := messageV1
 	if version == 2 {
 		msgName = messageV2
-		err = st.dec.decodeV2(st.raw)
-	} else {
-		err = st.dec.decodeV1(st.raw)
 	}
-	if err != nil {
+	if err = st.dec.decode(st.raw, version); err != nil {
 		if errors.Is(err, errTooManySeries) {
 			return version, fail(http.StatusRequestEntityTooLarge, "request has more than max_series_per_request=%d series", h.opts.MaxSeriesPerRequest)
 		}

@@ -106,9 +106,9 @@ func TestRoundTripInProcess(t *testing.T) {
 			sent := append(richPayload(testNow-5000, version == 2), nodePayload(50, 3, testNow-60_000)...)
 			var resp *httptestRecorder
 			if version == 1 {
-				resp = post(t, h, "application/x-protobuf", "snappy", encodeV1(t, toV1(sent)))
+				resp = post(t, h, "application/x-protobuf", "snappy", encode(t, toV1(sent)))
 			} else {
-				resp = post(t, h, ContentTypeV2, "snappy", encodeV2(t, toV2(sent)))
+				resp = post(t, h, ContentTypeV2, "snappy", encode(t, toV2(sent)))
 			}
 			assertCode(t, resp, http.StatusNoContent, "")
 			assertSeries(t, sent, rec.all())
@@ -126,8 +126,8 @@ func TestRoundTripInProcess(t *testing.T) {
 }
 
 func TestContentNegotiation(t *testing.T) {
-	v1 := encodeV1(t, toV1(nodePayload(2, 1, testNow)))
-	v2 := encodeV2(t, toV2(nodePayload(2, 1, testNow)))
+	v1 := encode(t, toV1(nodePayload(2, 1, testNow)))
+	v2 := encode(t, toV2(nodePayload(2, 1, testNow)))
 	for _, tc := range []struct {
 		name, ct, enc string
 		body          []byte
@@ -203,7 +203,7 @@ func TestMalformedBodies(t *testing.T) {
 }
 
 func TestRequestLimits(t *testing.T) {
-	body := encodeV1(t, toV1(nodePayload(20, 2, testNow)))
+	body := encode(t, toV1(nodePayload(20, 2, testNow)))
 	raw, _ := toV1(nodePayload(20, 2, testNow)).Marshal()
 	t.Run("compressed size with Content-Length", func(t *testing.T) {
 		h, _ := newTestHandler(t, newRecorder(), func(o *Options) { o.MaxCompressedBytes = int64(len(body) - 1) })
@@ -253,7 +253,7 @@ func TestRequestLimits(t *testing.T) {
 			h, _ := newTestHandler(t, rec, func(o *Options) { o.MaxSeriesPerRequest = 19 })
 			resp := post(t, h, "", "snappy", body)
 			if v2 {
-				resp = post(t, h, ContentTypeV2, "snappy", encodeV2(t, toV2(nodePayload(20, 2, testNow))))
+				resp = post(t, h, ContentTypeV2, "snappy", encode(t, toV2(nodePayload(20, 2, testNow))))
 			}
 			assertCode(t, resp, http.StatusRequestEntityTooLarge, "max_series_per_request=19")
 			if rec.commits != 0 {
@@ -301,7 +301,7 @@ func TestUnsortedLabelsSorted(t *testing.T) {
 			var resp *httptestRecorder
 			if version == 1 {
 				req := &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{{Labels: lbls, Samples: []prompb.Sample{{Value: 1, Timestamp: testNow}}}}}
-				resp = post(t, h, "", "snappy", encodeV1(t, req))
+				resp = post(t, h, "", "snappy", encode(t, req))
 			} else {
 				req := &writev2.Request{Symbols: []string{""}}
 				var refs []uint32
@@ -309,7 +309,7 @@ func TestUnsortedLabelsSorted(t *testing.T) {
 					refs = append(refs, symbolize(req, l.Name), symbolize(req, l.Value))
 				}
 				req.Timeseries = []writev2.TimeSeries{{LabelsRefs: refs, Samples: []writev2.Sample{{Value: 1, Timestamp: testNow}}}}
-				resp = post(t, h, ContentTypeV2, "snappy", encodeV2(t, req))
+				resp = post(t, h, ContentTypeV2, "snappy", encode(t, req))
 			}
 			assertCode(t, resp, http.StatusNoContent, "")
 			got := rec.all()
@@ -338,7 +338,7 @@ func TestInvalidSeriesPartialWrite(t *testing.T) {
 					req := toV1(good)
 					bad := prompb.TimeSeries{Labels: tc.lbls, Samples: []prompb.Sample{{Value: 1, Timestamp: testNow}, {Value: 2, Timestamp: testNow + 1}}}
 					req.Timeseries = slices.Insert(req.Timeseries, 1, bad)
-					resp = post(t, h, "", "snappy", encodeV1(t, req))
+					resp = post(t, h, "", "snappy", encode(t, req))
 				} else {
 					req := toV2(good)
 					var refs []uint32
@@ -347,7 +347,7 @@ func TestInvalidSeriesPartialWrite(t *testing.T) {
 					}
 					bad := writev2.TimeSeries{LabelsRefs: refs, Samples: []writev2.Sample{{Value: 1, Timestamp: testNow}, {Value: 2, Timestamp: testNow + 1}}}
 					req.Timeseries = slices.Insert(req.Timeseries, 1, bad)
-					resp = post(t, h, ContentTypeV2, "snappy", encodeV2(t, req))
+					resp = post(t, h, ContentTypeV2, "snappy", encode(t, req))
 				}
 				assertCode(t, resp, http.StatusBadRequest, tc.msg)
 				assertSeries(t, good, rec.all())
@@ -379,7 +379,7 @@ func TestEmptyLabelValueIsDropped(t *testing.T) {
 		Labels:  []prompb.Label{{Name: "__name__", Value: "m"}, {Name: "empty", Value: ""}, {Name: "job", Value: "j"}},
 		Samples: []prompb.Sample{{Value: 1, Timestamp: testNow}},
 	}}}
-	assertCode(t, post(t, h, "", "", encodeV1(t, req)), http.StatusNoContent, "")
+	assertCode(t, post(t, h, "", "", encode(t, req)), http.StatusNoContent, "")
 	if rec.get(labels.FromStrings("__name__", "m", "job", "j")) == nil {
 		t.Fatalf("series not stored without the empty label: %v", rec.all())
 	}
@@ -402,9 +402,9 @@ func TestTimeWindow(t *testing.T) {
 			hs := recSeries{Labels: labels.FromStrings("__name__", "h"), Hists: []recHist{{T: testNow + time.Hour.Milliseconds(), H: intHistogram(0)}, {T: testNow, H: intHistogram(1)}}}
 			var resp *httptestRecorder
 			if version == 1 {
-				resp = post(t, h, "", "snappy", encodeV1(t, toV1([]recSeries{s, hs})))
+				resp = post(t, h, "", "snappy", encode(t, toV1([]recSeries{s, hs})))
 			} else {
-				resp = post(t, h, ContentTypeV2, "snappy", encodeV2(t, toV2([]recSeries{s, hs})))
+				resp = post(t, h, ContentTypeV2, "snappy", encode(t, toV2([]recSeries{s, hs})))
 				assertWritten(t, resp.Header(), 2, 1, 0)
 			}
 			body := assertCode(t, resp, http.StatusBadRequest, "max_future_skew=1m0s")
@@ -498,7 +498,7 @@ func TestV2SymbolReferences(t *testing.T) {
 			h, _ := newTestHandler(t, rec, nil)
 			req := toV2(good)
 			tc.mutate(req)
-			resp := post(t, h, ContentTypeV2, "snappy", encodeV2(t, req))
+			resp := post(t, h, ContentTypeV2, "snappy", encode(t, req))
 			assertCode(t, resp, http.StatusBadRequest, tc.msg)
 			assertWritten(t, resp.Header(), tc.samples, 0, tc.exemplars)
 			if s, _, _ := rec.counts(); s != tc.samples {
@@ -570,9 +570,9 @@ func TestHistograms(t *testing.T) {
 func postSeries(t *testing.T, h http.Handler, version int, series []recSeries) *httptestRecorder {
 	t.Helper()
 	if version == 1 {
-		return post(t, h, "application/x-protobuf", "snappy", encodeV1(t, toV1(series)))
+		return post(t, h, "application/x-protobuf", "snappy", encode(t, toV1(series)))
 	}
-	return post(t, h, ContentTypeV2, "snappy", encodeV2(t, toV2(series)))
+	return post(t, h, ContentTypeV2, "snappy", encode(t, toV2(series)))
 }
 
 func TestExemplars(t *testing.T) {
@@ -614,12 +614,21 @@ func TestExemplars(t *testing.T) {
 	}
 }
 
+// postRichV2 posts richPayload, with its 2.0-only fields, to a new handler
+// as a 2.0 request that must be written whole, and returns the series sent
+// and the recorder they went to.
+func postRichV2(t *testing.T) ([]recSeries, *recorder) {
+	t.Helper()
+	rec := newRecorder()
+	h, _ := newTestHandler(t, rec, nil)
+	sent := richPayload(testNow, true)
+	assertCode(t, postSeries(t, h, 2, sent), http.StatusNoContent, "")
+	return sent, rec
+}
+
 func TestMetadata(t *testing.T) {
 	t.Run("version=2 per series", func(t *testing.T) {
-		rec := newRecorder()
-		h, _ := newTestHandler(t, rec, nil)
-		sent := richPayload(testNow, true)
-		assertCode(t, postSeries(t, h, 2, sent), http.StatusNoContent, "")
+		sent, rec := postRichV2(t)
 		got := rec.get(sent[1].Labels)
 		want := metadata.Metadata{Type: model.MetricTypeGauge, Help: "Temperature.", Unit: "celsius"}
 		if got.Meta != want {
@@ -634,7 +643,7 @@ func TestMetadata(t *testing.T) {
 			{Type: prompb.MetricMetadata_COUNTER, MetricFamilyName: "node_cpu_seconds_total", Help: "Seconds the CPUs spent in each mode.", Unit: "seconds"},
 			{Type: prompb.MetricMetadata_STATESET, MetricFamilyName: "ss", Help: "h"},
 		}
-		assertCode(t, post(t, h, "", "snappy", encodeV1(t, req)), http.StatusNoContent, "")
+		assertCode(t, post(t, h, "", "snappy", encode(t, req)), http.StatusNoContent, "")
 		want := map[string]metadata.Metadata{
 			"node_cpu_seconds_total": {Type: model.MetricTypeCounter, Help: "Seconds the CPUs spent in each mode.", Unit: "seconds"},
 			"ss":                     {Type: model.MetricTypeStateset, Help: "h"},
@@ -647,10 +656,7 @@ func TestMetadata(t *testing.T) {
 
 func TestStartTimestamps(t *testing.T) {
 	t.Run("per sample and histogram", func(t *testing.T) {
-		rec := newRecorder()
-		h, _ := newTestHandler(t, rec, nil)
-		sent := richPayload(testNow, true)
-		assertCode(t, postSeries(t, h, 2, sent), http.StatusNoContent, "")
+		sent, rec := postRichV2(t)
 		got := rec.get(sent[0].Labels)
 		if got.Samples[0].ST != testNow-60_000 {
 			t.Fatalf("sample st %d", got.Samples[0].ST)
@@ -784,7 +790,7 @@ func TestInflightLimit(t *testing.T) {
 		})
 	}
 	h, _ := newTestHandler(t, rec, func(o *Options) { o.MaxInflightRequests = 1; o.RetryAfter = 3 * time.Second })
-	body := encodeV1(t, toV1(nodePayload(1, 1, testNow)))
+	body := encode(t, toV1(nodePayload(1, 1, testNow)))
 	done := make(chan int)
 	go func() { done <- post(t, h, "", "snappy", body).Code }()
 	<-entered
@@ -915,9 +921,9 @@ func TestNoPerSampleAllocations(t *testing.T) {
 				var body []byte
 				ct := ContentTypeV2
 				if version == 1 {
-					body, ct = encodeV1(t, toV1(series)), ContentTypeV1
+					body, ct = encode(t, toV1(series)), ContentTypeV1
 				} else {
-					body = encodeV2(t, toV2(series))
+					body = encode(t, toV2(series))
 				}
 				w := &discardWriter{h: http.Header{}}
 				req := httptestNewRequest(http.MethodPost, nil)
@@ -1023,9 +1029,9 @@ func TestConcurrentRequests(t *testing.T) {
 				version := 1 + (w+i)%2
 				var resp *httptestRecorder
 				if version == 1 {
-					resp = post(t, h, ContentTypeV1, "snappy", encodeV1(t, toV1(series)))
+					resp = post(t, h, ContentTypeV1, "snappy", encode(t, toV1(series)))
 				} else {
-					resp = post(t, h, ContentTypeV2, "snappy", encodeV2(t, toV2(series)))
+					resp = post(t, h, ContentTypeV2, "snappy", encode(t, toV2(series)))
 				}
 				if resp.Code != http.StatusNoContent {
 					errs <- fmt.Sprintf("worker %d request %d: %d %s", w, i, resp.Code, resp.Body.String())

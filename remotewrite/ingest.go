@@ -66,30 +66,87 @@ func (k kind) String() string {
 // tally counts items of each kind.
 type tally [nKinds]int
 
-// txn appends one decoded request through one Appender. It keeps the tally of
+// ledger is what appending one request (remote write or OTLP) keeps beside
+// its Appender: the time window of the samples it accepts, and the tally of
 // what was received, written and rejected, from which come the response and
 // the rejected counters: received = written + rejected once it ends.
-// txn.reject is the one place that counts a rejection.
-type txn struct {
-	h       *Handler
-	st      *reqState
-	d       *decoder
-	app     Appender
-	version int
+// ledger.reject is the one place that counts a rejection.
+type ledger struct {
+	h   *Handler
+	st  *reqState
+	app Appender
 	// minT and maxT bound the sample times accepted, inclusive.
 	minT, maxT int64
+	// countNone counts rejections of no items too, which shows their
+	// reason's counter at 0 (remote write does, OTLP does not).
+	countNone bool
 
 	received, written, rejected tally
 }
 
+// newLedger returns the ledger of a request of h held by st, with the time
+// window as of now.
+func (h *Handler) newLedger(st *reqState, countNone bool) ledger {
+	l := ledger{h: h, st: st, minT: math.MinInt64, countNone: countNone}
+	now := h.now()
+	l.maxT = now.Add(h.opts.MaxFutureSkew).UnixMilli()
+	if h.opts.MaxSampleAge > 0 {
+		l.minT = now.Add(-h.opts.MaxSampleAge).UnixMilli()
+	}
+	return l
+}
+
+// reject counts n items of kind k as not written, for reason.
+func (l *ledger) reject(k kind, reason string, n int) {
+	if n == 0 && !l.countNone {
+		return
+	}
+	l.h.m.rejected[k].WithLabelValues(reason).Add(float64(n))
+	l.rejected[k] += n
+}
+
+// rejectOne rejects one item and tells the sender why.
+func (l *ledger) rejectOne(k kind, reason string, format string, args ...any) {
+	l.reject(k, reason, 1)
+	l.st.problem(l.h.opts.MaxErrorMessages, format, args...)
+}
+
+// rejectOutsideWindow rejects an item at time at, outside [minT, maxT].
+func (l *ledger) rejectOutsideWindow(k kind, ls labels.Labels, at int64) {
+	o := &l.h.opts
+	if at > l.maxT {
+		l.rejectOne(k, "too_far_in_future", "series %s: %s at %d: timestamp more than max_future_skew=%s ahead of the receiver's clock", ls, k, at, o.MaxFutureSkew)
+		return
+	}
+	l.rejectOne(k, "too_old", "series %s: %s at %d: timestamp older than max_sample_age=%s", ls, k, at, o.MaxSampleAge)
+}
+
+// fail answers a request whose Appender was rolled back, or failed to
+// commit, because of err (not bad data): nothing is written, so everything
+// not rejected yet is rejected for the reason err's class names.
+func (l *ledger) fail(what string, err error) result {
+	code, reason := failure(err)
+	l.written = tally{}
+	for k := range nKinds {
+		l.reject(k, reason, l.received[k]-l.rejected[k])
+	}
+	return result{
+		code:       code,
+		msg:        fmt.Sprintf("%s: %v", what, err),
+		retryAfter: code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable,
+	}
+}
+
+// txn appends one decoded remote-write request through one Appender.
+type txn struct {
+	ledger
+	d       *decoder
+	version int
+}
+
 // begin counts what a decoded request carries and opens its Appender.
 func (h *Handler) begin(r *http.Request, st *reqState, version int) txn {
-	t := txn{h: h, st: st, d: &st.dec, version: version, minT: math.MinInt64}
-	now := h.now()
-	t.maxT = now.Add(h.opts.MaxFutureSkew).UnixMilli()
-	if h.opts.MaxSampleAge > 0 {
-		t.minT = now.Add(-h.opts.MaxSampleAge).UnixMilli()
-	}
+	t := txn{ledger: h.newLedger(st, true), d: &st.dec, version: version}
 	t.received = tally{len(t.d.samples), len(t.d.hists), len(t.d.exemplars)}
 	for k, n := range t.received {
 		h.m.received[k].Add(float64(n))
@@ -98,40 +155,12 @@ func (h *Handler) begin(r *http.Request, st *reqState, version int) txn {
 	return t
 }
 
-// reject counts n items of kind k as not written, for reason.
-func (t *txn) reject(k kind, reason string, n int) {
-	t.h.m.rejected[k].WithLabelValues(reason).Add(float64(n))
-	t.rejected[k] += n
-}
-
-// rejectOne rejects one item and tells the sender why.
-func (t *txn) rejectOne(k kind, reason string, format string, args ...any) {
-	t.reject(k, reason, 1)
-	t.st.problem(t.h.opts.MaxErrorMessages, format, args...)
-}
-
 // rejectSeries rejects everything series s carries, for reason.
 func (t *txn) rejectSeries(s *seriesRec, reason string, err error) {
 	t.reject(kindSamples, reason, s.samples.len())
 	t.reject(kindHistograms, reason, s.histograms.len())
 	t.reject(kindExemplars, reason, s.exemplars.len())
 	t.st.problem(t.h.opts.MaxErrorMessages, "%v", err)
-}
-
-// fail answers a request whose Appender was rolled back, or failed to
-// commit, because of err (not bad data): nothing is written, so everything
-// not rejected yet is rejected for the reason err's class names.
-func (t *txn) fail(what string, err error) result {
-	code, reason := failure(err)
-	t.written = tally{}
-	for k := range nKinds {
-		t.reject(k, reason, t.received[k]-t.rejected[k])
-	}
-	return result{
-		code:       code,
-		msg:        fmt.Sprintf("%s: %v", what, err),
-		retryAfter: code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable,
-	}
 }
 
 // failure classifies an error that is not bad data: the status code to
@@ -334,16 +363,6 @@ func (t *txn) appendMetadataV1() {
 			t.h.logger.Debug("remote write: metadata not stored", "family", md.family, "err", err)
 		}
 	}
-}
-
-// rejectOutsideWindow rejects an item at time at, outside [minT, maxT].
-func (t *txn) rejectOutsideWindow(k kind, ls labels.Labels, at int64) {
-	o := &t.h.opts
-	if at > t.maxT {
-		t.rejectOne(k, "too_far_in_future", "series %s: %s at %d: timestamp more than max_future_skew=%s ahead of the receiver's clock", ls, k, at, o.MaxFutureSkew)
-		return
-	}
-	t.rejectOne(k, "too_old", "series %s: %s at %d: timestamp older than max_sample_age=%s", ls, k, at, o.MaxSampleAge)
 }
 
 // appendFailed handles an error of the Appender for an item at time at:

@@ -38,7 +38,7 @@ func TestTxnFail(t *testing.T) {
 	} {
 		t.Run(tc.err.Error(), func(t *testing.T) {
 			h, _ := newTestHandler(t, newRecorder(), nil)
-			tx := txn{h: h, st: &reqState{}, received: tally{5, 3, 2}}
+			tx := txn{ledger: ledger{h: h, st: &reqState{}, countNone: true, received: tally{5, 3, 2}}}
 			tx.reject(kindSamples, "too_old", 1)
 			tx.rejectOne(kindHistograms, "invalid_histogram", "bad histogram")
 			tx.written = tally{4, 2, 2}
@@ -200,7 +200,7 @@ func TestCanceledRequestNotLoggedAsError(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			req := httptest.NewRequest(http.MethodPost, "/api/v1/write", bytes.NewReader(encodeV1(t, toV1(nodePayload(3, 1, testNow)))))
+			req := httptest.NewRequest(http.MethodPost, "/api/v1/write", bytes.NewReader(encode(t, toV1(nodePayload(3, 1, testNow)))))
 			req.Header.Set("Content-Type", "application/x-protobuf")
 			req.Header.Set("Content-Encoding", "snappy")
 			if tc.cancel {

@@ -21,36 +21,17 @@ type metrics struct {
 	inflight prometheus.Gauge
 }
 
+// kindMetrics name the received and rejected counters of each kind
+// (shale_remotewrite_<noun>_received_total and _rejected_total) and say what
+// they count.
+var kindMetrics = [nKinds]struct{ noun, what string }{
+	kindSamples:    {"samples", "Float samples"},
+	kindHistograms: {"histograms", "Native histogram samples"},
+	kindExemplars:  {"exemplars", "Exemplars"},
+}
+
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
-		received: [nKinds]prometheus.Counter{
-			kindSamples: prometheus.NewCounter(prometheus.CounterOpts{
-				Name: "shale_remotewrite_samples_received_total",
-				Help: "Float samples decoded from well-formed remote-write requests.",
-			}),
-			kindHistograms: prometheus.NewCounter(prometheus.CounterOpts{
-				Name: "shale_remotewrite_histograms_received_total",
-				Help: "Native histogram samples decoded from well-formed remote-write requests.",
-			}),
-			kindExemplars: prometheus.NewCounter(prometheus.CounterOpts{
-				Name: "shale_remotewrite_exemplars_received_total",
-				Help: "Exemplars decoded from well-formed remote-write requests.",
-			}),
-		},
-		rejected: [nKinds]*prometheus.CounterVec{
-			kindSamples: prometheus.NewCounterVec(prometheus.CounterOpts{
-				Name: "shale_remotewrite_samples_rejected_total",
-				Help: "Float samples received but not written, by reason.",
-			}, []string{"reason"}),
-			kindHistograms: prometheus.NewCounterVec(prometheus.CounterOpts{
-				Name: "shale_remotewrite_histograms_rejected_total",
-				Help: "Native histogram samples received but not written, by reason.",
-			}, []string{"reason"}),
-			kindExemplars: prometheus.NewCounterVec(prometheus.CounterOpts{
-				Name: "shale_remotewrite_exemplars_rejected_total",
-				Help: "Exemplars received but not written, by reason.",
-			}, []string{"reason"}),
-		},
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shale_remotewrite_requests_total",
 			Help: "Remote-write requests by protocol version and HTTP status code.",
@@ -68,19 +49,30 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Remote-write requests being processed.",
 		}),
 	}
+	for k, km := range kindMetrics {
+		m.received[k] = prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shale_remotewrite_" + km.noun + "_received_total",
+			Help: km.what + " decoded from well-formed remote-write requests.",
+		})
+		m.rejected[k] = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shale_remotewrite_" + km.noun + "_rejected_total",
+			Help: km.what + " received but not written, by reason.",
+		}, []string{"reason"})
+	}
 	// Handlers on one registry share these series.
-	err := errors.Join(
-		promreg.Register(reg, &m.received[kindSamples]),
-		promreg.Register(reg, &m.received[kindHistograms]),
-		promreg.Register(reg, &m.received[kindExemplars]),
-		promreg.Register(reg, &m.rejected[kindSamples]),
-		promreg.Register(reg, &m.rejected[kindHistograms]),
-		promreg.Register(reg, &m.rejected[kindExemplars]),
+	var errs []error
+	for k := range nKinds {
+		errs = append(errs, promreg.Register(reg, &m.received[k]))
+	}
+	for k := range nKinds {
+		errs = append(errs, promreg.Register(reg, &m.rejected[k]))
+	}
+	errs = append(errs,
 		promreg.Register(reg, &m.requests),
 		promreg.Register(reg, &m.duration),
 		promreg.Register(reg, &m.inflight),
 	)
-	if err != nil {
+	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("remotewrite: register metrics: %w", err)
 	}
 	return m, nil

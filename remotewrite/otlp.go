@@ -259,12 +259,7 @@ func gunzip(dst, src []byte, limit int64) ([]byte, error) {
 // roll the whole request back (429, 503, 500), so a retry never duplicates.
 func (o *OTLPHandler) ingest(r *http.Request, st *reqState, md *otlpMetrics) otlpResult {
 	h := o.h
-	a := &otlpAppender{h: h, st: st, minT: math.MinInt64}
-	now := h.now()
-	a.maxT = now.Add(h.opts.MaxFutureSkew).UnixMilli()
-	if h.opts.MaxSampleAge > 0 {
-		a.minT = now.Add(-h.opts.MaxSampleAge).UnixMilli()
-	}
+	a := &otlpAppender{ledger: h.newLedger(st, false)}
 	a.refuseUntranslatable(md, o.opts.NativeDeltaIngestion)
 	a.refuseOutOfRange(md, o.opts.LookbackDelta)
 	a.app = h.app.Appender(r.Context())
@@ -290,13 +285,13 @@ func (o *OTLPHandler) ingest(r *http.Request, st *reqState, md *otlpMetrics) otl
 		if rerr := a.app.Rollback(); rerr != nil {
 			h.logger.Error("otlp: rollback failed", "err", rerr)
 		}
-		return a.fail("storage", a.fatal)
+		return otlpResult{result: a.fail("storage", a.fatal)}
 	}
 	a.translationErrors(errs)
 	err := a.app.Commit()
 	finished = true
 	if err != nil {
-		return a.fail("commit", err)
+		return otlpResult{result: a.fail("commit", err)}
 	}
 	return a.committed()
 }
@@ -307,10 +302,7 @@ func (o *OTLPHandler) ingest(r *http.Request, st *reqState, md *otlpMetrics) otl
 // what was received, written and rejected, and keeps the first error that is
 // not bad data, after which it appends nothing more.
 type otlpAppender struct {
-	h          *Handler
-	st         *reqState
-	app        Appender
-	minT, maxT int64
+	ledger
 	// fatal is the first error to roll the request back for.
 	fatal error
 	// family and meta are the metadata last given to the Appender.
@@ -319,8 +311,6 @@ type otlpAppender struct {
 	// newest is the time of the newest sample appended in this request, by
 	// series (label hash), kept for series whose points carry a start time.
 	newest map[uint64]int64
-
-	received, written, rejected tally
 }
 
 var _ otlpSink = (*otlpAppender)(nil)
@@ -456,31 +446,6 @@ func (a *otlpAppender) appendExemplars(ref SeriesRef, lset labels.Labels, exs []
 	}
 }
 
-// reject counts n items of kind k as not written, for reason.
-func (a *otlpAppender) reject(k kind, reason string, n int) {
-	if n == 0 {
-		return
-	}
-	a.h.m.rejected[k].WithLabelValues(reason).Add(float64(n))
-	a.rejected[k] += n
-}
-
-// rejectOne rejects one item and tells the sender why.
-func (a *otlpAppender) rejectOne(k kind, reason string, format string, args ...any) {
-	a.reject(k, reason, 1)
-	a.st.problem(a.h.opts.MaxErrorMessages, format, args...)
-}
-
-// rejectOutsideWindow rejects an item at time at, outside [minT, maxT].
-func (a *otlpAppender) rejectOutsideWindow(k kind, ls labels.Labels, at int64) {
-	o := &a.h.opts
-	if at > a.maxT {
-		a.rejectOne(k, "too_far_in_future", "series %s: %s at %d: timestamp more than max_future_skew=%s ahead of the receiver's clock", ls, k, at, o.MaxFutureSkew)
-		return
-	}
-	a.rejectOne(k, "too_old", "series %s: %s at %d: timestamp older than max_sample_age=%s", ls, k, at, o.MaxSampleAge)
-}
-
 // refuseUntranslatable marks the metrics of md the translator would
 // refuse for their temporality or type, and reports their data points: a
 // delta sum or histogram without native_delta_ingestion (Prometheus answers
@@ -503,10 +468,15 @@ func (a *otlpAppender) refuseUntranslatable(md *otlpMetrics, allowDelta bool) {
 // eachMetric calls f on each metric of md that a resource holds.
 func (md *otlpMetrics) eachMetric(f func(m *otlpMetric)) {
 	for _, r := range md.resources {
-		for _, s := range of(md.scopes, r.scopes) {
-			for i := s.metrics.lo; i < s.metrics.hi; i++ {
-				f(&md.metrics[i])
-			}
+		md.eachMetricOf(r, f)
+	}
+}
+
+// eachMetricOf calls f on each metric of resource r.
+func (md *otlpMetrics) eachMetricOf(r otlpResource, f func(m *otlpMetric)) {
+	for _, s := range of(md.scopes, r.scopes) {
+		for i := s.metrics.lo; i < s.metrics.hi; i++ {
+			f(&md.metrics[i])
 		}
 	}
 }
@@ -529,47 +499,40 @@ func (a *otlpAppender) refuseOutOfRange(md *otlpMetrics, lookback time.Duration)
 	span := maxTargetInfoSamples * (lookback / 2).Milliseconds()
 	o := &a.h.opts
 	for _, r := range md.resources {
-		scopes := of(md.scopes, r.scopes)
 		newest := int64(math.MinInt64)
-		for _, s := range scopes {
-			for i := s.metrics.lo; i < s.metrics.hi; i++ {
-				m := &md.metrics[i]
-				if m.skip {
-					continue
-				}
-				md.removePoints(m, func(t int64) bool {
-					switch {
-					case t > a.maxT:
-						a.refusePoint(m, "too_far_in_future", "metric %q: data point at %d: timestamp more than max_future_skew=%s ahead of the receiver's clock", trunc(m.name), t, o.MaxFutureSkew)
-					case t < a.minT:
-						a.refusePoint(m, "too_old", "metric %q: data point at %d: timestamp older than max_sample_age=%s", trunc(m.name), t, o.MaxSampleAge)
-					default:
-						newest = max(newest, t)
-						return false
-					}
-					return true
-				})
+		md.eachMetricOf(r, func(m *otlpMetric) {
+			if m.skip {
+				return
 			}
-		}
+			md.removePoints(m, func(t int64) bool {
+				switch {
+				case t > a.maxT:
+					a.refusePoint(m, "too_far_in_future", "metric %q: data point at %d: timestamp more than max_future_skew=%s ahead of the receiver's clock", trunc(m.name), t, o.MaxFutureSkew)
+				case t < a.minT:
+					a.refusePoint(m, "too_old", "metric %q: data point at %d: timestamp older than max_sample_age=%s", trunc(m.name), t, o.MaxSampleAge)
+				default:
+					newest = max(newest, t)
+					return false
+				}
+				return true
+			})
+		})
 		if newest == math.MinInt64 || newest-span <= a.minT {
 			continue
 		}
 		oldest := newest - span
-		for _, s := range scopes {
-			for i := s.metrics.lo; i < s.metrics.hi; i++ {
-				m := &md.metrics[i]
-				if m.skip {
-					continue
-				}
-				md.removePoints(m, func(t int64) bool {
-					if t >= oldest {
-						return false
-					}
-					a.refusePoint(m, "too_old", "metric %q: data point at %d: more than %s before the newest point of its resource (%d), which target_info would span", trunc(m.name), t, time.Duration(span)*time.Millisecond, newest)
-					return true
-				})
+		md.eachMetricOf(r, func(m *otlpMetric) {
+			if m.skip {
+				return
 			}
-		}
+			md.removePoints(m, func(t int64) bool {
+				if t >= oldest {
+					return false
+				}
+				a.refusePoint(m, "too_old", "metric %q: data point at %d: more than %s before the newest point of its resource (%d), which target_info would span", trunc(m.name), t, time.Duration(span)*time.Millisecond, newest)
+				return true
+			})
+		})
 	}
 }
 
@@ -633,21 +596,6 @@ func (a *otlpAppender) translationErrors(errs []error) {
 		a.h.m.rejected[kindSamples].WithLabelValues("untranslatable").Inc()
 		a.st.problem(a.h.opts.MaxErrorMessages, "translate: %v", err)
 	}
-}
-
-// fail answers a request rolled back, or that failed to commit, because of
-// err (not bad data): nothing is written.
-func (a *otlpAppender) fail(what string, err error) otlpResult {
-	code, reason := failure(err)
-	a.written = tally{}
-	for k := range nKinds {
-		a.reject(k, reason, a.received[k]-a.rejected[k])
-	}
-	return otlpResult{result: result{
-		code:       code,
-		msg:        fmt.Sprintf("%s: %v", what, err),
-		retryAfter: code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable,
-	}}
 }
 
 // committed answers a committed request: 200, with a partial success when

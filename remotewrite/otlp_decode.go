@@ -410,22 +410,34 @@ func protoSkip(b []byte, num protowire.Number, typ protowire.Type) ([]byte, erro
 }
 
 func (d *protoDecoder) request(b []byte) error {
+	return eachField1(b, "ExportMetricsServiceRequest", func(v []byte) error {
+		if err := d.resourceMetrics(v); err != nil {
+			return fmt.Errorf("resource_metrics %d: %w", len(d.m.resources)-1, err)
+		}
+		return nil
+	})
+}
+
+// eachField1 calls f with the value of each occurrence of field 1 of
+// message msg, a repeated message or bytes field, passing over the other
+// fields.
+func eachField1(b []byte, msg string, f func(v []byte) error) error {
 	for len(b) > 0 {
-		num, typ, rest, err := field(b)
+		num, wt, rest, err := field(b)
 		if err != nil {
 			return err
 		}
-		if num == 1 {
-			var v []byte
-			if v, b, err = protoBytes(rest, "ExportMetricsServiceRequest", num, typ); err != nil {
+		if num != 1 {
+			if b, err = protoSkip(rest, num, wt); err != nil {
 				return err
-			}
-			if err := d.resourceMetrics(v); err != nil {
-				return fmt.Errorf("resource_metrics %d: %w", len(d.m.resources)-1, err)
 			}
 			continue
 		}
-		if b, err = protoSkip(rest, num, typ); err != nil {
+		var v []byte
+		if v, b, err = protoBytes(rest, msg, num, wt); err != nil {
+			return err
+		}
+		if err := f(v); err != nil {
 			return err
 		}
 	}
@@ -1104,7 +1116,9 @@ const (
 	anyBytes
 )
 
-// appendKeyValue decodes a KeyValue and appends it.
+// appendKeyValue decodes a KeyValue and appends it. decodeKVList decodes
+// KeyValues with a loop of its own: sharing this one would cost a call per
+// attribute of every point.
 func appendKeyValue(dst []otlpAttr, b []byte) ([]otlpAttr, error) {
 	var key string
 	var val anyValue
@@ -1204,79 +1218,59 @@ func decodeAnyValue(v *anyValue, b []byte, depth int) error {
 
 func decodeArrayValue(b []byte, depth int) (any, error) {
 	out := []any{}
-	for len(b) > 0 {
-		num, wt, rest, err := field(b)
-		if err != nil {
-			return nil, err
-		}
-		if num != 1 {
-			if b, err = protoSkip(rest, num, wt); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		var s []byte
-		if s, b, err = protoBytes(rest, "ArrayValue", num, wt); err != nil {
-			return nil, err
-		}
+	err := eachField1(b, "ArrayValue", func(s []byte) error {
 		var v anyValue
 		if err := decodeAnyValue(&v, s, depth); err != nil {
-			return nil, err
+			return err
 		}
 		out = append(out, v.asRaw())
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
 
 func decodeKVList(b []byte, depth int) (any, error) {
 	out := map[string]any{}
-	for len(b) > 0 {
-		num, wt, rest, err := field(b)
-		if err != nil {
-			return nil, err
-		}
-		if num != 1 {
-			if b, err = protoSkip(rest, num, wt); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		var s []byte
-		if s, b, err = protoBytes(rest, "KeyValueList", num, wt); err != nil {
-			return nil, err
-		}
+	err := eachField1(b, "KeyValueList", func(s []byte) error {
 		var key string
 		var v anyValue
 		for len(s) > 0 {
-			kn, kt, krest, err := field(s)
+			num, wt, rest, err := field(s)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			var kv []byte
-			switch kn {
+			switch num {
 			case 1:
-				if kv, s, err = protoBytes(krest, "KeyValue", kn, kt); err != nil {
-					return nil, err
+				if kv, s, err = protoBytes(rest, "KeyValue", num, wt); err != nil {
+					return err
 				}
 				key = string(kv)
 			case 2:
-				if kv, s, err = protoBytes(krest, "KeyValue", kn, kt); err != nil {
-					return nil, err
+				if kv, s, err = protoBytes(rest, "KeyValue", num, wt); err != nil {
+					return err
 				}
 				if err := decodeAnyValue(&v, kv, depth); err != nil {
-					return nil, err
+					return err
 				}
 			case 3:
-				if _, s, err = protoVarint(krest, "KeyValue", kn, kt); err != nil {
-					return nil, err
+				if _, s, err = protoVarint(rest, "KeyValue", num, wt); err != nil {
+					return err
 				}
 			default:
-				if s, err = protoSkip(krest, kn, kt); err != nil {
-					return nil, err
+				if s, err = protoSkip(rest, num, wt); err != nil {
+					return err
 				}
 			}
 		}
 		out[key] = v.asRaw()
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -593,6 +593,16 @@ func (d *jsonDecoder) point(typ otlpType) {
 				m.points[pi].exemplars.hi = int32(len(m.exemplars))
 				continue
 			}
+		case "count":
+			if typ != otlpGauge && typ != otlpSum {
+				p.count = d.uint64()
+				continue
+			}
+		case "sum":
+			if typ != otlpGauge && typ != otlpSum {
+				p.sum, p.hasSum = d.float64(), typ != otlpSummary // a summary's sum is not optional
+				continue
+			}
 		}
 		switch typ {
 		case otlpGauge, otlpSum:
@@ -606,12 +616,6 @@ func (d *jsonDecoder) point(typ otlpType) {
 			}
 		case otlpHistogram:
 			switch key {
-			case "count":
-				p.count = d.uint64()
-				continue
-			case "sum":
-				p.sum, p.hasSum = d.float64(), true
-				continue
 			case "bucketCounts", "bucket_counts":
 				var ai jsonIter
 				for d.array(&ai) {
@@ -632,12 +636,6 @@ func (d *jsonDecoder) point(typ otlpType) {
 			}
 		case otlpExpHistogram:
 			switch key {
-			case "count":
-				p.count = d.uint64()
-				continue
-			case "sum":
-				p.sum, p.hasSum = d.float64(), true
-				continue
 			case "scale":
 				p.scale = d.int32()
 				continue
@@ -671,12 +669,6 @@ func (d *jsonDecoder) point(typ otlpType) {
 			}
 		case otlpSummary:
 			switch key {
-			case "count":
-				p.count = d.uint64()
-				continue
-			case "sum":
-				p.sum = d.float64()
-				continue
 			case "quantileValues", "quantile_values":
 				var ai jsonIter
 				for d.array(&ai) {
@@ -750,7 +742,9 @@ func (d *jsonDecoder) hexID(dst []byte) {
 	}
 }
 
-// keyValues reads a list of KeyValue and appends it to dst.
+// keyValues reads a list of KeyValue and appends it to dst. A kvlistValue
+// reads its KeyValues with a loop of its own: sharing this one would cost a
+// call per attribute of every point.
 func (d *jsonDecoder) keyValues(dst []otlpAttr) []otlpAttr {
 	var ai jsonIter
 	for d.array(&ai) {
@@ -770,6 +764,22 @@ func (d *jsonDecoder) keyValues(dst []otlpAttr) []otlpAttr {
 		dst = append(dst, otlpAttr{key: key, value: v.asString()})
 	}
 	return dst
+}
+
+// listValues reads an ArrayValue or a KeyValueList, calling each with the
+// decoder at every element of its values.
+func (d *jsonDecoder) listValues(each func()) {
+	var it jsonIter
+	for d.object(&it) {
+		if string(d.key) != "values" {
+			d.skip()
+			continue
+		}
+		var ai jsonIter
+		for d.array(&ai) {
+			each()
+		}
+	}
 }
 
 // anyValue reads an AnyValue into v, merging.
@@ -805,47 +815,31 @@ func (d *jsonDecoder) anyValue(v *anyValue, depth int) {
 		case "arrayValue", "array_value":
 			v.kind = anyArray
 			out := []any{}
-			var oi jsonIter
-			for d.object(&oi) {
-				if string(d.key) != "values" {
-					d.skip()
-					continue
-				}
-				var ai jsonIter
-				for d.array(&ai) {
-					var e anyValue
-					d.anyValue(&e, depth+1)
-					out = append(out, e.asRaw())
-				}
-			}
+			d.listValues(func() {
+				var e anyValue
+				d.anyValue(&e, depth+1)
+				out = append(out, e.asRaw())
+			})
 			v.raw = out
 		case "kvlistValue", "kvlist_value":
 			v.kind = anyKVList
 			out := map[string]any{}
-			var oi jsonIter
-			for d.object(&oi) {
-				if string(d.key) != "values" {
-					d.skip()
-					continue
-				}
-				var ai jsonIter
-				for d.array(&ai) {
-					var key string
-					var e anyValue
-					var ki jsonIter
-					for d.object(&ki) {
-						switch string(d.key) {
-						case "key":
-							key = d.str()
-						case "value":
-							d.anyValue(&e, depth+1)
-						default:
-							d.skip()
-						}
+			d.listValues(func() {
+				var key string
+				var e anyValue
+				var ki jsonIter
+				for d.object(&ki) {
+					switch string(d.key) {
+					case "key":
+						key = d.str()
+					case "value":
+						d.anyValue(&e, depth+1)
+					default:
+						d.skip()
 					}
-					out[key] = e.asRaw()
 				}
-			}
+				out[key] = e.asRaw()
+			})
 			v.raw = out
 		default:
 			d.skip()

@@ -409,15 +409,30 @@ func (t *otlpTranslator) seriesOf(attrs []otlpAttr, name string) error {
 	return nil
 }
 
-// derived builds into t.out the labels of the series name of a point whose
-// labels are in t.base, with one more label (extra="" for none).
-func (t *otlpTranslator) derived(name, extra, extraValue string) {
+// pointLabels builds into t.base the labels of point p but the metric
+// name, for the series that addDerived derives from them.
+func (t *otlpTranslator) pointLabels(m *otlpMetrics, p *otlpPoint) error {
+	if err := t.attributes(of(m.pointAttrs, p.attrs), ignoreName, true, true); err != nil {
+		return err
+	}
+	t.base = t.b.labels(t.base[:0])
+	return nil
+}
+
+// addDerived adds v at the time of point p, or the stale marker when p has
+// no recorded value, to the series name whose other labels are t.base and
+// one more label (extra="" for none), with exemplars exs.
+func (t *otlpTranslator) addDerived(p *otlpPoint, name, extra, extraValue string, v float64, exs []exemplar.Exemplar, family string, meta metadata.Metadata) error {
 	t.b.reset(t.base)
 	if extra != "" {
 		t.b.set(extra, extraValue)
 	}
 	t.b.set(model.MetricNameLabel, name)
 	t.out = t.b.labels(t.out[:0])
+	if p.noRecordedValue() {
+		v = staleNaN
+	}
+	return t.sink.add(t.out, ms(p.start), ms(p.time), v, nil, exs, family, meta)
 }
 
 // temporality returns a metric's temporality, and whether its type has one.
@@ -614,25 +629,15 @@ func (t *otlpTranslator) classic(m *otlpMetrics, pts []otlpPoint, family string,
 			return err
 		}
 		p := &pts[i]
-		if err := t.attributes(of(m.pointAttrs, p.attrs), ignoreName, true, true); err != nil {
+		if err := t.pointLabels(m, p); err != nil {
 			return err
 		}
-		t.base = t.b.labels(t.base[:0])
-		st, ts, stale := ms(p.start), ms(p.time), p.noRecordedValue()
-		val := func(v float64) float64 {
-			if stale {
-				return staleNaN
-			}
-			return v
-		}
 		if p.hasSum {
-			t.derived(sumName, "", "")
-			if err := t.sink.add(t.out, st, ts, val(p.sum), nil, nil, family, meta); err != nil {
+			if err := t.addDerived(p, sumName, "", "", p.sum, nil, family, meta); err != nil {
 				return err
 			}
 		}
-		t.derived(countName, "", "")
-		if err := t.sink.add(t.out, st, ts, val(float64(p.count)), nil, nil, family, meta); err != nil {
+		if err := t.addDerived(p, countName, "", "", float64(p.count), nil, family, meta); err != nil {
 			return err
 		}
 		exs, err := t.exemplars(m, of(m.exemplars, p.exemplars))
@@ -662,15 +667,13 @@ func (t *otlpTranslator) classic(m *otlpMetrics, pts []otlpPoint, family string,
 			}
 			slices.SortFunc(t.sel, exemplar.Compare)
 			t.num = strconv.AppendFloat(t.num[:0], bound, 'f', -1, 64)
-			t.derived(bucketName, model.BucketLabel, yoloString(t.num))
-			if err := t.sink.add(t.out, st, ts, val(float64(cumulative)), nil, t.sel, family, meta); err != nil {
+			if err := t.addDerived(p, bucketName, model.BucketLabel, yoloString(t.num), float64(cumulative), t.sel, family, meta); err != nil {
 				return err
 			}
 		}
 		rest := exs[next:]
 		slices.SortFunc(rest, exemplar.Compare)
-		t.derived(bucketName, model.BucketLabel, "+Inf")
-		if err := t.sink.add(t.out, st, ts, val(float64(p.count)), nil, rest, family, meta); err != nil {
+		if err := t.addDerived(p, bucketName, model.BucketLabel, "+Inf", float64(p.count), rest, family, meta); err != nil {
 			return err
 		}
 	}
@@ -684,29 +687,18 @@ func (t *otlpTranslator) summaries(m *otlpMetrics, pts []otlpPoint, family strin
 			return err
 		}
 		p := &pts[i]
-		if err := t.attributes(of(m.pointAttrs, p.attrs), ignoreName, true, true); err != nil {
+		if err := t.pointLabels(m, p); err != nil {
 			return err
 		}
-		t.base = t.b.labels(t.base[:0])
-		st, ts, stale := ms(p.start), ms(p.time), p.noRecordedValue()
-		val := func(v float64) float64 {
-			if stale {
-				return staleNaN
-			}
-			return v
-		}
-		t.derived(sumName, "", "")
-		if err := t.sink.add(t.out, st, ts, val(p.sum), nil, nil, family, meta); err != nil {
+		if err := t.addDerived(p, sumName, "", "", p.sum, nil, family, meta); err != nil {
 			return err
 		}
-		t.derived(countName, "", "")
-		if err := t.sink.add(t.out, st, ts, val(float64(p.count)), nil, nil, family, meta); err != nil {
+		if err := t.addDerived(p, countName, "", "", float64(p.count), nil, family, meta); err != nil {
 			return err
 		}
 		for _, q := range of(m.quantiles, p.quantiles) {
 			t.num = strconv.AppendFloat(t.num[:0], q.quantile, 'f', -1, 64)
-			t.derived(family, model.QuantileLabel, yoloString(t.num))
-			if err := t.sink.add(t.out, st, ts, val(q.value), nil, nil, family, meta); err != nil {
+			if err := t.addDerived(p, family, model.QuantileLabel, yoloString(t.num), q.value, nil, family, meta); err != nil {
 				return err
 			}
 		}

@@ -16,8 +16,6 @@ import (
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/metadata"
-	"github.com/prometheus/prometheus/prompb"
-	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 )
 
 // recSample is a float sample as the recorder kept it.
@@ -230,24 +228,20 @@ func (a *recAppender) Rollback() error {
 	return nil
 }
 
-// encodeV1 marshals and snappy-compresses a 1.0 request.
-func encodeV1(t testing.TB, req *prompb.WriteRequest) []byte {
+// marshal encodes a 1.0 or 2.0 request.
+func marshal(t testing.TB, req interface{ Marshal() ([]byte, error) }) []byte {
 	t.Helper()
 	b, err := req.Marshal()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return snappy.Encode(nil, b)
+	return b
 }
 
-// encodeV2 marshals and snappy-compresses a 2.0 request.
-func encodeV2(t testing.TB, req *writev2.Request) []byte {
+// encode marshals and snappy-compresses a 1.0 or 2.0 request.
+func encode(t testing.TB, req interface{ Marshal() ([]byte, error) }) []byte {
 	t.Helper()
-	b, err := req.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return snappy.Encode(nil, b)
+	return snappy.Encode(nil, marshal(t, req))
 }
 
 // post sends body to h in-process and returns the response.

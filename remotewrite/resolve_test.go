@@ -102,7 +102,7 @@ func TestResolveSeries(t *testing.T) {
 					ts := prompb.TimeSeries{Labels: bad, Samples: []prompb.Sample{{Value: float64(i), Timestamp: testNow}}}
 					req.Timeseries = slices.Insert(req.Timeseries, at, ts)
 				}
-				body = encodeV1(t, req)
+				body = encode(t, req)
 			} else {
 				req := toV2(good)
 				refs := []uint32{symbolize(req, bad[0].Name), symbolize(req, bad[0].Value), symbolize(req, bad[1].Name), symbolize(req, bad[1].Value)}
@@ -110,7 +110,7 @@ func TestResolveSeries(t *testing.T) {
 					ts := writev2.TimeSeries{LabelsRefs: refs, Samples: []writev2.Sample{{Value: float64(i), Timestamp: testNow}}}
 					req.Timeseries = slices.Insert(req.Timeseries, at, ts)
 				}
-				body = encodeV2(t, req)
+				body = encode(t, req)
 			}
 			var msgs [2]string
 			for i, app := range []Appendable{rr, plain} {
