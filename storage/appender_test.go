@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	promstorage "github.com/prometheus/prometheus/storage"
 
-	"github.com/shaledb/shale/storage/lsm"
 	"github.com/shaledb/shale/storage/objstore"
 )
 
@@ -436,12 +435,7 @@ func TestQueuedAppendable(t *testing.T) {
 	if err := db.w.FlushWAL(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ropts := lsm.DefaultReaderOptions()
-	ropts.PollInterval = 0
-	r, err := openReadOnlyOn(ctx, b, "tsdb", opts, ropts, nil, Components{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := openTestReader(t, b, opts, nil)
 	defer r.Close()
 	if got := queryFloats(t, r, math.MinInt64, math.MaxInt64, m)[lset.String()]; !sameSamples(got, []tsample{{1000, 1}}) {
 		t.Fatalf("the WAL holds %v", got)

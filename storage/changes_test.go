@@ -9,7 +9,6 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 
-	"github.com/shaledb/shale/storage/lsm"
 	"github.com/shaledb/shale/storage/objstore"
 )
 
@@ -87,12 +86,7 @@ func TestOnChange(t *testing.T) {
 
 	// A reader reports the records it applies and, on a new manifest,
 	// everything.
-	ropts := lsm.DefaultReaderOptions()
-	ropts.PollInterval = 0
-	r, err := openReadOnlyOn(ctx, b, "tsdb", opts, ropts, nil, Components{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := openTestReader(t, b, opts, nil)
 	defer r.Close()
 	var rl changeLog
 	r.OnChange(rl.add)

@@ -246,14 +246,7 @@ func TestColdHelpers(t *testing.T) {
 	b := coldBucket(t, coldSpec{series: 20, span: 4 * time.Hour, interval: time.Minute})
 	db, fb, _ := coldDB(t, b, 0, 0)
 	got := queryFloats(t, db, coldBase, coldBase+4*3600*1000, labels.MustNewMatcher(labels.MatchEqual, "__name__", "x"))
-	if len(got) != 20 {
-		t.Fatalf("got %d series, want 20", len(got))
-	}
-	for k, s := range got {
-		if len(s) != 240 {
-			t.Fatalf("%s: %d samples, want 240", k, len(s))
-		}
-	}
+	wantCounts(t, "query", got, 20, 240)
 	if getRequests(fb) == 0 {
 		t.Fatal("a cold query made no object-store reads")
 	}
@@ -385,14 +378,7 @@ func TestColdQueryRequestsBounded(t *testing.T) {
 				}
 				db, fb, _ := coldDB(t, b, time.Millisecond, cacheBytes)
 				got := queryFloats(t, db, coldBase, coldBase+2*3600*1000, x)
-				if len(got) != n {
-					t.Fatalf("got %d series, want %d", len(got), n)
-				}
-				for k, s := range got {
-					if len(s) != 30 {
-						t.Fatalf("%s: %d samples, want 30", k, len(s))
-					}
-				}
+				wantCounts(t, "query", got, n, 30)
 				reqs := getRequests(fb)
 				t.Logf("%d object-store reads", reqs)
 				if reqs > 12 {
@@ -423,14 +409,7 @@ func TestColdQueryPartitionsInParallel(t *testing.T) {
 	start := time.Now()
 	got := queryFloats(t, db, coldBase, coldBase+12*3600*1000, x)
 	took := time.Since(start)
-	if len(got) != 100 {
-		t.Fatalf("got %d series, want 100", len(got))
-	}
-	for k, s := range got {
-		if len(s) != 72 {
-			t.Fatalf("%s: %d samples, want 72", k, len(s))
-		}
-	}
+	wantCounts(t, "query", got, 100, 72)
 	// Sequential partitions would need at least 2 round trips each (postings,
 	// then labels and samples): 12 for 6 partitions.
 	rounds := took / latency

@@ -101,6 +101,20 @@ func BenchmarkColdWarmQuery(b *testing.B) {
 	}
 }
 
+// loopCPU runs op in b.Loop with allocations reported and reports the
+// process CPU time of one op, all goroutines, as cpu-ms/op.
+func loopCPU(b *testing.B, op func()) {
+	b.Helper()
+	b.ReportAllocs()
+	var cpu time.Duration
+	for b.Loop() {
+		c0 := cpuTime(b)
+		op()
+		cpu += cpuTime(b) - c0
+	}
+	b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/op")
+}
+
 // cpuTime is the CPU time the process has used, all threads.
 func cpuTime(b *testing.B) time.Duration {
 	b.Helper()

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"slices"
 	"sync"
@@ -107,14 +108,7 @@ func TestColdQuerySmallPartitionsOneRound(t *testing.T) {
 			t.Fatalf("%d series: partitions read whole %v, want none", series, whole)
 		}
 		got := queryFloats(t, db, coldBase, coldBase+6*3600*1000, tc.ms...)
-		if len(got) != series {
-			t.Fatalf("%d series: got %d", series, len(got))
-		}
-		for k, s := range got {
-			if want := int(6 * time.Hour / interval); len(s) != want {
-				t.Fatalf("%s: %d samples, want %d", k, len(s), want)
-			}
-		}
+		wantCounts(t, fmt.Sprintf("%d series", series), got, series, int(6*time.Hour/interval))
 		waves, reads := wb.waves()
 		t.Logf("%d series: %d reads in %d rounds; partitions read whole: %v", series, reads, waves, whole)
 		if waves != tc.want {

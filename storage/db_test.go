@@ -16,6 +16,7 @@ import (
 	promstorage "github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 
+	"github.com/shaledb/shale/cache"
 	"github.com/shaledb/shale/gorilla"
 	"github.com/shaledb/shale/storage/lsm"
 	"github.com/shaledb/shale/storage/objstore"
@@ -40,6 +41,20 @@ func openTestDB(t testing.TB, b objstore.Bucket, opts Options) *DB {
 	return db
 }
 
+// openTestReader opens a read-only DB on b under the prefix of openTestDB,
+// with c as its cache (nil for none), that follows the writer only when
+// told (no polling).
+func openTestReader(t testing.TB, b objstore.Bucket, opts Options, c cache.Cache) *DB {
+	t.Helper()
+	ropts := lsm.DefaultReaderOptions()
+	ropts.PollInterval = 0
+	r, err := openReadOnlyOn(context.Background(), b, "tsdb", opts, ropts, c, Components{})
+	if err != nil {
+		t.Fatalf("open reader: %v", err)
+	}
+	return r
+}
+
 type tsample struct {
 	t int64
 	v float64
@@ -55,6 +70,19 @@ func appendFloats(t testing.TB, db *DB, lset labels.Labels, samples ...tsample) 
 	}
 	if err := app.Commit(); err != nil {
 		t.Fatalf("commit: %v", err)
+	}
+}
+
+// wantCounts fails unless got holds series series of samples samples each.
+func wantCounts(t testing.TB, what string, got map[string][]tsample, series, samples int) {
+	t.Helper()
+	if len(got) != series {
+		t.Fatalf("%s: got %d series, want %d", what, len(got), series)
+	}
+	for k, s := range got {
+		if len(s) != samples {
+			t.Fatalf("%s: %s has %d samples, want %d", what, k, len(s), samples)
+		}
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/metadata"
 
-	"github.com/shaledb/shale/storage/lsm"
 	"github.com/shaledb/shale/storage/objstore"
 )
 
@@ -60,12 +59,7 @@ func TestMetadataLasts(t *testing.T) {
 	want := map[string]metadata.Metadata{"old_total": counter, "temp": gauge2}
 	expect(db, "written", want)
 
-	ropts := lsm.DefaultReaderOptions()
-	ropts.PollInterval = 0
-	r, err := openReadOnlyOn(ctx, b, "tsdb", opts, ropts, nil, Components{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := openTestReader(t, b, opts, nil)
 	defer r.Close()
 	expect(r, "a reader", want)
 

@@ -37,10 +37,7 @@ func BenchmarkQueryWarm(b *testing.B) {
 			eng := promql.NewEngine(promql.EngineOpts{MaxSamples: 100_000_000, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})
 			end := time.UnixMilli(db.head.maxT.Load())
 			b.Run("range=instant/query=rate", func(b *testing.B) {
-				b.ReportAllocs()
-				var cpu time.Duration
-				for b.Loop() {
-					c0 := cpuTime(b)
+				loopCPU(b, func() {
 					qry, err := eng.NewInstantQuery(context.Background(), db, nil, `rate(x{job="job-1"}[5m])`, end)
 					if err != nil {
 						b.Fatal(err)
@@ -50,9 +47,7 @@ func BenchmarkQueryWarm(b *testing.B) {
 						b.Fatalf("%d series in the result (%v), want %d", len(v), err, series/10)
 					}
 					qry.Close()
-					cpu += cpuTime(b) - c0
-				}
-				b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/op")
+				})
 			})
 			for _, rng := range []time.Duration{time.Hour, 6 * time.Hour, 24 * time.Hour} {
 				for _, q := range []struct{ name, expr string }{
@@ -75,14 +70,7 @@ func BenchmarkQueryWarm(b *testing.B) {
 							qry.Close()
 						}
 						run()
-						b.ReportAllocs()
-						var cpu time.Duration
-						for b.Loop() {
-							c0 := cpuTime(b)
-							run()
-							cpu += cpuTime(b) - c0
-						}
-						b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/op")
+						loopCPU(b, run)
 					})
 				}
 			}

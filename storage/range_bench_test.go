@@ -93,14 +93,7 @@ func BenchmarkRangeCost(b *testing.B) {
 						}
 					}
 					run()
-					b.ReportAllocs()
-					var cpu time.Duration
-					for b.Loop() {
-						c0 := cpuTime(b)
-						run()
-						cpu += cpuTime(b) - c0
-					}
-					b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/op")
+					loopCPU(b, run)
 				})
 			}
 		})

@@ -9,7 +9,6 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 
-	"github.com/shaledb/shale/storage/lsm"
 	"github.com/shaledb/shale/storage/objstore"
 )
 
@@ -26,12 +25,7 @@ func TestReaderFollowsWriter(t *testing.T) {
 	s := labels.FromStrings("__name__", "follow", "job", "a")
 	appendFloats(t, w, s, tsample{1000, 1})
 
-	ropts := lsm.DefaultReaderOptions()
-	ropts.PollInterval = 0
-	r, err := openReadOnlyOn(ctx, b, "tsdb", opts, ropts, nil, Components{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := openTestReader(t, b, opts, nil)
 	defer r.Close()
 	m := labels.MustNewMatcher(labels.MatchEqual, "__name__", "follow")
 	var want []tsample

@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/shaledb/shale/cache"
-	"github.com/shaledb/shale/storage/lsm"
 	"github.com/shaledb/shale/storage/objstore"
 )
 
@@ -53,14 +52,7 @@ func TestWarmLoadsRecentPartitions(t *testing.T) {
 	x := labels.MustNewMatcher(labels.MatchEqual, "__name__", "x")
 	fb.ResetCounts()
 	got := queryFloats(t, db, coldBase+4*3600*1000, coldBase+8*3600*1000, x)
-	if len(got) != 20 {
-		t.Fatalf("got %d series, want 20", len(got))
-	}
-	for k, s := range got {
-		if len(s) != 240 {
-			t.Fatalf("%s: %d samples, want 240", k, len(s))
-		}
-	}
+	wantCounts(t, "query", got, 20, 240)
 	if r := getRequests(fb); r != 0 {
 		t.Fatalf("a query of warmed partitions made %d object-store reads", r)
 	}
@@ -175,14 +167,7 @@ func TestWarmerFollowsWriter(t *testing.T) {
 		t.Helper()
 		fb.ResetCounts()
 		got := queryFloats(t, db, mint, maxt, x)
-		if len(got) != 5 {
-			t.Fatalf("%s: got %d series, want 5", what, len(got))
-		}
-		for k, s := range got {
-			if len(s) != wantSamples {
-				t.Fatalf("%s: %s has %d samples, want %d", what, k, len(s), wantSamples)
-			}
-		}
+		wantCounts(t, what, got, 5, wantSamples)
 		if n := getRequests(fb); n != 0 {
 			t.Fatalf("%s: the query made %d object-store reads", what, n)
 		}
@@ -260,12 +245,7 @@ func TestWarmerFollowsReader(t *testing.T) {
 	}
 
 	fb := objstore.NewFaultBucket(mem)
-	ropts := lsm.DefaultReaderOptions()
-	ropts.PollInterval = 0
-	r, err := openReadOnlyOn(ctx, fb, "tsdb", opts, ropts, newTestCache(t), Components{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := openTestReader(t, fb, opts, newTestCache(t))
 	defer r.Close()
 	rounds := startTestWarmer(t, r, 6*time.Hour, nil)
 	nextRound(t, rounds, func(r warmRound) bool { return r.err == nil })
@@ -284,14 +264,7 @@ func TestWarmerFollowsReader(t *testing.T) {
 	nextRound(t, rounds, func(rd warmRound) bool { return rd.version >= v && rd.err == nil })
 	fb.ResetCounts()
 	got := queryFloats(t, r, coldBase, coldBase+4*hour, labels.MustNewMatcher(labels.MatchEqual, "__name__", "x"))
-	if len(got) != 5 {
-		t.Fatalf("got %d series, want 5", len(got))
-	}
-	for k, s := range got {
-		if len(s) != 240 {
-			t.Fatalf("%s has %d samples, want 240", k, len(s))
-		}
-	}
+	wantCounts(t, "query", got, 5, 240)
 	if n := getRequests(fb); n != 0 {
 		t.Fatalf("the reader's query made %d object-store reads", n)
 	}

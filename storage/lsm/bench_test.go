@@ -114,28 +114,34 @@ func BenchmarkPutDurable(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			var next atomic.Uint64
 			b.ReportAllocs()
-			b.SetParallelism(writers / max(1, testingProcs()))
-			start := time.Now()
-			b.RunParallel(func(pb *testing.PB) {
-				var key []byte
-				for pb.Next() {
-					key = benchKey(key, next.Add(1))
-					if err := db.Put(context.Background(), key, value); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-			elapsed := time.Since(start)
+			puts, elapsed := parallelPuts(b, db, writers, value)
 			if err := db.Close(); err != nil {
 				b.Fatal(err)
 			}
-			b.ReportMetric(float64(next.Load())/elapsed.Seconds(), "puts/s")
+			b.ReportMetric(float64(puts)/elapsed.Seconds(), "puts/s")
 			b.ReportMetric(float64(cb.n.Load())/elapsed.Seconds(), "requests/s")
 		})
 	}
+}
+
+// parallelPuts puts value under fresh keys from about writers goroutines
+// (b.RunParallel) and returns how many puts it made and how long they took.
+func parallelPuts(b *testing.B, db *DB, writers int, value []byte) (puts uint64, elapsed time.Duration) {
+	var next atomic.Uint64
+	b.SetParallelism(writers / max(1, testingProcs()))
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		var key []byte
+		for pb.Next() {
+			key = benchKey(key, next.Add(1))
+			if err := db.Put(context.Background(), key, value); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	return next.Load(), time.Since(start)
 }
 
 func testingProcs() int { return max(1, runtimeGOMAXPROCS()) }

@@ -281,18 +281,12 @@ func appendManifest(dst []byte, m *manifest) []byte {
 	dst = binary.AppendUvarint(dst, m.LastSeq)
 	dst = binary.AppendUvarint(dst, m.ReplayAfter)
 	dst = binary.AppendUvarint(dst, m.NextRunID)
-	dst = binary.AppendUvarint(dst, uint64(len(m.L0)))
-	for i := range m.L0 {
-		dst = appendTableMeta(dst, &m.L0[i])
-	}
+	dst = appendTableMetas(dst, m.L0)
 	dst = binary.AppendUvarint(dst, uint64(len(m.Runs)))
 	for i := range m.Runs {
 		r := &m.Runs[i]
 		dst = binary.AppendUvarint(dst, r.ID)
-		dst = binary.AppendUvarint(dst, uint64(len(r.Tables)))
-		for j := range r.Tables {
-			dst = appendTableMeta(dst, &r.Tables[j])
-		}
+		dst = appendTableMetas(dst, r.Tables)
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(m.Tombs)))
 	for i := range m.Tombs {
@@ -305,6 +299,15 @@ func appendManifest(dst []byte, m *manifest) []byte {
 	}
 	dst = binary.AppendUvarint(dst, m.LogAfter)
 	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], crcTable))
+}
+
+// appendTableMetas appends the count of ts, then each of them.
+func appendTableMetas(dst []byte, ts []tableMeta) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(ts)))
+	for i := range ts {
+		dst = appendTableMeta(dst, &ts[i])
+	}
+	return dst
 }
 
 // decodeManifest decodes and checks one manifest object. The result aliases

@@ -25,15 +25,7 @@ func (c *classCache) Set(key string, value []byte, class cache.Class) {
 }
 
 func (c *classCache) GetOrLoad(ctx context.Context, key string, class cache.Class, load func(context.Context) ([]byte, error)) ([]byte, error) {
-	if v, ok := c.Get(key); ok {
-		return v, nil
-	}
-	v, err := load(ctx)
-	if err != nil {
-		return nil, err
-	}
-	c.Set(key, v, class)
-	return v, nil
+	return getOrLoad(ctx, c, key, class, load)
 }
 
 func (c *classCache) count(class cache.Class) int {

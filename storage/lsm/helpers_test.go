@@ -83,6 +83,15 @@ func (c *mapCache) keys() []string {
 }
 
 func (c *mapCache) GetOrLoad(ctx context.Context, key string, class cache.Class, load func(context.Context) ([]byte, error)) ([]byte, error) {
+	return getOrLoad(ctx, c, key, class, load)
+}
+
+// getOrLoad is GetOrLoad for a test cache: c's Get, else load and c's Set,
+// so that a cache wrapping mapCache sees the Set.
+func getOrLoad(ctx context.Context, c interface {
+	Get(string) ([]byte, bool)
+	Set(string, []byte, cache.Class)
+}, key string, class cache.Class, load func(context.Context) ([]byte, error)) ([]byte, error) {
 	if v, ok := c.Get(key); ok {
 		return v, nil
 	}

@@ -30,36 +30,42 @@ func TestKillProcess(t *testing.T) {
 	defer b.Close()
 	db := openDB(t, b, testOptions(), Components{})
 	defer db.Close()
+	wantAcked(t, db, "reopened", acked)
+}
+
+// wantAcked fails unless db holds each acknowledged key of a killed child
+// with the value the child wrote.
+func wantAcked(t *testing.T, db *DB, what string, acked []string) {
+	t.Helper()
 	for _, k := range acked {
 		if v, ok := mustGet(t, db, k); !ok || v != "value-"+k {
-			t.Fatalf("acknowledged write %s lost after kill -9: %q,%v", k, v, ok)
+			t.Fatalf("%s: acknowledged write %s lost after kill -9: %q,%v", what, k, v, ok)
 		}
+	}
+}
+
+// exitOn ends a child process on err, reporting it.
+func exitOn(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
 	}
 }
 
 // killChild writes until killed, printing each acknowledged key.
 func killChild(dir string) {
 	b, err := objstore.NewFilesystemBucket(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
+	exitOn(err)
 	opts := testOptions()
 	opts.MemtableBytes = 8 << 10
 	opts.L0CompactionTrigger = 2
 	opts.CompactionInterval = time.Millisecond
 	db, err := Open(context.Background(), b, "db", opts, Components{Merge: concatMerge})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
+	exitOn(err)
 	w := bufio.NewWriter(os.Stdout)
 	for i := 0; ; i++ {
 		k := fmt.Sprintf("key%06d", i)
-		if err := db.Put(context.Background(), []byte(k), []byte("value-"+k)); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(2)
-		}
+		exitOn(db.Put(context.Background(), []byte(k), []byte("value-"+k)))
 		fmt.Fprintf(w, "ack %s\n", k)
 		w.Flush()
 	}
@@ -78,19 +84,11 @@ func TestKillProcessInFlight(t *testing.T) {
 		killInFlightChild(dir)
 		return
 	}
-	ackedList, b := killChildAfter(t, "TestKillProcessInFlight", killInFlightEnv, 2000)
+	acked, b := killChildAfter(t, "TestKillProcessInFlight", killInFlightEnv, 2000)
 	defer b.Close()
-	acked := map[string]bool{}
-	for _, k := range ackedList {
-		acked[k] = true
-	}
 	for round := range 2 { // the second writer must find what the first found
 		db := openDB(t, b, testOptions(), Components{})
-		for k := range acked {
-			if v, ok := mustGet(t, db, k); !ok || v != "value-"+k {
-				t.Fatalf("round %d: acknowledged write %s lost after kill -9: %q,%v", round, k, v, ok)
-			}
-		}
+		wantAcked(t, db, fmt.Sprintf("round %d", round), acked)
 		for w := range killInFlightWriters {
 			gap := -1
 			for i := 0; ; i++ {
@@ -119,20 +117,14 @@ const killInFlightWriters = 8
 // several WAL objects in flight.
 func killInFlightChild(dir string) {
 	fsb, err := objstore.NewFilesystemBucket(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
+	exitOn(err)
 	b := &jitterBucket{Bucket: fsb}
 	opts := testOptions()
 	opts.WALFlushInterval = time.Millisecond
 	opts.WALMaxInFlight = 8
 	opts.MemtableBytes = 64 << 10
 	db, err := Open(context.Background(), b, "db", opts, Components{Merge: concatMerge})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
+	exitOn(err)
 	var mu sync.Mutex
 	w := bufio.NewWriter(os.Stdout)
 	for g := range killInFlightWriters {
@@ -142,10 +134,7 @@ func killInFlightChild(dir string) {
 				var batch Batch
 				batch.Put([]byte(k), []byte("value-"+k))
 				await := i%32 == 31
-				if err := db.Write(context.Background(), &batch, WriteOptions{AwaitDurable: await}); err != nil {
-					fmt.Fprintln(os.Stderr, err)
-					os.Exit(2)
-				}
+				exitOn(db.Write(context.Background(), &batch, WriteOptions{AwaitDurable: await}))
 				if await {
 					mu.Lock()
 					// Every write before it of this writer is acknowledged too.

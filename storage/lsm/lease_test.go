@@ -16,10 +16,7 @@ func garbageRounds(t *testing.T, db *DB) {
 	t.Helper()
 	ctx := context.Background()
 	for round := 0; round < 4; round++ {
-		writeKeys(t, db, fmt.Sprintf("r%d-", round), 50)
-		if err := db.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
+		flushKeys(t, db, fmt.Sprintf("r%d-", round), 50)
 	}
 	if err := db.Compact(ctx); err != nil {
 		t.Fatal(err)

@@ -37,6 +37,15 @@ func writeKeys(t *testing.T, db *DB, prefix string, n int) {
 	}
 }
 
+// flushKeys writes keys as writeKeys does and flushes them to a table.
+func flushKeys(t *testing.T, db *DB, prefix string, n int) {
+	t.Helper()
+	writeKeys(t, db, prefix, n)
+	if err := db.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestGarbageCollection(t *testing.T) {
 	ctx := context.Background()
 	b := objstore.NewMemoryBucket()
@@ -53,10 +62,7 @@ func TestGarbageCollection(t *testing.T) {
 	}
 	defer rdr.Close()
 	for round := 0; round < 4; round++ {
-		writeKeys(t, db, fmt.Sprintf("r%d-", round), 50)
-		if err := db.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
+		flushKeys(t, db, fmt.Sprintf("r%d-", round), 50)
 	}
 	if err := rdr.Refresh(ctx); err != nil {
 		t.Fatal(err)
@@ -114,18 +120,12 @@ func TestDeleteRangeDropsTables(t *testing.T) {
 	db := openDB(t, b, opts, Components{})
 	defer db.Close()
 	for _, p := range []string{"p1/", "p2/", "p3/"} {
-		writeKeys(t, db, p, 100)
-		if err := db.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
+		flushKeys(t, db, p, 100)
 	}
 	if err := db.Compact(ctx); err != nil {
 		t.Fatal(err)
 	}
-	writeKeys(t, db, "p2/", 10) // p2 now also lives in L0
-	if err := db.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	flushKeys(t, db, "p2/", 10) // p2 now also lives in L0
 	if err := db.DeleteRange(ctx, []byte("p2/"), []byte("p3/")); err != nil {
 		t.Fatal(err)
 	}
@@ -171,10 +171,7 @@ func TestCompactionSplitsOutput(t *testing.T) {
 	db := openDB(t, b, opts, Components{})
 	defer db.Close()
 	for i := 0; i < 4; i++ {
-		writeKeys(t, db, fmt.Sprintf("s%d-", i), 200)
-		if err := db.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
+		flushKeys(t, db, fmt.Sprintf("s%d-", i), 200)
 	}
 	if err := db.Compact(ctx); err != nil {
 		t.Fatal(err)
@@ -278,10 +275,7 @@ func TestGCProtectsRecentlyDroppedTables(t *testing.T) {
 	db := openDB(t, b, opts, Components{Clock: clock})
 	defer db.Close()
 	for i := 0; i < 2; i++ {
-		writeKeys(t, db, fmt.Sprintf("g%d-", i), 20)
-		if err := db.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
+		flushKeys(t, db, fmt.Sprintf("g%d-", i), 20)
 	}
 	old := db.viewp.Load().man.tableIDs()
 	rdr, err := OpenReader(ctx, b, "db", ReaderOptions{ReplayWAL: true, RetryBackoff: time.Millisecond}, Components{Clock: clock})

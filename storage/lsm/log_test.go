@@ -104,10 +104,7 @@ func TestLogKeepsWALFromGC(t *testing.T) {
 	clock := newFakeClock()
 	db := openDB(t, b, logOptions(), Components{Clock: clock})
 	logRecords(t, db, 0, 5)
-	writeKeys(t, db, "k", 10)
-	if err := db.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	flushKeys(t, db, "k", 10)
 	clock.Advance(time.Hour)
 	if _, err := db.CollectGarbage(ctx); err != nil {
 		t.Fatal(err)
@@ -120,10 +117,7 @@ func TestLogKeepsWALFromGC(t *testing.T) {
 	if err := db.TruncateLog(ctx, db.LogMark()); err != nil {
 		t.Fatal(err)
 	}
-	writeKeys(t, db, "j", 10)
-	if err := db.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	flushKeys(t, db, "j", 10)
 	walsBefore := len(listNames(t, b, "db/wal/"))
 	clock.Advance(time.Hour)
 	if _, err := db.CollectGarbage(ctx); err != nil {
@@ -150,14 +144,10 @@ func TestLogKeepsWALFromGC(t *testing.T) {
 // TestLogWithoutKeepLog: without KeepLog the log position follows the
 // replay position, so plain users of the LSM keep no extra WAL objects.
 func TestLogWithoutKeepLog(t *testing.T) {
-	ctx := context.Background()
 	b := objstore.NewMemoryBucket()
 	db := openDB(t, b, testOptions(), Components{})
 	defer db.Close()
-	writeKeys(t, db, "k", 10)
-	if err := db.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	flushKeys(t, db, "k", 10)
 	man := db.viewp.Load().man
 	if man.LogAfter != man.ReplayAfter || man.ReplayAfter == 0 {
 		t.Fatalf("log after %d, replay after %d", man.LogAfter, man.ReplayAfter)

@@ -69,10 +69,7 @@ func TestCompactionDropsReplacedBlocks(t *testing.T) {
 	db := openDB(t, objstore.NewMemoryBucket(), testOptions(), Components{Cache: c})
 	defer db.Close()
 	for round := 0; round < 4; round++ {
-		writeKeys(t, db, fmt.Sprintf("r%d-", round), 50)
-		if err := db.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
+		flushKeys(t, db, fmt.Sprintf("r%d-", round), 50)
 	}
 	before := db.viewp.Load().man.tableIDs()
 	for round := 0; round < 4; round++ {

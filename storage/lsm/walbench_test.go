@@ -3,7 +3,6 @@ package lsm
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,22 +35,9 @@ func BenchmarkPutDurableStore(b *testing.B) {
 				b.Fatal(err)
 			}
 			fb.SetOpLatency(objstore.OpPut, bc.put)
-			var next atomic.Uint64
-			b.SetParallelism(64 / max(1, testingProcs()))
-			start := time.Now()
-			b.RunParallel(func(pb *testing.PB) {
-				var key []byte
-				for pb.Next() {
-					key = benchKey(key, next.Add(1))
-					if err := db.Put(context.Background(), key, value); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-			elapsed := time.Since(start)
-			b.ReportMetric(float64(next.Load())/elapsed.Seconds(), "puts/s")
-			b.ReportMetric(elapsed.Seconds()*1e3*64/float64(next.Load()), "ms/put")
+			puts, elapsed := parallelPuts(b, db, 64, value)
+			b.ReportMetric(float64(puts)/elapsed.Seconds(), "puts/s")
+			b.ReportMetric(elapsed.Seconds()*1e3*64/float64(puts), "ms/put")
 			fb.SetOpLatency(objstore.OpPut, 0)
 			if err := db.Close(); err != nil {
 				b.Fatal(err)

@@ -98,23 +98,59 @@ func waitLanded(t *testing.T, db *DB, g *walGateBucket, id uint64) {
 	case <-time.After(10 * time.Second):
 		t.Fatalf("wal %d never landed", id)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	pollUntil(t, fmt.Sprintf("the writer never saw wal %d land", id), func() bool {
 		db.mu.Lock()
-		seen := true
+		defer db.mu.Unlock()
 		for _, b := range db.walFlight {
 			if b.id == id && !b.landed {
-				seen = false
+				return false
 			}
 		}
-		db.mu.Unlock()
-		if seen {
-			return
-		}
+		return true
+	})
+}
+
+// pollUntil checks cond every millisecond until it holds, and fails with
+// msg if it does not within 10 s.
+func pollUntil(t *testing.T, msg string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("the writer never saw wal %d land", id)
+			t.Fatal(msg)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// openGated opens a writer with pipelineOptions on a walGateBucket over a
+// fresh memory bucket, closed when the test ends.
+func openGated(t *testing.T) (*objstore.MemoryBucket, *walGateBucket, *DB) {
+	t.Helper()
+	mem := objstore.NewMemoryBucket()
+	g := newWALGateBucket(mem)
+	db := openDB(t, g, pipelineOptions(), Components{})
+	t.Cleanup(func() { db.Close() })
+	return mem, g, db
+}
+
+// waitAll waits for every log wait, failing on the first error.
+func waitAll(t *testing.T, what string, ws ...LogWait) {
+	t.Helper()
+	for i, w := range ws {
+		if err := w.Wait(context.Background()); err != nil {
+			t.Fatalf("%s: record %d: %v", what, i, err)
+		}
+	}
+}
+
+// wantWritten fails unless every key reads as written by appendSealed.
+func wantWritten(t *testing.T, what string, get func(string) (string, bool), keys ...string) {
+	t.Helper()
+	for _, k := range keys {
+		if v, ok := get(k); !ok || v != "v-"+k {
+			t.Fatalf("%s: %s = %q %v, want %q", what, k, v, ok, "v-"+k)
+		}
 	}
 }
 
@@ -146,9 +182,7 @@ func isDone(w LogWait) bool {
 // TestWALAcknowledgedInOrder: with several WAL objects in flight, one stored
 // before an earlier one is not acknowledged until the earlier one is too.
 func TestWALAcknowledgedInOrder(t *testing.T) {
-	g := newWALGateBucket(objstore.NewMemoryBucket())
-	db := openDB(t, g, pipelineOptions(), Components{})
-	defer db.Close()
+	_, g, db := openGated(t)
 
 	first := db.nextWALID
 	release := g.hold(first)
@@ -167,11 +201,7 @@ func TestWALAcknowledgedInOrder(t *testing.T) {
 		t.Fatalf("pending wal objects %d, want 3", st.PendingWALObjects)
 	}
 	release()
-	for i, w := range []LogWait{w1, w2, w3} {
-		if err := w.Wait(context.Background()); err != nil {
-			t.Fatalf("record %d: %v", i, err)
-		}
-	}
+	waitAll(t, "after release", w1, w2, w3)
 }
 
 // TestWALWindow: no WAL object starts while the one WALMaxInFlight ids
@@ -202,11 +232,7 @@ func TestWALWindow(t *testing.T) {
 		t.Fatalf("wal %d written past the window: %v", first+uint64(opts.WALMaxInFlight), err)
 	}
 	release()
-	for _, w := range waits {
-		if err := w.Wait(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	waitAll(t, "after release", waits...)
 }
 
 // TestWALCrashWithObjectsInFlight: a writer stops (is fenced while its
@@ -300,20 +326,16 @@ func TestWALCrashWithObjectsInFlight(t *testing.T) {
 	crash(db)
 	db3 := openDB(t, mem, pipelineOptions(), Components{})
 	defer db3.Close()
-	check("third writer", func(k string) (string, bool) { return mustGet(t, db3, k) }, replayLog(db3))
-	if v, ok := mustGet(t, db3, "later"); !ok || v != "v-later" {
-		t.Fatalf("second writer's acknowledged write lost: %q %v", v, ok)
-	}
+	get3 := func(k string) (string, bool) { return mustGet(t, db3, k) }
+	check("third writer", get3, replayLog(db3))
+	wantWritten(t, "second writer's acknowledged write", get3, "later")
 }
 
 // TestWALReaderStopsAtGap: a reader following the WAL reads no object past
 // one not stored yet.
 func TestWALReaderStopsAtGap(t *testing.T) {
 	ctx := context.Background()
-	mem := objstore.NewMemoryBucket()
-	g := newWALGateBucket(mem)
-	db := openDB(t, g, pipelineOptions(), Components{})
-	defer db.Close()
+	mem, g, db := openGated(t)
 	r, err := OpenReader(ctx, mem, "db", ReaderOptions{ReplayWAL: true, RetryBackoff: time.Millisecond}, Components{Merge: concatMerge})
 	if err != nil {
 		t.Fatal(err)
@@ -332,26 +354,17 @@ func TestWALReaderStopsAtGap(t *testing.T) {
 		t.Fatalf("reader read wal %d before wal %d was stored: %q", n+1, n, v)
 	}
 	release()
-	for _, w := range []LogWait{w1, w2} {
-		if err := w.Wait(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	waitAll(t, "after release", w1, w2)
 	if err := r.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"first", "second"} {
-		if v, ok := mustGet(t, r, k); !ok || v != "v-"+k {
-			t.Fatalf("reader after both stored: %s = %q %v", k, v, ok)
-		}
-	}
+	wantWritten(t, "reader after both stored", func(k string) (string, bool) { return mustGet(t, r, k) }, "first", "second")
 }
 
 // TestWALPutFailsAmongInFlight: the put of one WAL object fails (and is
 // retried) while later ones are stored: nothing is acknowledged past it
 // until it is stored, then everything is, in order, and survives a crash.
 func TestWALPutFailsAmongInFlight(t *testing.T) {
-	ctx := context.Background()
 	mem := objstore.NewMemoryBucket()
 	fb := objstore.NewFaultBucket(mem)
 	g := newWALGateBucket(fb)
@@ -365,30 +378,16 @@ func TestWALPutFailsAmongInFlight(t *testing.T) {
 	_, w3 := appendSealed(t, db, "c")
 	waitLanded(t, db, g, n+1)
 	waitLanded(t, db, g, n+2)
-	deadline := time.Now().Add(10 * time.Second)
-	for fb.Injected(objstore.OpPut) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("the failing put was not retried")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	pollUntil(t, "the failing put was not retried", func() bool { return fb.Injected(objstore.OpPut) >= 2 })
 	if isDone(w1) || isDone(w2) || isDone(w3) {
 		t.Fatal("acknowledged while an earlier wal object's put fails")
 	}
 	remove()
-	for i, w := range []LogWait{w1, w2, w3} {
-		if err := w.Wait(ctx); err != nil {
-			t.Fatalf("record %d after the store recovered: %v", i, err)
-		}
-	}
+	waitAll(t, "after the store recovered", w1, w2, w3)
 	crash(db)
 	db2 := openDB(t, mem, pipelineOptions(), Components{})
 	defer db2.Close()
-	for _, k := range []string{"a", "b", "c"} {
-		if v, ok := mustGet(t, db2, k); !ok || v != "v-"+k {
-			t.Fatalf("acknowledged %s lost: %q %v", k, v, ok)
-		}
-	}
+	wantWritten(t, "acknowledged write after a crash", func(k string) (string, bool) { return mustGet(t, db2, k) }, "a", "b", "c")
 }
 
 // TestWALFencedAmongInFlight: the put of one WAL object finds its id
@@ -396,10 +395,7 @@ func TestWALPutFailsAmongInFlight(t *testing.T) {
 // writes are not acknowledged.
 func TestWALFencedAmongInFlight(t *testing.T) {
 	ctx := context.Background()
-	mem := objstore.NewMemoryBucket()
-	g := newWALGateBucket(mem)
-	db := openDB(t, g, pipelineOptions(), Components{})
-	defer db.Close()
+	mem, g, db := openGated(t)
 
 	n := db.nextWALID
 	release := g.hold(n)
@@ -425,10 +421,7 @@ func TestWALFencedAmongInFlight(t *testing.T) {
 // below it is ever a gap.
 func TestWALReplayPositionWaitsForWAL(t *testing.T) {
 	ctx := context.Background()
-	mem := objstore.NewMemoryBucket()
-	g := newWALGateBucket(mem)
-	db := openDB(t, g, pipelineOptions(), Components{})
-	defer db.Close()
+	mem, g, db := openGated(t)
 
 	n := db.nextWALID
 	release := g.hold(n)
@@ -437,29 +430,19 @@ func TestWALReplayPositionWaitsForWAL(t *testing.T) {
 	flushed := make(chan error, 1)
 	go func() { flushed <- db.Flush(ctx) }()
 	// The L0 table is written; the manifest waits for wal n.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	pollUntil(t, "no l0 table written", func() bool {
 		objs, err := mem.List(ctx, "db/sst/", "", 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(objs.Objects) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no l0 table written")
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return len(objs.Objects) > 0
+	})
 	select {
 	case err := <-flushed:
 		t.Fatalf("flush returned (%v) with wal %d in flight", err, n)
 	default:
 	}
-	db.mu.Lock()
-	replayAfter := db.man.ReplayAfter
-	db.mu.Unlock()
-	if replayAfter >= n {
+	if replayAfter := replayPos(db); replayAfter >= n {
 		t.Fatalf("replay position %d moved past wal %d before it was stored", replayAfter, n)
 	}
 	release()
@@ -469,10 +452,14 @@ func TestWALReplayPositionWaitsForWAL(t *testing.T) {
 	if err := w.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
-	db.mu.Lock()
-	replayAfter = db.man.ReplayAfter
-	db.mu.Unlock()
-	if replayAfter < n {
+	if replayAfter := replayPos(db); replayAfter < n {
 		t.Fatalf("replay position %d after the flush, want at least %d", replayAfter, n)
 	}
+}
+
+// replayPos is the replay position of db's manifest.
+func replayPos(db *DB) uint64 {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	return db.man.ReplayAfter
 }

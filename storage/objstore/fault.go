@@ -219,33 +219,23 @@ func (f *FaultBucket) before(ctx context.Context, op Op, name string) (injected 
 }
 
 func (f *FaultBucket) Get(ctx context.Context, name string) (io.ReadCloser, error) {
-	injected, apply, err := f.before(ctx, OpGet, name)
-	if err != nil {
-		return nil, err
-	}
-	var rc io.ReadCloser
-	if apply {
-		if rc, err = f.inner.Get(ctx, name); err != nil {
-			return nil, err
-		}
-	}
-	if injected != nil {
-		if rc != nil {
-			rc.Close()
-		}
-		return nil, injected
-	}
-	return rc, nil
+	return f.read(ctx, OpGet, name, func() (io.ReadCloser, error) { return f.inner.Get(ctx, name) })
 }
 
 func (f *FaultBucket) GetRange(ctx context.Context, name string, off, length int64) (io.ReadCloser, error) {
-	injected, apply, err := f.before(ctx, OpGetRange, name)
+	return f.read(ctx, OpGetRange, name, func() (io.ReadCloser, error) { return f.inner.GetRange(ctx, name, off, length) })
+}
+
+// read is Get and GetRange: open, called unless a fault says not to apply
+// the operation, opens the reader; an injected error closes it.
+func (f *FaultBucket) read(ctx context.Context, op Op, name string, open func() (io.ReadCloser, error)) (io.ReadCloser, error) {
+	injected, apply, err := f.before(ctx, op, name)
 	if err != nil {
 		return nil, err
 	}
 	var rc io.ReadCloser
 	if apply {
-		if rc, err = f.inner.GetRange(ctx, name, off, length); err != nil {
+		if rc, err = open(); err != nil {
 			return nil, err
 		}
 	}

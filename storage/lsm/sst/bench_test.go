@@ -182,6 +182,37 @@ func BenchmarkWrite(b *testing.B) {
 // blocks from a cache holding the whole table; cache=none reads and decodes
 // the block from memory on every Get.
 func BenchmarkGet(b *testing.B) {
+	forEachTable(b, func(b *testing.B, entries []Entry, table []byte, cached bool) {
+		var tb *Table
+		if cached {
+			tb = openTable(b, table, newMapCache())
+			it := tb.NewIter(context.Background(), nil, nil)
+			for ok := it.First(); ok; ok = it.Next() {
+			}
+			it.Close()
+		} else {
+			tb = openTable(b, table, nil)
+		}
+		rng := rand.New(rand.NewPCG(3, 3))
+		var dst []Entry
+		b.ReportAllocs()
+		cpu := startCPU()
+		for b.Loop() {
+			var err error
+			dst, err = tb.Get(context.Background(), entries[rng.IntN(len(entries))].Key, dst[:0])
+			if err != nil || len(dst) == 0 {
+				b.Fatal("get failed", err)
+			}
+		}
+		cpu.report(b, 0)
+	})
+}
+
+// forEachTable runs bench as sub-benchmarks data=/compression=/cache=, over
+// a table of each data set written with each compression, with cached
+// telling whether the table is to be opened with a cache (cache=warm) or
+// without (cache=none).
+func forEachTable(b *testing.B, bench func(b *testing.B, entries []Entry, table []byte, cached bool)) {
 	for _, data := range benchDataOrder {
 		entries := benchData[data]()
 		for _, c := range benchCompressions {
@@ -191,28 +222,7 @@ func BenchmarkGet(b *testing.B) {
 			for _, cached := range []bool{true, false} {
 				name := map[bool]string{true: "warm", false: "none"}[cached]
 				b.Run(fmt.Sprintf("data=%s/compression=%s/cache=%s", data, c, name), func(b *testing.B) {
-					var tb *Table
-					if cached {
-						tb = openTable(b, table, newMapCache())
-						it := tb.NewIter(context.Background(), nil, nil)
-						for ok := it.First(); ok; ok = it.Next() {
-						}
-						it.Close()
-					} else {
-						tb = openTable(b, table, nil)
-					}
-					rng := rand.New(rand.NewPCG(3, 3))
-					var dst []Entry
-					b.ReportAllocs()
-					cpu := startCPU()
-					for b.Loop() {
-						var err error
-						dst, err = tb.Get(context.Background(), entries[rng.IntN(len(entries))].Key, dst[:0])
-						if err != nil || len(dst) == 0 {
-							b.Fatal("get failed", err)
-						}
-					}
-					cpu.report(b, 0)
+					bench(b, entries, table, cached)
 				})
 			}
 		}
@@ -242,40 +252,29 @@ func BenchmarkGetAbsent(b *testing.B) {
 
 // BenchmarkIterate scans whole tables; MB/s is of keys plus values.
 func BenchmarkIterate(b *testing.B) {
-	for _, data := range benchDataOrder {
-		entries := benchData[data]()
+	forEachTable(b, func(b *testing.B, entries []Entry, table []byte, cached bool) {
 		raw := entryBytes(entries)
-		for _, c := range benchCompressions {
-			opts := DefaultWriterOptions()
-			opts.Compression = c
-			table, _ := buildTable(b, entries, opts)
-			for _, cached := range []bool{true, false} {
-				name := map[bool]string{true: "warm", false: "none"}[cached]
-				b.Run(fmt.Sprintf("data=%s/compression=%s/cache=%s", data, c, name), func(b *testing.B) {
-					var tb *Table
-					if cached {
-						tb = openTable(b, table, newMapCache())
-					} else {
-						tb = openTable(b, table, nil)
-					}
-					b.SetBytes(raw)
-					b.ReportAllocs()
-					cpu := startCPU()
-					for b.Loop() {
-						it := tb.NewIter(context.Background(), nil, nil)
-						n := 0
-						for ok := it.First(); ok; ok = it.Next() {
-							n++
-						}
-						if err := it.Close(); err != nil || n != len(entries) {
-							b.Fatal(n, err)
-						}
-					}
-					cpu.report(b, raw)
-				})
+		var tb *Table
+		if cached {
+			tb = openTable(b, table, newMapCache())
+		} else {
+			tb = openTable(b, table, nil)
+		}
+		b.SetBytes(raw)
+		b.ReportAllocs()
+		cpu := startCPU()
+		for b.Loop() {
+			it := tb.NewIter(context.Background(), nil, nil)
+			n := 0
+			for ok := it.First(); ok; ok = it.Next() {
+				n++
+			}
+			if err := it.Close(); err != nil || n != len(entries) {
+				b.Fatal(n, err)
 			}
 		}
-	}
+		cpu.report(b, raw)
+	})
 }
 
 // BenchmarkOpen opens a table with a cold cache (reads and decodes footer,

@@ -133,6 +133,18 @@ func openTable(t testing.TB, data []byte, c cache.Cache) *Table {
 	return tb
 }
 
+// openCounted opens data as table "tbl" through a countingReadable, which
+// it returns too.
+func openCounted(t testing.TB, data []byte, c cache.Cache) (*Table, *countingReadable) {
+	t.Helper()
+	r := &countingReadable{data: data}
+	tb, err := Open(context.Background(), r, "tbl", c)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	return tb, r
+}
+
 // genSpec shapes random entries.
 type genSpec struct {
 	keys        int     // distinct keys

@@ -332,14 +332,10 @@ func TestCacheServesRepeatReads(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	entries := genEntries(rng, genSpec{keys: 2000, maxVersions: 1, maxValue: 50})
 	data, info := buildTable(t, entries, DefaultWriterOptions())
-	r := &countingReadable{data: data}
 	c := newMapCache()
 	ctx := context.Background()
 
-	tb, err := Open(ctx, r, "tbl", c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tb, r := openCounted(t, data, c)
 	if reads, _ := r.stats(); reads > 2 {
 		t.Fatalf("cold open made %d reads", reads)
 	}
@@ -417,15 +413,11 @@ func TestColdScanRoundTrips(t *testing.T) {
 		{"unbounded-cache", nil, 12, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &countingReadable{data: data}
 			var c cache.Cache
 			if tc.withCache {
 				c = newMapCache()
 			}
-			tb, err := Open(context.Background(), r, "tbl", c)
-			if err != nil {
-				t.Fatal(err)
-			}
+			tb, r := openCounted(t, data, c)
 			r.reset()
 			it := tb.NewIter(context.Background(), nil, tc.upper)
 			got := collect(t, it, it.First())
@@ -448,13 +440,9 @@ func TestPrefetch(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	entries := genEntries(rng, genSpec{keys: 5000, maxVersions: 1, maxValue: 60})
 	data, _ := buildTable(t, entries, DefaultWriterOptions())
-	r := &countingReadable{data: data}
 	c := newMapCache()
 	ctx := context.Background()
-	tb, err := Open(ctx, r, "tbl", c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tb, r := openCounted(t, data, c)
 	lower, upper := entries[1000].Key, entries[3000].Key
 	if tb.Cached(lower, upper) {
 		t.Fatal("Cached before any read")
@@ -527,10 +515,7 @@ func TestConcurrentReaders(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
 	entries := genEntries(rng, genSpec{keys: 3000, maxVersions: 3, maxValue: 80})
 	data, _ := buildTable(t, entries, DefaultWriterOptions())
-	tb, err := Open(context.Background(), &countingReadable{data: data}, "tbl", newMapCache())
-	if err != nil {
-		t.Fatal(err)
-	}
+	tb, _ := openCounted(t, data, newMapCache())
 	errs := make(chan error, 4)
 	for g := range 4 {
 		go func() {
