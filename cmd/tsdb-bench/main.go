@@ -273,7 +273,7 @@ func (o *options) benchSystem(ctx context.Context, s *system) (*sysResult, error
 		return nil, err
 	}
 	if !o.keepData {
-		defer os.RemoveAll(s.dir)
+		defer o.removeKeepingLog(s)
 	}
 	defer s.closeBackend()
 	cfg := o.load

@@ -163,7 +163,7 @@ func (o *options) refreshSystem(ctx context.Context, s *system) (*sysResult, err
 		return nil, err
 	}
 	if !o.keepData {
-		defer os.RemoveAll(s.dir)
+		defer o.removeKeepingLog(s)
 	}
 	if err := s.start(ctx); err != nil {
 		return nil, err

@@ -418,3 +418,14 @@ func hasLabelPair(ls, pair string) bool {
 	}
 	return false
 }
+
+// removeKeepingLog removes s's working folder, keeping the system's log (its
+// stdout and stderr) as <name>-log.txt under -out when it wrote anything: a
+// system that stopped answering in the middle of a run left no trace
+// otherwise.
+func (o *options) removeKeepingLog(s *system) {
+	if b, err := os.ReadFile(filepath.Join(s.dir, "log.txt")); err == nil && len(b) > 0 {
+		_ = os.WriteFile(filepath.Join(o.out, s.name+"-log.txt"), b, 0o644)
+	}
+	_ = os.RemoveAll(s.dir)
+}
