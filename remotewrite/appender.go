@@ -19,9 +19,13 @@ type SeriesRef = storage.SeriesRef
 // Appendable hands out appenders. It is implemented by the storage engine.
 type Appendable interface {
 	// Appender returns an Appender for one remote-write request. The handler
-	// calls it once per request, from the request's goroutine, and finishes
-	// the Appender with exactly one call to Commit or Rollback. ctx is the
-	// request context; it is cancelled when the client goes away.
+	// calls it once per request, from the request's goroutine, before it
+	// reads the request's body (so that the storage knows a commit is on its
+	// way: see storage/lsm Options.WALMinInterval), and finishes the Appender
+	// with exactly one call to Commit or Rollback; a request refused before
+	// anything is appended (a body that does not decode, say) is rolled
+	// back. ctx is the request context; it is cancelled when the client goes
+	// away.
 	Appender(ctx context.Context) Appender
 }
 

@@ -91,7 +91,7 @@ func FuzzIngest(f *testing.F) {
 		if err := st.dec.decode(b, version); err != nil {
 			return
 		}
-		res := h.ingest(httptest.NewRequest("POST", "/", nil).WithContext(context.Background()), st, version)
+		res := h.ingest(httptest.NewRequest("POST", "/", nil).WithContext(context.Background()), st, version, h.app.Appender(context.Background()))
 		if res.code != 200 && res.code != 400 {
 			t.Fatalf("status %d: %s", res.code, res.msg)
 		}

@@ -261,6 +261,18 @@ func (h *Handler) serve(r *http.Request) (version int, res result) {
 		}
 	}
 
+	// The Appender opens before the body is read: with the WAL on, the
+	// storage then keeps the WAL object being filled for this request while
+	// it is read and decoded, rather than letting the object go without it
+	// (storage/lsm Options.WALMinInterval). A request refused before ingest
+	// rolls it back.
+	app := h.app.Appender(r.Context())
+	defer func() {
+		if app != nil {
+			_ = app.Rollback()
+		}
+	}()
+
 	st := h.states.Get().(*reqState)
 	defer h.putState(st)
 
@@ -303,7 +315,9 @@ func (h *Handler) serve(r *http.Request) (version int, res result) {
 		}
 		return version, fail(http.StatusBadRequest, "decode %s: %v", msgName, err)
 	}
-	res = h.ingest(r, st, version)
+	ia := app
+	app = nil // ingest commits or rolls it back, a panic included
+	res = h.ingest(r, st, version, ia)
 	switch {
 	case r.Context().Err() != nil:
 		// The client went away (or the server is shutting down): nothing

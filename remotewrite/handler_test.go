@@ -195,10 +195,51 @@ func TestMalformedBodies(t *testing.T) {
 				return
 			}
 			assertCode(t, resp, http.StatusBadRequest, tc.msg)
-			if rec.commits+rec.rollbacks != 0 {
-				t.Fatal("appender used for a malformed request")
+			if samples, hists, exemplars := rec.counts(); rec.commits != 0 || rec.rollbacks != 1 || samples+hists+exemplars != 0 {
+				t.Fatalf("malformed request: %d commits, %d rollbacks, %d items stored; want 0, 1, 0", rec.commits, rec.rollbacks, samples+hists+exemplars)
 			}
 		})
+	}
+}
+
+// orderReader records, in order, the first read of a request body.
+type orderReader struct {
+	r      io.Reader
+	events *[]string
+	read   bool
+}
+
+func (o *orderReader) Read(p []byte) (int, error) {
+	if !o.read {
+		o.read = true
+		*o.events = append(*o.events, "body read")
+	}
+	return o.r.Read(p)
+}
+
+// TestAppenderOpensBeforeBody: the handler takes its Appender before it
+// reads the body (so that the storage's WAL can wait for a request it
+// knows is coming: storage/lsm Options.WALMinInterval), and finishes it
+// with one Commit.
+func TestAppenderOpensBeforeBody(t *testing.T) {
+	var events []string
+	rec := newRecorder()
+	rec.onAppendable = func() { events = append(events, "appender") }
+	h, _ := newTestHandler(t, rec, nil)
+	body, _ := toV1(nodePayload(3, 2, testNow)).Marshal()
+	req := httptest.NewRequest(http.MethodPost, "/api/v1/write", &orderReader{r: bytes.NewReader(snappy.Encode(nil, body)), events: &events})
+	req.Header.Set("Content-Type", "application/x-protobuf")
+	req.Header.Set("Content-Encoding", "snappy")
+	resp := httptest.NewRecorder()
+	h.ServeHTTP(resp, req)
+	if resp.Code != http.StatusNoContent {
+		t.Fatalf("status %d: %s", resp.Code, resp.Body)
+	}
+	if want := []string{"appender", "body read"}; !slices.Equal(events, want) {
+		t.Fatalf("events %q, want %q", events, want)
+	}
+	if rec.commits != 1 || rec.rollbacks != 0 {
+		t.Fatalf("%d commits, %d rollbacks; want 1, 0", rec.commits, rec.rollbacks)
 	}
 }
 

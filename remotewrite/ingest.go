@@ -22,8 +22,8 @@ import (
 // that the storage rejects as bad data, are skipped and reported with 400
 // while the rest is committed (partial write). Overload and storage failures
 // roll the whole request back (429, 503, 500), so a retry never duplicates.
-func (h *Handler) ingest(r *http.Request, st *reqState, version int) result {
-	t := h.begin(r, st, version)
+func (h *Handler) ingest(r *http.Request, st *reqState, version int, app Appender) result {
+	t := h.begin(st, version, app)
 	finished := false
 	defer func() {
 		if !finished { // a panic below: never leave an Appender open
@@ -144,14 +144,14 @@ type txn struct {
 	version int
 }
 
-// begin counts what a decoded request carries and opens its Appender.
-func (h *Handler) begin(r *http.Request, st *reqState, version int) txn {
+// begin counts what a decoded request carries and takes its Appender.
+func (h *Handler) begin(st *reqState, version int, app Appender) txn {
 	t := txn{ledger: h.newLedger(st, true), d: &st.dec, version: version}
 	t.received = tally{len(t.d.samples), len(t.d.hists), len(t.d.exemplars)}
 	for k, n := range t.received {
 		h.m.received[k].Add(float64(n))
 	}
-	t.app = h.app.Appender(r.Context())
+	t.app = app
 	return t
 }
 

@@ -124,6 +124,9 @@ type appender struct {
 	done  bool
 	// queued: Commit does not wait for the WAL (QueuedAppendable).
 	queued bool
+	// expected: the WAL was told this appender's record is on its way
+	// (lsm.DB.ExpectLog); Commit appends it or Commit and Rollback withdraw it.
+	expected bool
 	// newestPending is the newest pending sample time by labels hash, kept
 	// from the first start-time zero sample of the transaction on (see
 	// IngestAppender.stZero).
@@ -370,6 +373,7 @@ func (a *appender) Commit() error {
 		return errors.New("commit after commit or rollback")
 	}
 	a.done = true
+	defer a.withdraw()
 	db := a.db
 	for _, e := range a.ex {
 		db.ex.add(e.lset, e.e)
@@ -434,7 +438,13 @@ func (a *appender) Commit() error {
 	var logged lsm.LogWait
 	if db.opts.WAL {
 		var err error
-		if logged, err = db.w.AppendLog(scratch.buf); err != nil {
+		if a.expected {
+			a.expected = false
+			logged, err = db.w.AppendExpectedLog(scratch.buf)
+		} else {
+			logged, err = db.w.AppendLog(scratch.buf)
+		}
+		if err != nil {
 			h.mu.RUnlock()
 			return fmt.Errorf("log appended samples: %w", err)
 		}
@@ -543,8 +553,27 @@ func (s *logScratch) release() {
 // Rollback drops the transaction's samples. Series it created remain (empty).
 func (a *appender) Rollback() error {
 	a.done = true
+	a.withdraw()
 	a.pending, a.ex, a.meta = nil, nil, nil
 	return nil
+}
+
+// expect tells the WAL that this appender's commit is on its way, so that
+// the WAL object being filled waits for it rather than leaving early
+// (lsm.Options.WALMinInterval).
+func (a *appender) expect() {
+	if a.db.opts.WAL && !a.queued && a.db.w != nil {
+		a.db.w.ExpectLog()
+		a.expected = true
+	}
+}
+
+// withdraw takes back an expect whose record was not appended.
+func (a *appender) withdraw() {
+	if a.expected {
+		a.expected = false
+		a.db.w.CancelLog()
+	}
 }
 
 // appenderV1 adapts appender to Prometheus' version 1 Appender interface.

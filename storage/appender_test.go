@@ -184,6 +184,58 @@ func TestIngestAppenderReuse(t *testing.T) {
 	compareResults(t, t.Name(), got, want)
 }
 
+// TestIngestAppenderExpectsItsLog: an ingest appender tells the WAL its
+// record is on its way from the moment it opens until it commits or rolls
+// back, so the WAL object being filled goes as soon as every open appender
+// has joined it (lsm.Options.WALMinInterval) and not before: here the flush
+// interval is an hour, so a commit returns only through that early path.
+func TestIngestAppenderExpectsItsLog(t *testing.T) {
+	ctx := context.Background()
+	lopts := testLSMOptions()
+	lopts.WALFlushInterval = time.Hour
+	lopts.WALMinInterval = time.Millisecond
+	db, err := openOn(ctx, objstore.NewMemoryBucket(), "tsdb", DefaultOptions(), lopts, nil, Components{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	expected := func() int { return db.w.Status().ExpectedLogRecords }
+
+	empty := db.IngestAppender(ctx)
+	idle := db.IngestAppender(ctx)
+	app := db.IngestAppender(ctx)
+	if n := expected(); n != 3 {
+		t.Fatalf("%d records expected with three appenders open, want 3", n)
+	}
+	if err := empty.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	lset := labels.FromStrings("__name__", "up", "job", "a")
+	if _, err := app.Append(0, lset, 0, 1000, 1); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- app.Commit() }()
+	// The commit appends its record and waits: the idle appender may still
+	// bring one. Its rollback lets the object go.
+	if err := idle.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("commit still waiting a minute after every other appender finished")
+	}
+	if n := expected(); n != 0 {
+		t.Fatalf("%d records expected after every appender finished, want 0", n)
+	}
+	compareResults(t, t.Name(), queryFloats(t, db, math.MinInt64, math.MaxInt64, labels.MustNewMatcher(labels.MatchEqual, "__name__", "up")),
+		map[string][]tsample{lset.String(): {{1000, 1}}})
+}
+
 // TestIngestAppenderResolveSeries looks series up in a batch and appends by
 // the refs it gave, and by refs that do not match their labels, which must
 // not send a sample to another series.

@@ -58,7 +58,9 @@ const maxPooledPending = 1 << 14
 // IngestAppender returns an appender for one remote-write request.
 func (db *DB) IngestAppender(ctx context.Context) *IngestAppender {
 	buf := ingestPool.Get().(*ingestBuffers)
-	return &IngestAppender{a: appender{db: db, ctx: ctx, pending: buf.pending[:0]}, buf: buf}
+	ia := &IngestAppender{a: appender{db: db, ctx: ctx, pending: buf.pending[:0]}, buf: buf}
+	ia.a.expect()
+	return ia
 }
 
 // release gives the buffers back to the pool once the transaction is over.

@@ -164,3 +164,20 @@ func walFlushInterval(flag time.Duration, where string) time.Duration {
 		return 10 * time.Millisecond
 	}
 }
+
+// walMinInterval is the least time between two WAL objects when one goes
+// before its interval because every write in progress has joined it: the
+// flag's value, or when it is 0, half the flush interval for a local folder
+// (an object costs about half a millisecond of CPU, a file and two fsyncs:
+// 1ms let a few senders cost twice the CPU per sample, docs/benchmarks.md)
+// and the flush interval for S3 (never early: every object is a billed PUT).
+func walMinInterval(flag, flush time.Duration, where string) time.Duration {
+	switch {
+	case flag > 0:
+		return flag
+	case strings.HasPrefix(where, "s3:"):
+		return flush
+	default:
+		return flush / 2
+	}
+}

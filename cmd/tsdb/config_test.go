@@ -141,6 +141,24 @@ func TestWALFlushInterval(t *testing.T) {
 	}
 }
 
+func TestWALMinInterval(t *testing.T) {
+	for _, tc := range []struct {
+		flag, flush time.Duration
+		where       string
+		want        time.Duration
+	}{
+		{0, 100 * time.Millisecond, "s3:bucket/prefix", 100 * time.Millisecond},
+		{0, 10 * time.Millisecond, "filesystem:/data", 5 * time.Millisecond},
+		{0, 4 * time.Millisecond, "/var/lib/shale/data", 2 * time.Millisecond},
+		{20 * time.Millisecond, 100 * time.Millisecond, "s3:bucket/prefix", 20 * time.Millisecond},
+		{time.Millisecond, 10 * time.Millisecond, "filesystem:/data", time.Millisecond},
+	} {
+		if got := walMinInterval(tc.flag, tc.flush, tc.where); got != tc.want {
+			t.Errorf("walMinInterval(%s, %s, %q) = %s, want %s", tc.flag, tc.flush, tc.where, got, tc.want)
+		}
+	}
+}
+
 // querySection writes a config file with the query section yaml and returns
 // the section as loadFileConfig reads it.
 func querySection(t *testing.T, yaml string) promql.Options {

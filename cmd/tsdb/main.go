@@ -42,6 +42,7 @@ type config struct {
 	wal               boolValue
 	walFlushInterval  time.Duration
 	walMaxInFlight    int
+	walMinInterval    time.Duration
 	writeTimeout      time.Duration
 	retention         model.Duration
 	oooWindow         time.Duration
@@ -113,6 +114,8 @@ func parseFlags(args []string) (*config, error) {
 		Default("true").SetValue(&cfg.wal)
 	app.Flag("storage.wal.flush-interval", "How often the write-ahead log groups pending writes into one object (group commit); a write waits for it. 0 picks 100ms for S3, where each object is a billed request, and 10ms for the local folder.").
 		Default("0s").DurationVar(&cfg.walFlushInterval)
+	app.Flag("storage.wal.min-interval", "Let a write-ahead log object go before --storage.wal.flush-interval once every write in progress has joined it (all wait), but no sooner than this after the previous object. 0 picks half the flush interval for the local folder (5ms) and, on S3, the flush interval (objects wait for the interval: every object is a billed request).").
+		Default("0s").DurationVar(&cfg.walMinInterval)
 	app.Flag("storage.wal.max-in-flight", "How many write-ahead log objects are written at once (1 to 16): the next ones fill meanwhile, and a write is acknowledged once its object and every earlier one are stored.").
 		Default("8").IntVar(&cfg.walMaxInFlight)
 	app.Flag("storage.write-timeout", "How long a remote write may wait for the object store (its samples to become durable with the WAL on). Past it, and at once while the store has been failing for longer, the sender gets 503 with Retry-After and retries. Well under a sender's 30s timeout. 0: no bound.").

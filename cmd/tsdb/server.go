@@ -128,6 +128,7 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 	}
 	prefix, where := ob.prefix, ob.where
 	cfg.walFlushInterval = walFlushInterval(cfg.walFlushInterval, where)
+	cfg.walMinInterval = walMinInterval(cfg.walMinInterval, cfg.walFlushInterval, where)
 	// No retrying layer here: the LSM owns retries, and knows which failed
 	// conditional writes to check by reading back.
 	bucket, err := objstore.NewMetricsBucket(ob.bucket, reg, ob.name)
@@ -165,6 +166,7 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 	} else {
 		lopts := lsm.DefaultOptions()
 		lopts.WALFlushInterval = cfg.walFlushInterval
+		lopts.WALMinInterval = cfg.walMinInterval
 		if cfg.walMaxInFlight != 0 {
 			lopts.WALMaxInFlight = cfg.walMaxInFlight
 		}
@@ -480,6 +482,7 @@ func flagMap(cfg *config) map[string]string {
 		"storage.wal":                   cfg.wal.String(),
 		"storage.wal.flush-interval":    cfg.walFlushInterval.String(),
 		"storage.wal.max-in-flight":     fmt.Sprint(cfg.walMaxInFlight),
+		"storage.wal.min-interval":      cfg.walMinInterval.String(),
 		"storage.take-over":             fmt.Sprint(cfg.takeOver),
 		"storage.write-timeout":         cfg.writeTimeout.String(),
 		"storage.retention.time":        cfg.retention.String(),

@@ -58,13 +58,18 @@ type DB struct {
 	walQueue  []*walBuf // sealed, not started, in id order
 	walFlight []*walBuf // started and not acknowledged, in id order
 	walDue    bool      // the flush interval passed since walCur was started
-	walBytes  int64     // bytes of sealed WAL objects not yet acknowledged
-	nextWALID uint64
-	lastWALID uint64  // id of the newest sealed WAL object
-	walLast   *walBuf // newest sealed WAL object, written or not
-	err       error   // sticky: ErrFenced, ErrClosed or a permanent failure
-	changed   chan struct{}
-	fenced    chan struct{} // closed once err is ErrFenced
+	// walWriters counts writes announced with ExpectLog and not yet
+	// appended; walSealedAt is when the last WAL object was sealed
+	// (Options.WALMinInterval).
+	walWriters  int
+	walSealedAt time.Time
+	walBytes    int64 // bytes of sealed WAL objects not yet acknowledged
+	nextWALID   uint64
+	lastWALID   uint64  // id of the newest sealed WAL object
+	walLast     *walBuf // newest sealed WAL object, written or not
+	err         error   // sticky: ErrFenced, ErrClosed or a permanent failure
+	changed     chan struct{}
+	fenced      chan struct{} // closed once err is ErrFenced
 
 	walKick   chan struct{}
 	flushKick chan struct{}
@@ -360,6 +365,7 @@ func (db *DB) sealWALLocked() {
 	db.walQueue = append(db.walQueue, db.walCur)
 	db.walBytes += int64(len(db.walCur.data))
 	db.walDue = false
+	db.walSealedAt = time.Now()
 	db.walCur = db.newWALBuf(min(len(db.walCur.data)+len(db.walCur.data)/8, db.opts.WALMaxBytes+64<<10))
 }
 

@@ -81,11 +81,42 @@ func (w LogWait) Wait(ctx context.Context) error {
 // on the object store, so a caller may hold its own lock across it: a
 // LogMark taken after it returns is at or after the record.
 func (db *DB) AppendLog(rec []byte) (LogWait, error) {
+	return db.appendLog(rec, false)
+}
+
+// ExpectLog announces a log record on its way: a commit that will call
+// AppendExpectedLog, or CancelLog, soon. While any announced record has not
+// been appended, the WAL object being filled waits for the others; once none
+// is on its way it may go before its interval (Options.WALMinInterval).
+func (db *DB) ExpectLog() {
+	db.mu.Lock()
+	db.walWriters++
+	db.mu.Unlock()
+}
+
+// CancelLog withdraws an ExpectLog whose record will not come.
+func (db *DB) CancelLog() {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	db.walWriters--
+	db.sealEarlyLocked()
+}
+
+// AppendExpectedLog is AppendLog for a record announced with ExpectLog: it
+// withdraws the announcement, in the same step, whether or not it succeeds.
+func (db *DB) AppendExpectedLog(rec []byte) (LogWait, error) {
+	return db.appendLog(rec, true)
+}
+
+func (db *DB) appendLog(rec []byte, expected bool) (LogWait, error) {
 	if !db.opts.WALEnabled {
 		return LogWait{}, ErrNoWAL
 	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
+	if expected {
+		db.walWriters--
+	}
 	if db.err != nil {
 		return LogWait{}, db.err
 	}
@@ -96,6 +127,8 @@ func (db *DB) AppendLog(rec []byte) (LogWait, error) {
 		// Full, or its interval passed while the WAL was idle: written now.
 		db.sealWALLocked()
 		kick(db.walKick)
+	} else {
+		db.sealEarlyLocked()
 	}
 	return LogWait{buf: buf}, nil
 }

@@ -66,6 +66,14 @@ type Options struct {
 	// WALFlushInterval is how often pending writes are grouped into one WAL
 	// object.
 	WALFlushInterval time.Duration
+	// WALMinInterval lets a WAL object go before WALFlushInterval: once no
+	// write announced with ExpectLog is still on its way (every commit in
+	// progress has appended its record and waits), the object being filled
+	// is sealed at once, but no sooner than WALMinInterval after the previous
+	// one. Commits then wait about one object store write rather than half an
+	// interval more, and a quiet moment no longer costs a whole interval.
+	// 0, or at least WALFlushInterval: objects wait for the interval.
+	WALMinInterval time.Duration
 	// WALMaxBytes seals a WAL object early once it holds this many bytes.
 	WALMaxBytes int
 	// WALMaxInFlight is how many WAL objects are written at once (1 to
@@ -184,6 +192,7 @@ func (o *Options) Validate() error {
 		}
 	}
 	check(!o.WALEnabled || o.WALFlushInterval > 0, "WALFlushInterval must be positive with the WAL on, got %v", o.WALFlushInterval)
+	check(o.WALMinInterval >= 0, "WALMinInterval must not be negative, got %v", o.WALMinInterval)
 	check(o.WALMaxBytes > 0, "WALMaxBytes must be positive, got %d", o.WALMaxBytes)
 	check(!o.WALEnabled || o.WALMaxInFlight >= 1 && o.WALMaxInFlight <= walInFlightLimit,
 		"WALMaxInFlight must be 1 to %d with the WAL on, got %d", walInFlightLimit, o.WALMaxInFlight)

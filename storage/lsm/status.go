@@ -29,6 +29,9 @@ type Status struct {
 	// written to the object store (writer only).
 	PendingWALObjects int
 	PendingWALBytes   int64
+	// ExpectedLogRecords counts log records announced with ExpectLog and
+	// not yet appended or withdrawn (writer only).
+	ExpectedLogRecords int
 	// Compacting is true while a compaction is planned or runs;
 	// Compactions counts those committed since the DB opened (writer only).
 	Compacting  bool
@@ -74,11 +77,12 @@ func manifestStatus(st *Status, man *manifest) {
 func (db *DB) Status() Status {
 	db.mu.Lock()
 	st := Status{
-		Manifest:          db.manID,
-		LastWAL:           db.lastWALID,
-		PendingWALObjects: len(db.walQueue) + len(db.walFlight),
-		PendingWALBytes:   db.walBytes,
-		Immutable:         len(db.imms),
+		Manifest:           db.manID,
+		LastWAL:            db.lastWALID,
+		PendingWALObjects:  len(db.walQueue) + len(db.walFlight),
+		ExpectedLogRecords: db.walWriters,
+		PendingWALBytes:    db.walBytes,
+		Immutable:          len(db.imms),
 	}
 	man := db.man
 	for _, m := range append([]*memtable{db.mem}, db.imms...) {

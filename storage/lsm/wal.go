@@ -75,6 +75,12 @@ func (f *walFilter) admit(epoch uint64) bool {
 func (db *DB) walLoop() {
 	t := time.NewTicker(db.opts.WALFlushInterval)
 	defer t.Stop()
+	// early fires when a WAL object may go before its interval but the
+	// previous one was sealed less than WALMinInterval ago. (Since Go 1.23
+	// Stop and Reset leave no stale tick in the channel.)
+	early := time.NewTimer(time.Hour)
+	early.Stop()
+	defer early.Stop()
 	for {
 		tick := false
 		select {
@@ -83,14 +89,55 @@ func (db *DB) walLoop() {
 		case <-t.C:
 			tick = true
 		case <-db.walKick:
+		case <-early.C:
 		}
 		db.mu.Lock()
 		if tick {
 			db.walDue = true
 		}
 		db.pumpWALLocked()
+		wait := db.earlyWaitLocked()
 		db.mu.Unlock()
+		if wait > 0 {
+			early.Reset(wait)
+		} else {
+			early.Stop()
+		}
 	}
+}
+
+// earlySeals reports whether WAL objects may go before their interval
+// (Options.WALMinInterval).
+func (db *DB) earlySeals() bool {
+	return db.opts.WALMinInterval > 0 && db.opts.WALMinInterval < db.opts.WALFlushInterval
+}
+
+// earlyDueLocked reports whether the WAL object being filled may be sealed
+// before its interval: no announced write is on its way and the previous
+// object was sealed at least WALMinInterval ago.
+func (db *DB) earlyDueLocked() bool {
+	return db.earlySeals() && db.walWriters <= 0 && time.Since(db.walSealedAt) >= db.opts.WALMinInterval
+}
+
+// earlyWaitLocked returns how long until the WAL object being filled may go
+// early, or 0 when it may not (or nothing waits for it).
+func (db *DB) earlyWaitLocked() time.Duration {
+	if !db.earlySeals() || db.walWriters > 0 || db.walCur == nil || db.walCur.n == 0 || !db.walRoomLocked() {
+		return 0
+	}
+	return max(db.opts.WALMinInterval-time.Since(db.walSealedAt), time.Microsecond)
+}
+
+// sealEarlyLocked lets the WAL object being filled go now if it may go
+// early, or has walLoop wait for the moment it may.
+func (db *DB) sealEarlyLocked() {
+	if !db.earlySeals() || db.walWriters > 0 || db.walCur == nil || db.walCur.n == 0 {
+		return
+	}
+	if db.walRoomLocked() && db.earlyDueLocked() {
+		db.sealWALLocked()
+	}
+	kick(db.walKick)
 }
 
 // pumpWALLocked starts writing sealed WAL objects, oldest first, while
@@ -103,7 +150,7 @@ func (db *DB) pumpWALLocked() {
 	}
 	for len(db.walFlight) < db.opts.WALMaxInFlight {
 		if len(db.walQueue) == 0 {
-			if !db.walDue || db.walCur.n == 0 {
+			if db.walCur.n == 0 || !db.walDue && !db.earlyDueLocked() {
 				return
 			}
 			db.sealWALLocked()
