@@ -217,29 +217,57 @@ func (o *orderReader) Read(p []byte) (int, error) {
 	return o.r.Read(p)
 }
 
-// TestAppenderOpensBeforeBody: the handler takes its Appender before it
-// reads the body (so that the storage's WAL can wait for a request it
-// knows is coming: storage/lsm Options.WALMinInterval), and finishes it
-// with one Commit.
+// TestAppenderOpensBeforeBody: the remote-write and OTLP handlers take
+// their Appender before they read the body (so that the storage's WAL can
+// wait for a request it knows is coming: storage/lsm Options.WALMinInterval)
+// and finish it with one Commit, or one Rollback for a body that does not
+// decode.
 func TestAppenderOpensBeforeBody(t *testing.T) {
-	var events []string
-	rec := newRecorder()
-	rec.onAppendable = func() { events = append(events, "appender") }
-	h, _ := newTestHandler(t, rec, nil)
 	body, _ := toV1(nodePayload(3, 2, testNow)).Marshal()
-	req := httptest.NewRequest(http.MethodPost, "/api/v1/write", &orderReader{r: bytes.NewReader(snappy.Encode(nil, body)), events: &events})
-	req.Header.Set("Content-Type", "application/x-protobuf")
-	req.Header.Set("Content-Encoding", "snappy")
-	resp := httptest.NewRecorder()
-	h.ServeHTTP(resp, req)
-	if resp.Code != http.StatusNoContent {
-		t.Fatalf("status %d: %s", resp.Code, resp.Body)
-	}
-	if want := []string{"appender", "body read"}; !slices.Equal(events, want) {
-		t.Fatalf("events %q, want %q", events, want)
-	}
-	if rec.commits != 1 || rec.rollbacks != 0 {
-		t.Fatalf("%d commits, %d rollbacks; want 1, 0", rec.commits, rec.rollbacks)
+	for _, tc := range []struct {
+		name       string
+		otlp       bool
+		ct         string
+		body       []byte
+		code       int
+		rolledBack bool
+	}{
+		{"remote write", false, "application/x-protobuf", snappy.Encode(nil, body), http.StatusNoContent, false},
+		{"remote write, bad body", false, "application/x-protobuf", []byte{0xff, 0xff}, http.StatusBadRequest, true},
+		{"otlp", true, ContentTypeOTLPProto, otlpProto(t, otlpPayload(testNow)), http.StatusOK, false},
+		{"otlp, bad body", true, ContentTypeOTLPProto, []byte{0xff, 0xff}, http.StatusBadRequest, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var events []string
+			rec := newRecorder()
+			rec.onAppendable = func() { events = append(events, "appender") }
+			var h http.Handler
+			if tc.otlp {
+				h, _ = newOTLPHandler(t, rec, nil, nil)
+			} else {
+				h, _ = newTestHandler(t, rec, nil)
+			}
+			req := httptest.NewRequest(http.MethodPost, "/api/v1/write", &orderReader{r: bytes.NewReader(tc.body), events: &events})
+			req.Header.Set("Content-Type", tc.ct)
+			if !tc.otlp {
+				req.Header.Set("Content-Encoding", "snappy")
+			}
+			resp := httptest.NewRecorder()
+			h.ServeHTTP(resp, req)
+			if resp.Code != tc.code {
+				t.Fatalf("status %d: %s", resp.Code, resp.Body)
+			}
+			if want := []string{"appender", "body read"}; !slices.Equal(events, want) {
+				t.Fatalf("events %q, want %q", events, want)
+			}
+			commits, rollbacks := 1, 0
+			if tc.rolledBack {
+				commits, rollbacks = 0, 1
+			}
+			if rec.commits != commits || rec.rollbacks != rollbacks {
+				t.Fatalf("%d commits, %d rollbacks; want %d, %d", rec.commits, rec.rollbacks, commits, rollbacks)
+			}
+		})
 	}
 }
 

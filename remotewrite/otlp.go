@@ -139,6 +139,15 @@ func (o *OTLPHandler) serve(r *http.Request) (res otlpResult) {
 		}
 	}
 
+	// As in the remote-write handler: the Appender opens before the body
+	// is read, and a request refused before ingest rolls it back.
+	app := h.app.Appender(r.Context())
+	defer func() {
+		if app != nil {
+			_ = app.Rollback()
+		}
+	}()
+
 	st := h.states.Get().(*reqState)
 	defer h.putState(st)
 	md := o.requests.Get().(*otlpMetrics)
@@ -150,7 +159,9 @@ func (o *OTLPHandler) serve(r *http.Request) (res otlpResult) {
 	if res = o.decode(r, st, md, isJSON, gzipped); res.code != 0 {
 		return res
 	}
-	res = o.ingest(r, st, md)
+	ia := app
+	app = nil // ingest commits or rolls it back, a panic included
+	res = o.ingest(r, st, md, ia)
 	res.json = isJSON
 	switch {
 	case r.Context().Err() != nil:
@@ -257,12 +268,12 @@ func gunzip(dst, src []byte, limit int64) ([]byte, error) {
 // or that the storage rejects as bad data, are skipped and reported (a
 // partial success) while the rest is committed; overload and storage failures
 // roll the whole request back (429, 503, 500), so a retry never duplicates.
-func (o *OTLPHandler) ingest(r *http.Request, st *reqState, md *otlpMetrics) otlpResult {
+func (o *OTLPHandler) ingest(r *http.Request, st *reqState, md *otlpMetrics, app Appender) otlpResult {
 	h := o.h
 	a := &otlpAppender{ledger: h.newLedger(st, false)}
+	a.app = app
 	a.refuseUntranslatable(md, o.opts.NativeDeltaIngestion)
 	a.refuseOutOfRange(md, o.opts.LookbackDelta)
-	a.app = h.app.Appender(r.Context())
 
 	tr := o.translators.Get().(*otlpTranslator)
 	finished := false

@@ -48,7 +48,7 @@ func FuzzOTLP(f *testing.F) {
 		}
 		st := &reqState{}
 		req := httptest.NewRequest(http.MethodPost, OTLPPath, nil).WithContext(context.Background())
-		res := oh.ingest(req, st, md)
+		res := oh.ingest(req, st, md, oh.h.app.Appender(context.Background()))
 		if res.code != http.StatusOK && res.code != http.StatusBadRequest {
 			t.Fatalf("status %d: %s", res.code, res.msg)
 		}
