@@ -109,13 +109,13 @@ func (db *DB) AppendExpectedLog(rec []byte) (LogWait, error) {
 }
 
 func (db *DB) appendLog(rec []byte, expected bool) (LogWait, error) {
-	if !db.opts.WALEnabled {
-		return LogWait{}, ErrNoWAL
-	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if expected {
 		db.walWriters--
+	}
+	if !db.opts.WALEnabled {
+		return LogWait{}, ErrNoWAL
 	}
 	if db.err != nil {
 		return LogWait{}, db.err
