@@ -341,7 +341,7 @@ func (db *DB) freezeLocked() {
 		return
 	}
 	if db.opts.WALEnabled && db.walCur != nil {
-		db.sealWALLocked()
+		db.sealWALLocked(sealMemtable)
 		kick(db.walKick)
 		db.mem.wal = db.walLast
 	}
@@ -354,10 +354,11 @@ func (db *DB) freezeLocked() {
 	kick(db.flushKick)
 }
 
-func (db *DB) sealWALLocked() {
+func (db *DB) sealWALLocked(why sealReason) {
 	if db.walCur.n == 0 {
 		return
 	}
+	db.m.walSealed[why].Inc()
 	db.walCur.id = db.nextWALID
 	db.nextWALID++
 	db.lastWALID = db.walCur.id
@@ -463,7 +464,7 @@ func (db *DB) Write(ctx context.Context, b *Batch, opts WriteOptions) error {
 		db.freezeLocked()
 	} else if wal && (len(buf.data) >= db.opts.WALMaxBytes || db.walDue && db.walRoomLocked()) {
 		// Full, or its interval passed while the WAL was idle: written now.
-		db.sealWALLocked()
+		db.sealWALLocked(fullOrInterval(len(buf.data), db.opts.WALMaxBytes))
 		kick(db.walKick)
 	}
 	db.mu.Unlock()
@@ -855,7 +856,7 @@ func (db *DB) FlushWAL(ctx context.Context) error {
 		db.mu.Unlock()
 		return err
 	}
-	db.sealWALLocked()
+	db.sealWALLocked(sealSync)
 	buf := db.walLast
 	db.mu.Unlock()
 	if buf == nil {

@@ -125,7 +125,7 @@ func (db *DB) appendLog(rec []byte, expected bool) (LogWait, error) {
 	buf.n++
 	if len(buf.data) >= db.opts.WALMaxBytes || db.walDue && db.walRoomLocked() {
 		// Full, or its interval passed while the WAL was idle: written now.
-		db.sealWALLocked()
+		db.sealWALLocked(fullOrInterval(len(buf.data), db.opts.WALMaxBytes))
 		kick(db.walKick)
 	} else {
 		db.sealEarlyLocked()
@@ -141,7 +141,7 @@ func (db *DB) LogMark() uint64 {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if db.opts.WALEnabled && db.walCur != nil && db.walCur.n > 0 {
-		db.sealWALLocked()
+		db.sealWALLocked(sealSync)
 		kick(db.walKick)
 	}
 	return db.lastWALID

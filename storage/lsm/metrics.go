@@ -21,6 +21,7 @@ type metrics struct {
 	sortedRuns      prometheus.Gauge
 	memtableBytes   prometheus.Gauge
 	walFlush        prometheus.Histogram
+	walSealed       [nSealReasons]prometheus.Counter
 	writeStalls     prometheus.Counter
 	gcDeleted       prometheus.Counter
 }
@@ -50,8 +51,29 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		writeStalls: set.Counter("shale_lsm_write_stalls_total", "Writes that waited for flushes or compactions (back-pressure)."),
 		gcDeleted:   set.Counter("shale_lsm_gc_deleted_objects_total", "Objects deleted by garbage collection."),
 	}
+	sealed := set.CounterVec("shale_lsm_wal_objects_total",
+		"WAL objects sealed for writing, by why: interval (--storage.wal.flush-interval), early (every write in progress had joined it, --storage.wal.min-interval), full, memtable (a memtable froze) or sync (a flush or log mark).", "reason")
+	for r := range nSealReasons {
+		m.walSealed[r] = sealed.WithLabelValues(r.String())
+	}
 	if err := set.Err(); err != nil {
 		return nil, fmt.Errorf("lsm: register metrics: %w", err)
 	}
 	return m, nil
+}
+
+// sealReason says why a WAL object was sealed (shale_lsm_wal_objects_total).
+type sealReason uint8
+
+const (
+	sealInterval sealReason = iota
+	sealEarly
+	sealFull
+	sealMemtable
+	sealSync
+	nSealReasons
+)
+
+func (r sealReason) String() string {
+	return [...]string{"interval", "early", "full", "memtable", "sync"}[r]
 }

@@ -106,6 +106,15 @@ func (db *DB) walLoop() {
 	}
 }
 
+// fullOrInterval is the reason a WAL object of size bytes sealed by a write
+// was sealed: it reached max, or its interval had passed.
+func fullOrInterval(size, max int) sealReason {
+	if size >= max {
+		return sealFull
+	}
+	return sealInterval
+}
+
 // earlySeals reports whether WAL objects may go before their interval
 // (Options.WALMinInterval).
 func (db *DB) earlySeals() bool {
@@ -135,7 +144,7 @@ func (db *DB) sealEarlyLocked() {
 		return
 	}
 	if db.walRoomLocked() && db.earlyDueLocked() {
-		db.sealWALLocked()
+		db.sealWALLocked(sealEarly)
 	}
 	kick(db.walKick)
 }
@@ -153,7 +162,11 @@ func (db *DB) pumpWALLocked() {
 			if db.walCur.n == 0 || !db.walDue && !db.earlyDueLocked() {
 				return
 			}
-			db.sealWALLocked()
+			why := sealInterval
+			if !db.walDue {
+				why = sealEarly
+			}
+			db.sealWALLocked(why)
 		}
 		b := db.walQueue[0]
 		db.walQueue[0] = nil

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/shaledb/shale/storage/objstore"
 )
 
@@ -86,6 +88,9 @@ func TestWALEarlyObject(t *testing.T) {
 	if err := wd.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if early, interval := testutil.ToFloat64(db.m.walSealed[sealEarly]), testutil.ToFloat64(db.m.walSealed[sealInterval]); early != 3 || interval != 0 {
+		t.Fatalf("shale_lsm_wal_objects_total: early %g, interval %g; want 3, 0", early, interval)
+	}
 	crash(db)
 	db = openDB(t, b, o, Components{})
 	defer db.Close()
@@ -116,5 +121,8 @@ func TestWALNoEarlyObjectWhenOff(t *testing.T) {
 	db.LogMark()
 	if err := w.Wait(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+	if early, sync := testutil.ToFloat64(db.m.walSealed[sealEarly]), testutil.ToFloat64(db.m.walSealed[sealSync]); early != 0 || sync != 1 {
+		t.Fatalf("shale_lsm_wal_objects_total: early %g, sync %g; want 0, 1", early, sync)
 	}
 }
