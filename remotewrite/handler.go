@@ -261,17 +261,8 @@ func (h *Handler) serve(r *http.Request) (version int, res result) {
 		}
 	}
 
-	// The Appender opens before the body is read: with the WAL on, the
-	// storage then keeps the WAL object being filled for this request while
-	// it is read and decoded, rather than letting the object go without it
-	// (storage/lsm Options.WALMinInterval). A request refused before ingest
-	// rolls it back.
-	app := h.app.Appender(r.Context())
-	defer func() {
-		if app != nil {
-			_ = app.Rollback()
-		}
-	}()
+	held := h.holdAppender(r)
+	defer held.release()
 
 	st := h.states.Get().(*reqState)
 	defer h.putState(st)
@@ -315,9 +306,7 @@ func (h *Handler) serve(r *http.Request) (version int, res result) {
 		}
 		return version, fail(http.StatusBadRequest, "decode %s: %v", msgName, err)
 	}
-	ia := app
-	app = nil // ingest commits or rolls it back, a panic included
-	res = h.ingest(r, st, version, ia)
+	res = h.ingest(r, st, version, held.take())
 	switch {
 	case r.Context().Err() != nil:
 		// The client went away (or the server is shutting down): nothing
@@ -335,6 +324,33 @@ func (h *Handler) serve(r *http.Request) (version int, res result) {
 		}
 	}
 	return version, res
+}
+
+// heldAppender is a request's Appender until ingest takes it.
+type heldAppender struct{ app Appender }
+
+// holdAppender opens the request's Appender before its body is read: with the
+// WAL on, the storage then keeps the WAL object being filled for this request
+// while it is read and decoded, rather than letting the object go without it
+// (storage/lsm Options.WALMinInterval).
+func (h *Handler) holdAppender(r *http.Request) heldAppender {
+	return heldAppender{h.app.Appender(r.Context())}
+}
+
+// take hands the Appender over to ingest, which commits or rolls it back (a
+// panic included).
+func (p *heldAppender) take() Appender {
+	app := p.app
+	p.app = nil
+	return app
+}
+
+// release rolls back an Appender ingest never took: the request was refused
+// before anything was appended.
+func (p *heldAppender) release() {
+	if p.app != nil {
+		_ = p.app.Rollback()
+	}
 }
 
 // parseContentType returns the protocol version selected by a Content-Type

@@ -139,14 +139,8 @@ func (o *OTLPHandler) serve(r *http.Request) (res otlpResult) {
 		}
 	}
 
-	// As in the remote-write handler: the Appender opens before the body
-	// is read, and a request refused before ingest rolls it back.
-	app := h.app.Appender(r.Context())
-	defer func() {
-		if app != nil {
-			_ = app.Rollback()
-		}
-	}()
+	held := h.holdAppender(r)
+	defer held.release()
 
 	st := h.states.Get().(*reqState)
 	defer h.putState(st)
@@ -159,9 +153,7 @@ func (o *OTLPHandler) serve(r *http.Request) (res otlpResult) {
 	if res = o.decode(r, st, md, isJSON, gzipped); res.code != 0 {
 		return res
 	}
-	ia := app
-	app = nil // ingest commits or rolls it back, a panic included
-	res = o.ingest(r, st, md, ia)
+	res = o.ingest(r, st, md, held.take())
 	res.json = isJSON
 	switch {
 	case r.Context().Err() != nil:

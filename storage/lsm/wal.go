@@ -96,9 +96,11 @@ func (db *DB) walLoop() {
 			db.walDue = true
 		}
 		db.pumpWALLocked()
-		wait := db.earlyWaitLocked()
+		// With no room to start it, the object goes when a write lands.
+		wait, ok := db.earlyWaitLocked()
+		ok = ok && wait > 0 && db.walRoomLocked()
 		db.mu.Unlock()
-		if wait > 0 {
+		if ok {
 			early.Reset(wait)
 		} else {
 			early.Stop()
@@ -121,29 +123,25 @@ func (db *DB) earlySeals() bool {
 	return db.opts.WALMinInterval > 0 && db.opts.WALMinInterval < db.opts.WALFlushInterval
 }
 
-// earlyDueLocked reports whether the WAL object being filled may be sealed
-// before its interval: no announced write is on its way and the previous
-// object was sealed at least WALMinInterval ago.
-func (db *DB) earlyDueLocked() bool {
-	return db.earlySeals() && db.walWriters <= 0 && time.Since(db.walSealedAt) >= db.opts.WALMinInterval
-}
-
-// earlyWaitLocked returns how long until the WAL object being filled may go
-// early, or 0 when it may not (or nothing waits for it).
-func (db *DB) earlyWaitLocked() time.Duration {
-	if !db.earlySeals() || db.walWriters > 0 || db.walCur == nil || db.walCur.n == 0 || !db.walRoomLocked() {
-		return 0
+// earlyWaitLocked reports whether the WAL object being filled may go before
+// its interval (it holds something and no announced write is on its way),
+// and how long until WALMinInterval has passed since the previous object was
+// sealed: 0 means now.
+func (db *DB) earlyWaitLocked() (time.Duration, bool) {
+	if !db.earlySeals() || db.walWriters > 0 || db.walCur == nil || db.walCur.n == 0 {
+		return 0, false
 	}
-	return max(db.opts.WALMinInterval-time.Since(db.walSealedAt), time.Microsecond)
+	return max(db.opts.WALMinInterval-time.Since(db.walSealedAt), 0), true
 }
 
 // sealEarlyLocked lets the WAL object being filled go now if it may go
 // early, or has walLoop wait for the moment it may.
 func (db *DB) sealEarlyLocked() {
-	if !db.earlySeals() || db.walWriters > 0 || db.walCur == nil || db.walCur.n == 0 {
+	wait, ok := db.earlyWaitLocked()
+	if !ok {
 		return
 	}
-	if db.walRoomLocked() && db.earlyDueLocked() {
+	if wait == 0 && db.walRoomLocked() {
 		db.sealWALLocked(sealEarly)
 	}
 	kick(db.walKick)
@@ -159,12 +157,15 @@ func (db *DB) pumpWALLocked() {
 	}
 	for len(db.walFlight) < db.opts.WALMaxInFlight {
 		if len(db.walQueue) == 0 {
-			if db.walCur.n == 0 || !db.walDue && !db.earlyDueLocked() {
-				return
-			}
 			why := sealInterval
 			if !db.walDue {
+				if wait, ok := db.earlyWaitLocked(); !ok || wait > 0 {
+					return
+				}
 				why = sealEarly
+			}
+			if db.walCur.n == 0 {
+				return
 			}
 			db.sealWALLocked(why)
 		}
