@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/shaledb/shale/cache"
-	"github.com/shaledb/shale/storage/objstore"
 )
 
 // classCache is a mapCache that counts the blocks set per class.
@@ -37,8 +36,7 @@ func (c *classCache) count(class cache.Class) int {
 func TestCompactionLeavesDataBlocksOutOfCache(t *testing.T) {
 	ctx := context.Background()
 	c := &classCache{mapCache: newMapCache(), sets: map[cache.Class]int{}}
-	db := openDB(t, objstore.NewMemoryBucket(), testOptions(), Components{Cache: c})
-	defer db.Close()
+	db, _ := openMemDB(t, testOptions(), Components{Cache: c})
 	const flushes, keys = 6, 300
 	want := map[string]string{}
 	for f := range flushes {

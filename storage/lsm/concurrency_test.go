@@ -22,8 +22,7 @@ func TestConcurrentReadWrite(t *testing.T) {
 	opts.MemtableBytes = 4 << 10
 	opts.L0CompactionTrigger = 2
 	opts.CompactionInterval = time.Millisecond
-	db := openDB(t, objstore.NewMemoryBucket(), opts, Components{})
-	defer db.Close()
+	db, _ := openMemDB(t, opts, Components{})
 
 	const writers, perWriter = 2, 400
 	var written [writers]atomic.Int64

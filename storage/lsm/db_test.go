@@ -190,13 +190,11 @@ func TestFlushWAL(t *testing.T) {
 // its memtable is flushed for age (MemtableMaxAge by the DB's clock).
 func TestAgeFlush(t *testing.T) {
 	ctx := context.Background()
-	b := objstore.NewMemoryBucket()
 	clock := newFakeClock()
 	opts := testOptions()
 	opts.WALEnabled = false
 	opts.MemtableMaxAge = time.Millisecond
-	db := openDB(t, b, opts, Components{Clock: clock})
-	defer db.Close()
+	db, _ := openMemDB(t, opts, Components{Clock: clock})
 	clock.Advance(time.Second) // the memtable is old before its first write
 	if err := db.Write(ctx, batchOf("k", []byte("v")), WriteOptions{AwaitDurable: true}); err != nil {
 		t.Fatal(err)

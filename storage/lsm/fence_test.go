@@ -13,17 +13,11 @@ func TestCheckFencedIdleWriter(t *testing.T) {
 	b := objstore.NewMemoryBucket()
 	opts := DefaultOptions()
 	opts.CompactionInterval, opts.GCInterval = 0, 0
-	first, err := Open(ctx, b, "p", opts, Components{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := openDB(t, b, opts, Components{})
 	if err := first.CheckFenced(ctx); err != nil {
 		t.Fatalf("unfenced writer: %v", err)
 	}
-	second, err := Open(ctx, b, "p", opts, Components{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	second := openDB(t, b, opts, Components{})
 	defer second.Close()
 	if err := first.CheckFenced(ctx); !errors.Is(err, ErrFenced) {
 		t.Fatalf("after a newer writer opened: %v, want ErrFenced", err)

@@ -3,8 +3,6 @@ package lsm
 import (
 	"context"
 	"testing"
-
-	"github.com/shaledb/shale/storage/objstore"
 )
 
 // TestFlushDropsRangeDeletedEntries checks that keys written and deleted by a
@@ -12,15 +10,10 @@ import (
 // keys outside the range and keys written after the tombstone do.
 func TestFlushDropsRangeDeletedEntries(t *testing.T) {
 	ctx := context.Background()
-	b := objstore.NewMemoryBucket()
 	opts := DefaultOptions()
 	opts.WALEnabled = false
 	opts.CompactionInterval, opts.GCInterval, opts.MemtableMaxAge = 0, 0, 0
-	db, err := Open(ctx, b, "p", opts, Components{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db, _ := openMemDB(t, opts, Components{})
 	var batch Batch
 	for _, k := range []string{"log/1", "log/2", "log/3", "keep/1"} {
 		batch.Put([]byte(k), []byte("value of "+k))

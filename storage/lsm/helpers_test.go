@@ -233,6 +233,16 @@ func openDB(t testing.TB, b objstore.Bucket, opts Options, comp Components) *DB 
 	return db
 }
 
+// openMemDB opens a DB as openDB does on a new in-memory bucket, closed
+// when the test ends; the bucket is returned for opening it again.
+func openMemDB(t testing.TB, opts Options, comp Components) (*DB, objstore.Bucket) {
+	t.Helper()
+	b := objstore.NewMemoryBucket()
+	db := openDB(t, b, opts, comp)
+	t.Cleanup(func() { db.Close() })
+	return db, b
+}
+
 func mustGet(t testing.TB, g interface {
 	Get(context.Context, []byte) ([]byte, bool, error)
 }, key string) (string, bool) {
@@ -274,4 +284,21 @@ func writeRounds(t *testing.T, db *DB, fill func(round int, batch *Batch, val []
 			}
 		}
 	}
+}
+
+// closedRounds writes the rounds of writeRounds, filled by fill, on a new
+// in-memory bucket with tables small enough for runs of several, and closes
+// the DB: a DB opened on the bucket with the options returned reads it all
+// from the store.
+func closedRounds(t *testing.T, fill func(round int, batch *Batch, val []byte)) (objstore.Bucket, Options) {
+	t.Helper()
+	b := objstore.NewMemoryBucket()
+	opts := testOptions()
+	opts.TargetTableBytes = 4 << 10
+	db := openDB(t, b, opts, Components{})
+	writeRounds(t, db, fill)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b, opts
 }

@@ -48,13 +48,11 @@ func flushKeys(t *testing.T, db *DB, prefix string, n int) {
 
 func TestGarbageCollection(t *testing.T) {
 	ctx := context.Background()
-	b := objstore.NewMemoryBucket()
 	clock := newFakeClock()
 	opts := testOptions()
 	opts.ManifestsToKeep = 2
 	opts.L0CompactionTrigger = 3
-	db := openDB(t, b, opts, Components{Clock: clock})
-	defer db.Close()
+	db, b := openMemDB(t, opts, Components{Clock: clock})
 	// A reader that keeps the first manifest until it must refresh.
 	rdr, err := OpenReader(ctx, b, "db", ReaderOptions{RetryBackoff: time.Millisecond}, Components{})
 	if err != nil {
@@ -114,11 +112,9 @@ func TestGarbageCollection(t *testing.T) {
 
 func TestDeleteRangeDropsTables(t *testing.T) {
 	ctx := context.Background()
-	b := objstore.NewMemoryBucket()
 	opts := testOptions()
 	opts.L0CompactionTrigger = 2
-	db := openDB(t, b, opts, Components{})
-	defer db.Close()
+	db, _ := openMemDB(t, opts, Components{})
 	for _, p := range []string{"p1/", "p2/", "p3/"} {
 		flushKeys(t, db, p, 100)
 	}
@@ -165,11 +161,9 @@ func TestDeleteRangeDropsTables(t *testing.T) {
 
 func TestCompactionSplitsOutput(t *testing.T) {
 	ctx := context.Background()
-	b := objstore.NewMemoryBucket()
 	opts := testOptions()
 	opts.TargetTableBytes = 4 << 10
-	db := openDB(t, b, opts, Components{})
-	defer db.Close()
+	db, _ := openMemDB(t, opts, Components{})
 	for i := 0; i < 4; i++ {
 		flushKeys(t, db, fmt.Sprintf("s%d-", i), 200)
 	}
@@ -268,12 +262,10 @@ func batchOf(key string, value []byte) *Batch {
 // still hold a manifest naming it.
 func TestGCProtectsRecentlyDroppedTables(t *testing.T) {
 	ctx := context.Background()
-	b := objstore.NewMemoryBucket()
 	clock := newFakeClock()
 	opts := testOptions()
 	opts.L0CompactionTrigger = 2
-	db := openDB(t, b, opts, Components{Clock: clock})
-	defer db.Close()
+	db, b := openMemDB(t, opts, Components{Clock: clock})
 	for i := 0; i < 2; i++ {
 		flushKeys(t, db, fmt.Sprintf("g%d-", i), 20)
 	}

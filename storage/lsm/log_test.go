@@ -144,9 +144,7 @@ func TestLogKeepsWALFromGC(t *testing.T) {
 // TestLogWithoutKeepLog: without KeepLog the log position follows the
 // replay position, so plain users of the LSM keep no extra WAL objects.
 func TestLogWithoutKeepLog(t *testing.T) {
-	b := objstore.NewMemoryBucket()
-	db := openDB(t, b, testOptions(), Components{})
-	defer db.Close()
+	db, _ := openMemDB(t, testOptions(), Components{})
 	flushKeys(t, db, "k", 10)
 	man := db.viewp.Load().man
 	if man.LogAfter != man.ReplayAfter || man.ReplayAfter == 0 {
@@ -157,8 +155,7 @@ func TestLogWithoutKeepLog(t *testing.T) {
 func TestLogNeedsWAL(t *testing.T) {
 	opts := logOptions()
 	opts.WALEnabled = false
-	db := openDB(t, objstore.NewMemoryBucket(), opts, Components{})
-	defer db.Close()
+	db, _ := openMemDB(t, opts, Components{})
 	if err := db.Log(context.Background(), []byte("x")); !errors.Is(err, ErrNoWAL) {
 		t.Fatalf("log without WAL: %v", err)
 	}
@@ -168,9 +165,7 @@ func TestLogNeedsWAL(t *testing.T) {
 // and the truncation point once the writer truncates.
 func TestReaderReadLog(t *testing.T) {
 	ctx := context.Background()
-	b := objstore.NewMemoryBucket()
-	db := openDB(t, b, logOptions(), Components{})
-	defer db.Close()
+	db, b := openMemDB(t, logOptions(), Components{})
 	logRecords(t, db, 0, 10)
 	rdr, err := OpenReader(ctx, b, "db", ReaderOptions{ReplayWAL: true, RetryBackoff: time.Millisecond}, Components{Merge: concatMerge})
 	if err != nil {

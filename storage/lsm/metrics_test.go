@@ -18,10 +18,8 @@ func TestMetricsRegistry(t *testing.T) {
 	ctx := context.Background()
 	reg := prometheus.NewRegistry()
 	opts := testOptions()
-	a := openDB(t, objstore.NewMemoryBucket(), opts, Components{Registerer: reg})
-	defer a.Close()
-	b := openDB(t, objstore.NewMemoryBucket(), opts, Components{Registerer: reg})
-	defer b.Close()
+	a, _ := openMemDB(t, opts, Components{Registerer: reg})
+	b, _ := openMemDB(t, opts, Components{Registerer: reg})
 	for _, db := range []*DB{a, b} {
 		if err := db.Put(ctx, []byte("k"), []byte("v")); err != nil {
 			t.Fatal(err)

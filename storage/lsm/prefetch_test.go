@@ -17,23 +17,16 @@ import (
 // the others alone, and reads nothing the second time.
 func TestPrefetchRanges(t *testing.T) {
 	ctx := context.Background()
-	b := objstore.NewMemoryBucket()
-	opts := testOptions()
-	opts.TargetTableBytes = 4 << 10 // runs of several tables
-	db := openDB(t, b, opts, Components{})
 	key := roundKey
-	writeRounds(t, db, func(round int, batch *Batch, val []byte) {
+	b, opts := closedRounds(t, func(round int, batch *Batch, val []byte) {
 		for i := range 400 {
 			batch.Put(key(i), val)
 		}
 	})
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
 
 	c := newMapCache()
 	cb := &countingBucket{Bucket: b}
-	db = openDB(t, cb, opts, Components{Cache: c})
+	db := openDB(t, cb, opts, Components{Cache: c})
 	defer db.Close()
 	v, _ := db.snapshot()
 	if len(v.man.L0) == 0 || len(v.man.Runs) == 0 || len(v.man.Runs[0].Tables) < 2 {

@@ -49,12 +49,8 @@ func (r *roundsBucket) take() (rounds, reads int) {
 // many tables hold it, then nothing the second time.
 func TestIteratorReadAhead(t *testing.T) {
 	ctx := context.Background()
-	b := objstore.NewMemoryBucket()
-	opts := testOptions()
-	opts.TargetTableBytes = 4 << 10 // runs of several tables
-	db := openDB(t, b, opts, Components{})
 	key := roundKey
-	writeRounds(t, db, func(round int, batch *Batch, val []byte) {
+	b, opts := closedRounds(t, func(round int, batch *Batch, val []byte) {
 		for i := range 400 {
 			if (i+round)%3 == 0 {
 				continue // each table holds a part of the keys
@@ -65,9 +61,6 @@ func TestIteratorReadAhead(t *testing.T) {
 			batch.Delete(key(150))
 		}
 	})
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
 	scan := func(db *DB, readAhead bool, lo, hi []byte) (keys, vals [][]byte) {
 		t.Helper()
 		it, err := db.NewIterator(ctx, lo, hi)
@@ -89,7 +82,7 @@ func TestIteratorReadAhead(t *testing.T) {
 	fb := objstore.NewFaultBucket(b)
 	fb.SetLatency(5 * time.Millisecond)
 	rb := &roundsBucket{Bucket: fb}
-	db = openDB(t, rb, opts, Components{Cache: newMapCache()})
+	db := openDB(t, rb, opts, Components{Cache: newMapCache()})
 	defer db.Close()
 	plain := openDB(t, b, opts, Components{})
 	defer plain.Close()

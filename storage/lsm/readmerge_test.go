@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/shaledb/shale/storage/objstore"
 )
 
 // joinMerge frames operands with '|' instead of merging them.
@@ -25,10 +23,8 @@ func joinMerge(_, existing []byte, operands [][]byte) ([]byte, error) {
 // TestReadMerge: reads use Components.ReadMerge, compaction uses Merge.
 func TestReadMerge(t *testing.T) {
 	ctx := context.Background()
-	b := objstore.NewMemoryBucket()
 	comp := Components{Merge: concatMerge, ReadMerge: joinMerge}
-	db := openDB(t, b, testOptions(), comp)
-	defer db.Close()
+	db, b := openMemDB(t, testOptions(), comp)
 	for _, op := range []string{"a", "b", "c", "d"} {
 		if err := db.Merge(ctx, []byte("k"), []byte(op)); err != nil {
 			t.Fatal(err)
@@ -66,8 +62,7 @@ func TestReadMerge(t *testing.T) {
 func TestCompactionDropsReplacedBlocks(t *testing.T) {
 	ctx := context.Background()
 	c := newMapCache()
-	db := openDB(t, objstore.NewMemoryBucket(), testOptions(), Components{Cache: c})
-	defer db.Close()
+	db, _ := openMemDB(t, testOptions(), Components{Cache: c})
 	for round := 0; round < 4; round++ {
 		flushKeys(t, db, fmt.Sprintf("r%d-", round), 50)
 	}
@@ -112,8 +107,7 @@ func TestIteratorFilter(t *testing.T) {
 		merged[string(key)]++
 		return joinMerge(key, existing, ops)
 	}}
-	db := openDB(t, objstore.NewMemoryBucket(), testOptions(), comp)
-	defer db.Close()
+	db, _ := openMemDB(t, testOptions(), comp)
 	key := func(i int) []byte { return fmt.Appendf(nil, "k%03d", i) }
 	// Every key gets a merge operand in each of three L0 tables and the
 	// memtable; every fifth is deleted in the memtable.
@@ -180,12 +174,10 @@ func TestIteratorFilter(t *testing.T) {
 // reader, over L0 tables, the memtable and a compacted run.
 func TestIteratorValueFilter(t *testing.T) {
 	ctx := context.Background()
-	b := objstore.NewMemoryBucket()
 	comp := Components{Merge: concatMerge, ReadMerge: func(_, _ []byte, _ [][]byte) ([]byte, error) {
 		return nil, fmt.Errorf("the DB's read merge operator was called")
 	}}
-	db := openDB(t, b, testOptions(), comp)
-	defer db.Close()
+	db, b := openMemDB(t, testOptions(), comp)
 	key := func(i int) []byte { return fmt.Appendf(nil, "k%02d", i) }
 	// k00-k09 get a put "p" then merge operands "a".."c", one a table, the
 	// last in the memtable; k10-k19 merge operands only; the first ten are

@@ -5,17 +5,13 @@ import (
 	"fmt"
 	"testing"
 	"time"
-
-	"github.com/shaledb/shale/storage/objstore"
 )
 
 func TestStatus(t *testing.T) {
 	ctx := context.Background()
-	b := objstore.NewMemoryBucket()
 	opts := testOptions()
 	opts.WALEnabled = true
-	db := openDB(t, b, opts, Components{})
-	defer db.Close()
+	db, b := openMemDB(t, opts, Components{})
 	st := db.Status()
 	if st.WriterEpoch != 1 || len(st.L0) != 0 || len(st.Runs) != 0 {
 		t.Fatalf("new DB: %+v", st)
