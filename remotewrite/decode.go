@@ -310,9 +310,7 @@ func (d *decoder) seriesV2(b []byte, s *seriesRec) error {
 				err = metadataV2(msg, s)
 			}
 		case 6:
-			var v uint64
-			v, i, err = varintField(b, i, wt, "TimeSeries", field)
-			s.createdTS = int64(v)
+			s.createdTS, i, err = int64Field(b, i, wt, "TimeSeries", field)
 		default:
 			i, err = skip(b, i, wt)
 		}
@@ -322,6 +320,13 @@ func (d *decoder) seriesV2(b []byte, s *seriesRec) error {
 	}
 	s.labels.hi = pos32(len(d.refs))
 	return nil
+}
+
+// int64Field reads an int64 field (a timestamp) of message msg whose key
+// gave wire type wt.
+func int64Field(b []byte, i, wt int, msg string, field uint64) (int64, int, error) {
+	v, i, err := varintField(b, i, wt, msg, field)
+	return int64(v), i, err
 }
 
 // isASCII reports whether every byte of b is below 0x80.
@@ -393,13 +398,9 @@ func (d *decoder) sample(b []byte, withST bool) error {
 		case field == 1:
 			s.v, i, err = doubleField(b, i, wt, "Sample", field)
 		case field == 2:
-			var v uint64
-			v, i, err = varintField(b, i, wt, "Sample", field)
-			s.t = int64(v)
+			s.t, i, err = int64Field(b, i, wt, "Sample", field)
 		case field == 3 && withST:
-			var v uint64
-			v, i, err = varintField(b, i, wt, "Sample", field)
-			s.st = int64(v)
+			s.st, i, err = int64Field(b, i, wt, "Sample", field)
 		default:
 			i, err = skip(b, i, wt)
 		}
@@ -439,9 +440,7 @@ func (d *decoder) exemplar(b []byte, version int) error {
 		case 2:
 			e.v, i, err = doubleField(b, i, wt, "Exemplar", field)
 		case 3:
-			var v uint64
-			v, i, err = varintField(b, i, wt, "Exemplar", field)
-			e.ts = int64(v)
+			e.ts, i, err = int64Field(b, i, wt, "Exemplar", field)
 		default:
 			i, err = skip(b, i, wt)
 		}
