@@ -447,7 +447,7 @@ func eachField1(b []byte, msg string, f func(v []byte) error) error {
 func (d *protoDecoder) resourceMetrics(b []byte) error {
 	m := d.m
 	ri := len(m.resources)
-	m.resources = append(m.resources, otlpResource{attrs: span32{int32(len(m.resAttrs)), int32(len(m.resAttrs))}, scopes: span32{int32(len(m.scopes)), int32(len(m.scopes))}})
+	m.resources = append(m.resources, otlpResource{attrs: at(len(m.resAttrs)), scopes: at(len(m.scopes))})
 	current, deprecated := false, false
 	for len(b) > 0 {
 		num, typ, rest, err := field(b)
@@ -563,8 +563,8 @@ func (d *protoDecoder) scopeMetrics(b []byte, deprecated bool) error {
 	}
 	si := len(m.scopes)
 	m.scopes = append(m.scopes, otlpScope{
-		attrs:      span32{int32(len(m.scopeAttrs)), int32(len(m.scopeAttrs))},
-		metrics:    span32{int32(len(m.metrics)), int32(len(m.metrics))},
+		attrs:      at(len(m.scopeAttrs)),
+		metrics:    at(len(m.metrics)),
 		deprecated: deprecated,
 	})
 	for len(b) > 0 {
@@ -675,7 +675,7 @@ func (d *protoDecoder) metric(b []byte) error {
 			mt := &m.metrics[mi]
 			mt.typ = dataType(num)
 			mt.monotonic, mt.temporality = false, 0
-			mt.points = span32{int32(len(m.points)), int32(len(m.points))}
+			mt.points = at(len(m.points))
 			if err := d.data(mi, v); err != nil {
 				return fmt.Errorf("%s: %w", strings.ToLower(mt.typ.String()), err)
 			}
