@@ -42,8 +42,7 @@ func TestAppendLabels(t *testing.T) {
 		{"repeated name", dup.Labels(), labels.EmptyLabels()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			db := openTestDB(t, objstore.NewMemoryBucket(), DefaultOptions())
-			defer db.Close()
+			db, _ := openMemDB(t, DefaultOptions())
 			appendFloats(t, db, up, tsample{1000, 1})
 			app := db.Appender(context.Background())
 			_, err := app.Append(0, tc.lset, 2000, 2)
@@ -69,8 +68,7 @@ func TestAppendLabels(t *testing.T) {
 // TestAppendAliasedLabels appends from one label buffer rewritten for each
 // series, as the remote-write receiver does: the head must keep copies.
 func TestAppendAliasedLabels(t *testing.T) {
-	db := openTestDB(t, objstore.NewMemoryBucket(), DefaultOptions())
-	defer db.Close()
+	db, _ := openMemDB(t, DefaultOptions())
 	var (
 		sb   = labels.NewScratchBuilder(2)
 		lset labels.Labels
@@ -146,8 +144,7 @@ func TestHeadPartHashCollision(t *testing.T) {
 // rolled back, so that each reuses the pending buffer of the one before: no
 // sample of one request may reach another.
 func TestIngestAppenderReuse(t *testing.T) {
-	db := openTestDB(t, objstore.NewMemoryBucket(), DefaultOptions())
-	defer db.Close()
+	db, _ := openMemDB(t, DefaultOptions())
 	lsets := []labels.Labels{
 		labels.FromStrings("__name__", "up", "job", "a"),
 		labels.FromStrings("__name__", "up", "job", "b"),
@@ -240,8 +237,7 @@ func TestIngestAppenderExpectsItsLog(t *testing.T) {
 // the refs it gave, and by refs that do not match their labels, which must
 // not send a sample to another series.
 func TestIngestAppenderResolveSeries(t *testing.T) {
-	db := openTestDB(t, objstore.NewMemoryBucket(), DefaultOptions())
-	defer db.Close()
+	db, _ := openMemDB(t, DefaultOptions())
 	a := labels.FromStrings("__name__", "up", "job", "a")
 	b := labels.FromStrings("__name__", "up", "job", "b")
 	c := labels.FromStrings("__name__", "up", "job", "c") // new in the second request
@@ -305,8 +301,7 @@ func commitAndQueryUp(t *testing.T, db *DB, app *IngestAppender) map[string][]ts
 // whose labels were rewritten in place since, must not send the sample to
 // the ref's series.
 func TestIngestAppenderStaleRef(t *testing.T) {
-	db := openTestDB(t, objstore.NewMemoryBucket(), DefaultOptions())
-	defer db.Close()
+	db, _ := openMemDB(t, DefaultOptions())
 	a := labels.FromStrings("__name__", "up", "job", "a")
 	b := labels.FromStrings("__name__", "up", "job", "b")
 	appendFloats(t, db, a, tsample{1000, 1})
@@ -428,8 +423,7 @@ func TestHeadSeriesLabels(t *testing.T) {
 // sample, as Prometheus stores a created-timestamp zero only before the
 // series' newest sample.
 func TestStartTimeZeroInsideRequest(t *testing.T) {
-	db := openTestDB(t, objstore.NewMemoryBucket(), DefaultOptions())
-	defer db.Close()
+	db, _ := openMemDB(t, DefaultOptions())
 	a := labels.FromStrings("__name__", "c_total", "job", "a")
 	b := labels.FromStrings("__name__", "c_total", "job", "b")
 	app := db.IngestAppender(context.Background())

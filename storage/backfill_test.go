@@ -8,8 +8,6 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 	promstorage "github.com/prometheus/prometheus/storage"
-
-	"github.com/shaledb/shale/storage/objstore"
 )
 
 // TestBackfill: samples older than the out-of-order window but within
@@ -18,10 +16,9 @@ import (
 // a flush and after a reopen; samples older than retention are refused.
 func TestBackfill(t *testing.T) {
 	ctx := context.Background()
-	b := objstore.NewMemoryBucket()
 	opts := DefaultOptions()
 	opts.Retention = 30 * 24 * time.Hour
-	db := openTestDB(t, b, opts)
+	db, b := openMemDB(t, opts)
 	day := int64(24 * time.Hour / time.Millisecond)
 	now := int64(100) * day
 	x := labels.FromStrings("__name__", "x", "job", "a")

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
-
-	"github.com/shaledb/shale/storage/objstore"
 )
 
 // changeLog records what OnChange reports.
@@ -51,9 +49,7 @@ func TestOnChange(t *testing.T) {
 	opts := DefaultOptions()
 	opts.PartitionDuration = time.Hour
 	opts.Retention = 3 * time.Hour
-	b := objstore.NewMemoryBucket()
-	w := openTestDB(t, b, opts)
-	defer w.Close()
+	w, b := openMemDB(t, opts)
 	var wl changeLog
 	w.OnChange(wl.add)
 	s := labels.FromStrings("__name__", "c")

@@ -24,6 +24,16 @@ import (
 // coldBase is the start of the cold data sets: a partition boundary.
 var coldBase = int64(1_700_000_000_000) / (2 * 3600 * 1000) * (2 * 3600 * 1000)
 
+// coldOptions are the settings of the cold data sets and the DBs that read
+// them: no WAL, as they are written out and closed, and no retention, as
+// their samples are years old.
+func coldOptions() Options {
+	o := DefaultOptions()
+	o.WAL = false
+	o.Retention = 0
+	return o
+}
+
 // coldSpec is a data set written, flushed into closed partitions,
 // compacted and closed, so that a DB opened on it reads everything from the
 // object store.
@@ -51,13 +61,7 @@ func coldBucket(t testing.TB, spec coldSpec) *objstore.MemoryBucket {
 	}
 	ctx := context.Background()
 	b := objstore.NewMemoryBucket()
-	opts := DefaultOptions()
-	opts.WAL = false
-	opts.Retention = 0
-	db, err := openOn(ctx, b, "tsdb", opts, testLSMOptions(), nil, Components{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openTestDB(t, b, coldOptions())
 	lsets := make([]labels.Labels, 0, 2*spec.series)
 	for i := range spec.series {
 		job, inst := "job-"+strconv.Itoa(i%10), "host-"+strconv.Itoa(i)
@@ -186,10 +190,7 @@ func coldDB(t testing.TB, inner objstore.Bucket, latency time.Duration, cacheByt
 	}
 	ropts := lsm.DefaultReaderOptions()
 	ropts.PollInterval = 0
-	opts := DefaultOptions()
-	opts.WAL = false
-	opts.Retention = 0
-	db, err := openReadOnlyOn(context.Background(), fb, "tsdb", opts, ropts, c, Components{})
+	db, err := openReadOnlyOn(context.Background(), fb, "tsdb", coldOptions(), ropts, c, Components{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,6 +41,17 @@ func openTestDB(t testing.TB, b objstore.Bucket, opts Options) *DB {
 	return db
 }
 
+// openMemDB opens a DB as openTestDB does on a new in-memory bucket, closed
+// when the test ends (closing it before is fine); the bucket is returned for
+// opening it again.
+func openMemDB(t testing.TB, opts Options) (*DB, objstore.Bucket) {
+	t.Helper()
+	b := objstore.NewMemoryBucket()
+	db := openTestDB(t, b, opts)
+	t.Cleanup(func() { db.Close() })
+	return db, b
+}
+
 // openTestReader opens a read-only DB on b under the prefix of openTestDB,
 // with c as its cache (nil for none), that follows the writer only when
 // told (no polling).
@@ -140,10 +151,9 @@ func sameSamples(a, b []tsample) bool {
 func TestAppendQueryFlushReopen(t *testing.T) {
 	for _, wal := range []bool{true, false} {
 		t.Run(map[bool]string{true: "wal=on", false: "wal=off"}[wal], func(t *testing.T) {
-			b := objstore.NewMemoryBucket()
 			opts := DefaultOptions()
 			opts.WAL = wal
-			db := openTestDB(t, b, opts)
+			db, b := openMemDB(t, opts)
 			a := labels.FromStrings("__name__", "up", "job", "a")
 			c := labels.FromStrings("__name__", "up", "job", "c")
 			stale := math.Float64frombits(value.StaleNaN)
@@ -188,11 +198,9 @@ func TestAppendQueryFlushReopen(t *testing.T) {
 }
 
 func TestOutOfOrderAndDuplicates(t *testing.T) {
-	b := objstore.NewMemoryBucket()
 	opts := DefaultOptions()
 	opts.OutOfOrderWindow = time.Hour
-	db := openTestDB(t, b, opts)
-	defer db.Close()
+	db, _ := openMemDB(t, opts)
 	s := labels.FromStrings("__name__", "x")
 	appendFloats(t, db, s, tsample{10_000, 1}, tsample{20_000, 2}, tsample{30_000, 3})
 	appendFloats(t, db, s, tsample{15_000, 1.5}, tsample{20_000, 20})
@@ -216,8 +224,7 @@ func TestOutOfOrderAndDuplicates(t *testing.T) {
 
 	// Without a window, out of order samples and conflicting duplicates fail.
 	opts.OutOfOrderWindow = 0
-	db2 := openTestDB(t, objstore.NewMemoryBucket(), opts)
-	defer db2.Close()
+	db2, _ := openMemDB(t, opts)
 	appendFloats(t, db2, s, tsample{10_000, 1})
 	app := db2.Appender(context.Background())
 	if _, err := app.Append(0, s, 5_000, 1); err == nil || !errorsIs(err, promstorage.ErrOutOfOrderSample) {
@@ -237,8 +244,7 @@ func errorsIs(err, target error) bool { return errors.Is(err, target) }
 func TestDeleteSeries(t *testing.T) {
 	for _, flushed := range []bool{false, true} {
 		t.Run(fmt.Sprintf("flushed=%v", flushed), func(t *testing.T) {
-			b := objstore.NewMemoryBucket()
-			db := openTestDB(t, b, DefaultOptions())
+			db, b := openMemDB(t, DefaultOptions())
 			a := labels.FromStrings("__name__", "m", "job", "a")
 			c := labels.FromStrings("__name__", "m", "job", "c")
 			var all []tsample
@@ -282,9 +288,7 @@ func TestRetentionDropsPartitions(t *testing.T) {
 	opts.PartitionDuration = time.Hour
 	opts.Retention = 2 * time.Hour
 	opts.OutOfOrderWindow = 0
-	b := objstore.NewMemoryBucket()
-	db := openTestDB(t, b, opts)
-	defer db.Close()
+	db, _ := openMemDB(t, opts)
 	s := labels.FromStrings("__name__", "r")
 	hour := time.Hour.Milliseconds()
 	for h := int64(0); h < 6; h++ {
@@ -318,8 +322,7 @@ func TestRetentionDropsPartitions(t *testing.T) {
 func TestHeadFlushSamplesAsksForFlush(t *testing.T) {
 	opts := DefaultOptions()
 	opts.HeadFlushSamples = 100
-	db := openTestDB(t, objstore.NewMemoryBucket(), opts)
-	defer db.Close()
+	db, _ := openMemDB(t, opts)
 	s := labels.FromStrings("__name__", "burst")
 	var batch []tsample
 	for i := int64(0); i < 60; i++ {
@@ -364,8 +367,7 @@ func TestHeadFlushSamplesAsksForFlush(t *testing.T) {
 func TestHeadStatsAcrossPartitions(t *testing.T) {
 	opts := DefaultOptions()
 	opts.PartitionDuration = time.Hour
-	db := openTestDB(t, objstore.NewMemoryBucket(), opts)
-	defer db.Close()
+	db, _ := openMemDB(t, opts)
 	hour := time.Hour.Milliseconds()
 	both := labels.FromStrings("__name__", "both", "job", "a")
 	appendFloats(t, db, both, tsample{hour - 1000, 1}, tsample{hour + 1000, 2})
@@ -474,8 +476,7 @@ func TestExemplarStoreRing(t *testing.T) {
 // some order, all of them once; the series API (hints.Func "series") gets
 // label order either way.
 func TestSelectSortSeries(t *testing.T) {
-	db := openTestDB(t, objstore.NewMemoryBucket(), DefaultOptions())
-	defer db.Close()
+	db, _ := openMemDB(t, DefaultOptions())
 	part := DefaultOptions().PartitionDuration.Milliseconds()
 	var want []string
 	for i := 9; i >= 0; i-- {
@@ -530,9 +531,8 @@ func TestSelectSortSeries(t *testing.T) {
 // TestPartitionDurationFixed: data written with one partition duration is
 // not opened with another, by the writer or a reader; the error names both.
 func TestPartitionDurationFixed(t *testing.T) {
-	b := objstore.NewMemoryBucket()
 	opts := DefaultOptions()
-	db := openTestDB(t, b, opts)
+	db, b := openMemDB(t, opts)
 	appendFloats(t, db, labels.FromStrings("__name__", "x"), tsample{1000, 1})
 	if err := db.Close(); err != nil {
 		t.Fatal(err)

@@ -25,7 +25,7 @@ func TestQueriesDuringFlush(t *testing.T) {
 
 	const series, rounds = 200, 30
 	db := openTestDB(t, objstore.NewMemoryBucket(), DefaultOptions())
-	defer db.Close()
+	defer db.Close() // before maxBatchBytes is restored
 	lsets := make([]labels.Labels, series)
 	for i := range lsets {
 		lsets[i] = labels.FromStrings("__name__", "m", "i", fmt.Sprint(i))
@@ -170,8 +170,7 @@ func TestCutKeepsClonesIntact(t *testing.T) {
 // TestFlushPastPartitionEnd checks that after a flush past a partition's
 // end the partition's samples stay readable and a late sample still lands.
 func TestFlushPastPartitionEnd(t *testing.T) {
-	db := openTestDB(t, objstore.NewMemoryBucket(), DefaultOptions())
-	defer db.Close()
+	db, _ := openMemDB(t, DefaultOptions())
 	part := DefaultOptions().PartitionDuration.Milliseconds()
 	lset := labels.FromStrings("__name__", "up", "job", "a")
 	appendFloats(t, db, lset, tsample{part - 30000, 1})

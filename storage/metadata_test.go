@@ -8,18 +8,15 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/metadata"
-
-	"github.com/shaledb/shale/storage/objstore"
 )
 
 // TestMetadataLasts: metric metadata survives a restart, a reader serves the
 // writer's, a change wins, and retention drops it with its partitions.
 func TestMetadataLasts(t *testing.T) {
 	ctx := context.Background()
-	b := objstore.NewMemoryBucket()
 	opts := DefaultOptions()
 	opts.Retention = 24 * time.Hour
-	db := openTestDB(t, b, opts)
+	db, b := openMemDB(t, opts)
 	hour := int64(time.Hour / time.Millisecond)
 	put := func(db *DB, t0 int64, name string, md metadata.Metadata) {
 		t.Helper()

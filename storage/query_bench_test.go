@@ -124,9 +124,7 @@ func benchQueryDB(b *testing.B, cacheBytes int64) *DB {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { c.Close() })
-	opts := DefaultOptions()
-	opts.WAL = false
-	opts.Retention = 0
+	opts := coldOptions()
 	opts.HeadFlushSamples = 0
 	db, err := openOn(context.Background(), objstore.NewMemoryBucket(), "tsdb", opts, testLSMOptions(), c, Components{})
 	if err != nil {

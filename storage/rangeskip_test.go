@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/shaledb/shale/storage/lsm"
-	"github.com/shaledb/shale/storage/objstore"
 )
 
 // series returns samples every step from t0 to t1 inclusive, value = t/1000.
@@ -79,11 +78,10 @@ func TestQueryRangeEdges(t *testing.T) {
 	}
 	for _, wal := range []bool{true, false} {
 		t.Run(map[bool]string{true: "wal=on", false: "wal=off"}[wal], func(t *testing.T) {
-			b := objstore.NewMemoryBucket()
 			opts := DefaultOptions()
 			opts.WAL = wal
 			opts.Retention = 0
-			db := openTestDB(t, b, opts)
+			db, b := openMemDB(t, opts)
 			appendFloats(t, db, ended, want[ended.String()]...)
 			appendFloats(t, db, a, inRange(want[a.String()], 0, part-1)...)
 			if err := db.Flush(context.Background()); err != nil {
@@ -117,10 +115,9 @@ func TestQueryRangeEdges(t *testing.T) {
 // samples only in sample blocks) the series that did not end before the
 // range still are: their newest times were persisted.
 func TestEndedSeriesSkipped(t *testing.T) {
-	b := objstore.NewMemoryBucket()
 	opts := DefaultOptions()
 	opts.Retention = 0
-	db := openTestDB(t, b, opts)
+	db, b := openMemDB(t, opts)
 	ended := labels.FromStrings("__name__", "m", "s", "ended")
 	recent := labels.FromStrings("__name__", "m", "s", "recent")
 	appendFloats(t, db, ended, seriesSamples(0, 600_000, 15000)...)
@@ -183,11 +180,10 @@ func TestEndedSeriesSkipped(t *testing.T) {
 // skips the partition.
 func TestPartitionBoundsPersisted(t *testing.T) {
 	const part = 2 * 3600 * 1000
-	b := objstore.NewMemoryBucket()
 	opts := DefaultOptions()
 	opts.Retention = 0
 	opts.OutOfOrderWindow = 3 * time.Hour
-	db := openTestDB(t, b, opts)
+	db, b := openMemDB(t, opts)
 	x := labels.FromStrings("__name__", "m", "s", "x")
 	appendFloats(t, db, x, seriesSamples(30*60*1000, 60*60*1000, 15000)...)
 	appendFloats(t, db, x, seriesSamples(part, part+60*60*1000, 15000)...)
@@ -254,10 +250,9 @@ func TestPartitionBoundsPersisted(t *testing.T) {
 // whole of another, and checks queries at the range edges before and after
 // a restart.
 func TestDeleteKeepsRangeReads(t *testing.T) {
-	b := objstore.NewMemoryBucket()
 	opts := DefaultOptions()
 	opts.Retention = 0
-	db := openTestDB(t, b, opts)
+	db, b := openMemDB(t, opts)
 	x := labels.FromStrings("__name__", "m", "s", "x")
 	y := labels.FromStrings("__name__", "m", "s", "y")
 	appendFloats(t, db, x, seriesSamples(0, 1_200_000, 15000)...)
@@ -283,9 +278,8 @@ func TestDeleteKeepsRangeReads(t *testing.T) {
 
 // TestFormatVersionChecked opens data whose settings say format version 1.
 func TestFormatVersionChecked(t *testing.T) {
-	b := objstore.NewMemoryBucket()
 	opts := DefaultOptions()
-	db := openTestDB(t, b, opts)
+	db, b := openMemDB(t, opts)
 	appendFloats(t, db, labels.FromStrings("__name__", "x"), tsample{1000, 1})
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
@@ -320,8 +314,7 @@ func TestSampleReadsSkipBlocks(t *testing.T) {
 	opts := DefaultOptions()
 	opts.WAL = false
 	opts.Retention = 0
-	db := openTestDB(t, objstore.NewMemoryBucket(), opts)
-	defer db.Close()
+	db, _ := openMemDB(t, opts)
 	want := map[string][]tsample{}
 	var lsets []labels.Labels
 	for _, s := range []string{"a", "b", "c"} {

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
-
-	"github.com/shaledb/shale/storage/objstore"
 )
 
 // TestReaderFollowsWriter opens a read-only DB beside a writer and checks
@@ -17,11 +15,9 @@ import (
 // flushes and partition closes, never twice, and refuses writes.
 func TestReaderFollowsWriter(t *testing.T) {
 	ctx := context.Background()
-	b := objstore.NewMemoryBucket()
 	opts := DefaultOptions()
 	opts.PartitionDuration = time.Hour
-	w := openTestDB(t, b, opts)
-	defer w.Close()
+	w, b := openMemDB(t, opts)
 	s := labels.FromStrings("__name__", "follow", "job", "a")
 	appendFloats(t, w, s, tsample{1000, 1})
 

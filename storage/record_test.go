@@ -152,8 +152,7 @@ func TestNewSeriesFromManyAppenders(t *testing.T) {
 // its postings, which name them, never point at a missing forward-index
 // entry.
 func TestUncommittedSeriesRecordedAtClose(t *testing.T) {
-	db := openTestDB(t, objstore.NewMemoryBucket(), DefaultOptions())
-	defer db.Close()
+	db, _ := openMemDB(t, DefaultOptions())
 	app := db.Appender(context.Background())
 	kept := labels.FromStrings("__name__", "x", "job", "kept")
 	if _, err := app.Append(0, kept, 1000, 1); err != nil {

@@ -147,8 +147,7 @@ func TestRetiredSeries(t *testing.T) {
 // retired commits its sample all the same, to the series brought back.
 func TestRetiredWhileAppending(t *testing.T) {
 	opts := DefaultOptions()
-	db := openTestDB(t, objstore.NewMemoryBucket(), opts)
-	defer db.Close()
+	db, _ := openMemDB(t, opts)
 	part := opts.PartitionDuration.Milliseconds()
 	a, other := labels.FromStrings("__name__", "x", "s", "a"), labels.FromStrings("__name__", "x", "s", "b")
 	appendFloats(t, db, a, tsample{part - 60_000, 1})

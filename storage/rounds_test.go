@@ -70,13 +70,7 @@ func unCompactedBucket(t testing.TB, series int) *objstore.MemoryBucket {
 	t.Helper()
 	ctx := context.Background()
 	b := objstore.NewMemoryBucket()
-	opts := DefaultOptions()
-	opts.WAL = false
-	opts.Retention = 0
-	db, err := openOn(ctx, b, "tsdb", opts, testLSMOptions(), nil, Components{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openTestDB(t, b, coldOptions())
 	var lsets []labels.Labels
 	for i := range series {
 		lsets = append(lsets,
@@ -152,10 +146,7 @@ func TestColdQueryRoundTrips(t *testing.T) {
 			defer tc.Close()
 			ropts := lsm.DefaultReaderOptions()
 			ropts.PollInterval = 0
-			opts := DefaultOptions()
-			opts.WAL = false
-			opts.Retention = 0
-			db, err := openReadOnlyOn(context.Background(), rb, "tsdb", opts, ropts, tc, Components{})
+			db, err := openReadOnlyOn(context.Background(), rb, "tsdb", coldOptions(), ropts, tc, Components{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -8,15 +8,12 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/shaledb/shale/storage/lsm"
-	"github.com/shaledb/shale/storage/objstore"
 )
 
 func TestPartitionsAndLSMStatus(t *testing.T) {
-	b := objstore.NewMemoryBucket()
 	opts := DefaultOptions()
 	opts.PartitionDuration = time.Hour
-	db := openTestDB(t, b, opts)
-	defer db.Close()
+	db, b := openMemDB(t, opts)
 	hour := time.Hour.Milliseconds()
 	base := time.Now().Truncate(time.Hour).UnixMilli() - 2*hour
 	a := labels.FromStrings("__name__", "up", "job", "a")

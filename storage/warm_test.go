@@ -137,9 +137,7 @@ func newTestCache(t *testing.T) cache.Cache {
 func TestWarmerFollowsWriter(t *testing.T) {
 	ctx := context.Background()
 	fb := objstore.NewFaultBucket(objstore.NewMemoryBucket())
-	opts := DefaultOptions()
-	opts.WAL = false
-	opts.Retention = 0
+	opts := coldOptions()
 	lopts := testLSMOptions()
 	lopts.L0CompactionTrigger = 1 // Compact below merges the flushed tables
 	db, err := openOn(ctx, fb, "tsdb", opts, lopts, newTestCache(t), Components{})
@@ -226,15 +224,8 @@ func prometheusCounter(t *testing.T, reg *prometheus.Registry, name string) prom
 // sees the writer's newer manifest, the new data is in its cache.
 func TestWarmerFollowsReader(t *testing.T) {
 	ctx := context.Background()
-	mem := objstore.NewMemoryBucket()
-	opts := DefaultOptions()
-	opts.WAL = false
-	opts.Retention = 0
-	w, err := openOn(ctx, mem, "tsdb", opts, testLSMOptions(), nil, Components{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	opts := coldOptions()
+	w, mem := openMemDB(t, opts)
 	const hour = 3600 * 1000
 	writeSpan(t, w, coldBase, coldBase+2*hour, 5)
 	if err := w.flushHead(ctx, closeAll); err != nil {
