@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/shaledb/shale/internal/cputime"
 )
 
 // Run with:
@@ -31,10 +33,10 @@ const benchKeys = 1024
 // cpuMeter reports cpu-ns/op for the loop run between its creation and done.
 type cpuMeter struct{ start time.Duration }
 
-func startCPU() cpuMeter { return cpuMeter{processCPU()} }
+func startCPU() cpuMeter { return cpuMeter{cputime.Process()} }
 
 func (m cpuMeter) done(b *testing.B) {
-	if used := processCPU() - m.start; m.start > 0 && b.N > 0 {
+	if used := cputime.Process() - m.start; m.start > 0 && b.N > 0 {
 		b.ReportMetric(float64(used.Nanoseconds())/float64(b.N), "cpu-ns/op")
 	}
 }

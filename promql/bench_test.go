@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/prometheus/prometheus/prompb"
 	"github.com/prometheus/prometheus/storage"
 
+	"github.com/shaledb/shale/internal/cputime"
 	shalestorage "github.com/shaledb/shale/storage"
 )
 
@@ -147,7 +147,7 @@ func BenchmarkQueryRange(b *testing.B) {
 				}
 				b.Logf("loaded %d series x %d samples in %s", 2*n, benchSteps, time.Since(loadStart).Round(time.Millisecond))
 				ts := newTestServerOn(b, db, func(o *Options, _ *Components) { o.MaxSamples = 200_000_000 })
-				benchRanges(b, queries, ts.srv.URL, ts.client, processCPU)
+				benchRanges(b, queries, ts.srv.URL, ts.client, cputime.Process)
 			})
 			b.Run("server=prometheus", func(b *testing.B) {
 				promURL, pid := startPrometheusPID(b)
@@ -226,15 +226,6 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 	}
 	i := int(float64(len(sorted))*p+0.5) - 1
 	return sorted[max(0, min(i, len(sorted)-1))]
-}
-
-// processCPU returns the user plus system CPU time used by this process.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // pidCPU returns the user plus system CPU time of another process, from

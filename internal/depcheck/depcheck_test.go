@@ -36,6 +36,7 @@ var allowed = map[string][]string{
 	"cache":                         {},
 	"internal/e2e":                  {"internal/proc"},
 	"internal/proc":                 {},
+	"internal/cputime":              {},
 	"internal/depcheck":             {},
 	"corrupt":                       {},
 	"internal/promreg":              {},

@@ -11,6 +11,8 @@ import (
 	"github.com/golang/snappy"
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/shaledb/shale/internal/cputime"
 )
 
 // Run with:
@@ -31,10 +33,10 @@ var benchDataOrder = []string{"index", "gorilla"}
 // time. Start it right before b.Loop and stop it right after.
 type cpuMeter struct{ start time.Duration }
 
-func startCPU() cpuMeter { return cpuMeter{processCPU()} }
+func startCPU() cpuMeter { return cpuMeter{cputime.Process()} }
 
 func (m cpuMeter) report(b *testing.B, bytesPerOp int64) time.Duration {
-	used := processCPU() - m.start
+	used := cputime.Process() - m.start
 	if used <= 0 || b.N == 0 {
 		return 0
 	}

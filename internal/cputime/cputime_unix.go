@@ -1,14 +1,15 @@
 //go:build unix
 
-package cache
+package cputime
 
 import (
 	"syscall"
 	"time"
 )
 
-// processCPU is the CPU time the process has used, user and system.
-func processCPU() time.Duration {
+// Process returns the CPU time the process has used, user and system; 0 if
+// the system does not say.
+func Process() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
