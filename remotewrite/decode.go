@@ -672,88 +672,86 @@ func bucketSpan(b []byte) (histogram.Span, error) {
 	return s, nil
 }
 
+// appendSint64s appends the elements of a repeated sint64 field, packed or
+// not.
 func appendSint64s(dst *[]int64, b []byte, i, wt int) (int, error) {
-	switch wt {
-	case wireVarint:
-		v, i, err := uvarint(b, i)
-		if err != nil {
+	p, next, err := varintRun(b, i, wt, "bucket deltas")
+	if err != nil {
+		return i, err
+	}
+	for j := 0; j < len(p); {
+		var v uint64
+		if v, j, err = uvarint(p, j); err != nil {
 			return i, err
 		}
 		*dst = append(*dst, zigzag64(v))
-		return i, nil
-	case wireBytes:
-		p, next, err := lenDelim(b, i)
-		if err != nil {
-			return i, err
-		}
-		for j := 0; j < len(p); {
-			var v uint64
-			if v, j, err = uvarint(p, j); err != nil {
-				return i, err
-			}
-			*dst = append(*dst, zigzag64(v))
-		}
-		return next, nil
-	default:
-		return i, fmt.Errorf("%w: bucket deltas have wire type %d", ErrMalformed, wt)
 	}
+	return next, nil
 }
 
+// appendDoubles appends the elements of a repeated double field, packed or
+// not.
 func appendDoubles(dst *[]float64, b []byte, i, wt int) (int, error) {
+	var p []byte
+	next := i
 	switch wt {
 	case wireFixed64:
-		v, i, err := double(b, i)
-		if err != nil {
-			return i, err
+		if len(b)-i < 8 {
+			return i, errTruncated
 		}
-		*dst = append(*dst, v)
-		return i, nil
+		next += 8
+		p = b[i:next]
 	case wireBytes:
-		p, next, err := lenDelim(b, i)
-		if err != nil {
+		var err error
+		if p, next, err = lenDelim(b, i); err != nil {
 			return i, err
 		}
 		if len(p)%8 != 0 {
 			return i, fmt.Errorf("%w: packed doubles of %d bytes", ErrMalformed, len(p))
 		}
-		for j := 0; j < len(p); j += 8 {
-			v, _, _ := double(p, j)
-			*dst = append(*dst, v)
-		}
-		return next, nil
 	default:
 		return i, fmt.Errorf("%w: doubles have wire type %d", ErrMalformed, wt)
 	}
+	for j := 0; j < len(p); j += 8 {
+		v, _, _ := double(p, j)
+		*dst = append(*dst, v)
+	}
+	return next, nil
 }
 
+// appendUint32s appends the elements of a repeated uint32 field (symbol
+// references), packed or not.
 func appendUint32s(dst *[]uint32, b []byte, i, wt int) (int, error) {
-	switch wt {
-	case wireVarint:
-		v, i, err := uvarint(b, i)
-		if err != nil {
+	p, next, err := varintRun(b, i, wt, "references")
+	if err != nil {
+		return i, err
+	}
+	for j := 0; j < len(p); {
+		if p[j] < 0x80 { // one-byte refs dominate small symbol tables
+			*dst = append(*dst, uint32(p[j]))
+			j++
+			continue
+		}
+		var v uint64
+		if v, j, err = uvarint(p, j); err != nil {
 			return i, err
 		}
 		*dst = append(*dst, ref32(v))
-		return i, nil
+	}
+	return next, nil
+}
+
+// varintRun returns the varints of a repeated varint field and the offset
+// after them: a packed run, or the one varint of an element on its own.
+// what names the field in an error.
+func varintRun(b []byte, i, wt int, what string) ([]byte, int, error) {
+	switch wt {
+	case wireVarint:
+		_, next, err := uvarint(b, i)
+		return b[i:next], next, err
 	case wireBytes:
-		p, next, err := lenDelim(b, i)
-		if err != nil {
-			return i, err
-		}
-		for j := 0; j < len(p); {
-			if p[j] < 0x80 { // one-byte refs dominate small symbol tables
-				*dst = append(*dst, uint32(p[j]))
-				j++
-				continue
-			}
-			var v uint64
-			if v, j, err = uvarint(p, j); err != nil {
-				return i, err
-			}
-			*dst = append(*dst, ref32(v))
-		}
-		return next, nil
+		return lenDelim(b, i)
 	default:
-		return i, fmt.Errorf("%w: references have wire type %d", ErrMalformed, wt)
+		return nil, i, fmt.Errorf("%w: %s have wire type %d", ErrMalformed, what, wt)
 	}
 }

@@ -1,8 +1,10 @@
 package remotewrite
 
 import (
+	"encoding/binary"
 	"fmt"
 	"github.com/prometheus/common/model"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -346,6 +348,75 @@ func TestDecoderUnpackedAndUnknownFields(t *testing.T) {
 		t.Fatalf("re-encoded request decodes differently:\n%s", diff)
 	}
 	checkAgainstGogo(t, 2, alt)
+}
+
+func TestDecoderUnpackedHistogramBuckets(t *testing.T) {
+	// A histogram's repeated fields may come one element at a time, in
+	// packed runs, or both; the decoders must read the same buckets.
+	double := func(b []byte, v float64) []byte {
+		return binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+	}
+	zigzag := func(v int64) uint64 { return uint64(v<<1) ^ uint64(v>>63) }
+	msg := func(b []byte, field int, m []byte) []byte {
+		b = appendTag(b, field, wireBytes)
+		b = appendVarint(b, uint64(len(m)))
+		return append(b, m...)
+	}
+	var h []byte
+	h = appendTag(h, 1, wireVarint) // count_int
+	h = appendVarint(h, 7)
+	h = appendTag(h, 4, wireVarint) // schema
+	h = appendVarint(h, zigzag(1))
+	h = msg(h, 11, []byte{0x08, 0x02, 0x10, 0x03}) // positive span at 1 of 3
+	h = appendTag(h, 12, wireVarint)               // positive deltas, alone
+	h = appendVarint(h, zigzag(2))
+	h = msg(h, 12, appendVarint(appendVarint(nil, zigzag(-1)), zigzag(300)))
+	h = msg(h, 8, []byte{0x08, 0x03, 0x10, 0x02})
+	h = msg(h, 9, appendVarint(nil, zigzag(4))) // negative deltas, packed
+	h = appendTag(h, 9, wireVarint)
+	h = appendVarint(h, zigzag(-4))
+	h = appendTag(h, 13, wireFixed64) // positive counts, alone
+	h = double(h, 1.5)
+	h = msg(h, 13, double(double(nil, 2.5), 3.5))
+	h = appendTag(h, 10, wireFixed64)
+	h = double(h, 0.5)
+	h = msg(h, 16, double(nil, 1))
+	h = appendTag(h, 16, wireFixed64)
+	h = double(h, 2)
+	h = appendTag(h, 15, wireVarint) // timestamp
+	h = appendVarint(h, uint64(testNow))
+
+	for _, tc := range []struct {
+		version                int
+		labelsField, histField int
+		labels                 []byte // a label (1.0) or label references (2.0)
+		symbols                []string
+	}{
+		{1, 1, 4, []byte{0x0a, 0x08, '_', '_', 'n', 'a', 'm', 'e', '_', '_', 0x12, 0x01, 'h'}, nil},
+		{2, 1, 3, []byte{0x01, 0x02}, []string{"", "__name__", "h"}},
+	} {
+		t.Run(fmt.Sprintf("version=%d", tc.version), func(t *testing.T) {
+			var ts, req []byte
+			ts = msg(ts, tc.labelsField, tc.labels)
+			ts = msg(ts, tc.histField, h)
+			seriesField := 1
+			if tc.version == 2 {
+				seriesField = 5
+				for _, s := range tc.symbols {
+					req = msg(req, 4, []byte(s))
+				}
+			}
+			req = msg(req, seriesField, ts)
+			d := decoder{maxSeries: 10}
+			if err := d.decode(req, tc.version); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := len(d.posDeltas)+len(d.negDeltas)+len(d.posCounts)+len(d.negCounts)+len(d.custom), 3+2+3+1+2; got != want {
+				t.Fatalf("%d bucket elements decoded, want %d", got, want)
+			}
+			checkAgainstGogo(t, tc.version, req)
+		})
+	}
 }
 
 func appendTag(b []byte, field int, wt int) []byte {
