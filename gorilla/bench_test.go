@@ -71,18 +71,25 @@ func realUnits(b *testing.B, whole bool) []unit {
 	return us
 }
 
+// benchDataSets name the data the codec benchmarks run on: synthetic units
+// of each kind, and the real series in their chunks or whole.
+var benchDataSets = []string{"counter", "gauge", "const", "real-chunks", "real-series"}
+
+// benchUnits returns the units of the data set named data.
+func benchUnits(b *testing.B, data string) []unit {
+	switch data {
+	case "real-chunks":
+		return realUnits(b, false)
+	case "real-series":
+		return realUnits(b, true)
+	}
+	return syntheticUnits(data)
+}
+
 func BenchmarkCodec(b *testing.B) {
-	for _, data := range []string{"counter", "gauge", "const", "real-chunks", "real-series"} {
+	for _, data := range benchDataSets {
 		b.Run("data="+data, func(b *testing.B) {
-			var us []unit
-			switch data {
-			case "real-chunks":
-				us = realUnits(b, false)
-			case "real-series":
-				us = realUnits(b, true)
-			default:
-				us = syntheticUnits(data)
-			}
+			us := benchUnits(b, data)
 			samples := 0
 			for _, u := range us {
 				samples += len(u.ts)
@@ -206,17 +213,9 @@ func xorEncode(u unit) *chunkenc.XORChunk {
 //
 //	go test -run '^$' -bench 'BenchmarkPaired' -benchtime 0.5s -count 6 ./gorilla/
 func BenchmarkPaired(b *testing.B) {
-	for _, data := range []string{"counter", "gauge", "const", "real-chunks", "real-series"} {
+	for _, data := range benchDataSets {
 		b.Run("data="+data, func(b *testing.B) {
-			var us []unit
-			switch data {
-			case "real-chunks":
-				us = realUnits(b, false)
-			case "real-series":
-				us = realUnits(b, true)
-			default:
-				us = syntheticUnits(data)
-			}
+			us := benchUnits(b, data)
 			samples := 0
 			blocks := make([][]byte, len(us))
 			chunks := make([]*chunkenc.XORChunk, len(us))
