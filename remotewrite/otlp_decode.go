@@ -752,13 +752,13 @@ func (d *protoDecoder) data(mi int, b []byte) error {
 }
 
 // Field numbers of the data point messages, by type: attributes, start
-// time, time, flags, exemplars.
-var pointFields = [...]struct{ attrs, start, time, flags, exemplars protowire.Number }{
-	otlpGauge:        {7, 2, 3, 8, 5},
-	otlpSum:          {7, 2, 3, 8, 5},
-	otlpHistogram:    {9, 2, 3, 10, 8},
-	otlpExpHistogram: {1, 2, 3, 10, 11},
-	otlpSummary:      {7, 2, 3, 8, 0},
+// time, time, flags, exemplars, count, sum (0: none).
+var pointFields = [...]struct{ attrs, start, time, flags, exemplars, count, sum protowire.Number }{
+	otlpGauge:        {7, 2, 3, 8, 5, 0, 0},
+	otlpSum:          {7, 2, 3, 8, 5, 0, 0},
+	otlpHistogram:    {9, 2, 3, 10, 8, 4, 5},
+	otlpExpHistogram: {1, 2, 3, 10, 11, 4, 5},
+	otlpSummary:      {7, 2, 3, 8, 0, 4, 5},
 }
 
 var pointMessages = [...]string{
@@ -794,14 +794,19 @@ func (d *protoDecoder) point(typ otlpType, b []byte) error {
 				return err
 			}
 			m.points[pi].attrs.hi = int32(len(m.pointAttrs))
-		case num == pf.start || num == pf.time:
+		case num == pf.start || num == pf.time || num == pf.count || num == pf.sum:
 			if x, b, err = protoFixed64(rest, msg, num, wt); err != nil {
 				return err
 			}
-			if num == pf.start {
+			switch num {
+			case pf.start:
 				p.start = x
-			} else {
+			case pf.time:
 				p.time = x
+			case pf.count:
+				p.count = x
+			default:
+				p.sum, p.hasSum = math.Float64frombits(x), typ != otlpSummary // a summary's sum is not optional
 			}
 		case num == pf.flags:
 			if x, b, err = protoVarint(rest, msg, num, wt); err != nil {
@@ -848,17 +853,9 @@ func (d *protoDecoder) pointField(typ otlpType, pi int, msg string, num protowir
 		}
 	case otlpHistogram:
 		switch num {
-		case 4, 5, 11, 12: // count, sum, min, max
-			if x, b, err = protoFixed64(b, msg, num, wt); err != nil {
-				return b, err
-			}
-			switch num {
-			case 4:
-				p.count = x
-			case 5:
-				p.sum, p.hasSum = math.Float64frombits(x), true
-			}
-			return b, nil
+		case 11, 12: // min, max
+			_, b, err = protoFixed64(b, msg, num, wt)
+			return b, err
 		case 6:
 			lo := len(m.counts)
 			if m.counts, b, err = appendFixed64s(m.counts, b, msg, num, wt); err != nil {
@@ -886,16 +883,11 @@ func (d *protoDecoder) pointField(typ otlpType, pi int, msg string, num protowir
 		}
 	case otlpExpHistogram:
 		switch num {
-		case 4, 5, 7, 12, 13, 14: // count, sum, zero_count, min, max, zero_threshold
+		case 7, 12, 13, 14: // zero_count, min, max, zero_threshold
 			if x, b, err = protoFixed64(b, msg, num, wt); err != nil {
 				return b, err
 			}
-			switch num {
-			case 4:
-				p.count = x
-			case 5:
-				p.sum, p.hasSum = math.Float64frombits(x), true
-			case 7:
+			if num == 7 {
 				p.zeroCount = x
 			}
 			return b, nil
@@ -918,16 +910,6 @@ func (d *protoDecoder) pointField(typ otlpType, pi int, msg string, num protowir
 		}
 	case otlpSummary:
 		switch num {
-		case 4, 5:
-			if x, b, err = protoFixed64(b, msg, num, wt); err != nil {
-				return b, err
-			}
-			if num == 4 {
-				p.count = x
-			} else {
-				p.sum = math.Float64frombits(x)
-			}
-			return b, nil
 		case 6:
 			if v, b, err = protoBytes(b, msg, num, wt); err != nil {
 				return b, err
