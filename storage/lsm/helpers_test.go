@@ -254,6 +254,15 @@ func mustGet(t testing.TB, g interface {
 	return string(v), ok
 }
 
+// countKeys counts the keys of it, and closes it.
+func countKeys(it *Iterator) (int, error) {
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		n++
+	}
+	return n, it.Close()
+}
+
 // crash stops db as a killed process would: no flush, background work cut
 // off mid-flight.
 func crash(db *DB) { db.stop() }

@@ -181,11 +181,7 @@ func TestCompactionSplitsOutput(t *testing.T) {
 		}
 	}
 	it, _ := db.NewIterator(ctx, nil, nil)
-	n := 0
-	for ok := it.First(); ok; ok = it.Next() {
-		n++
-	}
-	if err := it.Close(); err != nil || n != 800 {
+	if n, err := countKeys(it); err != nil || n != 800 {
 		t.Fatalf("scan found %d keys, err %v", n, err)
 	}
 }
@@ -289,11 +285,7 @@ func TestGCProtectsRecentlyDroppedTables(t *testing.T) {
 	}
 	// The reader, still on the old manifest, can scan it whole.
 	it, _ := rdr.NewIterator(ctx, nil, nil)
-	n := 0
-	for ok := it.First(); ok; ok = it.Next() {
-		n++
-	}
-	if err := it.Close(); err != nil || n != 40 {
+	if n, err := countKeys(it); err != nil || n != 40 {
 		t.Fatalf("reader on the old manifest: %d keys, %v", n, err)
 	}
 	clock.Advance(11 * time.Minute)

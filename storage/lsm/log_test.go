@@ -70,11 +70,8 @@ func TestLogReplayAndTruncate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
-	for ok := it.First(); ok; ok = it.Next() {
-		n++
-	}
-	if err := it.Close(); err != nil {
+	n, err := countKeys(it)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if n != 10 {
