@@ -56,24 +56,42 @@ type shale struct {
 	proc *e2e.Process
 }
 
+// startShale starts bin/tsdb with args, logging at debug level, and waits
+// until it is ready.
 func startShale(t testing.TB, args ...string) *shale {
+	t.Helper()
+	return startShaleAt(t, "", append([]string{"--log.level=debug"}, args...)...)
+}
+
+// startShaleAt starts bin/tsdb with args and waits until it is ready under
+// the route prefix ("" for none).
+func startShaleAt(t testing.TB, prefix string, args ...string) *shale {
 	t.Helper()
 	port := e2e.FreePort(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	cmd := exec.Command(tsdbBinary, append([]string{"--web.listen-address=" + addr, "--log.level=debug"}, args...)...)
+	cmd := exec.Command(tsdbBinary, append([]string{"--web.listen-address=" + addr}, args...)...)
 	s := &shale{url: "http://" + addr, proc: e2e.StartProcess(t, cmd)}
 	e2e.Eventually(t, 60*time.Second, func() bool {
 		if exited, _ := s.proc.Exited(); exited {
 			t.Fatalf("tsdb exited early:\n%s", s.proc.Output())
 		}
-		resp, err := http.Get(s.url + "/-/ready")
+		resp, err := http.Get(s.url + prefix + "/-/ready")
 		if err != nil {
 			return false
 		}
 		resp.Body.Close()
 		return resp.StatusCode == 200
-	}, "tsdb at %s to be ready", addr)
+	}, "tsdb at %s%s to be ready", addr, prefix)
 	return s
+}
+
+// skipEndToEnd skips a test that runs the server (or another program) under
+// -short.
+func skipEndToEnd(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end to end")
+	}
 }
 
 // stop sends SIGTERM and waits; it fails the test if the exit is not clean.
@@ -279,9 +297,7 @@ func checkLoad(t *testing.T, baseURL string, acked []int, perWorker int, base in
 // TestCrashUnderLoadWALOn kills the server with SIGKILL while senders write
 // and checks that every acknowledged sample survives the restart.
 func TestCrashUnderLoadWALOn(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end to end")
-	}
+	skipEndToEnd(t)
 	dir := t.TempDir()
 	base := loadBase()
 	s := startShale(t, "--storage.path="+dir, "--storage.wal=true")
@@ -306,9 +322,7 @@ func TestCrashUnderLoadWALOn(t *testing.T) {
 // TestRestartWALOffAfterSIGTERM checks that a clean shutdown with the WAL off
 // flushes everything.
 func TestRestartWALOffAfterSIGTERM(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end to end")
-	}
+	skipEndToEnd(t)
 	dir := t.TempDir()
 	base := loadBase()
 	s := startShale(t, "--storage.path="+dir, "--storage.wal=false")
@@ -322,9 +336,7 @@ func TestRestartWALOffAfterSIGTERM(t *testing.T) {
 // TestReaderReplica checks that a reader on the same folder serves what the
 // writer flushed, and refuses writes.
 func TestReaderReplica(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end to end")
-	}
+	skipEndToEnd(t)
 	dir := t.TempDir()
 	base := loadBase()
 	w := startShale(t, "--storage.path="+dir, "--storage.head-flush-interval=1s")
@@ -362,9 +374,7 @@ func TestReaderReplica(t *testing.T) {
 // over on purpose, the first must stop with a clear message and a non-zero
 // exit, and the data stays readable through the second.
 func TestSecondWriterFencesFirst(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end to end")
-	}
+	skipEndToEnd(t)
 	dir := t.TempDir()
 	base := loadBase()
 	first := startShale(t, "--storage.path="+dir)
@@ -414,9 +424,7 @@ func promtoolJSON(t *testing.T, promtool string, args ...string) any {
 // exporter and remote-writing to Shale, then compares promtool answers of
 // both for the same queries.
 func TestPrometheusEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end to end")
-	}
+	skipEndToEnd(t)
 	t.Parallel()
 	runPrometheusEndToEnd(t)
 }
@@ -424,9 +432,7 @@ func TestPrometheusEndToEnd(t *testing.T) {
 // TestPrometheusEndToEndS3 is TestPrometheusEndToEnd with Shale's data in a
 // real S3-compatible server (versitygw) instead of a local folder.
 func TestPrometheusEndToEndS3(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end to end")
-	}
+	skipEndToEnd(t)
 	t.Parallel()
 	path := s3ConfigFile(t, "", "shale-e2e")
 	runPrometheusEndToEnd(t, "--objstore.config-file="+path)
@@ -605,9 +611,7 @@ func jsonString(v any) string {
 // that requires basic auth, and checks that requests without the password are
 // refused while the health check, writes and queries with it work.
 func TestWebConfigBasicAuth(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end to end")
-	}
+	skipEndToEnd(t)
 	hash, err := bcrypt.GenerateFromPassword([]byte("s3cret"), bcrypt.MinCost)
 	if err != nil {
 		t.Fatal(err)

@@ -27,9 +27,7 @@ import (
 // or that end with a stale marker. Prometheus runs with native histograms
 // on, so it asks for protobuf, the only format that carries them.
 func TestFederationToPrometheus(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end to end")
-	}
+	skipEndToEnd(t)
 	prom := e2e.RequireBinary(t, "prometheus", "apt-get install prometheus")
 	dir := t.TempDir()
 	s := startShale(t, "--storage.path="+filepath.Join(dir, "shale"))

@@ -101,9 +101,7 @@ func (p *tcpProxy) cut() {
 // its shutdown timeout, and every acknowledged sample is there after a
 // restart.
 func TestObjectStoreOutage(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end to end")
-	}
+	skipEndToEnd(t)
 	t.Parallel()
 	endpoint, err := url.Parse(objstoretest.Server(t).Endpoint)
 	if err != nil {

@@ -186,9 +186,7 @@ func startRulesPeer(t *testing.T, bin, dir, name, rulePath string, series []prom
 // (.tools/prometheus-3.16, when present), whose timestamps are Shale's, it
 // compares the recorded samples themselves.
 func TestRecordingRulesAgainstPrometheus(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end to end")
-	}
+	skipEndToEnd(t)
 	prom := e2e.RequireBinary(t, "prometheus", "apt-get install prometheus")
 	dir := t.TempDir()
 	rulePath := writeFile(t, dir, "compare.rules.yml", compareRules)
@@ -313,9 +311,7 @@ func TestRecordingRulesAgainstPrometheus(t *testing.T) {
 // TestRuleFilesRefusedAtStart starts the server with a rule file promtool
 // refuses: it must not start, and say what promtool says.
 func TestRuleFilesRefusedAtStart(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end to end")
-	}
+	skipEndToEnd(t)
 	promtool := e2e.RequireBinary(t, "promtool", "apt-get install prometheus")
 	dir := t.TempDir()
 	rulePath := writeFile(t, dir, "bad.yml", "groups:\n- name: g\n  rules:\n  - record: job:x\n    expr: sum(up\n")
@@ -479,9 +475,7 @@ func alertState(t *testing.T, baseURL, name string) (string, time.Time) {
 // labels and annotations; once its expression no longer holds it is resolved
 // and delivered as such.
 func TestAlertThroughAlertmanager(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end to end")
-	}
+	skipEndToEnd(t)
 	dir := t.TempDir()
 	hook := &alertWebhook{}
 	srv := httptest.NewServer(hook)
@@ -570,9 +564,7 @@ alerting:
 // it was (less the time down, as Prometheus does), rather than from the
 // restart.
 func TestAlertForStateRestoredAfterKill(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end to end")
-	}
+	skipEndToEnd(t)
 	dir := t.TempDir()
 	writeFile(t, dir, "alerts.rules.yml", `groups:
 - name: alerts
@@ -676,9 +668,7 @@ func postReload(t *testing.T, baseURL string) (int, string) {
 // (answer, log, prometheus_config_last_reload_successful) and the rules in
 // force stay.
 func TestReload(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end to end")
-	}
+	skipEndToEnd(t)
 	dir := t.TempDir()
 	rulePath := writeFile(t, dir, "a.rules.yml", "groups:\n- name: a\n  rules:\n  - record: a:up\n    expr: vector(1)\n")
 	cfg := writeFile(t, dir, "shale.yml", "rule_files: ['*.rules.yml']\n")
@@ -745,9 +735,7 @@ func TestReload(t *testing.T) {
 // TestReaderServesWritersRules: a read replica evaluates no rule and
 // answers the rule endpoints from the writer.
 func TestReaderServesWritersRules(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end to end")
-	}
+	skipEndToEnd(t)
 	dir := t.TempDir()
 	writeFile(t, dir, "a.rules.yml", "groups:\n- name: a\n  rules:\n  - record: a:up\n    expr: vector(1)\n")
 	cfg := writeFile(t, dir, "shale.yml", "rule_files: ['*.rules.yml']\n")

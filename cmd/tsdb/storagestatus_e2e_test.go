@@ -30,9 +30,7 @@ func storageStatusOf(t *testing.T, base string) storageStatusJSON {
 // writer whose head has been flushed to tables, and on a reader of the
 // same folder, which sees the same manifest and says how fresh it is.
 func TestStorageStatusWriterAndReader(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end to end")
-	}
+	skipEndToEnd(t)
 	dir := t.TempDir()
 	w := startShale(t, "--storage.path="+dir, "--storage.head-flush-interval=1s")
 	defer w.stop(t)

@@ -247,9 +247,7 @@ func waitPanel(t testing.TB, ctx context.Context, sel string) {
 // with the help of autocompletion, runs it, and checks the graph and the
 // table against the API.
 func TestUIQueryPage(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end to end")
-	}
+	skipEndToEnd(t)
 	ctx := browser(t)
 	s := startShale(t, "--storage.path="+t.TempDir())
 	defer s.stop(t)
@@ -426,9 +424,7 @@ outer:
 // TestUIExploreAndStorage checks the explore page against the API and the
 // storage page's counters against /metrics.
 func TestUIExploreAndStorage(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end to end")
-	}
+	skipEndToEnd(t)
 	ctx := browser(t)
 	s := startShale(t, "--storage.path="+t.TempDir(), "--storage.head-flush-interval=1s")
 	defer s.stop(t)
@@ -541,9 +537,7 @@ func TestUIExploreAndStorage(t *testing.T) {
 // of its own, and checks the query page, its completion and the storage
 // page work at both.
 func TestUISubPath(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end to end")
-	}
+	skipEndToEnd(t)
 	ctx := browser(t)
 	end := time.Now().Truncate(time.Minute)
 
@@ -575,26 +569,6 @@ func TestUISubPath(t *testing.T) {
 	checkSubPath(t, ctx, s2.url+"/app")
 }
 
-// startShaleAt is startShale for a server under a route prefix.
-func startShaleAt(t *testing.T, prefix string, args ...string) *shale {
-	t.Helper()
-	port := e2e.FreePort(t)
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	s := &shale{url: "http://" + addr, proc: e2e.StartProcess(t, exec.Command(tsdbBinary, append([]string{"--web.listen-address=" + addr}, args...)...))}
-	e2e.Eventually(t, 60*time.Second, func() bool {
-		if exited, _ := s.proc.Exited(); exited {
-			t.Fatalf("tsdb exited early:\n%s", s.proc.Output())
-		}
-		resp, err := http.Get(s.url + prefix + "/-/ready")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	}, "tsdb at %s%s to be ready", addr, prefix)
-	return s
-}
-
 func checkSubPath(t *testing.T, ctx context.Context, base string) {
 	t.Helper()
 	browse(t, ctx, "open "+base+"/", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS(".cm-content")))
@@ -623,9 +597,7 @@ func checkSubPath(t *testing.T, ctx context.Context, base string) {
 // auth: the browser gets 401 without the password, and every page and
 // API call works with it.
 func TestUIBasicAuthTLS(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end to end")
-	}
+	skipEndToEnd(t)
 	ctx := browser(t)
 	dir := t.TempDir()
 	certFile, keyFile := selfSignedCert(t, dir)

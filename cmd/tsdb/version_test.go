@@ -13,9 +13,7 @@ import (
 // it in shale_build_info and /api/v1/status/buildinfo beside the PromQL
 // engine's version.
 func TestVersion(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end to end")
-	}
+	skipEndToEnd(t)
 	t.Parallel()
 	out, err := exec.Command(tsdbBinary, "--version").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "shale, version "+version) {
