@@ -62,10 +62,7 @@ func TestBackfill(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("after the flush that writes the backfill out")
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db = openTestDB(t, b, opts)
+	db = reopen(t, db, b, opts)
 	defer db.Close()
 	check("after a reopen")
 

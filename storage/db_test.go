@@ -52,6 +52,16 @@ func openMemDB(t testing.TB, opts Options) (*DB, objstore.Bucket) {
 	return db, b
 }
 
+// reopen closes db, failing t if that fails, and opens a DB on b again as
+// openTestDB does: a restart.
+func reopen(t testing.TB, db *DB, b objstore.Bucket, opts Options) *DB {
+	t.Helper()
+	if err := db.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	return openTestDB(t, b, opts)
+}
+
 // openTestReader opens a read-only DB on b under the prefix of openTestDB,
 // with c as its cache (nil for none), that follows the writer only when
 // told (no polling).
@@ -175,10 +185,7 @@ func TestAppendQueryFlushReopen(t *testing.T) {
 			if !sameSamples(got[a.String()], want) || len(got) != 1 {
 				t.Fatalf("before reopen: got %v", got)
 			}
-			if err := db.Close(); err != nil {
-				t.Fatal(err)
-			}
-			db = openTestDB(t, b, opts)
+			db = reopen(t, db, b, opts)
 			defer db.Close()
 			got = queryFloats(t, db, math.MinInt64, math.MaxInt64, m)
 			if !sameSamples(got[a.String()], want) {
@@ -273,10 +280,7 @@ func TestDeleteSeries(t *testing.T) {
 				}
 			}
 			check("after delete")
-			if err := db.Close(); err != nil {
-				t.Fatal(err)
-			}
-			db = openTestDB(t, b, DefaultOptions())
+			db = reopen(t, db, b, DefaultOptions())
 			defer db.Close()
 			check("after reopen")
 		})

@@ -60,10 +60,7 @@ func TestMetadataLasts(t *testing.T) {
 	defer r.Close()
 	expect(r, "a reader", want)
 
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db = openTestDB(t, b, opts)
+	db = reopen(t, db, b, opts)
 	defer db.Close()
 	expect(db, "after a restart", want)
 

@@ -94,10 +94,7 @@ func TestQueryRangeEdges(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkAll(t, "flushed", db)
-			if err := db.Close(); err != nil {
-				t.Fatal(err)
-			}
-			db = openTestDB(t, b, opts)
+			db = reopen(t, db, b, opts)
 			checkAll(t, "restarted", db)
 			if err := db.flushHead(context.Background(), closeAll); err != nil {
 				t.Fatal(err)
@@ -143,10 +140,7 @@ func TestEndedSeriesSkipped(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("flushed")
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db = openTestDB(t, b, opts)
+	db = reopen(t, db, b, opts)
 	defer db.Close()
 	p := db.head.openPart(0)
 	if p == nil {
@@ -221,10 +215,7 @@ func TestPartitionBoundsPersisted(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantBounds("backfilled", 0, 10*60*1000, 90*60*1000)
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db = openTestDB(t, b, opts)
+	db = reopen(t, db, b, opts)
 	defer db.Close()
 	wantBounds("restarted", 0, 10*60*1000, 90*60*1000)
 	got := queryFloats(t, db, 0, 20*60*1000, labels.MustNewMatcher(labels.MatchEqual, "__name__", "m"))
@@ -268,10 +259,7 @@ func TestDeleteKeepsRangeReads(t *testing.T) {
 		for _, r := range [][2]int64{{0, 1_200_000}, {885_000, 885_000}, {885_001, 1_200_000}, {900_000, 900_000}, {math.MinInt64, math.MaxInt64}} {
 			checkQuery(t, what, db, r[0], r[1], want)
 		}
-		if err := db.Close(); err != nil {
-			t.Fatal(err)
-		}
-		db = openTestDB(t, b, opts)
+		db = reopen(t, db, b, opts)
 	}
 	_ = db.Close()
 }

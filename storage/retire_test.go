@@ -122,10 +122,7 @@ func TestRetiredSeries(t *testing.T) {
 	}
 	check(db, "retired again")
 
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db = openTestDB(t, b, opts)
+	db = reopen(t, db, b, opts)
 	check(db, "after a restart")
 	// The series times written while retired are each series' newest.
 	p, err := db.loadPart(ctx, 0, partitionMeta{})
@@ -275,10 +272,7 @@ func TestRetireConcurrently(t *testing.T) {
 		}
 	}
 	check(db, "after the writers")
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db = openTestDB(t, b, opts)
+	db = reopen(t, db, b, opts)
 	defer db.Close()
 	check(db, "after a restart")
 }
