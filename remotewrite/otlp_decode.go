@@ -752,13 +752,13 @@ func (d *protoDecoder) data(mi int, b []byte) error {
 }
 
 // Field numbers of the data point messages, by type: attributes, start
-// time, time, flags, exemplars, count, sum (0: none).
-var pointFields = [...]struct{ attrs, start, time, flags, exemplars, count, sum protowire.Number }{
-	otlpGauge:        {7, 2, 3, 8, 5, 0, 0},
-	otlpSum:          {7, 2, 3, 8, 5, 0, 0},
-	otlpHistogram:    {9, 2, 3, 10, 8, 4, 5},
-	otlpExpHistogram: {1, 2, 3, 10, 11, 4, 5},
-	otlpSummary:      {7, 2, 3, 8, 0, 4, 5},
+// time, time, flags, exemplars.
+var pointFields = [...]struct{ attrs, start, time, flags, exemplars protowire.Number }{
+	otlpGauge:        {7, 2, 3, 8, 5},
+	otlpSum:          {7, 2, 3, 8, 5},
+	otlpHistogram:    {9, 2, 3, 10, 8},
+	otlpExpHistogram: {1, 2, 3, 10, 11},
+	otlpSummary:      {7, 2, 3, 8, 0},
 }
 
 var pointMessages = [...]string{
@@ -794,19 +794,14 @@ func (d *protoDecoder) point(typ otlpType, b []byte) error {
 				return err
 			}
 			m.points[pi].attrs.hi = int32(len(m.pointAttrs))
-		case num == pf.start || num == pf.time || num == pf.count || num == pf.sum:
+		case num == pf.start || num == pf.time:
 			if x, b, err = protoFixed64(rest, msg, num, wt); err != nil {
 				return err
 			}
-			switch num {
-			case pf.start:
+			if num == pf.start {
 				p.start = x
-			case pf.time:
+			} else {
 				p.time = x
-			case pf.count:
-				p.count = x
-			default:
-				p.sum, p.hasSum = math.Float64frombits(x), typ != otlpSummary // a summary's sum is not optional
 			}
 		case num == pf.flags:
 			if x, b, err = protoVarint(rest, msg, num, wt); err != nil {
@@ -837,6 +832,19 @@ func (d *protoDecoder) pointField(typ otlpType, pi int, msg string, num protowir
 	var x uint64
 	var v []byte
 	var err error
+	// Histograms, exponential histograms and summaries number count and sum
+	// alike.
+	if typ != otlpGauge && typ != otlpSum && (num == 4 || num == 5) {
+		if x, b, err = protoFixed64(b, msg, num, wt); err != nil {
+			return b, err
+		}
+		if num == 4 {
+			p.count = x
+		} else {
+			p.sum, p.hasSum = math.Float64frombits(x), typ != otlpSummary // a summary's sum is not optional
+		}
+		return b, nil
+	}
 	switch typ {
 	case otlpGauge, otlpSum:
 		switch num {
