@@ -179,14 +179,7 @@ func coldDB(t testing.TB, inner objstore.Bucket, latency time.Duration, cacheByt
 	fb.SetLatency(latency)
 	var c cache.Cache
 	if cacheBytes > 0 {
-		copts := cache.DefaultOptions()
-		copts.MemoryBytes = cacheBytes
-		tc, err := cache.New(copts, cache.Components{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { tc.Close() })
-		c = tc
+		c = newTestCache(t, cacheBytes)
 	}
 	ropts := lsm.DefaultReaderOptions()
 	ropts.PollInterval = 0

@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
 
-	"github.com/shaledb/shale/cache"
 	"github.com/shaledb/shale/storage/objstore"
 )
 
@@ -117,13 +116,7 @@ func warmQueryDB(b *testing.B, n int, closeAll_ bool) *DB {
 // WAL off, no retention, no early flush, a RAM block cache of cacheBytes.
 func benchQueryDB(b *testing.B, cacheBytes int64) *DB {
 	b.Helper()
-	copts := cache.DefaultOptions()
-	copts.MemoryBytes = cacheBytes
-	c, err := cache.New(copts, cache.Components{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { c.Close() })
+	c := newTestCache(b, cacheBytes)
 	opts := coldOptions()
 	opts.HeadFlushSamples = 0
 	db, err := openOn(context.Background(), objstore.NewMemoryBucket(), "tsdb", opts, testLSMOptions(), c, Components{})

@@ -12,7 +12,6 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 
-	"github.com/shaledb/shale/cache"
 	"github.com/shaledb/shale/storage/lsm"
 	"github.com/shaledb/shale/storage/objstore"
 )
@@ -137,13 +136,7 @@ func TestColdQueryRoundTrips(t *testing.T) {
 			fb := objstore.NewFaultBucket(c.bucket(t, c.series))
 			fb.SetLatency(latency)
 			rb := &roundsBucket{Bucket: fb}
-			copts := cache.DefaultOptions()
-			copts.MemoryBytes = 256 << 20
-			tc, err := cache.New(copts, cache.Components{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tc.Close()
+			tc := newTestCache(t, 256<<20)
 			ropts := lsm.DefaultReaderOptions()
 			ropts.PollInterval = 0
 			db, err := openReadOnlyOn(context.Background(), rb, "tsdb", coldOptions(), ropts, tc, Components{})

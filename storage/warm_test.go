@@ -119,10 +119,12 @@ func writeSpan(t *testing.T, db *DB, from, to int64, series int) {
 	}
 }
 
-func newTestCache(t *testing.T) cache.Cache {
+// newTestCache returns a cache of memoryBytes in RAM, closed when the test
+// ends.
+func newTestCache(t testing.TB, memoryBytes int64) cache.Cache {
 	t.Helper()
 	o := cache.DefaultOptions()
-	o.MemoryBytes = 64 << 20
+	o.MemoryBytes = memoryBytes
 	c, err := cache.New(o, cache.Components{})
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +142,7 @@ func TestWarmerFollowsWriter(t *testing.T) {
 	opts := coldOptions()
 	lopts := testLSMOptions()
 	lopts.L0CompactionTrigger = 1 // Compact below merges the flushed tables
-	db, err := openOn(ctx, fb, "tsdb", opts, lopts, newTestCache(t), Components{})
+	db, err := openOn(ctx, fb, "tsdb", opts, lopts, newTestCache(t, 64<<20), Components{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +238,7 @@ func TestWarmerFollowsReader(t *testing.T) {
 	}
 
 	fb := objstore.NewFaultBucket(mem)
-	r := openTestReader(t, fb, opts, newTestCache(t))
+	r := openTestReader(t, fb, opts, newTestCache(t, 64<<20))
 	defer r.Close()
 	rounds := startTestWarmer(t, r, 6*time.Hour, nil)
 	nextRound(t, rounds, func(r warmRound) bool { return r.err == nil })
