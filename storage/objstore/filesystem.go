@@ -1,6 +1,7 @@
 package objstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -25,23 +26,23 @@ import (
 // Shale.
 //
 // One process owns the directory: conditional writes are atomic against other
-// goroutines of this process (link(2), or renameat2(RENAME_NOREPLACE), for
+// goroutines of this process (renameat2(RENAME_NOREPLACE), or link(2), for
 // IfAbsent; a bucket lock for IfMatch), not against another process writing
 // the same folder.
 //
 // Every write goes to a temporary file in the object's directory, is fsynced,
-// then renamed (or linked, for IfAbsent) over the final name, and the
+// then renamed over the final name (without replacing, for IfAbsent), and the
 // directory is fsynced, so a crash leaves either the old object or the new one.
 // Temporary names start with TempFilePrefix; object names whose path elements
 // start with it are refused, and listings skip such files.
 //
-// The ETag is the quoted hex MD5 of the content, as S3 computes it for an
-// object written in one piece. Put computes it while writing and stores it in
-// an extended attribute (user.shale.etag) of the temporary file before
-// publishing it, so the ETag belongs to the inode and can never describe
-// other content. Reads take it from there. On a filesystem without user
-// extended attributes, Attributes and IfMatch hash the file instead, and
-// listings leave the ETag empty.
+// The ETag is the xxHash64 of the content and its length in quoted hex, the
+// shape of S3's ETag for an object written in one piece. Put computes it
+// while writing and stores it in an extended attribute (user.shale.etag) of
+// the temporary file before publishing it, so the ETag belongs to the inode
+// and can never describe other content. Reads take it from there. On a
+// filesystem without user extended attributes, Attributes and IfMatch hash
+// the file instead, and listings leave the ETag empty.
 //
 // A file and a directory cannot share a name, so unlike on S3 the objects
 // "a/b" and "a/b/c" cannot both exist; such a Put fails with an error that is
@@ -264,7 +265,13 @@ func (b *FilesystemBucket) Put(ctx context.Context, name string, r io.Reader, si
 	}()
 
 	h := xxhash.New()
-	n, err := io.Copy(io.MultiWriter(tmp, h), ctxReader{ctx, r})
+	var n int64
+	if br, ok := r.(*bytes.Reader); ok {
+		// In memory (PutBytes): one write, not one per 32 KiB.
+		n, err = br.WriteTo(io.MultiWriter(tmp, h))
+	} else {
+		n, err = io.Copy(io.MultiWriter(tmp, h), ctxReader{ctx, r})
+	}
 	if err != nil {
 		return Attributes{}, fmt.Errorf("put %s: write: %w", name, err)
 	}

@@ -9,25 +9,30 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// hardLink is os.Link; tests replace it to take the fallback.
-var hardLink = os.Link
+// renameNoReplace is renameat2(RENAME_NOREPLACE); tests replace it to take
+// the fallback.
+var renameNoReplace = func(oldname, newname string) error {
+	if err := unix.Renameat2(unix.AT_FDCWD, oldname, unix.AT_FDCWD, newname, unix.RENAME_NOREPLACE); err != nil {
+		return &os.LinkError{Op: "renameat2", Old: oldname, New: newname, Err: err}
+	}
+	return nil
+}
 
 // publishNoReplace gives the fully written file tmp the name final unless
-// final exists (fs.ErrExist then). link(2) is the portable way; where the
-// filesystem has no hard links, renameat2(RENAME_NOREPLACE) is as atomic.
+// final exists (fs.ErrExist then). renameat2(RENAME_NOREPLACE) moves the
+// name in one directory operation; where the filesystem or kernel lacks it,
+// link(2) is as atomic and leaves the temporary name for the caller to
+// remove (linked).
 func publishNoReplace(tmp, final string) (linked bool, err error) {
-	err = hardLink(tmp, final)
+	err = renameNoReplace(tmp, final)
 	if err == nil {
-		return true, nil
+		return false, nil
 	}
-	if !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.ENOTSUP) && !errors.Is(err, unix.ENOSYS) {
+	if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.ENOTSUP) && !errors.Is(err, unix.EPERM) {
 		return false, err
 	}
-	if rerr := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, final, unix.RENAME_NOREPLACE); rerr != nil {
-		if errors.Is(rerr, unix.EEXIST) {
-			return false, &os.LinkError{Op: "renameat2", Old: tmp, New: final, Err: rerr}
-		}
-		return false, err // report why link failed
+	if lerr := os.Link(tmp, final); lerr != nil {
+		return false, lerr
 	}
-	return false, nil
+	return true, nil
 }

@@ -10,13 +10,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Without hard links, creates fall back to renameat2(RENAME_NOREPLACE) and
-// keep their guarantees.
-func TestFilesystemCreateWithoutHardLinks(t *testing.T) {
-	hardLink = func(oldname, newname string) error {
-		return &os.LinkError{Op: "link", Old: oldname, New: newname, Err: unix.EPERM}
+// Without renameat2(RENAME_NOREPLACE) (a filesystem that refuses the flag),
+// creates fall back to link(2) and keep their guarantees.
+func TestFilesystemCreateWithoutRenameNoReplace(t *testing.T) {
+	saved := renameNoReplace
+	renameNoReplace = func(oldname, newname string) error {
+		return &os.LinkError{Op: "renameat2", Old: oldname, New: newname, Err: unix.EINVAL}
 	}
-	t.Cleanup(func() { hardLink = os.Link })
+	t.Cleanup(func() { renameNoReplace = saved })
 	b := newFS(t)
 	ctx := t.Context()
 	if _, err := PutBytes(ctx, b, "d/once", []byte("first"), PutOptions{IfAbsent: true}); err != nil {
@@ -25,7 +26,7 @@ func TestFilesystemCreateWithoutHardLinks(t *testing.T) {
 	_, err := PutBytes(ctx, b, "d/once", []byte("second"), PutOptions{IfAbsent: true})
 	if !IsPreconditionFailed(err) {
 		if errors.Is(err, unix.EPERM) {
-			t.Skipf("no renameat2 here either: %v", err)
+			t.Skipf("no hard links here either: %v", err)
 		}
 		t.Fatalf("second create: %v", err)
 	}
