@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"time"
 
 	"github.com/shaledb/shale/cache"
 	"github.com/shaledb/shale/storage"
@@ -42,4 +44,24 @@ func openReader(ctx context.Context, bucket objstore.Bucket, prefix string, sopt
 
 func lsmComponents(c cache.Cache, comps storage.Components) lsm.Components {
 	return storage.LSMComponents(lsm.Components{Cache: c, Logger: comps.Logger, Registerer: comps.Registerer})
+}
+
+// tempFileAge is how old a temporary file of the local folder must be for
+// the writer to remove it at startup: a put that a crash interrupted left it,
+// and no put runs for this long.
+const tempFileAge = time.Hour
+
+// removeTempFiles removes the temporary files that puts interrupted by a
+// crash left in the local folder (the writer owns the folder, so no other
+// process is writing them). A failure is logged: the files only take space.
+func removeTempFiles(ctx context.Context, b *objstore.FilesystemBucket, logger *slog.Logger) {
+	start := time.Now()
+	n, err := b.RemoveTempFiles(ctx, tempFileAge)
+	if err != nil {
+		logger.Warn("cannot remove the temporary files of interrupted puts", "removed", n, "err", err)
+		return
+	}
+	if n > 0 {
+		logger.Info("removed the temporary files of interrupted puts", "removed", n, "older_than", tempFileAge, "duration", time.Since(start))
+	}
 }

@@ -189,6 +189,9 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 	}
 	db = opened
 	logger.Info("storage open", "object_store", where, "wal", sopts.WAL, "write_timeout", sopts.WriteTimeout, "duration", time.Since(start))
+	if fsb, ok := ob.bucket.(*objstore.FilesystemBucket); ok && cfg.mode == "writer" {
+		removeTempFiles(ctx, fsb, logger)
+	}
 	if cfg.cacheWarmAge > 0 {
 		wopts := storage.DefaultWarmOptions()
 		wopts.Age = cfg.cacheWarmAge
