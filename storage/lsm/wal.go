@@ -37,9 +37,46 @@ type walBuf struct {
 }
 
 // newWALBuf starts a WAL object of this writer with room for sizeHint bytes
-// (the size of the previous one), so steady writing does not regrow it.
+// (the size of the previous one), so steady writing does not regrow it: in
+// the buffer of a stored object if one is free and that large. Callers hold
+// db.mu, or own db alone (Open).
 func (db *DB) newWALBuf(sizeHint int) *walBuf {
-	return &walBuf{data: appendWALHeader(make([]byte, 0, max(sizeHint, 4096)), db.epoch), done: make(chan struct{})}
+	size := max(sizeHint, 4096)
+	var data []byte
+	if n := len(db.walFree); n > 0 {
+		data = db.walFree[n-1]
+		db.walFree[n-1] = nil
+		db.walFree = db.walFree[:n-1]
+		db.walFreeBytes -= cap(data)
+		if cap(data) < size {
+			data = nil // too small to be worth keeping
+		}
+	}
+	if data == nil {
+		data = make([]byte, 0, size)
+	}
+	return &walBuf{data: appendWALHeader(data[:0], db.epoch), done: make(chan struct{})}
+}
+
+// walFreeMax and walFreeMaxBytes bound the stored WAL objects' buffers that
+// wait for reuse: one for each object that may be in flight and the one
+// being filled, and no more bytes than a burst of large objects is worth
+// keeping once it has passed.
+const (
+	walFreeMax      = walInFlightLimit + 1
+	walFreeMaxBytes = 32 << 20
+)
+
+// recycleLocked gives the buffer of b, which is stored and acknowledged, to
+// the next WAL objects. The put that stored it has returned, and nothing
+// else reads an object's bytes: its waiters read done and err. Callers hold
+// db.mu.
+func (b *walBuf) recycleLocked(db *DB) {
+	if len(db.walFree) < walFreeMax && db.walFreeBytes+cap(b.data) <= walFreeMaxBytes {
+		db.walFree = append(db.walFree, b.data[:0])
+		db.walFreeBytes += cap(b.data)
+	}
+	b.data = nil
 }
 
 // finishLocked acknowledges the object's writes (err nil) or fails them, once.
@@ -204,6 +241,7 @@ func (db *DB) putWAL(b *walBuf) {
 		db.walFlight = db.walFlight[1:]
 		db.walBytes -= int64(len(f.data))
 		f.finishLocked(nil)
+		f.recycleLocked(db)
 		acked = true
 	}
 	if acked {
