@@ -41,30 +41,21 @@ func (db *DB) collectGarbage(ctx context.Context, grace, walGrace time.Duration)
 	// round trip, and a writer leaves about ten WAL objects a second.
 	delAll := func(names []string) error {
 		var (
-			wg    sync.WaitGroup
 			errMu sync.Mutex
 			first error
 		)
-		sem := make(chan struct{}, gcParallel)
-		for _, name := range names {
-			sem <- struct{}{}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				if err := s.delete(ctx, name); err != nil {
-					errMu.Lock()
-					if first == nil {
-						first = fmt.Errorf("lsm gc: delete %s: %w", name, err)
-					}
-					errMu.Unlock()
-					return
+		eachParallel(names, gcParallel, func(name string) {
+			if err := s.delete(ctx, name); err != nil {
+				errMu.Lock()
+				if first == nil {
+					first = fmt.Errorf("lsm gc: delete %s: %w", name, err)
 				}
-				deletedN.Add(1)
-				db.m.gcDeleted.Inc()
-			}()
-		}
-		wg.Wait()
+				errMu.Unlock()
+				return
+			}
+			deletedN.Add(1)
+			db.m.gcDeleted.Inc()
+		})
 		return first
 	}
 	del := func(name string) error { return delAll([]string{name}) }

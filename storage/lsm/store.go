@@ -346,18 +346,7 @@ func (s *store) openAll(ctx context.Context, ts []*tableMeta) {
 	// partition left in L0 by many flushes (24 and more when compaction is
 	// behind) are opened in one round.
 	const parallel = 64
-	sem := make(chan struct{}, parallel)
-	var wg sync.WaitGroup
-	for _, t := range missing {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			_, _ = s.table(ctx, t)
-		}()
-	}
-	wg.Wait()
+	eachParallel(missing, parallel, func(t *tableMeta) { _, _ = s.table(ctx, t) })
 }
 
 // forgetTables drops the handles of tables not in keep.

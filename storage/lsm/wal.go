@@ -354,29 +354,20 @@ func (db *DB) plugWAL(ctx context.Context, ids []uint64, plug []byte) ([]uint64,
 		mu       sync.Mutex
 		mine     []uint64
 		firstErr error
-		wg       sync.WaitGroup
 	)
-	sem := make(chan struct{}, walInFlightLimit)
-	for _, id := range ids {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			// A plug carries its writer's epoch: a lost answer is told
-			// apart from another writer's plug by reading it back.
-			err := db.s.putIfAbsent(ctx, "wal", db.s.paths.wal(id), plug, true)
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err == nil:
-				mine = append(mine, id)
-			case objstore.IsPreconditionFailed(err):
-			case firstErr == nil:
-				firstErr = fmt.Errorf("lsm open: write wal plug %d: %w", id, err)
-			}
-		}()
-	}
-	wg.Wait()
+	eachParallel(ids, walInFlightLimit, func(id uint64) {
+		// A plug carries its writer's epoch: a lost answer is told apart
+		// from another writer's plug by reading it back.
+		err := db.s.putIfAbsent(ctx, "wal", db.s.paths.wal(id), plug, true)
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err == nil:
+			mine = append(mine, id)
+		case objstore.IsPreconditionFailed(err):
+		case firstErr == nil:
+			firstErr = fmt.Errorf("lsm open: write wal plug %d: %w", id, err)
+		}
+	})
 	return mine, firstErr
 }

@@ -88,25 +88,16 @@ func prefetch(ctx context.Context, s *store, man *manifest, lower, upper []byte)
 	st := PrefetchStats{Tables: len(tables)}
 	var (
 		requests, bytes atomic.Int64
-		wg              sync.WaitGroup
 		mu              sync.Mutex
 		errs            []error
-		sem             = make(chan struct{}, prefetchParallel)
 	)
-	for _, t := range tables {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if err := prefetchTable(ctx, s, t, lower, upper, &requests, &bytes); err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
+	eachParallel(tables, prefetchParallel, func(t *tableMeta) {
+		if err := prefetchTable(ctx, s, t, lower, upper, &requests, &bytes); err != nil {
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		}
+	})
 	st.Requests, st.Bytes = requests.Load(), bytes.Load()
 	return st, errors.Join(errs...)
 }
