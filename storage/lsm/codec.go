@@ -42,11 +42,14 @@ func corruptf(format string, args ...any) error {
 func appendWALRecord(dst []byte, e *entry) []byte {
 	dst = append(dst, byte(e.kind))
 	dst = binary.AppendUvarint(dst, e.seq)
-	dst = binary.AppendUvarint(dst, uint64(len(e.key)))
-	dst = append(dst, e.key...)
-	dst = binary.AppendUvarint(dst, uint64(len(e.value)))
-	dst = append(dst, e.value...)
-	return dst
+	dst = appendBytes(dst, e.key)
+	return appendBytes(dst, e.value)
+}
+
+// appendBytes appends b with its length before it, as decoder.bytes reads it.
+func appendBytes(dst, b []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(b)))
+	return append(dst, b...)
 }
 
 // appendWALHeader starts a WAL object written by the writer of epoch.
@@ -246,10 +249,8 @@ func appendTableMeta(dst []byte, t *tableMeta) []byte {
 	dst = append(dst, t.ID...)
 	dst = binary.AppendUvarint(dst, uint64(t.Size))
 	dst = binary.AppendUvarint(dst, t.NumEntries)
-	dst = binary.AppendUvarint(dst, uint64(len(t.SmallestKey)))
-	dst = append(dst, t.SmallestKey...)
-	dst = binary.AppendUvarint(dst, uint64(len(t.LargestKey)))
-	dst = append(dst, t.LargestKey...)
+	dst = appendBytes(dst, t.SmallestKey)
+	dst = appendBytes(dst, t.LargestKey)
 	dst = binary.AppendUvarint(dst, t.MinSeq)
 	dst = binary.AppendUvarint(dst, t.MaxSeq)
 	dst = binary.AppendUvarint(dst, uint64(t.MetaSize))
@@ -292,10 +293,8 @@ func appendManifest(dst []byte, m *manifest) []byte {
 	for i := range m.Tombs {
 		t := &m.Tombs[i]
 		dst = binary.AppendUvarint(dst, t.seq)
-		dst = binary.AppendUvarint(dst, uint64(len(t.start)))
-		dst = append(dst, t.start...)
-		dst = binary.AppendUvarint(dst, uint64(len(t.end)))
-		dst = append(dst, t.end...)
+		dst = appendBytes(dst, t.start)
+		dst = appendBytes(dst, t.end)
 	}
 	dst = binary.AppendUvarint(dst, m.LogAfter)
 	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], crcTable))

@@ -143,18 +143,11 @@ func (db *DB) compactOnce(ctx context.Context) (done bool, err error) {
 func (db *DB) runCompaction(ctx context.Context, man *manifest, plan *compactionPlan) error {
 	start := time.Now()
 	src := &view{man: &manifest{}}
-	inL0 := map[string]bool{}
-	for _, id := range plan.L0 {
-		inL0[id] = true
-	}
+	inL0, inRuns := setOf(plan.L0), setOf(plan.Runs)
 	for i := range man.L0 {
 		if inL0[man.L0[i].ID] {
 			src.man.L0 = append(src.man.L0, man.L0[i])
 		}
-	}
-	inRuns := map[uint64]bool{}
-	for _, id := range plan.Runs {
-		inRuns[id] = true
 	}
 	for i := range man.Runs {
 		if inRuns[man.Runs[i].ID] {
@@ -499,4 +492,13 @@ func (c *compactor) write(terminal *entry, newestSeq uint64, emit func(e *entry)
 		}
 		return emit(&entry{key: key, seq: newestSeq, kind: kindPut, value: v})
 	}
+}
+
+// setOf returns the set of ids.
+func setOf[K comparable](ids []K) map[K]bool {
+	set := make(map[K]bool, len(ids))
+	for _, id := range ids {
+		set[id] = true
+	}
+	return set
 }
