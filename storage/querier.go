@@ -359,37 +359,32 @@ func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples, s
 
 // LabelValues returns the values of name in series matching ms, sorted.
 func (q *querier) LabelValues(ctx context.Context, name string, hints *promstorage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
-	parts, err := q.db.partitions(ctx, q.mint, q.maxt)
-	if err != nil {
-		return nil, nil, err
-	}
-	var out []string
-	for _, pv := range parts {
-		vals, err := index.LabelValuesFor(ctx, q.db.indexReader(pv), name, ms...)
-		if err != nil {
-			return nil, nil, err
-		}
-		out = mergeSorted(out, vals)
-	}
-	if hints != nil && hints.Limit > 0 && len(out) > hints.Limit {
-		out = out[:hints.Limit]
-	}
-	return out, nil, nil
+	return q.mergePartitions(ctx, hints, func(r index.Reader) ([]string, error) {
+		return index.LabelValuesFor(ctx, r, name, ms...)
+	})
 }
 
 // LabelNames returns the label names of series matching ms, sorted.
 func (q *querier) LabelNames(ctx context.Context, hints *promstorage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	return q.mergePartitions(ctx, hints, func(r index.Reader) ([]string, error) {
+		return index.LabelNamesForMatchers(ctx, r, ms...)
+	})
+}
+
+// mergePartitions merges the sorted lists read returns for the index of each
+// partition of the querier's range, cut to hints' limit.
+func (q *querier) mergePartitions(ctx context.Context, hints *promstorage.LabelHints, read func(index.Reader) ([]string, error)) ([]string, annotations.Annotations, error) {
 	parts, err := q.db.partitions(ctx, q.mint, q.maxt)
 	if err != nil {
 		return nil, nil, err
 	}
 	var out []string
 	for _, pv := range parts {
-		names, err := index.LabelNamesForMatchers(ctx, q.db.indexReader(pv), ms...)
+		list, err := read(q.db.indexReader(pv))
 		if err != nil {
 			return nil, nil, err
 		}
-		out = mergeSorted(out, names)
+		out = mergeSorted(out, list)
 	}
 	if hints != nil && hints.Limit > 0 && len(out) > hints.Limit {
 		out = out[:hints.Limit]
