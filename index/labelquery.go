@@ -3,6 +3,7 @@ package index
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -57,11 +58,7 @@ func LabelNamesFor(ctx context.Context, r Reader, postings *roaring.Bitmap) ([]s
 		if err != nil {
 			return nil, err
 		}
-		for name := range seen {
-			out = append(out, name)
-		}
-		slices.Sort(out)
-		return out, nil
+		return slices.Sorted(maps.Keys(seen)), nil
 	}
 	for i, name := range names {
 		found, err := anyIntersects(ctx, r, name, values[i], postings)
@@ -156,11 +153,7 @@ func LabelValuesFor(ctx context.Context, r Reader, name string, ms ...*labels.Ma
 		if err != nil {
 			return nil, err
 		}
-		for v := range seen {
-			out = append(out, v)
-		}
-		slices.Sort(out)
-		return out, nil
+		return slices.Sorted(maps.Keys(seen)), nil
 	}
 	for i, v := range values {
 		if i%checkContextEvery == 0 && ctx.Err() != nil {
