@@ -73,6 +73,12 @@ func (c *Tiered) Get(key string) ([]byte, bool) {
 		}
 	}
 	c.ctr.misses[tierMemory][classUnknown].Add(1)
+	return c.getDisk(key, classUnknown)
+}
+
+// getDisk returns the block under key from the disk tier, if there is one,
+// and copies a hit into RAM. A miss is counted under missClass.
+func (c *Tiered) getDisk(key string, missClass int) ([]byte, bool) {
 	if c.disk == nil {
 		return nil, false
 	}
@@ -81,7 +87,7 @@ func (c *Tiered) Get(key string) ([]byte, bool) {
 		c.mem.set(key, v, class)
 		return v, true
 	}
-	c.ctr.misses[tierDisk][classUnknown].Add(1)
+	c.ctr.misses[tierDisk][missClass].Add(1)
 	return nil, false
 }
 
@@ -163,16 +169,7 @@ func (c *Tiered) lookup(key string, class Class) ([]byte, bool) {
 		return v, true
 	}
 	c.ctr.misses[tierMemory][cl].Add(1)
-	if c.disk == nil {
-		return nil, false
-	}
-	if v, stored, ok := c.disk.get(key); ok {
-		c.ctr.hits[tierDisk][stored].Add(1)
-		c.mem.set(key, v, stored)
-		return v, true
-	}
-	c.ctr.misses[tierDisk][cl].Add(1)
-	return nil, false
+	return c.getDisk(key, cl)
 }
 
 // Flush waits until every block queued for the disk tier before the call has
