@@ -167,30 +167,23 @@ func BenchmarkSelect(b *testing.B) {
 	}
 	defer hir.Close()
 	for _, q := range dashboardQueries {
-		b.Run("query="+q.name+"/impl=shale", func(b *testing.B) {
-			b.ReportAllocs()
-			var n uint64
-			for b.Loop() {
-				bm, err := Select(ctx, ix, q.ms...)
-				if err != nil {
-					b.Fatal(err)
+		for _, impl := range []struct {
+			name string
+			r    Reader
+		}{{"shale", ix}, {"encoded", enc}} {
+			b.Run("query="+q.name+"/impl="+impl.name, func(b *testing.B) {
+				b.ReportAllocs()
+				var n uint64
+				for b.Loop() {
+					bm, err := Select(ctx, impl.r, q.ms...)
+					if err != nil {
+						b.Fatal(err)
+					}
+					n = bm.GetCardinality()
 				}
-				n = bm.GetCardinality()
-			}
-			b.ReportMetric(float64(n), "series")
-		})
-		b.Run("query="+q.name+"/impl=encoded", func(b *testing.B) {
-			b.ReportAllocs()
-			var n uint64
-			for b.Loop() {
-				bm, err := Select(ctx, enc, q.ms...)
-				if err != nil {
-					b.Fatal(err)
-				}
-				n = bm.GetCardinality()
-			}
-			b.ReportMetric(float64(n), "series")
-		})
+				b.ReportMetric(float64(n), "series")
+			})
+		}
 		b.Run("query="+q.name+"/impl=prometheus", func(b *testing.B) {
 			b.ReportAllocs()
 			var n int
