@@ -193,6 +193,15 @@ func coldDB(t testing.TB, inner objstore.Bucket, latency time.Duration, cacheByt
 	return db, fb, cb
 }
 
+// coldCacheBytes is the RAM tier coldDB gets in the cache=true and
+// cache=false runs of a test.
+func coldCacheBytes(cached bool) int64 {
+	if cached {
+		return 64 << 20
+	}
+	return 0
+}
+
 func getRequests(fb *objstore.FaultBucket) int64 {
 	return fb.Requests(objstore.OpGet) + fb.Requests(objstore.OpGetRange)
 }
@@ -366,11 +375,7 @@ func TestColdQueryRequestsBounded(t *testing.T) {
 		for _, n := range []int{10, 100, 1000} {
 			t.Run(fmt.Sprintf("cache=%v/series=%d", cached, n), func(t *testing.T) {
 				b := coldBucket(t, coldSpec{series: n, span: 2 * time.Hour, interval: 4 * time.Minute})
-				var cacheBytes int64
-				if cached {
-					cacheBytes = 64 << 20
-				}
-				db, fb, _ := coldDB(t, b, time.Millisecond, cacheBytes)
+				db, fb, _ := coldDB(t, b, time.Millisecond, coldCacheBytes(cached))
 				got := queryFloats(t, db, coldBase, coldBase+2*3600*1000, x)
 				wantCounts(t, "query", got, n, 30)
 				reqs := getRequests(fb)
@@ -420,13 +425,9 @@ func TestColdQuerySparse(t *testing.T) {
 	x := labels.MustNewMatcher(labels.MatchEqual, "__name__", "x")
 	for _, cached := range []bool{true, false} {
 		t.Run(fmt.Sprintf("cache=%v", cached), func(t *testing.T) {
-			var cacheBytes int64
-			if cached {
-				cacheBytes = 64 << 20
-			}
-			db, _, all := coldDB(t, b, 0, cacheBytes)
+			db, _, all := coldDB(t, b, 0, coldCacheBytes(cached))
 			queryFloats(t, db, coldBase, coldBase+2*3600*1000, x)
-			db, _, sparse := coldDB(t, b, 0, cacheBytes)
+			db, _, sparse := coldDB(t, b, 0, coldCacheBytes(cached))
 			got := queryFloats(t, db, coldBase, coldBase+2*3600*1000, x,
 				labels.MustNewMatcher(labels.MatchRegexp, "instance", "host-(7|500|999)"))
 			if len(got) != 3 {
@@ -447,11 +448,7 @@ func TestColdQueryFailure(t *testing.T) {
 	b := coldBucket(t, coldSpec{series: 300, span: 4 * time.Hour, interval: 4 * time.Minute})
 	for _, cached := range []bool{true, false} {
 		t.Run(fmt.Sprintf("cache=%v", cached), func(t *testing.T) {
-			var cacheBytes int64
-			if cached {
-				cacheBytes = 64 << 20
-			}
-			db, fb, _ := coldDB(t, b, 0, cacheBytes)
+			db, fb, _ := coldDB(t, b, 0, coldCacheBytes(cached))
 			boom := errors.New("boom")
 			// Opening the table succeeds; its data blocks fail.
 			fb.Inject(objstore.Fault{Ops: []objstore.Op{objstore.OpGetRange}, Err: boom,
