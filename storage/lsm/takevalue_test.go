@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-
-	"github.com/shaledb/shale/storage/objstore"
 )
 
 // TestTakeValue: values taken while iterating keep their bytes after the
@@ -21,8 +19,7 @@ func TestTakeValue(t *testing.T) {
 		return concatMerge(key, existing, operands)
 	}
 	ctx := context.Background()
-	db := openDB(t, objstore.NewMemoryBucket(), testOptions(), Components{Merge: merge})
-	defer db.Close()
+	db, _ := openMemDB(t, testOptions(), Components{Merge: merge})
 	want := map[string]string{}
 	b := &Batch{}
 	for i := range 300 {

@@ -105,8 +105,7 @@ func TestWALEarlyObject(t *testing.T) {
 func TestWALNoEarlyObjectWhenOff(t *testing.T) {
 	o := logOptions()
 	o.WALFlushInterval = time.Hour
-	db := openDB(t, objstore.NewMemoryBucket(), o, Components{})
-	defer db.Close()
+	db, _ := openMemDB(t, o, Components{})
 	db.ExpectLog()
 	w, err := db.AppendExpectedLog([]byte("a"))
 	if err != nil {
