@@ -261,6 +261,13 @@ func BenchmarkGetOrCreate(b *testing.B) {
 	})
 }
 
+// benchFleet is a fleet of series for the index benchmarks: series returns
+// the labels of series i.
+type benchFleet struct {
+	name   string
+	series func(i int, b *labels.ScratchBuilder) labels.Labels
+}
+
 // BenchmarkCreate fills an empty index with n series, as a head partition
 // fills when a large fleet starts sending, and reports the cost per series
 // created. fleet=node is nodeSeries; fleet=labelled gives its single-series
@@ -269,10 +276,7 @@ func BenchmarkGetOrCreate(b *testing.B) {
 //
 //	go test -run '^$' -bench 'BenchmarkCreate$' -benchtime 3x -count 6 ./index/
 func BenchmarkCreate(b *testing.B) {
-	fleets := []struct {
-		name   string
-		series func(i int, b *labels.ScratchBuilder) labels.Labels
-	}{
+	fleets := []benchFleet{
 		{"node", nodeSeries},
 		{"labelled", func(i int, b *labels.ScratchBuilder) labels.Labels {
 			lset := nodeSeries(i, b)
@@ -312,10 +316,7 @@ func BenchmarkCreate(b *testing.B) {
 //
 //	go test -run '^$' -bench 'BenchmarkMemIndexBytesPerSeries$' -benchtime 1x ./index/
 func BenchmarkMemIndexBytesPerSeries(b *testing.B) {
-	fleets := []struct {
-		name   string
-		series func(i int, b *labels.ScratchBuilder) labels.Labels
-	}{
+	fleets := []benchFleet{
 		{"node", nodeSeries},
 		// Every series also carries a label whose value no other series has
 		// (a request id, a pod uid): the worst case for postings.
