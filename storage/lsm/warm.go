@@ -71,13 +71,19 @@ func (r *Reader) ManifestVersion() uint64 {
 	return r.manID
 }
 
-func prefetch(ctx context.Context, s *store, man *manifest, lower, upper []byte) (PrefetchStats, error) {
+// overlappingL0 returns the L0 tables of man that overlap [lower, upper).
+func overlappingL0(man *manifest, lower, upper []byte) []*tableMeta {
 	var tables []*tableMeta
 	for i := range man.L0 {
 		if overlaps(&man.L0[i], lower, upper) {
 			tables = append(tables, &man.L0[i])
 		}
 	}
+	return tables
+}
+
+func prefetch(ctx context.Context, s *store, man *manifest, lower, upper []byte) (PrefetchStats, error) {
+	tables := overlappingL0(man, lower, upper)
 	for i := range man.Runs {
 		for j := range man.Runs[i].Tables {
 			if t := &man.Runs[i].Tables[j]; overlaps(t, lower, upper) {
@@ -378,12 +384,7 @@ func (r *Reader) RangeBytes(ctx context.Context, lower, upper []byte) (int64, er
 }
 
 func rangeBytes(ctx context.Context, s *store, man *manifest, lower, upper []byte) (int64, error) {
-	var tables []*tableMeta
-	for i := range man.L0 {
-		if overlaps(&man.L0[i], lower, upper) {
-			tables = append(tables, &man.L0[i])
-		}
-	}
+	tables := overlappingL0(man, lower, upper)
 	for i := range man.Runs {
 		ts := man.Runs[i].Tables
 		j := 0
