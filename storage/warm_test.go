@@ -233,7 +233,7 @@ func TestWarmerFollowsReader(t *testing.T) {
 	if err := w.flushHead(ctx, closeAll); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Flush(ctx); err != nil {
+	if err := w.w.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
 
