@@ -81,7 +81,7 @@ func BenchmarkQueryWarm(b *testing.B) {
 // BenchmarkQueryWarm.
 func warmQueryDB(b *testing.B, n int, closeAll_ bool) *DB {
 	b.Helper()
-	db := benchQueryDB(b, 1<<30)
+	db := benchQueryDB(b, objstore.NewMemoryBucket(), 1<<30)
 	lsets, vals := benchCounters("x", n), make([]float64, n)
 	rng := rand.New(rand.NewPCG(1, 2))
 	const step = 15_000
@@ -112,14 +112,14 @@ func warmQueryDB(b *testing.B, n int, closeAll_ bool) *DB {
 	return db
 }
 
-// benchQueryDB opens a writer on a memory bucket for the query benchmarks:
-// WAL off, no retention, no early flush, a RAM block cache of cacheBytes.
-func benchQueryDB(b *testing.B, cacheBytes int64) *DB {
+// benchQueryDB opens a writer on bucket for the query benchmarks: WAL off, no
+// retention, no early flush, a RAM block cache of cacheBytes.
+func benchQueryDB(b *testing.B, bucket objstore.Bucket, cacheBytes int64) *DB {
 	b.Helper()
 	c := newTestCache(b, cacheBytes)
 	opts := coldOptions()
 	opts.HeadFlushSamples = 0
-	db, err := openOn(context.Background(), objstore.NewMemoryBucket(), "tsdb", opts, testLSMOptions(), c, Components{})
+	db, err := openOn(context.Background(), bucket, "tsdb", opts, testLSMOptions(), c, Components{})
 	if err != nil {
 		b.Fatal(err)
 	}
