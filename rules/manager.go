@@ -207,7 +207,7 @@ func (m *Manager) Stop() {
 		m.mu.RLock()
 		groups := slices.Collect(maps.Values(m.groups))
 		m.mu.RUnlock()
-		stopGroups(groups)
+		stopAll(groups)
 		m.groupsWG.Wait()
 		close(m.done)
 		m.staleWG.Wait()
@@ -216,13 +216,15 @@ func (m *Manager) Stop() {
 	})
 }
 
-func stopGroups(groups []*Group) {
+// stopAll stops each of xs in its own goroutine and returns once all have
+// stopped.
+func stopAll[T interface{ stop() }](xs []T) {
 	var wg sync.WaitGroup
-	for _, g := range groups {
+	for _, x := range xs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			g.stop()
+			x.stop()
 		}()
 	}
 	wg.Wait()

@@ -284,27 +284,11 @@ func (n *notifier) stop() {
 	sets := n.sets
 	n.sets = nil
 	n.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, s := range sets {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.stop()
-		}()
-	}
-	wg.Wait()
+	stopAll(sets)
 }
 
 func (s *amSet) stop() {
-	var wg sync.WaitGroup
-	for _, l := range s.loops {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			l.stop()
-		}()
-	}
-	wg.Wait()
+	stopAll(s.loops)
 	s.client.CloseIdleConnections()
 }
 
