@@ -111,6 +111,17 @@ func (l *ledger) rejectOne(k kind, reason string, format string, args ...any) {
 	l.st.problem(l.h.opts.MaxErrorMessages, format, args...)
 }
 
+// rejectStoredExemplar counts an exemplar of series ls that the storage
+// refused with err, logging msg when err is not one a sender causes. It is
+// not reported to the sender.
+func (l *ledger) rejectStoredExemplar(ls labels.Labels, err error, msg string) {
+	reason, unexpected := exemplarRejectReason(err)
+	if unexpected {
+		l.h.logger.Warn(msg, "series", ls.String(), "err", err)
+	}
+	l.reject(kindExemplars, reason, 1)
+}
+
 // rejectOutsideWindow rejects an item at time at, outside [minT, maxT].
 func (l *ledger) rejectOutsideWindow(k kind, ls labels.Labels, at int64) {
 	o := &l.h.opts
@@ -325,11 +336,7 @@ func (t *txn) appendExemplars(s *seriesRec, ls labels.Labels, ref SeriesRef) {
 		ex := exemplar.Exemplar{Labels: st.exls, Value: e.v, Ts: e.ts, HasTs: e.ts != 0}
 		newRef, err := t.app.AppendExemplar(ref, ls, ex)
 		if err != nil {
-			reason, unexpected := exemplarRejectReason(err)
-			if unexpected {
-				t.h.logger.Warn("remote write: exemplar not stored", "series", ls.String(), "err", err)
-			}
-			t.reject(kindExemplars, reason, 1)
+			t.rejectStoredExemplar(ls, err, "remote write: exemplar not stored")
 			continue
 		}
 		ref = newRef

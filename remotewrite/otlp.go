@@ -435,11 +435,7 @@ func (a *otlpAppender) appendExemplars(ref SeriesRef, lset labels.Labels, exs []
 		e.Labels = s.exls
 		newRef, err := a.app.AppendExemplar(ref, lset, e)
 		if err != nil {
-			reason, unexpected := exemplarRejectReason(err)
-			if unexpected {
-				a.h.logger.Warn("otlp: exemplar not stored", "series", lset.String(), "err", err)
-			}
-			a.reject(kindExemplars, reason, 1)
+			a.rejectStoredExemplar(lset, err, "otlp: exemplar not stored")
 			continue
 		}
 		if newRef != 0 {
