@@ -71,18 +71,25 @@ func startShaleAt(t testing.TB, prefix string, args ...string) *shale {
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	cmd := exec.Command(tsdbBinary, append([]string{"--web.listen-address=" + addr}, args...)...)
 	s := &shale{url: "http://" + addr, proc: e2e.StartProcess(t, cmd)}
+	waitReady(t, s.proc, "tsdb", addr+prefix)
+	return s
+}
+
+// waitReady waits until http://<at>/-/ready answers 200 and fails the test
+// with the output of p, the program name, if it exits first.
+func waitReady(t testing.TB, p *e2e.Process, name, at string) {
+	t.Helper()
 	e2e.Eventually(t, 60*time.Second, func() bool {
-		if exited, _ := s.proc.Exited(); exited {
-			t.Fatalf("tsdb exited early:\n%s", s.proc.Output())
+		if exited, _ := p.Exited(); exited {
+			t.Fatalf("%s exited early:\n%s", name, p.Output())
 		}
-		resp, err := http.Get(s.url + prefix + "/-/ready")
+		resp, err := http.Get("http://" + at + "/-/ready")
 		if err != nil {
 			return false
 		}
 		resp.Body.Close()
-		return resp.StatusCode == 200
-	}, "tsdb at %s%s to be ready", addr, prefix)
-	return s
+		return resp.StatusCode == http.StatusOK
+	}, "%s at %s to be ready", name, at)
 }
 
 // skipEndToEnd skips a test that runs the server (or another program) under
@@ -406,13 +413,20 @@ func TestSecondWriterFencesFirst(t *testing.T) {
 	second.stop(t)
 }
 
-// promtoolJSON runs promtool query with JSON output.
-func promtoolJSON(t *testing.T, promtool string, args ...string) any {
+// promtoolQuery runs promtool query with args and returns its output.
+func promtoolQuery(t *testing.T, promtool string, args ...string) []byte {
 	t.Helper()
 	out, err := exec.Command(promtool, append([]string{"query"}, args...)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("promtool query %v: %v\n%s", args, err, out)
 	}
+	return out
+}
+
+// promtoolJSON runs promtool query with JSON output.
+func promtoolJSON(t *testing.T, promtool string, args ...string) any {
+	t.Helper()
+	out := promtoolQuery(t, promtool, args...)
 	var v any
 	if err := json.Unmarshal(out, &v); err != nil {
 		t.Fatalf("promtool query %v: not JSON: %v\n%s", args, err, out)
@@ -546,12 +560,10 @@ remote_write:
 	s.stop(t)
 }
 
+// promtoolOut runs promtool query and returns its output's lines, sorted.
 func promtoolOut(t *testing.T, promtool string, args ...string) string {
 	t.Helper()
-	out, err := exec.Command(promtool, append([]string{"query"}, args...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("promtool query %v: %v\n%s", args, err, out)
-	}
+	out := promtoolQuery(t, promtool, args...)
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	sort.Strings(lines)
 	return strings.Join(lines, "\n")

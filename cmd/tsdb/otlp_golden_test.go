@@ -383,18 +383,8 @@ func writeOTLPGolden(t *testing.T) {
 				"--web.listen-address="+addr, "--web.enable-otlp-receiver", "--enable-feature="+strings.Join(features, ","))
 			p := e2e.StartProcess(t, cmd)
 			defer p.Stop()
+			waitReady(t, p, "prometheus", addr)
 			base := "http://" + addr
-			e2e.Eventually(t, 60*time.Second, func() bool {
-				if exited, _ := p.Exited(); exited {
-					t.Fatalf("prometheus exited:\n%s", p.Output())
-				}
-				resp, err := http.Get(base + "/-/ready")
-				if err != nil {
-					return false
-				}
-				resp.Body.Close()
-				return resp.StatusCode == http.StatusOK
-			}, "prometheus at %s to be ready", addr)
 			// Prometheus remote-writes only samples newer than its
 			// start: the payload's times (from t0-30s on) are ahead of
 			// the clock, within both servers' 10 minutes.
