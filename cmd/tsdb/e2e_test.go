@@ -124,12 +124,17 @@ func remoteWrite(baseURL string, series []prompb.TimeSeries) (int, string, error
 
 // remoteWriteHeaders is remoteWrite that also returns the answer's headers.
 func remoteWriteHeaders(baseURL string, series []prompb.TimeSeries) (int, http.Header, string, error) {
-	req := &prompb.WriteRequest{Timeseries: series}
+	return rawRemoteWrite(baseURL, &prompb.WriteRequest{Timeseries: series})
+}
+
+// rawRemoteWrite sends req as a remote write 1.0 request and returns the
+// status, headers and body of the answer.
+func rawRemoteWrite(base string, req *prompb.WriteRequest) (int, http.Header, string, error) {
 	raw, err := req.Marshal()
 	if err != nil {
 		return 0, nil, "", err
 	}
-	return postSnappy(baseURL+"/api/v1/write", raw)
+	return postSnappy(base+"/api/v1/write", raw)
 }
 
 // postSnappy posts a marshalled 1.0 write request, snappy-compressed.
@@ -148,6 +153,40 @@ func postSnappy(u string, raw []byte) (int, http.Header, string, error) {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, resp.Header, string(body), nil
+}
+
+// send sends req and returns the answer's status and body; a request that
+// gets no answer fails the test.
+func send(t testing.TB, req *http.Request) (int, string) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// sendGet GETs u and returns the answer's status and body.
+func sendGet(t testing.TB, u string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return send(t, req)
+}
+
+// sendPost POSTs body to u and returns the answer's status and body.
+func sendPost(t testing.TB, u, contentType string, body io.Reader) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, u, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", contentType)
+	return send(t, req)
 }
 
 type apiResponse struct {

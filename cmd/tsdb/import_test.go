@@ -5,7 +5,6 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"net/url"
@@ -249,13 +248,7 @@ func TestImportEndpoint(t *testing.T) {
 		if enc != "" {
 			req.Header.Set("Content-Encoding", enc)
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		msg, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(msg)
+		return send(t, req)
 	}
 	if code, msg := post(body.Bytes(), "gzip"); code != http.StatusNoContent {
 		t.Fatalf("import: %d %s", code, msg)

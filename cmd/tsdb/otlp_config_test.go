@@ -1,7 +1,6 @@
 package main
 
 import (
-	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -12,7 +11,7 @@ import (
 
 func TestOTLPConfigSection(t *testing.T) {
 	dir := t.TempDir()
-	cfg, err := loadFileConfig(writeYAML(t, dir, "ok.yml", `otlp:
+	cfg, err := loadFileConfig(writeFile(t, dir, "ok.yml", `otlp:
   translation_strategy: NoUTF8EscapingWithSuffixes
   promote_resource_attributes: [service.version, k8s.namespace.name]
   keep_identifying_resource_attributes: true
@@ -39,7 +38,7 @@ func TestOTLPConfigSection(t *testing.T) {
 		"unknown":   "otlp:\n  promote_everything: true\n",
 		"duplicate": "otlp:\n  promote_resource_attributes: [a, a]\n",
 	} {
-		if _, err := loadFileConfig(writeYAML(t, dir, name+".yml", bad)); err == nil || !strings.Contains(err.Error(), "otlp") && name != "unknown" {
+		if _, err := loadFileConfig(writeFile(t, dir, name+".yml", bad)); err == nil || !strings.Contains(err.Error(), "otlp") && name != "unknown" {
 			t.Errorf("%s: error %v", name, err)
 		}
 	}
@@ -66,11 +65,5 @@ func TestOTLPOffAndReader(t *testing.T) {
 
 func postRaw(t *testing.T, base string) (int, string) {
 	t.Helper()
-	resp, err := http.Post(base+"/api/v1/otlp/v1/metrics", "application/json", strings.NewReader("{}"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return sendPost(t, base+"/api/v1/otlp/v1/metrics", "application/json", strings.NewReader("{}"))
 }

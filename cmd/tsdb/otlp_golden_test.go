@@ -123,25 +123,15 @@ func addMeta(md map[string][]goldenMeta, family string, m goldenMeta) {
 // the series names.
 func readMetadata(t *testing.T, baseURL string, series []goldenSeries) map[string][]goldenMeta {
 	t.Helper()
-	resp, err := http.Get(baseURL + "/api/v1/metadata")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var r struct {
-		Status string                  `json:"status"`
-		Data   map[string][]goldenMeta `json:"data"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || r.Status != "success" {
-		t.Fatalf("metadata: %v %+v", err, r)
-	}
+	var byFamily map[string][]goldenMeta
+	getJSON(t, baseURL+"/api/v1/metadata", &byFamily)
 	out := map[string][]goldenMeta{}
 	for _, s := range series {
 		name := s.Labels["__name__"]
-		ms, ok := r.Data[name]
+		ms, ok := byFamily[name]
 		for _, suf := range []string{"_bucket", "_sum", "_count"} {
 			if !ok && strings.HasSuffix(name, suf) {
-				ms, ok = r.Data[strings.TrimSuffix(name, suf)]
+				ms, ok = byFamily[strings.TrimSuffix(name, suf)]
 			}
 		}
 		for _, m := range ms {
@@ -194,7 +184,7 @@ func encodeOTLP(t *testing.T, md pmetric.Metrics, asJSON, gz bool) (body []byte,
 }
 
 // postOTLP posts a case's payload and returns the status and body.
-func postOTLP(t *testing.T, baseURL string, c otlpCase, t0 int64) (int, []byte) {
+func postOTLP(t *testing.T, baseURL string, c otlpCase, t0 int64) (int, string) {
 	t.Helper()
 	body, ct := encodeOTLP(t, c.payload(t0), c.json, c.gzip)
 	req, err := http.NewRequest(http.MethodPost, baseURL+"/api/v1/otlp/v1/metrics", bytes.NewReader(body))
@@ -205,13 +195,7 @@ func postOTLP(t *testing.T, baseURL string, c otlpCase, t0 int64) (int, []byte) 
 	if c.gzip {
 		req.Header.Set("Content-Encoding", "gzip")
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
+	return send(t, req)
 }
 
 // readStored reads back everything stored around t0 through the query API.
@@ -304,15 +288,6 @@ func canonicalNumbers(v any) any {
 // it, on a whole second.
 func goldenT0() int64 { return time.Now().Add(-5 * time.Minute).Truncate(time.Second).UnixMilli() }
 
-func writeYAML(t *testing.T, dir, name, content string) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 func goldenPath(name string) string { return filepath.Join("testdata", "otlp", name+".json") }
 
 func TestOTLPGolden(t *testing.T) {
@@ -331,7 +306,7 @@ func TestOTLPGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			dir := t.TempDir()
-			cfgFile := writeYAML(t, dir, "shale.yml", "otlp:"+c.otlp+c.shaleOTLP+"\n")
+			cfgFile := writeFile(t, dir, "shale.yml", "otlp:"+c.otlp+c.shaleOTLP+"\n")
 			s := startShale(t, "--storage.path="+filepath.Join(dir, "data"), "--config.file="+cfgFile)
 			defer s.stop(t)
 			t0 := goldenT0()
@@ -373,7 +348,7 @@ func writeOTLPGolden(t *testing.T) {
 			capture := newMetadataCapture(t)
 			defer capture.srv.Close()
 			cfg += "remote_write:\n  - url: " + capture.srv.URL + "/write\n    protobuf_message: io.prometheus.write.v2.Request\n    send_native_histograms: true\n    send_exemplars: true\n    queue_config: {batch_send_deadline: 100ms}\n"
-			cfgFile := writeYAML(t, dir, "prometheus.yml", cfg)
+			cfgFile := writeFile(t, dir, "prometheus.yml", cfg)
 			port := e2e.FreePort(t)
 			addr := fmt.Sprintf("127.0.0.1:%d", port)
 			// Shale stores a zero sample at a start timestamp, as

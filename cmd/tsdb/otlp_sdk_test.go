@@ -32,7 +32,7 @@ func TestOTLPSDKExporter(t *testing.T) {
 
 func testSDKExporter(t *testing.T, gz bool) {
 	dir := t.TempDir()
-	cfgFile := writeYAML(t, dir, "shale.yml", "otlp:\n  promote_resource_attributes: [deployment.environment]\n")
+	cfgFile := writeFile(t, dir, "shale.yml", "otlp:\n  promote_resource_attributes: [deployment.environment]\n")
 	s := startShale(t, "--storage.path="+filepath.Join(dir, "data"), "--config.file="+cfgFile)
 	defer s.stop(t)
 

@@ -138,13 +138,7 @@ func TestObjectStoreOutage(t *testing.T) {
 	}
 	status := func(path string) (int, string) {
 		t.Helper()
-		resp, err := http.Get(s.url + path)
-		if err != nil {
-			t.Fatalf("GET %s: %v", path, err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body)
+		return sendGet(t, s.url+path)
 	}
 
 	b := 0

@@ -32,14 +32,7 @@ func getJSON(t *testing.T, u string, out any) {
 	if err != nil {
 		t.Fatalf("GET %s: %v", u, err)
 	}
-	defer resp.Body.Close()
-	var r apiResponse
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || r.Status != "success" {
-		t.Fatalf("GET %s: %v %+v", u, err, r)
-	}
-	if err := json.Unmarshal(r.Data, out); err != nil {
-		t.Fatalf("decode data of %s: %v", u, err)
-	}
+	decodeAnswer(t, resp, "GET "+u, nil, out)
 }
 
 // writeFile writes content to dir/name and returns the path.
@@ -638,13 +631,8 @@ func ruleNames(t *testing.T, baseURL string) string {
 // metricValue returns the value of the unlabelled metric name on /metrics.
 func metricValue(t *testing.T, baseURL, name string) string {
 	t.Helper()
-	resp, err := http.Get(baseURL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(body), "\n") {
+	_, body := sendGet(t, baseURL+"/metrics")
+	for _, line := range strings.Split(body, "\n") {
 		if v, ok := strings.CutPrefix(line, name+" "); ok {
 			return v
 		}
@@ -654,13 +642,7 @@ func metricValue(t *testing.T, baseURL, name string) string {
 
 func postReload(t *testing.T, baseURL string) (int, string) {
 	t.Helper()
-	resp, err := http.Post(baseURL+"/-/reload", "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body)
+	return sendPost(t, baseURL+"/-/reload", "", nil)
 }
 
 // TestReload reloads good and bad rule files through POST /-/reload and
@@ -748,14 +730,9 @@ func TestReaderServesWritersRules(t *testing.T) {
 		t.Errorf("the reader evaluates rules: prometheus_rule_group_rules = %s", v)
 	}
 	w.stop(t)
-	resp, err := http.Get(r.url + "/api/v1/rules")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "evaluated by the writer") {
-		t.Errorf("the reader's rules with the writer gone: %d %s", resp.StatusCode, body)
+	code, body := sendGet(t, r.url+"/api/v1/rules")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "evaluated by the writer") {
+		t.Errorf("the reader's rules with the writer gone: %d %s", code, body)
 	}
 	r.stop(t)
 }

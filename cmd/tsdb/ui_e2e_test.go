@@ -155,14 +155,6 @@ func writeUIData(t testing.TB, base, name string, n int, end time.Time, span tim
 	}
 }
 
-func rawRemoteWrite(base string, req *prompb.WriteRequest) (int, http.Header, string, error) {
-	raw, err := req.Marshal()
-	if err != nil {
-		return 0, nil, "", err
-	}
-	return postSnappy(base+"/api/v1/write", raw)
-}
-
 // apiGet calls the API and decodes its data.
 func apiGet(t testing.TB, base, path string, params url.Values, out any) {
 	t.Helper()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -21,16 +20,11 @@ func TestVersion(t *testing.T) {
 	}
 	s := startShale(t, "--storage.path="+t.TempDir())
 	defer s.stop(t)
-	resp, err := http.Get(s.url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !strings.Contains(string(body), `shale_build_info{goversion="go`) || !strings.Contains(string(body), `version="`+version+`"`) {
+	_, body := sendGet(t, s.url+"/metrics")
+	if !strings.Contains(body, `shale_build_info{goversion="go`) || !strings.Contains(body, `version="`+version+`"`) {
 		t.Fatalf("no shale_build_info in /metrics")
 	}
-	resp, err = http.Get(s.url + "/api/v1/status/buildinfo")
+	resp, err := http.Get(s.url + "/api/v1/status/buildinfo")
 	if err != nil {
 		t.Fatal(err)
 	}
