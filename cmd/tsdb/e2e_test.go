@@ -340,13 +340,22 @@ func checkLoad(t *testing.T, baseURL string, acked []int, perWorker int, base in
 	}
 }
 
+// checkLoadAfterRestart starts the server again with args, checks that
+// every acknowledged batch of a load survived, and stops it.
+func checkLoadAfterRestart(t *testing.T, args []string, acked []int, perWorker int, base int64) {
+	t.Helper()
+	s := startShale(t, args...)
+	checkLoad(t, s.url, acked, perWorker, base)
+	s.stop(t)
+}
+
 // TestCrashUnderLoadWALOn kills the server with SIGKILL while senders write
 // and checks that every acknowledged sample survives the restart.
 func TestCrashUnderLoadWALOn(t *testing.T) {
 	skipEndToEnd(t)
-	dir := t.TempDir()
+	args := []string{"--storage.path=" + t.TempDir(), "--storage.wal=true"}
 	base := loadBase()
-	s := startShale(t, "--storage.path="+dir, "--storage.wal=true")
+	s := startShale(t, args...)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan []int)
 	go func() { done <- writeLoad(ctx, t, s.url, 4, 25, base) }()
@@ -359,24 +368,19 @@ func TestCrashUnderLoadWALOn(t *testing.T) {
 	time.Sleep(500 * time.Millisecond) // more load in flight at the moment of the crash
 	s.kill(t)
 	cancel()
-	acked := <-done
-	s = startShale(t, "--storage.path="+dir, "--storage.wal=true")
-	checkLoad(t, s.url, acked, 25, base)
-	s.stop(t)
+	checkLoadAfterRestart(t, args, <-done, 25, base)
 }
 
 // TestRestartWALOffAfterSIGTERM checks that a clean shutdown with the WAL off
 // flushes everything.
 func TestRestartWALOffAfterSIGTERM(t *testing.T) {
 	skipEndToEnd(t)
-	dir := t.TempDir()
+	args := []string{"--storage.path=" + t.TempDir(), "--storage.wal=false"}
 	base := loadBase()
-	s := startShale(t, "--storage.path="+dir, "--storage.wal=false")
+	s := startShale(t, args...)
 	acked := writeLoadFor(t, 2*time.Second, s.url, 2, 10, base)
 	s.stop(t)
-	s = startShale(t, "--storage.path="+dir, "--storage.wal=false")
-	checkLoad(t, s.url, acked, 10, base)
-	s.stop(t)
+	checkLoadAfterRestart(t, args, acked, 10, base)
 }
 
 // TestReaderReplica checks that a reader on the same folder serves what the
