@@ -285,6 +285,9 @@ func sampleReads(segs []*qSegment, mint, maxt int64) []rangeRead {
 		}
 		from := len(reads)
 		reads = append(reads, rangeReads(part, subSamples, refs, samplesFreeGap, samplesChunk, true, func() func(int, []byte) error {
+			// The segments' source lists are cut from slabs: one
+			// allocation for hundreds of series instead of one each.
+			var slab []gorilla.Source
 			return func(i int, v []byte) error {
 				if len(v) == 0 {
 					return nil
@@ -293,7 +296,12 @@ func sampleReads(segs []*qSegment, mint, maxt int64) []rangeRead {
 				// Each ref is in exactly one range, so one worker writes
 				// each segment. The LSM's blocks are older than the
 				// head's and come first, oldest first.
-				all := make([]gorilla.Source, 0, sampleBlockCount(v)+len(s.srcs))
+				n := sampleBlockCount(v) + len(s.srcs)
+				if cap(slab)-len(slab) < n {
+					slab = make([]gorilla.Source, 0, max(n, 256))
+				}
+				all := slab[len(slab) : len(slab) : len(slab)+n]
+				slab = slab[:len(slab)+n]
 				// v is the segment's to keep: the point read (Get)
 				// returns the caller's value, the scan takes it.
 				err := sampleBlocks(v, func(blk []byte) error {

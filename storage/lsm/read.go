@@ -522,6 +522,8 @@ type Iterator struct {
 	key          []byte
 	val          []byte
 	bufs         [][]byte // owned copies of the versions being resolved
+	slab         []byte   // where TakeValue copies values, see there
+	slabSize     int
 	want         func(key []byte) bool
 	keep         func(key, value []byte) bool
 	valid        bool
@@ -654,26 +656,49 @@ func (it *Iterator) Value() []byte { return it.val }
 
 // TakeValue returns the current value for the caller to keep: later
 // positioning calls do not write over it, as they write over Value's. It
-// spares a caller that keeps values its own copy: the iterator lets go of
-// the buffer that holds the value (a merge operator's result is fresh or an
-// input's buffer) and fills a new one for the next.
+// spares a caller that keeps values its own copy of each: a merge
+// operator's fresh result is handed over as it is, and a value in the
+// iterator's buffers is copied into a slab that the iterator fills with
+// the values taken one after another and then lets go of. A scan that keeps
+// the value of every key (a query's sample blocks) thus allocates a slab
+// every few hundred values instead of a buffer for each. Values taken may
+// share their allocation: keeping one keeps its slab alive.
 func (it *Iterator) TakeValue() []byte {
 	v := it.val
 	if cap(v) == 0 {
 		return v
 	}
 	at := uintptr(unsafe.Pointer(unsafe.SliceData(v)))
-	for i, b := range it.bufs {
+	owned := false
+	for _, b := range it.bufs {
 		if cap(b) == 0 {
 			continue
 		}
 		lo := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 		if at >= lo && at < lo+uintptr(cap(b)) {
-			it.bufs[i] = nil
+			owned = true
+			break
 		}
 	}
-	return v[:len(v):len(v)]
+	if !owned {
+		return v[:len(v):len(v)]
+	}
+	if cap(it.slab)-len(it.slab) < len(v) {
+		// Slabs grow from a few values' worth, so that a scan that keeps
+		// a handful does not hold a large one.
+		it.slabSize = min(max(2*it.slabSize, minTakeSlab), maxTakeSlab)
+		it.slab = make([]byte, 0, max(it.slabSize, len(v)))
+	}
+	start := len(it.slab)
+	it.slab = append(it.slab, v...)
+	return it.slab[start:len(it.slab):len(it.slab)]
 }
+
+// The sizes of the slabs TakeValue copies values into.
+const (
+	minTakeSlab = 4 << 10
+	maxTakeSlab = 256 << 10
+)
 
 // Err returns the error that stopped the iteration, if any.
 func (it *Iterator) Err() error { return it.e }

@@ -67,6 +67,11 @@ func TestTakeValue(t *testing.T) {
 	if len(taken) != len(want) {
 		t.Fatalf("%d keys, want %d", len(taken), len(want))
 	}
+	// Values taken from the iterator's buffers share slabs: appending to
+	// one must not write over the next.
+	for _, v := range taken {
+		_ = append(v, "overwritten"...)
+	}
 	for k, v := range want {
 		if string(taken[k]) != v {
 			t.Errorf("%s: taken value %q after iterating on, want %q", k, taken[k], v)
