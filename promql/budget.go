@@ -41,8 +41,10 @@ import (
 // them, a batch at a time.
 // Charges fail, rather than wait, once the budget is used up: a query that
 // waited while holding memory could wait for one that waits for it. A query
-// whose charge fails stops with ErrMemoryBudget (HTTP 503) and gives all it
-// holds back; so does every query when closed, after its answer is written.
+// whose charge fails stops with ErrMemoryBudget (HTTP 503), or with
+// ErrQueryTooLarge (HTTP 422) when it alone would need more than the whole
+// budget, and gives all it holds back; so does every query when closed,
+// after its answer is written.
 //
 // Admission: a query starts evaluating only while at least
 // MaxMemory/MaxConcurrentQueries bytes are free, and otherwise waits in the
@@ -79,6 +81,12 @@ const (
 // queries in flight beyond Options.MaxMemory. The same query may succeed when
 // fewer run at once; the HTTP API answers it with 503.
 var ErrMemoryBudget = errors.New("query memory budget exhausted")
+
+// ErrQueryTooLarge is returned for a query that alone would hold more than
+// Options.MaxMemory: unlike ErrMemoryBudget it can never succeed, and the
+// HTTP API answers it with 422, as Prometheus answers a query that would
+// load too many samples.
+var ErrQueryTooLarge = errors.New("query too large for the query memory budget")
 
 // memoryBudget is the memory the queries in flight may hold together.
 // Its methods are safe for concurrent use; a nil budget is no budget.
@@ -213,6 +221,12 @@ func (a *queryAccount) charge(n int64) error {
 	}
 	if a.released {
 		a.err = fmt.Errorf("%w: the query was closed", ErrMemoryBudget)
+		return a.err
+	}
+	if a.held+n > a.b.limit {
+		a.err = fmt.Errorf("%w: the query alone needs at least %d bytes, and --query.max-memory allows %d bytes to all queries together; select fewer series or a shorter range, or use a larger step",
+			ErrQueryTooLarge, a.held+n, a.b.limit)
+		countRefusal(a.b.refused, refusedMemory)
 		return a.err
 	}
 	ok, inUse := a.b.take(n)

@@ -330,6 +330,16 @@ func TestQueryAccount(t *testing.T) {
 	require.Equal(t, int64(0), b.used())
 	require.Equal(t, int64(100), b.peak)
 
+	// A charge the budget could never hold, even alone, says so.
+	d := b.newAccount()
+	require.NoError(t, d.charge(30))
+	err = d.charge(71)
+	require.ErrorIs(t, err, ErrQueryTooLarge)
+	require.NotErrorIs(t, err, ErrMemoryBudget, "not a refusal that waiting would cure")
+	require.ErrorIs(t, d.failed(), ErrQueryTooLarge)
+	d.release()
+	require.Equal(t, int64(0), b.used())
+
 	none, err := newMemoryBudget(0, 1, nil, nil)
 	require.NoError(t, err)
 	require.Nil(t, none)
