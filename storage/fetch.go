@@ -285,9 +285,14 @@ func sampleReads(segs []*qSegment, mint, maxt int64) []rangeRead {
 		}
 		from := len(reads)
 		reads = append(reads, rangeReads(part, subSamples, refs, samplesFreeGap, samplesChunk, true, func() func(int, []byte) error {
-			// The segments' source lists are cut from slabs: one
-			// allocation for hundreds of series instead of one each.
-			var slab []gorilla.Source
+			// The segments' source lists are cut from slabs, which grow
+			// from a few series' worth to hundreds: one allocation for
+			// many series instead of one each, and little to spare for a
+			// read of a few.
+			var (
+				slab     []gorilla.Source
+				slabSize int
+			)
 			return func(i int, v []byte) error {
 				if len(v) == 0 {
 					return nil
@@ -298,7 +303,8 @@ func sampleReads(segs []*qSegment, mint, maxt int64) []rangeRead {
 				// head's and come first, oldest first.
 				n := sampleBlockCount(v) + len(s.srcs)
 				if cap(slab)-len(slab) < n {
-					slab = make([]gorilla.Source, 0, max(n, 256))
+					slabSize = min(max(2*slabSize, 8), 256)
+					slab = make([]gorilla.Source, 0, max(n, slabSize))
 				}
 				all := slab[len(slab) : len(slab) : len(slab)+n]
 				slab = slab[:len(slab)+n]

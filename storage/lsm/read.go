@@ -658,11 +658,12 @@ func (it *Iterator) Value() []byte { return it.val }
 // positioning calls do not write over it, as they write over Value's. It
 // spares a caller that keeps values its own copy of each: a merge
 // operator's fresh result is handed over as it is, and a value in the
-// iterator's buffers is copied into a slab that the iterator fills with
-// the values taken one after another and then lets go of. A scan that keeps
-// the value of every key (a query's sample blocks) thus allocates a slab
-// every few hundred values instead of a buffer for each. Values taken may
-// share their allocation: keeping one keeps its slab alive.
+// iterator's buffers is copied into a slab that the iterator fills with the
+// values taken one after another and then lets go of (1 KiB at first,
+// doubling up to 256 KiB). A scan that keeps the value of every key (a
+// query's sample blocks) thus allocates a slab every few hundred values
+// instead of a buffer for each. Values taken may share their allocation:
+// keeping one keeps its slab alive.
 func (it *Iterator) TakeValue() []byte {
 	v := it.val
 	if cap(v) == 0 {
@@ -696,7 +697,7 @@ func (it *Iterator) TakeValue() []byte {
 
 // The sizes of the slabs TakeValue copies values into.
 const (
-	minTakeSlab = 4 << 10
+	minTakeSlab = 1 << 10
 	maxTakeSlab = 256 << 10
 )
 
