@@ -36,7 +36,7 @@ import (
 // GOMEMLIMIT keeps the collector's headroom within the machine:
 //
 //	go test -run '^$' -bench BenchmarkRangeCost -benchtime 5x -count 5 ./storage/ | tee range.txt
-//	SHALE_BENCH_SERIES=1000000 GOMEMLIMIT=14GiB go test -run '^$' -bench 'BenchmarkRangeCost/.*/query=(instant_5m|range_2h)' -benchtime 3x -timeout 3h ./storage/
+//	SHALE_BENCH_SERIES=1000000 GOMEMLIMIT=14GiB go test -run '^$' -bench 'BenchmarkRangeCost/.*/.*/query=(instant_5m|range_2h)' -benchtime 3x -timeout 3h ./storage/
 //	benchstat -col /query range.txt
 func BenchmarkRangeCost(b *testing.B) {
 	n := 10_000
