@@ -161,6 +161,19 @@ func (c *Tiered) GetOrLoad(ctx context.Context, key string, class Class, load fu
 	})
 }
 
+// Peek returns the block under key if the RAM tier holds it, counting the
+// hit, and reports a miss without counting it, for a caller that goes on to
+// GetOrLoad (which counts it). It keeps neither key nor anything derived from
+// it, so key may alias a buffer the caller reuses: a lookup that hits costs
+// no allocation.
+func (c *Tiered) Peek(key string, class Class) ([]byte, bool) {
+	v, ok := c.mem.get(key, class)
+	if ok {
+		c.ctr.hits[tierMemory][classIndex(class)].Add(1)
+	}
+	return v, ok
+}
+
 // lookup is Get for a caller that knows the class.
 func (c *Tiered) lookup(key string, class Class) ([]byte, bool) {
 	cl := classIndex(class)

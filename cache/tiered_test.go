@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -226,4 +227,47 @@ func TestStash(t *testing.T) {
 		c.Stash(cctx, "a", []byte("1"), ClassData) // must return
 		c.Flush()
 	})
+}
+
+// TestPeek: Peek answers from RAM without keeping its key, counts a hit and
+// leaves a miss for GetOrLoad to count.
+func TestPeek(t *testing.T) {
+	c, err := New(diskOptions(t), Components{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	load := func(context.Context) ([]byte, error) { return []byte("block"), nil }
+	if _, err := c.GetOrLoad(ctx, "t#1", ClassData, load); err != nil {
+		t.Fatal(err)
+	}
+	before := c.Stats()
+	buf := []byte("t#1")
+	v, ok := c.Peek(string(buf), ClassData)
+	if !ok || string(v) != "block" {
+		t.Fatalf("Peek = %q, %v; want the block", v, ok)
+	}
+	if _, ok := c.Peek("t#2", ClassData); ok {
+		t.Fatal("Peek found a block never stored")
+	}
+	after := c.Stats()
+	if hits, misses := after.Memory.Hits-before.Memory.Hits, after.Memory.Misses-before.Memory.Misses; hits != 1 || misses != 0 {
+		t.Fatalf("Peek counted %d hits and %d misses, want 1 and 0", hits, misses)
+	}
+	// A key in a buffer the caller reuses: the cache must not keep it.
+	key := []byte("t#3")
+	if _, ok := c.Peek(unsafe.String(unsafe.SliceData(key), len(key)), ClassData); ok {
+		t.Fatal("Peek found t#3 before it was stored")
+	}
+	copy(key, "zzz")
+	if _, err := c.GetOrLoad(ctx, "t#3", ClassData, load); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := c.Get("t#3"); !ok || string(v) != "block" {
+		t.Fatalf("t#3 after a Peek with a reused buffer: %q, %v", v, ok)
+	}
+	if _, ok := c.Get("zzz"); ok {
+		t.Fatal("the cache kept the buffer Peek was given")
+	}
 }

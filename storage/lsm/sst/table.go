@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/shaledb/shale/cache"
 )
@@ -174,10 +176,36 @@ func (t *Table) DropCached() {
 }
 
 func (t *Table) cacheKey(off int64) string {
-	buf := make([]byte, 0, len(t.id)+21)
-	buf = append(buf, t.id...)
-	buf = append(buf, '#')
-	return string(strconv.AppendInt(buf, off, 10))
+	return string(t.appendCacheKey(make([]byte, 0, len(t.id)+21), off))
+}
+
+func (t *Table) appendCacheKey(dst []byte, off int64) []byte {
+	dst = append(dst, t.id...)
+	dst = append(dst, '#')
+	return strconv.AppendInt(dst, off, 10)
+}
+
+// Peeker is a cache that can look a block up without keeping the key
+// (cache.Tiered.Peek): a table then builds the key of a lookup in a reused
+// buffer, and only a miss allocates one.
+type Peeker interface {
+	Peek(key string, class cache.Class) ([]byte, bool)
+}
+
+// keyBufs are the buffers of the keys given to Peek.
+var keyBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// peek looks block off up in the cache's RAM tier, if the cache can.
+func (t *Table) peek(off int64, class cache.Class) ([]byte, bool) {
+	p, ok := t.c.(Peeker)
+	if !ok {
+		return nil, false
+	}
+	bp := keyBufs.Get().(*[]byte)
+	*bp = t.appendCacheKey((*bp)[:0], off)
+	v, ok := p.Peek(unsafe.String(unsafe.SliceData(*bp), len(*bp)), class)
+	keyBufs.Put(bp)
+	return v, ok
 }
 
 func (t *Table) meta(ctx context.Context, off int64, load func(context.Context) ([]byte, error)) ([]byte, error) {
@@ -220,6 +248,9 @@ func (t *Table) findBlock(key []byte) int {
 func (t *Table) dataBlock(ctx context.Context, i, last int, budget int64, misses *atomic.Int64) ([]byte, error) {
 	if t.c == nil {
 		return t.readBlock(ctx, i)
+	}
+	if v, ok := t.peek(t.ix.handles[i].off, cache.ClassData); ok {
+		return v, nil
 	}
 	return t.c.GetOrLoad(ctx, t.cacheKey(t.ix.handles[i].off), cache.ClassData, func(ctx context.Context) ([]byte, error) {
 		if misses != nil {

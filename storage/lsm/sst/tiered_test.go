@@ -66,3 +66,40 @@ func TestWithTieredCache(t *testing.T) {
 		t.Fatalf("cancelled iterator: %v", err)
 	}
 }
+
+// TestCachedBlockReadAllocatesNothing: a data block the cache's RAM tier
+// holds is read without building its key anew (Peeker).
+func TestCachedBlockReadAllocatesNothing(t *testing.T) {
+	opts := cache.DefaultOptions()
+	opts.MemoryBytes = 8 << 20
+	c, err := cache.New(opts, cache.Components{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rng := rand.New(rand.NewPCG(21, 22))
+	entries := genEntries(rng, genSpec{keys: 500, maxVersions: 1, maxValue: 60})
+	data, _ := buildTable(t, entries, DefaultWriterOptions())
+	ctx := context.Background()
+	tb, err := Open(ctx, &countingReadable{data: data}, "peek/t1.sst", c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := tb.dataBlock(ctx, 0, 0, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := c.Stats()
+	allocs := testing.AllocsPerRun(100, func() {
+		got, err := tb.dataBlock(ctx, 0, 0, 0, nil)
+		if err != nil || len(got) != len(want) {
+			t.Fatalf("cached block: %d bytes, %v; want %d", len(got), err, len(want))
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("a cached block read made %.1f allocations", allocs)
+	}
+	if hits := c.Stats().Memory.Hits - before.Memory.Hits; hits != 101 {
+		t.Fatalf("%d memory hits counted for 101 reads", hits)
+	}
+}
