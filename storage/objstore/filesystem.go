@@ -489,7 +489,9 @@ func (b *FilesystemBucket) List(ctx context.Context, prefix, startAfter string, 
 	}
 	err := l.walk(b.path(startDir), startDir)
 	if err != nil && !errors.Is(err, errPageFull) {
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		// No object's name can start with a prefix whose folder does not
+		// exist, is a file, or has a part longer than the filesystem allows.
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ENAMETOOLONG) {
 			return ListPage{}, nil
 		}
 		return ListPage{}, fmt.Errorf("list %s: %w", prefix, err)
