@@ -101,7 +101,8 @@ func (c *Tiered) Set(key string, value []byte, class Class) {
 }
 
 // Holds reports whether a tier holds the block under key, without reading
-// it, promoting it to RAM or counting a hit or miss.
+// it, promoting it to RAM or counting a hit or miss. It keeps no key, as
+// Peek.
 func (c *Tiered) Holds(key string) bool {
 	if _, ok := c.mem.get(key, ClassData); ok {
 		return true

@@ -23,7 +23,8 @@ func (t *Table) Prefetch(ctx context.Context, lower, upper []byte) error {
 
 // Stasher is a cache.Cache that can keep blocks read ahead of any query
 // without spending RAM on them (in a disk tier), and tell which blocks it
-// holds without promoting them to RAM.
+// holds without promoting them to RAM. Holds keeps neither its key nor
+// anything made from it, so the key may alias a buffer the caller reuses.
 type Stasher interface {
 	Holds(key string) bool
 	Stash(ctx context.Context, key string, value []byte, class cache.Class)
@@ -64,7 +65,9 @@ func (t *Table) CachedBlocks(first, last int) bool {
 // not nil.
 func (t *Table) holds(s Stasher, i int) bool {
 	if s != nil {
-		return s.Holds(t.cacheKey(t.ix.handles[i].off))
+		var ok bool
+		t.withTempKey(t.ix.handles[i].off, func(key string) { ok = s.Holds(key) })
+		return ok
 	}
 	_, ok := t.c.Get(t.cacheKey(t.ix.handles[i].off))
 	return ok

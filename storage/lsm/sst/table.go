@@ -192,19 +192,25 @@ type Peeker interface {
 	Peek(key string, class cache.Class) ([]byte, bool)
 }
 
-// keyBufs are the buffers of the keys given to Peek.
+// keyBufs are the buffers of withTempKey.
 var keyBufs = sync.Pool{New: func() any { return new([]byte) }}
 
-// peek looks block off up in the cache's RAM tier, if the cache can.
-func (t *Table) peek(off int64, class cache.Class) ([]byte, bool) {
-	p, ok := t.c.(Peeker)
-	if !ok {
-		return nil, false
-	}
+// withTempKey calls f with the cache key of the block at off, built in a
+// reused buffer: f must not keep it.
+func (t *Table) withTempKey(off int64, f func(key string)) {
 	bp := keyBufs.Get().(*[]byte)
 	*bp = t.appendCacheKey((*bp)[:0], off)
-	v, ok := p.Peek(unsafe.String(unsafe.SliceData(*bp), len(*bp)), class)
+	f(unsafe.String(unsafe.SliceData(*bp), len(*bp)))
 	keyBufs.Put(bp)
+}
+
+// peek looks block off up in the cache's RAM tier, if the cache can.
+func (t *Table) peek(off int64, class cache.Class) (v []byte, ok bool) {
+	p, can := t.c.(Peeker)
+	if !can {
+		return nil, false
+	}
+	t.withTempKey(off, func(key string) { v, ok = p.Peek(key, class) })
 	return v, ok
 }
 

@@ -68,7 +68,8 @@ func TestWithTieredCache(t *testing.T) {
 }
 
 // TestCachedBlockReadAllocatesNothing: a data block the cache's RAM tier
-// holds is read without building its key anew (Peeker).
+// holds is read, and found cached, without building its key anew (Peeker,
+// Stasher.Holds).
 func TestCachedBlockReadAllocatesNothing(t *testing.T) {
 	opts := cache.DefaultOptions()
 	opts.MemoryBytes = 8 << 20
@@ -101,5 +102,14 @@ func TestCachedBlockReadAllocatesNothing(t *testing.T) {
 	}
 	if hits := c.Stats().Memory.Hits - before.Memory.Hits; hits != 101 {
 		t.Fatalf("%d memory hits counted for 101 reads", hits)
+	}
+	// Nor does asking whether the block is cached (read-ahead planning).
+	allocs = testing.AllocsPerRun(100, func() {
+		if !tb.CachedBlocks(0, 0) {
+			t.Fatal("block 0 not cached")
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("checking that a block is cached made %.1f allocations", allocs)
 	}
 }
