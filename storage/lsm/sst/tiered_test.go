@@ -12,15 +12,7 @@ import (
 // TestWithTieredCache reads through Shale's real block cache, RAM and disk
 // tiers: loads run on the cache's goroutines, and a second pass reads nothing.
 func TestWithTieredCache(t *testing.T) {
-	opts := cache.DefaultOptions()
-	opts.MemoryBytes = 8 << 20
-	opts.DiskPath = t.TempDir()
-	opts.DiskBytes = 64 << 20
-	c, err := cache.New(opts, cache.Components{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newTieredCache(t, true)
 
 	rng := rand.New(rand.NewPCG(19, 20))
 	entries := genEntries(rng, genSpec{keys: 1500, maxVersions: 3, maxValue: 60})
@@ -71,13 +63,7 @@ func TestWithTieredCache(t *testing.T) {
 // holds is read, and found cached, without building its key anew (Peeker,
 // Stasher.Holds).
 func TestCachedBlockReadAllocatesNothing(t *testing.T) {
-	opts := cache.DefaultOptions()
-	opts.MemoryBytes = 8 << 20
-	c, err := cache.New(opts, cache.Components{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newTieredCache(t, false)
 	rng := rand.New(rand.NewPCG(21, 22))
 	entries := genEntries(rng, genSpec{keys: 500, maxVersions: 1, maxValue: 60})
 	data, _ := buildTable(t, entries, DefaultWriterOptions())
@@ -112,4 +98,22 @@ func TestCachedBlockReadAllocatesNothing(t *testing.T) {
 	if allocs != 0 {
 		t.Fatalf("checking that a block is cached made %.1f allocations", allocs)
 	}
+}
+
+// newTieredCache returns Shale's block cache with 8 MiB of RAM and, with
+// disk, a 64 MiB disk tier, closed when the test ends.
+func newTieredCache(t *testing.T, disk bool) *cache.Tiered {
+	t.Helper()
+	opts := cache.DefaultOptions()
+	opts.MemoryBytes = 8 << 20
+	if disk {
+		opts.DiskPath = t.TempDir()
+		opts.DiskBytes = 64 << 20
+	}
+	c, err := cache.New(opts, cache.Components{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
