@@ -177,11 +177,10 @@ func (c *Tiered) Peek(key string, class Class) ([]byte, bool) {
 
 // lookup is Get for a caller that knows the class.
 func (c *Tiered) lookup(key string, class Class) ([]byte, bool) {
-	cl := classIndex(class)
-	if v, ok := c.mem.get(key, class); ok {
-		c.ctr.hits[tierMemory][cl].Add(1)
+	if v, ok := c.Peek(key, class); ok {
 		return v, true
 	}
+	cl := classIndex(class)
 	c.ctr.misses[tierMemory][cl].Add(1)
 	return c.getDisk(key, cl)
 }
