@@ -125,10 +125,17 @@ func checkFSName(name string) error {
 // others as they are: local I/O failures (disk full, read-only, EIO) are not
 // fixed by retrying.
 func classifyFSError(err error) error {
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+	if cannotExist(err) {
 		return fmt.Errorf("%w: %w", ErrNotFound, err)
 	}
 	return err
+}
+
+// cannotExist reports whether err says that no object can be at the path it
+// names: a part of it does not exist, is a file, or is longer than the
+// filesystem allows a name to be (so no Put can have made it).
+func cannotExist(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ENAMETOOLONG)
 }
 
 // open opens the object's file for reading; a directory is not an object.
@@ -489,9 +496,8 @@ func (b *FilesystemBucket) List(ctx context.Context, prefix, startAfter string, 
 	}
 	err := l.walk(b.path(startDir), startDir)
 	if err != nil && !errors.Is(err, errPageFull) {
-		// No object's name can start with a prefix whose folder does not
-		// exist, is a file, or has a part longer than the filesystem allows.
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ENAMETOOLONG) {
+		// No object's name can start with a prefix whose folder cannot exist.
+		if cannotExist(err) {
 			return ListPage{}, nil
 		}
 		return ListPage{}, fmt.Errorf("list %s: %w", prefix, err)

@@ -283,6 +283,7 @@ func TestClassifyFSError(t *testing.T) {
 	}{
 		{&fs.PathError{Op: "open", Path: "x", Err: syscall.ENOENT}, true},
 		{&fs.PathError{Op: "open", Path: "x", Err: syscall.ENOTDIR}, true},
+		{&fs.PathError{Op: "open", Path: "x", Err: syscall.ENAMETOOLONG}, true},
 		{&fs.PathError{Op: "write", Path: "x", Err: syscall.ENOSPC}, false},
 		{&fs.PathError{Op: "write", Path: "x", Err: syscall.EIO}, false},
 		{&fs.PathError{Op: "open", Path: "x", Err: syscall.EACCES}, false},
@@ -290,6 +291,36 @@ func TestClassifyFSError(t *testing.T) {
 		err := classifyFSError(tc.err)
 		if IsNotFound(err) != tc.notFound || IsTransient(err) || !errors.Is(err, tc.err) {
 			t.Errorf("classifyFSError(%v) = %v", tc.err, err)
+		}
+	}
+}
+
+// TestFilesystemNameTooLong reads objects whose names have a part longer
+// than the filesystem allows: none can exist, so each read says "not found",
+// as it does for any other object that is not there, and a Put of such a
+// name fails.
+func TestFilesystemNameTooLong(t *testing.T) {
+	ctx := context.Background()
+	b, err := NewFilesystemBucket(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("n", 300)
+	for _, name := range []string{long, long + "/x", "a/" + long} {
+		if _, err := b.Get(ctx, name); !IsNotFound(err) {
+			t.Errorf("Get(%.12s…): %v, want not found", name, err)
+		}
+		if _, err := b.GetRange(ctx, name, 0, 1); !IsNotFound(err) {
+			t.Errorf("GetRange(%.12s…): %v, want not found", name, err)
+		}
+		if _, err := b.Attributes(ctx, name); !IsNotFound(err) {
+			t.Errorf("Attributes(%.12s…): %v, want not found", name, err)
+		}
+		if err := b.Delete(ctx, name); err != nil {
+			t.Errorf("Delete(%.12s…): %v", name, err)
+		}
+		if _, err := PutBytes(ctx, b, name, []byte("v"), PutOptions{}); err == nil || IsNotFound(err) {
+			t.Errorf("Put(%.12s…): %v, want an error other than not found", name, err)
 		}
 	}
 }
