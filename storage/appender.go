@@ -232,7 +232,7 @@ func (a *appender) Append(ref promstorage.SeriesRef, lset labels.Labels, st, t i
 	for _, e := range opts.Exemplars {
 		a.ex = append(a.ex, pendingExemplar{lset: s.lset(), e: e})
 	}
-	if opts.Metadata.Type != "" || opts.Metadata.Help != "" || opts.Metadata.Unit != "" {
+	if !opts.Metadata.IsEmpty() {
 		family := opts.MetricFamilyName
 		if family == "" {
 			family = lset.Get(model.MetricNameLabel)
@@ -603,7 +603,7 @@ func (v *appenderV1) AppendExemplar(ref promstorage.SeriesRef, l labels.Labels, 
 }
 
 func (v *appenderV1) UpdateMetadata(ref promstorage.SeriesRef, l labels.Labels, m metadata.Metadata) (promstorage.SeriesRef, error) {
-	v.a.meta = append(v.a.meta, pendingMetadata{family: l.Get(model.MetricNameLabel), m: m})
+	v.a.updateMetadata(l, m)
 	return ref, nil
 }
 

@@ -230,18 +230,27 @@ func (ia *IngestAppender) AppendExemplar(ref promstorage.SeriesRef, lset labels.
 
 // UpdateMetadata records the metadata of a metric family.
 func (ia *IngestAppender) UpdateMetadata(ref promstorage.SeriesRef, lset labels.Labels, m metadata.Metadata) (promstorage.SeriesRef, error) {
-	if m.Type == "" && m.Help == "" && m.Unit == "" {
-		return ref, nil
+	ia.a.updateMetadata(lset, m)
+	return ref, nil
+}
+
+// updateMetadata queues the metadata m of the family of the series lset,
+// copying what it keeps.
+func (a *appender) updateMetadata(lset labels.Labels, m metadata.Metadata) {
+	if m.IsEmpty() {
+		// Nothing to record: a remote-write 2.0 sender that sends no
+		// metadata leaves the type unspecified (unknown) and no help or
+		// unit, which must not replace what another sender said.
+		return
 	}
 	family := lset.Get(model.MetricNameLabel)
 	if family == "" {
-		return ref, nil
+		return
 	}
-	ia.a.meta = append(ia.a.meta, pendingMetadata{
+	a.meta = append(a.meta, pendingMetadata{
 		family: strings.Clone(metricFamily(family, m)),
 		m:      metadata.Metadata{Type: model.MetricType(strings.Clone(string(m.Type))), Help: strings.Clone(m.Help), Unit: strings.Clone(m.Unit)},
 	})
-	return ref, nil
 }
 
 // metricFamily strips the suffixes a series name adds to its family name

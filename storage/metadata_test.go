@@ -89,3 +89,62 @@ func TestMetadataCodec(t *testing.T) {
 		}
 	}
 }
+
+// TestEmptyMetadataKeepsWhatWasSaid: metadata with nothing in it (the type
+// unknown or unset, no help, no unit), which a remote-write 2.0 sender that
+// sends no metadata puts on every series, records nothing and leaves what
+// another sender said, through either appender.
+func TestEmptyMetadataKeepsWhatWasSaid(t *testing.T) {
+	ctx := context.Background()
+	db, _ := openMemDB(t, DefaultOptions())
+	defer db.Close()
+	now := time.Now().UnixMilli()
+	counter := metadata.Metadata{Type: model.MetricTypeCounter, Help: "Requests served."}
+	for i, md := range []metadata.Metadata{counter, {Type: model.MetricTypeUnknown}, {}} {
+		lset := labels.FromStrings("__name__", "requests_total", "i", "a")
+		ia := db.IngestAppender(ctx)
+		if _, err := ia.UpdateMetadata(0, lset, md); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ia.Append(0, lset, 0, now+int64(i), 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := ia.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		app := db.Appender(ctx)
+		if _, err := app.UpdateMetadata(0, lset, md); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := app.Append(0, labels.FromStrings("__name__", "requests_total", "i", "b"), now+int64(i), 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := app.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := db.MetricMetadata(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || len(got["requests_total"]) != 1 || got["requests_total"][0] != counter {
+		t.Fatalf("metadata %v, want requests_total: %v", got, counter)
+	}
+
+	// Metadata of the unknown type that says something is kept.
+	unknown := metadata.Metadata{Type: model.MetricTypeUnknown, Help: "Untyped."}
+	app := db.Appender(ctx)
+	lset := labels.FromStrings("__name__", "untyped")
+	if _, err := app.UpdateMetadata(0, lset, unknown); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := app.Append(0, lset, now, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := db.MetricMetadata(ctx, "untyped"); err != nil || len(got["untyped"]) != 1 || got["untyped"][0] != unknown {
+		t.Fatalf("metadata of untyped: %v, %v", got, err)
+	}
+}
