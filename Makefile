@@ -111,8 +111,10 @@ fuzz:
 	done
 
 # Project-local tools: versitygw (the S3-compatible server the tests start),
-# staticcheck (lint) and benchstat (comparing benchmark runs).
-tools: $(TOOLS)/versitygw $(TOOLS)/staticcheck $(TOOLS)/benchstat
+# Prometheus 3.16 (the remote write 2.0 sender and reference of the parity
+# test, cmd/tsdb/parity_test.go; about 5 minutes to build), staticcheck
+# (lint) and benchstat (comparing benchmark runs).
+tools: $(TOOLS)/versitygw $(TOOLS)/prometheus-3.16 $(TOOLS)/staticcheck $(TOOLS)/benchstat
 
 # The current peers of the side-by-side benchmark, built from the Go module
 # proxy at pinned versions (not part of `make test`; about 8 minutes):
