@@ -20,25 +20,7 @@ func BenchmarkOTLP(b *testing.B) {
 	for _, series := range []int{100, 2000} {
 		for _, enc := range []string{"protobuf", "json"} {
 			b.Run(fmt.Sprintf("series=%d/encoding=%s", series, enc), func(b *testing.B) {
-				md := pmetric.NewMetrics()
-				rm := md.ResourceMetrics().AppendEmpty()
-				rm.Resource().Attributes().PutStr("service.name", "bench")
-				rm.Resource().Attributes().PutStr("service.instance.id", "i1")
-				ms := rm.ScopeMetrics().AppendEmpty().Metrics()
-				for m := range series / 100 {
-					metric := ms.AppendEmpty()
-					metric.SetName("bench.metric." + strconv.Itoa(m))
-					s := metric.SetEmptySum()
-					s.SetIsMonotonic(true)
-					s.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
-					for i := range 100 {
-						dp := s.DataPoints().AppendEmpty()
-						dp.SetTimestamp(otlpTS(testNow - 1000))
-						dp.SetDoubleValue(float64(i))
-						dp.Attributes().PutStr("instance.label", strconv.Itoa(i))
-						dp.Attributes().PutStr("http.method", "GET")
-					}
-				}
+				md := benchOTLPMetrics(series)
 				ct, body := ContentTypeOTLPProto, otlpProto(b, md)
 				if enc == "json" {
 					ct, body = ContentTypeOTLPJSON, otlpJSON(b, md)
@@ -58,5 +40,51 @@ func BenchmarkOTLP(b *testing.B) {
 				b.ReportMetric(float64(series)*float64(b.N)/b.Elapsed().Seconds(), "samples/s")
 			})
 		}
+	}
+}
+
+// benchOTLPMetrics is the request of BenchmarkOTLP: series points of one
+// resource, a hundred per counter.
+func benchOTLPMetrics(series int) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	rm.Resource().Attributes().PutStr("service.name", "bench")
+	rm.Resource().Attributes().PutStr("service.instance.id", "i1")
+	ms := rm.ScopeMetrics().AppendEmpty().Metrics()
+	for m := range series / 100 {
+		metric := ms.AppendEmpty()
+		metric.SetName("bench.metric." + strconv.Itoa(m))
+		s := metric.SetEmptySum()
+		s.SetIsMonotonic(true)
+		s.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+		for i := range 100 {
+			dp := s.DataPoints().AppendEmpty()
+			dp.SetTimestamp(otlpTS(testNow - 1000))
+			dp.SetDoubleValue(float64(i))
+			dp.Attributes().PutStr("instance.label", strconv.Itoa(i))
+			dp.Attributes().PutStr("http.method", "GET")
+		}
+	}
+	return md
+}
+
+// BenchmarkOTLPDecode measures the protobuf decoder alone on the requests
+// of BenchmarkOTLP.
+//
+//	go test -run '^$' -bench BenchmarkOTLPDecode -benchmem -count 6 ./remotewrite
+func BenchmarkOTLPDecode(b *testing.B) {
+	for _, series := range []int{100, 2000} {
+		b.Run(fmt.Sprintf("series=%d", series), func(b *testing.B) {
+			body := otlpProto(b, benchOTLPMetrics(series))
+			var m otlpMetrics
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				if err := decodeOTLPProto(&m, body); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(series)*float64(b.N)/b.Elapsed().Seconds(), "samples/s")
+		})
 	}
 }
