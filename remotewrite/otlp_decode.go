@@ -54,15 +54,51 @@ const (
 	exemplarSize = int(unsafe.Sizeof(otlpExemplar{}))
 )
 
-// spend takes n bytes from the budget and reports whether they were there.
-// addPoint appends an empty point whose ranges start at the ends of the
-// shared slices and returns its index; false when the request would decode
-// to more than its bound (see spend).
+// The add methods append an element whose ranges start at the ends of the
+// shared slices and return its index. Those of the elements that can take
+// more than maxOTLPExpansion times their encoded size return false instead
+// when the request would decode to more than its bound (see spend).
+
+func (m *otlpMetrics) addResource() int {
+	m.resources = append(m.resources, otlpResource{attrs: at(len(m.resAttrs)), scopes: at(len(m.scopes))})
+	return len(m.resources) - 1
+}
+
+// addScope adds a scope; deprecated marks one of the deprecated
+// instrumentation_library_metrics.
+func (m *otlpMetrics) addScope(deprecated bool) (int, bool) {
+	if !m.spend(scopeSize) {
+		return 0, false
+	}
+	m.scopes = append(m.scopes, otlpScope{
+		attrs:      at(len(m.scopeAttrs)),
+		metrics:    at(len(m.metrics)),
+		deprecated: deprecated,
+	})
+	return len(m.scopes) - 1, true
+}
+
+func (m *otlpMetrics) addMetric() (int, bool) {
+	if !m.spend(metricSize) {
+		return 0, false
+	}
+	m.metrics = append(m.metrics, otlpMetric{})
+	return len(m.metrics) - 1, true
+}
+
+// setData starts the data of metric mi, of type typ: the data is a oneof,
+// and the last one replaces any before.
+func (m *otlpMetrics) setData(mi int, typ otlpType) *otlpMetric {
+	mt := &m.metrics[mi]
+	mt.typ, mt.monotonic, mt.temporality = typ, false, 0
+	mt.points = at(len(m.points))
+	return mt
+}
+
 func (m *otlpMetrics) addPoint() (int, bool) {
 	if !m.spend(pointSize) {
 		return 0, false
 	}
-	pi := len(m.points)
 	m.points = append(m.points, otlpPoint{
 		attrs:     at(len(m.pointAttrs)),
 		exemplars: at(len(m.exemplars)),
@@ -72,9 +108,18 @@ func (m *otlpMetrics) addPoint() (int, bool) {
 		neg:       at(len(m.negCounts)),
 		quantiles: at(len(m.quantiles)),
 	})
-	return pi, true
+	return len(m.points) - 1, true
 }
 
+func (m *otlpMetrics) addExemplar() (int, bool) {
+	if !m.spend(exemplarSize) {
+		return 0, false
+	}
+	m.exemplars = append(m.exemplars, otlpExemplar{attrs: at(len(m.exAttrs))})
+	return len(m.exemplars) - 1, true
+}
+
+// spend takes n bytes from the budget and reports whether they were there.
 func (m *otlpMetrics) spend(n int) bool {
 	m.budget -= n
 	return m.budget >= 0
@@ -446,8 +491,7 @@ func eachField1(b []byte, msg string, f func(v []byte) error) error {
 
 func (d *protoDecoder) resourceMetrics(b []byte) error {
 	m := d.m
-	ri := len(m.resources)
-	m.resources = append(m.resources, otlpResource{attrs: at(len(m.resAttrs)), scopes: at(len(m.scopes))})
+	ri := m.addResource()
 	current, deprecated := false, false
 	for len(b) > 0 {
 		num, typ, rest, err := field(b)
@@ -558,15 +602,10 @@ func checkEntityRef(b []byte) error {
 
 func (d *protoDecoder) scopeMetrics(b []byte, deprecated bool) error {
 	m := d.m
-	if !m.spend(scopeSize) {
+	si, ok := m.addScope(deprecated)
+	if !ok {
 		return errOTLPExpansion
 	}
-	si := len(m.scopes)
-	m.scopes = append(m.scopes, otlpScope{
-		attrs:      at(len(m.scopeAttrs)),
-		metrics:    at(len(m.metrics)),
-		deprecated: deprecated,
-	})
 	for len(b) > 0 {
 		num, typ, rest, err := field(b)
 		if err != nil {
@@ -643,11 +682,10 @@ func (d *protoDecoder) scope(s *otlpScope, b []byte) error {
 
 func (d *protoDecoder) metric(b []byte) error {
 	m := d.m
-	if !m.spend(metricSize) {
+	mi, ok := m.addMetric()
+	if !ok {
 		return errOTLPExpansion
 	}
-	mi := len(m.metrics)
-	m.metrics = append(m.metrics, otlpMetric{})
 	for len(b) > 0 {
 		num, typ, rest, err := field(b)
 		if err != nil {
@@ -671,11 +709,7 @@ func (d *protoDecoder) metric(b []byte) error {
 			if v, b, err = protoBytes(rest, "Metric", num, typ); err != nil {
 				return err
 			}
-			// The data is a oneof: the last one replaces any before.
-			mt := &m.metrics[mi]
-			mt.typ = dataType(num)
-			mt.monotonic, mt.temporality = false, 0
-			mt.points = at(len(m.points))
+			mt := m.setData(mi, dataType(num))
 			if err := d.data(mi, v); err != nil {
 				return fmt.Errorf("%s: %w", strings.ToLower(mt.typ.String()), err)
 			}
@@ -1026,11 +1060,10 @@ func buckets(counts []uint64, offset *int32, s *span32, b []byte) ([]uint64, err
 
 func (d *protoDecoder) exemplar(b []byte) error {
 	m := d.m
-	if !m.spend(exemplarSize) {
+	ei, ok := m.addExemplar()
+	if !ok {
 		return errOTLPExpansion
 	}
-	m.exemplars = append(m.exemplars, otlpExemplar{attrs: at(len(m.exAttrs))})
-	ei := len(m.exemplars) - 1
 	for len(b) > 0 {
 		num, wt, rest, err := field(b)
 		if err != nil {

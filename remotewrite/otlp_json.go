@@ -426,8 +426,7 @@ func (d *jsonDecoder) request() {
 
 func (d *jsonDecoder) resourceMetrics() {
 	m := d.m
-	ri := len(m.resources)
-	m.resources = append(m.resources, otlpResource{attrs: at(len(m.resAttrs)), scopes: at(len(m.scopes))})
+	ri := m.addResource()
 	var it jsonIter
 	for d.object(&it) {
 		switch string(d.key) {
@@ -458,12 +457,11 @@ func (d *jsonDecoder) resourceMetrics() {
 
 func (d *jsonDecoder) scopeMetrics() {
 	m := d.m
-	if !m.spend(scopeSize) {
+	si, ok := m.addScope(false)
+	if !ok {
 		d.fail("%v", errOTLPExpansion)
 		return
 	}
-	si := len(m.scopes)
-	m.scopes = append(m.scopes, otlpScope{attrs: at(len(m.scopeAttrs)), metrics: at(len(m.metrics))})
 	var it jsonIter
 	for d.object(&it) {
 		switch string(d.key) {
@@ -498,12 +496,11 @@ func (d *jsonDecoder) scopeMetrics() {
 
 func (d *jsonDecoder) metric() {
 	m := d.m
-	if !m.spend(metricSize) {
+	mi, ok := m.addMetric()
+	if !ok {
 		d.fail("%v", errOTLPExpansion)
 		return
 	}
-	mi := len(m.metrics)
-	m.metrics = append(m.metrics, otlpMetric{})
 	var it jsonIter
 	for d.object(&it) {
 		var typ otlpType
@@ -530,9 +527,7 @@ func (d *jsonDecoder) metric() {
 		if typ == otlpEmpty {
 			continue
 		}
-		mt := &m.metrics[mi]
-		mt.typ, mt.monotonic, mt.temporality = typ, false, 0
-		mt.points = at(len(m.points))
+		m.setData(mi, typ)
 		var di jsonIter
 		for d.object(&di) {
 			switch string(d.key) {
@@ -696,12 +691,11 @@ func (d *jsonDecoder) point(typ otlpType) {
 
 func (d *jsonDecoder) exemplar() {
 	m := d.m
-	if !m.spend(exemplarSize) {
+	ei, ok := m.addExemplar()
+	if !ok {
 		d.fail("%v", errOTLPExpansion)
 		return
 	}
-	m.exemplars = append(m.exemplars, otlpExemplar{attrs: at(len(m.exAttrs))})
-	ei := len(m.exemplars) - 1
 	var it jsonIter
 	for d.object(&it) {
 		e := &m.exemplars[ei]
