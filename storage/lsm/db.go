@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -278,12 +279,8 @@ func (db *DB) replayWAL(ctx context.Context, fence uint64) error {
 	if err != nil {
 		return fmt.Errorf("lsm open: %w", err)
 	}
-	for i, id := range ids {
-		if id >= fence {
-			ids = ids[:i]
-			break
-		}
-	}
+	below, _ := slices.BinarySearch(ids, fence) // ids ascend
+	ids = ids[:below]
 	var filter walFilter
 	err = db.s.readWALs(ctx, ids, func(id, epoch uint64, ents []entry) error {
 		if epoch > db.epoch {

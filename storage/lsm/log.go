@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // The log: records of the caller's own that the WAL makes durable like any
@@ -180,12 +181,8 @@ func (db *DB) ReplayLog(ctx context.Context, fn func(rec []byte) error) error {
 	if err != nil {
 		return fmt.Errorf("lsm: replay log: %w", err)
 	}
-	for i, id := range ids {
-		if id >= fence {
-			ids = ids[:i]
-			break
-		}
-	}
+	below, _ := slices.BinarySearch(ids, fence) // ids ascend
+	ids = ids[:below]
 	var (
 		fnErr  error
 		filter walFilter
