@@ -32,18 +32,9 @@ const (
 	KindMerge Kind = 3
 )
 
-func (k Kind) String() string {
-	switch k {
-	case KindPut:
-		return "put"
-	case KindDelete:
-		return "delete"
-	case KindMerge:
-		return "merge"
-	default:
-		return fmt.Sprintf("kind(%d)", uint8(k))
-	}
-}
+var kindNames = [...]string{KindPut: "put", KindDelete: "delete", KindMerge: "merge"}
+
+func (k Kind) String() string { return enumName(kindNames[:], uint8(k), "kind") }
 
 func (k Kind) valid() bool { return k >= KindPut && k <= KindMerge }
 
@@ -72,20 +63,19 @@ const (
 	CompressionZstd Compression = 2
 )
 
-func (c Compression) String() string {
-	switch c {
-	case CompressionNone:
-		return "none"
-	case CompressionS2:
-		return "s2"
-	case CompressionZstd:
-		return "zstd"
-	default:
-		return fmt.Sprintf("compression(%d)", uint8(c))
-	}
-}
+var compressionNames = [...]string{CompressionNone: "none", CompressionS2: "s2", CompressionZstd: "zstd"}
+
+func (c Compression) String() string { return enumName(compressionNames[:], uint8(c), "compression") }
 
 func (c Compression) valid() bool { return c <= CompressionZstd }
+
+// enumName is names[v], or what(v) for a value without a name.
+func enumName(names []string, v uint8, what string) string {
+	if int(v) < len(names) && names[v] != "" {
+		return names[v]
+	}
+	return fmt.Sprintf("%s(%d)", what, v)
+}
 
 // ErrCorrupt marks corruption (bad checksum, bad magic, truncated or malformed
 // bytes): errors.Is(err, sst.ErrCorrupt). It wraps corrupt.Err.
