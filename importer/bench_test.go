@@ -3,11 +3,11 @@ package importer_test
 import (
 	"context"
 	"log/slog"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/shaledb/shale/importer"
+	"github.com/shaledb/shale/internal/cputime"
 )
 
 // BenchmarkImportPrometheus imports the real Prometheus block alone (the
@@ -38,11 +38,11 @@ func BenchmarkImportPrometheus(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				c0 := cpuTime()
+				c0 := cputime.Process()
 				b.StartTimer()
 				sum, err := importer.Run(context.Background(), src, importer.NewAppendableSink(appendable{s.db}, slog.New(slog.DiscardHandler)), importer.DefaultOptions())
 				b.StopTimer()
-				cpu += cpuTime() - c0
+				cpu += cputime.Process() - c0
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -55,10 +55,4 @@ func BenchmarkImportPrometheus(b *testing.B) {
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(samples), "cpu-ns/sample")
 		})
 	}
-}
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -10,15 +10,15 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/klauspost/compress/zstd"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/tsdb"
 	tsdbindex "github.com/prometheus/prometheus/tsdb/index"
+
+	"github.com/shaledb/shale/internal/cputime"
 )
 
 // nodeSeries returns the i-th series of a node_exporter-like fleet: 1000
@@ -295,7 +295,7 @@ func BenchmarkCreate(b *testing.B) {
 					sets[i] = fleet.series(i, &builder)
 				}
 				b.ReportAllocs()
-				cpu0 := selfCPU()
+				cpu0 := cputime.Process()
 				for b.Loop() {
 					ix := NewMemIndex()
 					for _, s := range sets {
@@ -304,7 +304,7 @@ func BenchmarkCreate(b *testing.B) {
 				}
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/series")
 				// CPU time of the process, steadier than wall time on a shared machine.
-				b.ReportMetric((selfCPU()-cpu0).Seconds()*1e9/float64(b.N*n), "cpu-ns/series")
+				b.ReportMetric((cputime.Process()-cpu0).Seconds()*1e9/float64(b.N*n), "cpu-ns/series")
 			})
 		}
 	}
@@ -443,13 +443,4 @@ func BenchmarkEncodedSize(b *testing.B) {
 		b.ReportMetric(float64(total)/n, "bytes/series")
 		b.ReportMetric(float64(pairs), "pairs")
 	})
-}
-
-// selfCPU is the user and system CPU time of the process so far.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

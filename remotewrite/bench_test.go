@@ -28,6 +28,7 @@ import (
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 	"github.com/prometheus/prometheus/storage"
 	promremote "github.com/prometheus/prometheus/storage/remote"
+	"github.com/shaledb/shale/internal/cputime"
 	"github.com/shaledb/shale/internal/e2e"
 )
 
@@ -87,7 +88,7 @@ func BenchmarkDecodeAppend(b *testing.B) {
 				sb := labels.NewScratchBuilder(8)
 				b.ReportAllocs()
 				b.SetBytes(int64(len(body)))
-				cpu0 := selfCPU()
+				cpu0 := cputime.Process()
 				for b.Loop() {
 					raw, err := snappy.Decode(nil, body)
 					if err != nil {
@@ -122,7 +123,7 @@ func BenchmarkDecodeAppend(b *testing.B) {
 						}
 					}
 				}
-				b.ReportMetric((selfCPU()-cpu0)*1e9/(samples*float64(b.N)), "cpu-ns/sample")
+				b.ReportMetric(float64(cputime.Process()-cpu0)/(samples*float64(b.N)), "cpu-ns/sample")
 				b.ReportMetric(samples*float64(b.N)/b.Elapsed().Seconds(), "samples/s")
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/samples, "ns/sample")
 			})
@@ -284,17 +285,6 @@ func cpuSeconds(b *testing.B, pid int) float64 {
 	return (utime + stime) / 100 // USER_HZ
 }
 
-// selfCPU returns the CPU seconds this process has used. With -cpu 1 and the
-// machine shared, it measures the work better than wall time does (the
-// garbage collector's background work is included).
-func selfCPU() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
-}
-
 // nopAppendableV2 is an upstream AppendableV2 (with ExemplarAppenderV2) that
 // keeps nothing, for the upstream receiver.
 type nopAppendableV2 struct{}
@@ -324,7 +314,7 @@ func benchServe(b *testing.B, h http.Handler, version int, body []byte, samples 
 	rd := bytes.NewReader(body)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(body)))
-	cpu0 := selfCPU()
+	cpu0 := cputime.Process()
 	for b.Loop() {
 		rd.Reset(body)
 		req.Body = io.NopCloser(rd)
@@ -335,7 +325,7 @@ func benchServe(b *testing.B, h http.Handler, version int, body []byte, samples 
 			b.Fatalf("status %d", w.code)
 		}
 	}
-	b.ReportMetric((selfCPU()-cpu0)*1e9/(samples*float64(b.N)), "cpu-ns/sample")
+	b.ReportMetric(float64(cputime.Process()-cpu0)/(samples*float64(b.N)), "cpu-ns/sample")
 	b.ReportMetric(samples*float64(b.N)/b.Elapsed().Seconds(), "samples/s")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/samples, "ns/sample")
 }

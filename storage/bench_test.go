@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/prometheus/prometheus/tsdb"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 
+	"github.com/shaledb/shale/internal/cputime"
 	"github.com/shaledb/shale/storage/objstore"
 )
 
@@ -209,12 +209,12 @@ func benchAppend(b *testing.B, nSeries int, wal bool) {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	lsets := benchLabels(nSeries) // counted: the head keeps its own copy, these go
-	cpu0 := selfCPU()
+	cpu0 := cputime.Process()
 	appendScrape(b, db, lsets, 0, 0, nSeries) // create the series
-	createCPU := selfCPU() - cpu0
+	createCPU := cputime.Process() - cpu0
 	t := int64(15_000)
 	samples := 0
-	cpu0 = selfCPU()
+	cpu0 = cputime.Process()
 	start := time.Now()
 	for b.Loop() {
 		samples += scrapeConcurrently(b, db, lsets, t)
@@ -223,7 +223,7 @@ func benchAppend(b *testing.B, nSeries int, wal bool) {
 	elapsed := time.Since(start)
 	b.ReportMetric(float64(samples)/elapsed.Seconds(), "samples/s")
 	// CPU time of the process: steadier than wall time on a shared machine.
-	b.ReportMetric((selfCPU()-cpu0).Seconds()*1e9/float64(samples), "cpu-ns/sample")
+	b.ReportMetric((cputime.Process()-cpu0).Seconds()*1e9/float64(samples), "cpu-ns/sample")
 	b.ReportMetric(createCPU.Seconds()*1e9/float64(nSeries), "create-cpu-ns/series")
 	// The head's own memory per active series: after a flush has written
 	// the samples out and the LSM has written its memtable to a table.
@@ -292,7 +292,7 @@ func BenchmarkNewPartition(b *testing.B) {
 			scrapeConcurrently(b, db, lsets, 0)
 			n := 0
 			t := part
-			cpu0 := selfCPU()
+			cpu0 := cputime.Process()
 			start := time.Now()
 			for b.Loop() {
 				scrapeConcurrently(b, db, lsets, t)
@@ -301,7 +301,7 @@ func BenchmarkNewPartition(b *testing.B) {
 			}
 			elapsed := time.Since(start)
 			b.ReportMetric(float64(n*series)/elapsed.Seconds(), "series/s")
-			b.ReportMetric((selfCPU()-cpu0).Seconds()*1e9/float64(n*series), "create-cpu-ns/series")
+			b.ReportMetric((cputime.Process()-cpu0).Seconds()*1e9/float64(n*series), "create-cpu-ns/series")
 		})
 	}
 }
@@ -362,13 +362,4 @@ func benchSelect(b *testing.B, n int, span time.Duration) {
 		}
 	}
 	b.ReportMetric(float64(samples), "samples/op")
-}
-
-// selfCPU is the user and system CPU time of the process so far.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

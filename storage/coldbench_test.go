@@ -5,11 +5,12 @@ package storage
 import (
 	"context"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/prometheus/prometheus/promql"
+
+	"github.com/shaledb/shale/internal/cputime"
 )
 
 // BenchmarkColdWarmQuery runs a 6 h `sum by (job) (rate(x[5m]))` range query
@@ -75,9 +76,9 @@ func BenchmarkColdWarmQuery(b *testing.B) {
 						b.StartTimer()
 					}
 					cb.reset()
-					c0 := cpuTime(b)
+					c0 := cputime.Process()
 					run(b, db)
-					cpu += cpuTime(b) - c0
+					cpu += cputime.Process() - c0
 					reqs += cb.requests.Load()
 					data += cb.dataBytes.Load()
 					meta += cb.metaBytes.Load()
@@ -108,19 +109,9 @@ func loopCPU(b *testing.B, op func()) {
 	b.ReportAllocs()
 	var cpu time.Duration
 	for b.Loop() {
-		c0 := cpuTime(b)
+		c0 := cputime.Process()
 		op()
-		cpu += cpuTime(b) - c0
+		cpu += cputime.Process() - c0
 	}
 	b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/op")
-}
-
-// cpuTime is the CPU time the process has used, all threads.
-func cpuTime(b *testing.B) time.Duration {
-	b.Helper()
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
