@@ -226,15 +226,8 @@ func canonicalPdata(md pmetric.Metrics) string {
 	exemplars := func(es pmetric.ExemplarSlice) {
 		for i := range es.Len() {
 			e := es.At(i)
-			var v string
-			switch e.ValueType() {
-			case pmetric.ExemplarValueTypeInt:
-				v = fmt.Sprint("i", e.IntValue())
-			case pmetric.ExemplarValueTypeDouble:
-				v = fmt.Sprintf("d%x", math.Float64bits(e.DoubleValue()))
-			}
 			tid, sid := e.TraceID(), e.SpanID()
-			fmt.Fprintf(&sb, "    E t=%d v=%s trace=%x span=%x", e.Timestamp(), v, tid[:], sid[:])
+			fmt.Fprintf(&sb, "    E t=%d v=%s trace=%x span=%x", e.Timestamp(), canonValue(e.ValueType() == pmetric.ExemplarValueTypeInt, e.ValueType() == pmetric.ExemplarValueTypeDouble, e.IntValue(), e.DoubleValue()), tid[:], sid[:])
 			attrs(e.FilteredAttributes())
 		}
 	}
@@ -310,14 +303,7 @@ func fmtFloats(fs []float64) string {
 func numberPoints(sb *strings.Builder, dps pmetric.NumberDataPointSlice, attrs func(pcommon.Map), exemplars func(pmetric.ExemplarSlice)) {
 	for x := range dps.Len() {
 		p := dps.At(x)
-		var v string
-		switch p.ValueType() {
-		case pmetric.NumberDataPointValueTypeInt:
-			v = fmt.Sprint("i", p.IntValue())
-		case pmetric.NumberDataPointValueTypeDouble:
-			v = fmt.Sprintf("d%x", math.Float64bits(p.DoubleValue()))
-		}
-		fmt.Fprintf(sb, "   P %d %d %d v=%s", p.StartTimestamp(), p.Timestamp(), p.Flags(), v)
+		fmt.Fprintf(sb, "   P %d %d %d v=%s", p.StartTimestamp(), p.Timestamp(), p.Flags(), canonValue(p.ValueType() == pmetric.NumberDataPointValueTypeInt, p.ValueType() == pmetric.NumberDataPointValueTypeDouble, p.IntValue(), p.DoubleValue()))
 		attrs(p.Attributes())
 		exemplars(p.Exemplars())
 	}
@@ -333,14 +319,7 @@ func canonicalShale(md *otlpMetrics) string {
 	}
 	exemplars := func(es []otlpExemplar) {
 		for _, e := range es {
-			var v string
-			switch e.valueType {
-			case valueInt:
-				v = fmt.Sprint("i", e.intValue)
-			case valueDouble:
-				v = fmt.Sprintf("d%x", math.Float64bits(e.value))
-			}
-			fmt.Fprintf(&sb, "    E t=%d v=%s trace=%x span=%x", e.time, v, e.traceID[:], e.spanID[:])
+			fmt.Fprintf(&sb, "    E t=%d v=%s trace=%x span=%x", e.time, canonValue(e.valueType == valueInt, e.valueType == valueDouble, e.intValue, e.value), e.traceID[:], e.spanID[:])
 			attrs(of(md.exAttrs, e.attrs))
 		}
 	}
@@ -364,14 +343,7 @@ func canonicalShale(md *otlpMetrics) string {
 				for _, p := range of(md.points, m.points) {
 					switch m.typ {
 					case otlpGauge, otlpSum:
-						var v string
-						switch p.valueType {
-						case valueInt:
-							v = fmt.Sprint("i", p.intValue)
-						case valueDouble:
-							v = fmt.Sprintf("d%x", math.Float64bits(p.value))
-						}
-						fmt.Fprintf(&sb, "   P %d %d %d v=%s", p.start, p.time, p.flags, v)
+						fmt.Fprintf(&sb, "   P %d %d %d v=%s", p.start, p.time, p.flags, canonValue(p.valueType == valueInt, p.valueType == valueDouble, p.intValue, p.value))
 						attrs(of(md.pointAttrs, p.attrs))
 						exemplars(of(md.exemplars, p.exemplars))
 					case otlpHistogram:
@@ -395,6 +367,18 @@ func canonicalShale(md *otlpMetrics) string {
 		}
 	}
 	return sb.String()
+}
+
+// canonValue renders the value of a number point or an exemplar, an int or
+// a double or neither.
+func canonValue(isInt, isDouble bool, i int64, d float64) string {
+	switch {
+	case isInt:
+		return fmt.Sprint("i", i)
+	case isDouble:
+		return fmt.Sprintf("d%x", math.Float64bits(d))
+	}
+	return ""
 }
 
 // nilEmpty prints an empty list as pdata's AsRaw does.
