@@ -1081,6 +1081,16 @@ func TestOTLPDecodeBounded(t *testing.T) {
 	}
 }
 
+// decodedOTLP is md as the protobuf decoder decodes it.
+func decodedOTLP(t *testing.T, md pmetric.Metrics) *otlpMetrics {
+	t.Helper()
+	var m otlpMetrics
+	if err := decodeOTLPProto(&m, otlpProto(t, md)); err != nil {
+		t.Fatal(err)
+	}
+	return &m
+}
+
 // TestOTLPTranslateCanceled checks that translation stops soon after its
 // context ends, with the context's error.
 func TestOTLPTranslateCanceled(t *testing.T) {
@@ -1091,18 +1101,11 @@ func TestOTLPTranslateCanceled(t *testing.T) {
 	for i := range 1000 {
 		dps.AppendEmpty().SetTimestamp(otlpTS(testNow + int64(i)))
 	}
-	body, err := pmetricotlp.NewExportRequestFromMetrics(md).MarshalProto()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var decoded otlpMetrics
-	if err := decodeOTLPProto(&decoded, body); err != nil {
-		t.Fatal(err)
-	}
+	decoded := decodedOTLP(t, md)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	sink := &sinkRecorder{}
-	errs := newOTLPTranslator(newOTLPSettings(DefaultOTLPOptions())).translate(ctx, &decoded, sink)
+	errs := newOTLPTranslator(newOTLPSettings(DefaultOTLPOptions())).translate(ctx, decoded, sink)
 	if len(errs) != 1 || !errors.Is(errs[0], context.Canceled) {
 		t.Fatalf("errors %v, want context.Canceled", errs)
 	}
@@ -1142,21 +1145,14 @@ func TestOTLPTranslateWarnings(t *testing.T) {
 	ep := es.DataPoints().AppendEmpty()
 	ep.SetTimestamp(otlpTS(testNow))
 	ep.SetSum(2)
-	body, err := pmetricotlp.NewExportRequestFromMetrics(md).MarshalProto()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m otlpMetrics
-	if err := decodeOTLPProto(&m, body); err != nil {
-		t.Fatal(err)
-	}
+	m := decodedOTLP(t, md)
 	tr := newOTLPTranslator(newOTLPSettings(DefaultOTLPOptions()))
-	tr.translate(context.Background(), &m, &sinkRecorder{})
+	tr.translate(context.Background(), m, &sinkRecorder{})
 	if len(tr.warnings) != 0 {
 		t.Errorf("warnings not asked for: %q", tr.warnings)
 	}
 	tr.warnOn = true
-	tr.translate(context.Background(), &m, &sinkRecorder{})
+	tr.translate(context.Background(), m, &sinkRecorder{})
 	want := []string{
 		"empty data points. empty is dropped",
 		`OTLP attribute "a_b" collides with another as label "a_b" after name sanitization, values are concatenated with ';'`,
