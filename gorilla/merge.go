@@ -286,10 +286,7 @@ func (it *Iterator) ResetMerge(srcs []Source) error {
 			return it.resetMergeBlocks(srcs)
 		}
 	}
-	if it.merge == nil {
-		it.merge = &floatMerge{}
-	}
-	m := it.merge
+	m := it.mergeScratch()
 	m.its = m.its[:0]
 	for i := range srcs {
 		s := &srcs[i]
@@ -322,13 +319,18 @@ func (it *Iterator) ResetMerge(srcs []Source) error {
 	return nil
 }
 
-// resetMergeBlocks is ResetMerge through MergeAll, for sources that hold
-// histograms.
-func (it *Iterator) resetMergeBlocks(srcs []Source) error {
+// mergeScratch returns the iterator's ResetMerge scratch, made on first use.
+func (it *Iterator) mergeScratch() *floatMerge {
 	if it.merge == nil {
 		it.merge = &floatMerge{}
 	}
-	m := it.merge
+	return it.merge
+}
+
+// resetMergeBlocks is ResetMerge through MergeAll, for sources that hold
+// histograms.
+func (it *Iterator) resetMergeBlocks(srcs []Source) error {
+	m := it.mergeScratch()
 	m.blocks = m.blocks[:0]
 	for i := range srcs {
 		s := &srcs[i]
