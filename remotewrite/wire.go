@@ -112,19 +112,18 @@ func skip(b []byte, i int, wt int) (int, error) {
 	case wireVarint:
 		_, i, err := uvarint(b, i)
 		return i, err
-	case wireFixed64:
-		if len(b)-i < 8 {
-			return i, errTruncated
-		}
-		return i + 8, nil
 	case wireBytes:
 		_, i, err := lenDelim(b, i)
 		return i, err
-	case wireFixed32:
-		if len(b)-i < 4 {
+	case wireFixed64, wireFixed32:
+		size := 8
+		if wt == wireFixed32 {
+			size = 4
+		}
+		if len(b)-i < size {
 			return i, errTruncated
 		}
-		return i + 4, nil
+		return i + size, nil
 	default:
 		return i, fmt.Errorf("%w: unsupported wire type %d", ErrMalformed, wt)
 	}
