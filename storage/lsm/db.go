@@ -114,11 +114,7 @@ type DB struct {
 // manifest's replay position. Object names are prefix + "/" + ... (no leading segment
 // when prefix is empty).
 func Open(ctx context.Context, bucket objstore.Bucket, prefix string, opts Options, comp Components) (*DB, error) {
-	if err := opts.Validate(); err != nil {
-		return nil, err
-	}
-	comp = comp.withDefaults()
-	m, err := newMetrics(comp.Registerer)
+	comp, m, err := comp.prepare(&opts)
 	if err != nil {
 		return nil, err
 	}

@@ -271,6 +271,18 @@ func (c *Components) withDefaults() Components {
 	return d
 }
 
+// prepare validates opts, then returns c with its defaults filled in and
+// the LSM's metrics, registered on c.Registerer: how Open and OpenReader
+// start.
+func (c *Components) prepare(opts interface{ Validate() error }) (Components, *metrics, error) {
+	if err := opts.Validate(); err != nil {
+		return *c, nil, err
+	}
+	d := c.withDefaults()
+	m, err := newMetrics(d.Registerer)
+	return d, m, err
+}
+
 // readMerge is the merge operator of reads.
 func (c *Components) readMerge() MergeOperator {
 	if c.ReadMerge != nil {

@@ -44,11 +44,7 @@ type Reader struct {
 
 // OpenReader opens a read-only view of prefix in bucket.
 func OpenReader(ctx context.Context, bucket objstore.Bucket, prefix string, opts ReaderOptions, comp Components) (*Reader, error) {
-	if err := opts.Validate(); err != nil {
-		return nil, err
-	}
-	comp = comp.withDefaults()
-	m, err := newMetrics(comp.Registerer)
+	comp, m, err := comp.prepare(&opts)
 	if err != nil {
 		return nil, err
 	}
