@@ -229,6 +229,34 @@ func fail(code int, format string, args ...any) result {
 	return result{code: code, msg: fmt.Sprintf(format, args...)}
 }
 
+// enter takes one of the max_inflight_requests slots of a request, false
+// when none is free (answer overloaded); leave gives it back.
+func (h *Handler) enter() bool {
+	if h.sem == nil {
+		return true
+	}
+	select {
+	case h.sem <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (h *Handler) leave() {
+	if h.sem != nil {
+		<-h.sem
+	}
+}
+
+// overloaded is the answer to a request that found no free slot: 429, with
+// Retry-After.
+func (h *Handler) overloaded() result {
+	res := fail(http.StatusTooManyRequests, "overloaded: more than max_inflight_requests=%d requests in flight", h.opts.MaxInflightRequests)
+	res.retryAfter = true
+	return res
+}
+
 // serve handles one request and reports the protocol version (0 when it is
 // not known) and the outcome.
 func (h *Handler) serve(r *http.Request) (version int, res result) {
@@ -250,16 +278,10 @@ func (h *Handler) serve(r *http.Request) (version int, res result) {
 	if enc := r.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "snappy") {
 		return version, fail(http.StatusUnsupportedMediaType, "unsupported Content-Encoding %q: only snappy is supported", enc)
 	}
-	if h.sem != nil {
-		select {
-		case h.sem <- struct{}{}:
-			defer func() { <-h.sem }()
-		default:
-			res = fail(http.StatusTooManyRequests, "overloaded: more than max_inflight_requests=%d requests in flight", h.opts.MaxInflightRequests)
-			res.retryAfter = true
-			return version, res
-		}
+	if !h.enter() {
+		return version, h.overloaded()
 	}
+	defer h.leave()
 
 	held := h.holdAppender(r)
 	defer held.release()

@@ -868,6 +868,16 @@ func TestInflightLimit(t *testing.T) {
 	if got := resp.Header().Get("Retry-After"); got != "3" {
 		t.Fatalf("Retry-After %q", got)
 	}
+	// OTLP requests take their slots from the same limit.
+	oh, err := h.OTLP(DefaultOTLPOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp = post(t, oh, ContentTypeOTLPProto, "", otlpProto(t, otlpPayload(testNow)))
+	assertCode(t, resp, http.StatusTooManyRequests, "max_inflight_requests=1")
+	if got := resp.Header().Get("Retry-After"); got != "3" {
+		t.Fatalf("OTLP Retry-After %q", got)
+	}
 	close(release)
 	if code := <-done; code != http.StatusNoContent {
 		t.Fatalf("first request: %d", code)

@@ -128,16 +128,10 @@ func (o *OTLPHandler) serve(r *http.Request) (res otlpResult) {
 		res.json = isJSON
 		return res
 	}
-	if h.sem != nil {
-		select {
-		case h.sem <- struct{}{}:
-			defer func() { <-h.sem }()
-		default:
-			res = otlpFail(http.StatusTooManyRequests, "overloaded: more than max_inflight_requests=%d requests in flight", h.opts.MaxInflightRequests)
-			res.retryAfter = true
-			return res
-		}
+	if !h.enter() {
+		return otlpResult{result: h.overloaded()}
 	}
+	defer h.leave()
 
 	held := h.holdAppender(r)
 	defer held.release()
