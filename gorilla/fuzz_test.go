@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/prometheus/prometheus/tsdb/tsdbutil"
+
+	"github.com/shaledb/shale/internal/fuzzseed"
 )
 
 // Fuzz targets; seeds live in testdata/fuzz/<target>. Run one with e.g.
@@ -200,20 +201,8 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	if os.Getenv("GORILLA_WRITE_SEEDS") == "" {
 		t.Skip("set GORILLA_WRITE_SEEDS=1 to rewrite testdata/fuzz")
 	}
-	write := func(target, name string, args ...[]byte) {
-		dir := filepath.Join("testdata", "fuzz", target)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		s := "go test fuzz v1\n"
-		for _, a := range args {
-			if string(a) == "true" || string(a) == "false" {
-				s += "bool(" + string(a) + ")\n" // a bool argument
-				continue
-			}
-			s += fmt.Sprintf("[]byte(%q)\n", a)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(s), 0o644); err != nil {
+	write := func(target, name string, args ...any) {
+		if err := fuzzseed.Write(target, name, args...); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -234,10 +223,10 @@ func TestWriteFuzzSeeds(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, p := range ha.x.h.appendParts(nil) {
-		write("FuzzHistogramChunk", fmt.Sprintf("histogram-%d", i), []byte("false"), p.data)
+		write("FuzzHistogramChunk", fmt.Sprintf("histogram-%d", i), false, p.data)
 	}
 	for i, p := range fa.x.h.appendParts(nil) {
-		write("FuzzHistogramChunk", fmt.Sprintf("floathistogram-%d", i), []byte("true"), p.data)
+		write("FuzzHistogramChunk", fmt.Sprintf("floathistogram-%d", i), true, p.data)
 	}
 	write("FuzzDecode", "histogram", hb)
 	write("FuzzDecode", "floathistogram", fb)

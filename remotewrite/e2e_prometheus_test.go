@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/common/model"
 	"github.com/shaledb/shale/internal/e2e"
+	"github.com/shaledb/shale/internal/fuzzseed"
 )
 
 // startPrometheus runs the prometheus binary on a free loopback port with a
@@ -124,14 +125,11 @@ func captureSeed(t *testing.T) func(http.Handler) http.Handler {
 					t.Error(err)
 					return
 				}
-				quote := "[]byte(" + strconv.Quote(string(raw)) + ")\n"
-				withVersion := "[]byte(" + strconv.Quote(string(append([]byte{1}, raw...))) + ")\n"
-				for _, f := range []struct{ dir, content string }{
-					{"FuzzDecodeV1", quote},
-					{"FuzzIngest", withVersion},
+				for target, seed := range map[string][]byte{
+					"FuzzDecodeV1": raw,
+					"FuzzIngest":   append([]byte{1}, raw...),
 				} {
-					path := filepath.Join("testdata", "fuzz", f.dir, "prometheus-2.42")
-					if err := os.WriteFile(path, []byte("go test fuzz v1\n"+f.content), 0o644); err != nil {
+					if err := fuzzseed.Write(target, "prometheus-2.42", seed); err != nil {
 						t.Error(err)
 					}
 				}

@@ -4,13 +4,13 @@ import (
 	"context"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
-	"strconv"
 	"testing"
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
+
+	"github.com/shaledb/shale/internal/fuzzseed"
 )
 
 // Fuzz targets for the two decoders and for the whole append path. Seeds,
@@ -104,26 +104,17 @@ func TestWriteFuzzSeeds(t *testing.T) {
 		t.Skip("set SHALE_WRITE_FUZZ_SEEDS=1 to rewrite testdata/fuzz")
 	}
 	v1, v2 := seedRequests(t)
-	write := func(target, name string, lines ...string) {
-		dir := filepath.Join("testdata", "fuzz", target)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		content := "go test fuzz v1\n"
-		for _, l := range lines {
-			content += l + "\n"
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+	write := func(target, name string, b []byte) {
+		if err := fuzzseed.Write(target, name, b); err != nil {
 			t.Fatal(err)
 		}
 	}
-	quote := func(b []byte) string { return "[]byte(" + strconv.Quote(string(b)) + ")" }
 	for name, b := range v1 {
-		write("FuzzDecodeV1", name, quote(b))
-		write("FuzzIngest", "v1-"+name, quote(append([]byte{1}, b...)))
+		write("FuzzDecodeV1", name, b)
+		write("FuzzIngest", "v1-"+name, append([]byte{1}, b...))
 	}
 	for name, b := range v2 {
-		write("FuzzDecodeV2", name, quote(b))
-		write("FuzzIngest", "v2-"+name, quote(append([]byte{2}, b...)))
+		write("FuzzDecodeV2", name, b)
+		write("FuzzIngest", "v2-"+name, append([]byte{2}, b...))
 	}
 }

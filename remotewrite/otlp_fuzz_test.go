@@ -7,13 +7,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"regexp"
-	"strconv"
 	"testing"
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
+
+	"github.com/shaledb/shale/internal/fuzzseed"
 )
 
 // FuzzOTLP decodes arbitrary bytes as an OTLP ExportMetricsServiceRequest,
@@ -89,13 +89,8 @@ func TestWriteOTLPFuzzSeeds(t *testing.T) {
 	if os.Getenv("SHALE_WRITE_FUZZ_SEEDS") == "" {
 		t.Skip("set SHALE_WRITE_FUZZ_SEEDS=1 to rewrite testdata/fuzz")
 	}
-	dir := filepath.Join("testdata", "fuzz", "FuzzOTLP")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	for name, b := range otlpSeeds(t) {
-		content := "go test fuzz v1\n[]byte(" + strconv.Quote(string(b)) + ")\n"
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+		if err := fuzzseed.Write("FuzzOTLP", name, b); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -37,6 +37,7 @@ var allowed = map[string][]string{
 	"internal/e2e":                  {"internal/proc"},
 	"internal/proc":                 {},
 	"internal/cputime":              {},
+	"internal/fuzzseed":             {},
 	"internal/depcheck":             {},
 	"corrupt":                       {},
 	"internal/promreg":              {},

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/shaledb/shale/internal/fuzzseed"
 )
 
 // Seed corpora live in testdata/fuzz/<target>. To regenerate them:
@@ -144,13 +146,8 @@ func fuzzSeedTables(tb testing.TB) [][]byte {
 func fuzzSeedFiles(tb testing.TB) map[string][]byte {
 	tb.Helper()
 	files := map[string][]byte{}
-	add := func(target, name string, args ...[]byte) {
-		var b bytes.Buffer
-		b.WriteString("go test fuzz v1\n")
-		for _, a := range args {
-			fmt.Fprintf(&b, "[]byte(%q)\n", a)
-		}
-		files[filepath.Join("testdata", "fuzz", target, name)] = b.Bytes()
+	add := func(target, name string, args ...any) {
+		files[fuzzseed.Path(target, name)] = fuzzseed.Encode(args...)
 	}
 	for i, data := range fuzzSeedTables(tb) {
 		add("FuzzOpen", fmt.Sprintf("seed-%d", i), data)
