@@ -545,15 +545,22 @@ func (s *selector) filter(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("read series %d: %w", ref, err)
 		}
-		for _, m := range s.filters {
-			if !m.Matches(lset.Get(m.Name)) {
-				drop.Add(ref)
-				break
-			}
+		if !matchesAll(lset, s.filters) {
+			drop.Add(ref)
 		}
 	}
 	s.cand.AndNot(drop)
 	return nil
+}
+
+// matchesAll reports whether lset matches every matcher of ms.
+func matchesAll(lset labels.Labels, ms []*labels.Matcher) bool {
+	for _, m := range ms {
+		if !m.Matches(lset.Get(m.Name)) {
+			return false
+		}
+	}
+	return true
 }
 
 func cmpBool(a, b bool) int {

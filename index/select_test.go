@@ -150,14 +150,7 @@ func bruteForce(series []labels.Labels, ms []*labels.Matcher) *roaring.Bitmap {
 		return out
 	}
 	for ref, lset := range series {
-		ok := true
-		for _, m := range ms {
-			if !m.Matches(lset.Get(m.Name)) {
-				ok = false
-				break
-			}
-		}
-		if ok {
+		if matchesAll(lset, ms) {
 			out.Add(uint32(ref))
 		}
 	}
