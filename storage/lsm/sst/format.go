@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"hash/crc32"
+	"math"
 )
 
 // Footer: the last footerLen bytes of a table. See docs/format/sst.md.
@@ -17,9 +18,12 @@ const (
 	footerLen = 72
 	// formatVersion 2 dropped the optional expire_at of data block entries
 	// (meta bit 7), which version 1 had. Nothing was released with version
-	// 1, so a version 1 table is refused like any unknown version.
-	formatVersion = 2
-	magic         = "SHALESST"
+	// 1, so a version 1 table is refused like any unknown version. Version 3
+	// added the interval of each data block's merge operands to its index
+	// entry; version 2 tables, which have none, are still read.
+	formatVersion    = 3
+	minFormatVersion = 2
+	magic            = "SHALESST"
 )
 
 type handle struct {
@@ -32,6 +36,7 @@ type footer struct {
 	filter, index  handle
 	numEntries     uint64
 	minSeq, maxSeq uint64
+	version        uint32 // as read; a written footer has formatVersion
 }
 
 func (f *footer) append(dst []byte) []byte {
@@ -66,8 +71,8 @@ func decodeFooter(b []byte, size int64) (footer, error) {
 		return f, corruptf("bad magic %q", b[64:])
 	}
 	le := binary.LittleEndian
-	if v := le.Uint32(b[60:]); v != formatVersion {
-		if v < formatVersion {
+	if v := le.Uint32(b[60:]); v < minFormatVersion || v > formatVersion {
+		if v < minFormatVersion {
 			return f, corruptf("format version %d: written by an older, unreleased build of Shale, which this one (version %d) does not read; start from an empty bucket or prefix", v, formatVersion)
 		}
 		return f, corruptf("unknown format version %d (this build reads %d)", v, formatVersion)
@@ -81,6 +86,7 @@ func decodeFooter(b []byte, size int64) (footer, error) {
 	f.numEntries = le.Uint64(b[32:])
 	f.minSeq = le.Uint64(b[40:])
 	f.maxSeq = le.Uint64(b[48:])
+	f.version = le.Uint32(b[60:])
 	// Data blocks, filter, index and footer tile the table in this order.
 	metaEnd := size - footerLen
 	switch {
@@ -102,7 +108,12 @@ func decodeFooter(b []byte, size int64) (footer, error) {
 //
 //	smallest key len uvarint | smallest key | largest key len uvarint | largest key |
 //	block count uvarint | per block: shared uvarint | unshared uvarint | suffix |
-//	offset uvarint | length uvarint
+//	offset uvarint | length uvarint | interval (version 3)
+//
+// interval: a byte 0 (none: the block holds an entry that is not a merge
+// operand, or one WriterOptions' Interval does not map), or 1 followed by lo
+// varint | hi - lo uvarint, the union of the intervals of the block's merge
+// operands (see Interval).
 //
 // Block i's separator key S satisfies last key of block i <= S < first key
 // of block i+1 (S equals both when one key's entries continue into block
@@ -114,13 +125,20 @@ type indexBuilder struct {
 	n       int
 }
 
-func (ib *indexBuilder) add(sep []byte, h handle) {
+func (ib *indexBuilder) add(sep []byte, h handle, iv blockInterval) {
 	shared := commonPrefix(ib.prevSep, sep)
 	ib.buf = binary.AppendUvarint(ib.buf, uint64(shared))
 	ib.buf = binary.AppendUvarint(ib.buf, uint64(len(sep)-shared))
 	ib.buf = append(ib.buf, sep[shared:]...)
 	ib.buf = binary.AppendUvarint(ib.buf, uint64(h.off))
 	ib.buf = binary.AppendUvarint(ib.buf, uint64(h.len))
+	if iv.state != intervalBounded {
+		ib.buf = append(ib.buf, 0)
+	} else {
+		ib.buf = append(ib.buf, 1)
+		ib.buf = binary.AppendVarint(ib.buf, iv.Lo)
+		ib.buf = binary.AppendUvarint(ib.buf, uint64(iv.Hi)-uint64(iv.Lo))
+	}
 	ib.prevSep = append(ib.prevSep[:0], sep...)
 	ib.n++
 }
@@ -140,11 +158,14 @@ type index struct {
 	smallest, largest []byte
 	seps              [][]byte
 	handles           []handle
+	// ivs is the interval of each block's merge operands, ok false for a
+	// block that has none; nil when no block has one.
+	ivs []blockInterval
 }
 
-// decodeIndex parses an index block's content; data blocks must tile
-// [0, dataEnd).
-func decodeIndex(p []byte, dataEnd int64) (index, error) {
+// decodeIndex parses an index block's content of a table of the given
+// format version; data blocks must tile [0, dataEnd).
+func decodeIndex(p []byte, dataEnd int64, version uint32) (index, error) {
 	var ix index
 	bytesField := func(o int) ([]byte, int) {
 		n, o := uvarint(p, o)
@@ -199,6 +220,28 @@ func decodeIndex(p []byte, dataEnd int64) (index, error) {
 		}
 		if off != uint64(next) || length < blockTrailerLen || length > uint64(dataEnd-next) {
 			return ix, corruptf("index: block %d at [%d,+%d) does not follow %d within %d", i, off, length, next, dataEnd)
+		}
+		if version >= 3 {
+			if o >= len(p) || p[o] > 1 {
+				return ix, corruptf("index: bad interval of block %d", i)
+			}
+			o++
+			if p[o-1] == 1 {
+				lo, k := binary.Varint(p[o:])
+				if k <= 0 {
+					return ix, corruptf("index: bad interval of block %d", i)
+				}
+				o += k
+				span, k := binary.Uvarint(p[o:])
+				if k <= 0 || span > math.MaxInt64 || lo > math.MaxInt64-int64(span) {
+					return ix, corruptf("index: bad interval of block %d", i)
+				}
+				o += k
+				if ix.ivs == nil {
+					ix.ivs = make([]blockInterval, n)
+				}
+				ix.ivs[i] = blockInterval{Interval{lo, lo + int64(span)}, intervalBounded}
+			}
 		}
 		ix.seps[i] = sep
 		ix.handles[i] = handle{int64(off), int64(length)}

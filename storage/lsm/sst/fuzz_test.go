@@ -108,7 +108,7 @@ func FuzzBlockDecoders(f *testing.F) {
 		} else {
 			checkFuzzErr(t, err)
 		}
-		_, err := decodeIndex(content, int64(len(key))*100)
+		_, err := decodeIndex(content, int64(len(key))*100, formatVersion)
 		checkFuzzErr(t, err)
 		_, err = decodeFilter(content)
 		checkFuzzErr(t, err)

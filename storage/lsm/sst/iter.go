@@ -48,6 +48,20 @@ type Iter struct {
 	scan  bool   // read past the cache; see NewScanIter
 	whole bool   // load the range at the first positioning; see NewRangeIter
 	dec   []byte // a scan's decompressed block, reused block after block
+
+	iv    *Interval // see SetInterval; nil: none
+	ivBuf Interval
+}
+
+// SetInterval makes the iterator skip, without reading them, the data
+// blocks whose entries are all merge operands whose interval (recorded by a
+// Writer given an IntervalFunc) lies outside iv: their entries are not
+// seen, as if each had been read and dropped. The other blocks are read
+// whole, operands outside iv included. Call it before the first positioning
+// call.
+func (it *Iter) SetInterval(iv Interval) {
+	it.ivBuf = iv
+	it.iv = &it.ivBuf
 }
 
 // NewIter returns an iterator over keys in [lower, upper); a nil bound is
@@ -105,7 +119,7 @@ func (it *Iter) SeekGE(key []byte) bool {
 	if it.whole {
 		it.whole = false
 		// A failed read is left for the block loads to report.
-		_ = it.t.prefetch(it.ctx, key, it.upper, nil)
+		_ = it.t.prefetch(it.ctx, key, it.upper, nil, it.iv)
 	}
 	return it.seekFrom(it.t.findBlock(key), key)
 }
@@ -132,6 +146,11 @@ func (it *Iter) seekFrom(i int, key []byte) bool {
 		return false
 	}
 	for ; i <= it.lastBlock; i++ {
+		if it.t.ix.skips(i, it.iv) {
+			// The next block's entries all come after key.
+			key = nil
+			continue
+		}
 		if !it.load(i) {
 			return false
 		}
@@ -173,7 +192,7 @@ func (it *Iter) load(i int) bool {
 		content, err = it.fetchUncached(i)
 	} else {
 		before := it.misses.Load()
-		content, err = it.t.dataBlock(it.ctx, i, it.lastBlock, it.nextRun, &it.misses)
+		content, err = it.t.dataBlock(it.ctx, i, it.lastBlock, it.nextRun, &it.misses, it.iv)
 		if it.misses.Load() != before {
 			it.growReadahead()
 		}
@@ -198,7 +217,7 @@ func (it *Iter) fetchUncached(i int) ([]byte, error) {
 	hs := it.t.ix.handles
 	if i < it.runFirst || i > it.runLast || it.run == nil {
 		it.run = nil
-		j := it.t.runEnd(i, it.lastBlock, it.nextRun)
+		j := it.t.runEnd(i, it.lastBlock, it.nextRun, it.iv)
 		it.growReadahead()
 		raw, err := it.t.readRange(it.ctx, i, j)
 		if err != nil {

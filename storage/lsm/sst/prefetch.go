@@ -18,7 +18,13 @@ const maxPrefetchRun = 8 << 20
 // It lets a caller warm a cold range in few round trips before iterating or
 // Getting. Without a cache it does nothing.
 func (t *Table) Prefetch(ctx context.Context, lower, upper []byte) error {
-	return t.prefetch(ctx, lower, upper, nil)
+	return t.prefetch(ctx, lower, upper, nil, nil)
+}
+
+// PrefetchWithin is Prefetch of the blocks an iterator of [lower, upper)
+// given the interval iv (Iter.SetInterval) reads: not those it skips.
+func (t *Table) PrefetchWithin(ctx context.Context, lower, upper []byte, iv Interval) error {
+	return t.prefetch(ctx, lower, upper, nil, &iv)
 }
 
 // Stasher is a cache.Cache that can keep blocks read ahead of any query
@@ -35,7 +41,7 @@ type Stasher interface {
 // tier, and blocks any tier holds are not read again.
 func (t *Table) Stash(ctx context.Context, lower, upper []byte) error {
 	s, _ := t.c.(Stasher)
-	return t.prefetch(ctx, lower, upper, s)
+	return t.prefetch(ctx, lower, upper, s, nil)
 }
 
 // Cached reports whether every data block that may hold keys in [lower,
@@ -44,17 +50,26 @@ func (t *Table) Stash(ctx context.Context, lower, upper []byte) error {
 // lookups. Without a cache it reports true.
 func (t *Table) Cached(lower, upper []byte) bool {
 	first, last := t.blockSpan(lower, upper)
-	return t.CachedBlocks(first, last)
+	return t.cachedBlocks(first, last, nil)
+}
+
+// CachedWithin is Cached of the blocks an iterator of [lower, upper) given
+// the interval iv (Iter.SetInterval) reads: not those it skips.
+func (t *Table) CachedWithin(lower, upper []byte, iv Interval) bool {
+	first, last := t.blockSpan(lower, upper)
+	return t.cachedBlocks(first, last, &iv)
 }
 
 // CachedBlocks is Cached of data blocks [first, last] (a BlockSpan).
-func (t *Table) CachedBlocks(first, last int) bool {
+func (t *Table) CachedBlocks(first, last int) bool { return t.cachedBlocks(first, last, nil) }
+
+func (t *Table) cachedBlocks(first, last int, iv *Interval) bool {
 	if t.c == nil {
 		return true
 	}
 	s, _ := t.c.(Stasher)
 	for i := first; i <= last; i++ {
-		if !t.holds(s, i) {
+		if !t.ix.skips(i, iv) && !t.holds(s, i) {
 			return false
 		}
 	}
@@ -97,7 +112,7 @@ func (t *Table) PrefetchBlocks(ctx context.Context, first, last int) error {
 		return nil
 	}
 	first, last = max(first, 0), min(last, len(t.ix.handles)-1)
-	runs := t.missingRuns(first, last, nil, bridgeBytes)
+	runs := t.missingRuns(first, last, nil, bridgeBytes, nil)
 	if len(runs) == 1 {
 		return t.prefetchRun(ctx, runs[0][0], runs[0][1], nil)
 	}
@@ -125,19 +140,19 @@ func (t *Table) blockSpan(lower, upper []byte) (first, last int) {
 	return first, last
 }
 
-func (t *Table) prefetch(ctx context.Context, lower, upper []byte, s Stasher) error {
+func (t *Table) prefetch(ctx context.Context, lower, upper []byte, s Stasher, iv *Interval) error {
 	if t.c == nil || len(t.ix.handles) == 0 {
 		return nil
 	}
 	first, last := t.blockSpan(lower, upper)
-	return t.prefetchSpan(ctx, first, last, s)
+	return t.prefetchSpan(ctx, first, last, s, iv)
 }
 
-// prefetchSpan reads the blocks of [first, last] not cached yet, in runs
-// of adjacent missing blocks of at most maxPrefetchRun, one after another,
-// through s when it is not nil.
-func (t *Table) prefetchSpan(ctx context.Context, first, last int, s Stasher) error {
-	for _, r := range t.missingRuns(first, last, s, 0) {
+// prefetchSpan reads the blocks of [first, last] not cached yet, nor
+// skipped for iv when it is not nil, in runs of adjacent missing blocks of
+// at most maxPrefetchRun, one after another, through s when it is not nil.
+func (t *Table) prefetchSpan(ctx context.Context, first, last int, s Stasher, iv *Interval) error {
+	for _, r := range t.missingRuns(first, last, s, 0, iv) {
 		if err := t.prefetchRun(ctx, r[0], r[1], s); err != nil {
 			return err
 		}
@@ -146,19 +161,20 @@ func (t *Table) prefetchSpan(ctx context.Context, first, last int, s Stasher) er
 }
 
 // missingRuns returns the runs [i, j] of blocks of [first, last] to read so
-// that every block not cached (through s when it is not nil) is read: runs of
-// adjacent missing blocks of at most maxPrefetchRun, two joined across cached
-// blocks of at most bridge bytes between them.
-func (t *Table) missingRuns(first, last int, s Stasher, bridge int64) [][2]int {
+// that every block not cached (through s when it is not nil) nor skipped for
+// iv (when it is not nil) is read: runs of adjacent missing blocks of at most
+// maxPrefetchRun, two joined across cached blocks of at most bridge bytes
+// between them.
+func (t *Table) missingRuns(first, last int, s Stasher, bridge int64, iv *Interval) [][2]int {
 	hs := t.ix.handles
 	var runs [][2]int
 	for i := first; i <= last; {
-		if t.holds(s, i) {
+		if t.ix.skips(i, iv) || t.holds(s, i) {
 			i++
 			continue
 		}
 		j := i
-		for j+1 <= last && hs[j+1].end()-hs[i].off <= maxPrefetchRun && !t.holds(s, j+1) {
+		for j+1 <= last && hs[j+1].end()-hs[i].off <= maxPrefetchRun && !t.ix.skips(j+1, iv) && !t.holds(s, j+1) {
 			j++
 		}
 		if n := len(runs); n > 0 && bridge > 0 && hs[i].off-hs[runs[n-1][1]].end() <= bridge &&

@@ -86,7 +86,7 @@ func OpenHint(ctx context.Context, r Readable, id string, c cache.Cache, metaSiz
 	if err != nil {
 		return nil, fmt.Errorf("sst %s: index block: %w", id, err)
 	}
-	if t.ix, err = decodeIndex(ixContent, f.filter.off); err != nil {
+	if t.ix, err = decodeIndex(ixContent, f.filter.off, f.version); err != nil {
 		return nil, fmt.Errorf("sst %s: %w", id, err)
 	}
 	if f.filter.len > 0 {
@@ -251,7 +251,7 @@ func (t *Table) findBlock(key []byte) int {
 // The load may run on a goroutine of the cache's and outlive the call (the
 // cache detaches it from a caller that gives up), so it touches only its
 // arguments and the immutable Table.
-func (t *Table) dataBlock(ctx context.Context, i, last int, budget int64, misses *atomic.Int64) ([]byte, error) {
+func (t *Table) dataBlock(ctx context.Context, i, last int, budget int64, misses *atomic.Int64, iv *Interval) ([]byte, error) {
 	if t.c == nil {
 		return t.readBlock(ctx, i)
 	}
@@ -262,7 +262,7 @@ func (t *Table) dataBlock(ctx context.Context, i, last int, budget int64, misses
 		if misses != nil {
 			misses.Add(1)
 		}
-		if j := t.runEnd(i, last, budget); j > i {
+		if j := t.runEnd(i, last, budget, iv); j > i {
 			return t.readRun(ctx, i, j)
 		}
 		return t.readBlock(ctx, i)
@@ -270,11 +270,12 @@ func (t *Table) dataBlock(ctx context.Context, i, last int, budget int64, misses
 }
 
 // runEnd returns the last block of a run starting at block i that ends by
-// block last and spans at most budget bytes; i itself when none fits.
-func (t *Table) runEnd(i, last int, budget int64) int {
+// block last, before any block skipped for iv (when not nil), and spans at
+// most budget bytes; i itself when none fits.
+func (t *Table) runEnd(i, last int, budget int64, iv *Interval) int {
 	hs := t.ix.handles
 	j := i
-	for j+1 <= last && hs[j+1].end()-hs[i].off <= budget {
+	for j+1 <= last && hs[j+1].end()-hs[i].off <= budget && !t.ix.skips(j+1, iv) {
 		j++
 	}
 	return j
@@ -343,7 +344,7 @@ func (t *Table) Get(ctx context.Context, key []byte, dst []Entry) ([]Entry, erro
 	var keyBuf [64]byte
 	bi.key = keyBuf[:0]
 	for i := t.findBlock(key); i < len(t.ix.handles); i++ {
-		content, err := t.dataBlock(ctx, i, i, 0, nil)
+		content, err := t.dataBlock(ctx, i, i, 0, nil, nil)
 		if err != nil {
 			return dst, fmt.Errorf("sst %s: get: data block %d: %w", t.id, i, err)
 		}

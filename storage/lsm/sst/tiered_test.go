@@ -72,13 +72,13 @@ func TestCachedBlockReadAllocatesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := tb.dataBlock(ctx, 0, 0, 0, nil)
+	want, err := tb.dataBlock(ctx, 0, 0, 0, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	before := c.Stats()
 	allocs := testing.AllocsPerRun(100, func() {
-		got, err := tb.dataBlock(ctx, 0, 0, 0, nil)
+		got, err := tb.dataBlock(ctx, 0, 0, 0, nil, nil)
 		if err != nil || len(got) != len(want) {
 			t.Fatalf("cached block: %d bytes, %v; want %d", len(got), err, len(want))
 		}

@@ -14,16 +14,19 @@ type Writer struct {
 	w    io.Writer
 	opts WriterOptions
 
-	off     int64 // bytes written to w
-	block   blockBuilder
-	index   indexBuilder
-	encBuf  []byte
-	sepBuf  []byte
-	hashes  []uint64
-	pending bool   // the last block written awaits its index entry
-	pendH   handle // ... at this extent
-	skip    int    // data blocks still to store without trying to compress
-	backoff int    // the last skip length
+	off      int64 // bytes written to w
+	block    blockBuilder
+	index    indexBuilder
+	encBuf   []byte
+	sepBuf   []byte
+	hashes   []uint64
+	pending  bool   // the last block written awaits its index entry
+	pendH    handle // ... at this extent
+	interval IntervalFunc
+	blockIv  blockInterval // of the block being filled
+	pendIv   blockInterval // of the pending block
+	skip     int           // data blocks still to store without trying to compress
+	backoff  int           // the last skip length
 
 	n        uint64
 	lastKey  []byte
@@ -44,6 +47,12 @@ func NewWriter(w io.Writer, opts WriterOptions) *Writer {
 	wr.block.restartInterval = wr.opts.RestartInterval
 	return wr
 }
+
+// SetInterval makes the Writer record in the index the interval of each
+// data block whose entries are all merge operands that f maps (see
+// IntervalFunc), for iterators to skip blocks outside theirs
+// (Iter.SetInterval). Call it before the first Add.
+func (w *Writer) SetInterval(f IntervalFunc) { w.interval = f }
 
 // errFinished is returned by calls on a finished Writer.
 var errFinished = errors.New("sst: writer already finished")
@@ -75,7 +84,7 @@ func (w *Writer) Add(e Entry) error {
 	}
 	if w.pending {
 		w.sepBuf = separator(w.sepBuf, w.lastKey, e.Key)
-		w.index.add(w.sepBuf, w.pendH)
+		w.index.add(w.sepBuf, w.pendH, w.pendIv)
 		w.pending = false
 	}
 	if newKey && w.opts.BloomBitsPerKey > 0 {
@@ -88,6 +97,7 @@ func (w *Writer) Add(e Entry) error {
 	w.minSeq = min(w.minSeq, e.Seq)
 	w.maxSeq = max(w.maxSeq, e.Seq)
 	w.block.add(&e)
+	w.blockIv.add(w.interval, &e)
 	w.lastKey = append(w.lastKey[:0], e.Key...)
 	w.lastSeq = e.Seq
 	w.n++
@@ -122,7 +132,8 @@ func (w *Writer) flushBlock() error {
 		}
 	}
 	w.block.reset()
-	w.pending, w.pendH = true, h
+	w.pending, w.pendH, w.pendIv = true, h, w.blockIv
+	w.blockIv = blockInterval{}
 	return nil
 }
 
@@ -178,7 +189,7 @@ func (w *Writer) Finish() (Info, error) {
 		}
 	}
 	if w.pending {
-		w.index.add(w.lastKey, w.pendH)
+		w.index.add(w.lastKey, w.pendH, w.pendIv)
 		w.pending = false
 	}
 	dataSize := w.off
