@@ -201,6 +201,7 @@ func (db *DB) runCompaction(ctx context.Context, man *manifest, plan *compaction
 			curID = newTableID(db.clock.Now())
 			db.protect(curID, true)
 			w = sst.NewWriter(&buf, db.opts.Table)
+			w.SetInterval(db.comp.OperandInterval)
 		}
 		return w.Add(sst.Entry{Key: e.key, Seq: e.seq, Kind: sst.Kind(e.kind), Value: e.value})
 	}

@@ -656,7 +656,7 @@ func (db *DB) writeL0(m *memtable, id string) (*tableMeta, error) {
 	// blocks compress): one allocation of that size instead of a buffer
 	// doubling past it, with two copies alive at each growth.
 	hint := m.size.Load() - m.count.Load()*nodeOverhead + 1<<20
-	data, info, err := buildTable(db.opts.Table, hint, func(add func(e *entry) error) error {
+	data, info, err := buildTable(db.opts.Table, db.comp.OperandInterval, hint, func(add func(e *entry) error) error {
 		it := memIter{m: m}
 		for ok := it.seekGE(nil); ok; ok = it.next() {
 			e := it.entry()
@@ -693,12 +693,13 @@ func (db *DB) protect(id string, on bool) {
 }
 
 // buildTable writes the entries fed by each into one table in memory.
-func buildTable(opts sst.WriterOptions, sizeHint int64, each func(add func(e *entry) error) error) ([]byte, sst.Info, error) {
+func buildTable(opts sst.WriterOptions, iv sst.IntervalFunc, sizeHint int64, each func(add func(e *entry) error) error) ([]byte, sst.Info, error) {
 	var buf bytes.Buffer
 	if sizeHint > 0 {
 		buf.Grow(int(sizeHint))
 	}
 	w := sst.NewWriter(&buf, opts)
+	w.SetInterval(iv)
 	err := each(func(e *entry) error {
 		return w.Add(sst.Entry{Key: e.key, Seq: e.seq, Kind: sst.Kind(e.kind), Value: e.value})
 	})

@@ -55,7 +55,21 @@ type Components struct {
 	// compaction): a caller that can combine operands while decoding them
 	// may return them framed together instead of merged.
 	ReadMerge MergeOperator
+	// OperandInterval, if set, maps a merge operand to the interval its
+	// value covers (the time range of a block of samples); tables record
+	// the interval of each data block made only of operands it maps, so
+	// that an iterator given an interval skips the others without reading
+	// them (Iterator.SetInterval). Writers and readers of one bucket may
+	// differ here: a table written without it is read whole.
+	OperandInterval IntervalFunc
 }
+
+// Interval is the closed interval [Lo, Hi] of Iterator.SetInterval.
+type Interval = sst.Interval
+
+// IntervalFunc maps a merge operand to its interval (Components.
+// OperandInterval); see sst.IntervalFunc.
+type IntervalFunc = sst.IntervalFunc
 
 // Options are the writer's settings. Start from DefaultOptions.
 type Options struct {

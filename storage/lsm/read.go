@@ -276,6 +276,9 @@ type runIter struct {
 	// whole makes each table read the iterator's range as a whole; see
 	// Iterator.SetReadAhead.
 	whole bool
+	// iv, if set, is the interval outside which each table skips its
+	// blocks of merge operands; see Iterator.SetInterval.
+	iv *Interval
 }
 
 func (r *runIter) open(i int) bool {
@@ -300,6 +303,9 @@ func (r *runIter) open(i int) bool {
 		r.cur = &tableIter{it: h.NewRangeIter(r.ctx, r.lower, r.upper)}
 	} else {
 		r.cur = &tableIter{it: h.NewIter(r.ctx, r.lower, r.upper)}
+	}
+	if r.iv != nil {
+		r.cur.it.SetInterval(*r.iv)
 	}
 	return true
 }
@@ -561,6 +567,22 @@ func (it *Iterator) SetMerge(op MergeOperator) {
 		op = it.merge
 	}
 	it.r.merge = op
+}
+
+// SetInterval makes the iterator's tables skip, without reading them, the
+// data blocks whose entries are all merge operands whose interval
+// (Components.OperandInterval) lies outside iv: to the iterator their
+// operands are not there, as if a value filter (SetValueFilter) had
+// rejected each. The blocks kept are read whole, with what they hold outside
+// iv, and the memtables are read as they are, so a caller that wants only
+// the operands within iv filters values too. Set it before the first
+// positioning call.
+func (it *Iterator) SetInterval(iv Interval) {
+	for _, c := range it.src.children {
+		if r, ok := c.(*runIter); ok {
+			r.iv = &iv
+		}
+	}
 }
 
 // First moves to the first live key at or after the lower bound.

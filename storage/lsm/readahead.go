@@ -81,6 +81,9 @@ func (r *runIter) cachedFrom(key []byte) bool {
 	if key != nil && (lo == nil || string(key) > string(lo)) {
 		lo = key
 	}
+	if r.iv != nil {
+		return h.CachedWithin(lo, r.upper, *r.iv)
+	}
 	return h.Cached(lo, r.upper)
 }
 
@@ -102,7 +105,14 @@ func (r *runIter) preloadRest(key []byte, wg *sync.WaitGroup) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if h, err := r.s.table(r.ctx, t); err == nil && !h.Cached(r.lower, r.upper) {
+			h, err := r.s.table(r.ctx, t)
+			switch {
+			case err != nil:
+			case r.iv != nil:
+				if !h.CachedWithin(r.lower, r.upper, *r.iv) {
+					_ = h.PrefetchWithin(r.ctx, r.lower, r.upper, *r.iv)
+				}
+			case !h.Cached(r.lower, r.upper):
 				_ = h.Prefetch(r.ctx, r.lower, r.upper)
 			}
 		}()
