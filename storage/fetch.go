@@ -130,10 +130,11 @@ type rangeRead struct {
 	// deliver takes the value of refs[i]; with keeps it may keep it.
 	deliver func(i int, value []byte) error
 	keeps   bool
-	// values and merge, if set, are the scan's value filter and merge
-	// operator (scanOpts).
-	values func(k, v []byte) bool
-	merge  func(key, existing []byte, operands [][]byte) ([]byte, error)
+	// values, merge and interval, if set, are the scan's value filter,
+	// merge operator and interval (scanOpts).
+	values   func(k, v []byte) bool
+	merge    func(key, existing []byte, operands [][]byte) ([]byte, error)
+	interval *lsm.Interval
 }
 
 // rangeReads returns the reads of the ranges planned for refs (sorted,
@@ -230,7 +231,7 @@ func (db *DB) readRange(ctx context.Context, rd *rangeRead) error {
 		return false
 	}
 	kr := rangeKeys(rd.part, rd.sub, rd.r)
-	o := scanOpts{readAhead: true, keep: rd.keeps, values: rd.values, merge: rd.merge}
+	o := scanOpts{readAhead: true, keep: rd.keeps, values: rd.values, merge: rd.merge, interval: rd.interval}
 	err := db.scanWith(ctx, kr.Lower, kr.Upper, want, o, func(_, v []byte) error {
 		if badKey != nil {
 			return badKey
@@ -264,9 +265,11 @@ func labelReads(part int64, refs []uint32, lsets []labels.Labels, found []bool) 
 // segment that may hold samples in [mint, maxt], which put them before the
 // segment's in-memory blocks. A key holds one block per head flush until
 // compaction merges them, and a short range at the end of a partition (an
-// alerting rule's [5m]) needs the last one or two: the scan leaves the
-// others out without copying them (lsm.Iterator.SetValueFilter), and a
-// lone block is not framed (scanMergeValues).
+// alerting rule's [5m]) needs the last one or two: the scan reads no table
+// block whose sample blocks all miss the range (lsm.Iterator.SetInterval,
+// with sampleInterval), leaves the others' blocks that miss it out without
+// copying them (lsm.Iterator.SetValueFilter), and does not frame a lone
+// block (scanMergeValues).
 func sampleReads(segs []*qSegment, mint, maxt int64) []rangeRead {
 	if len(segs) == 0 {
 		return nil
@@ -321,9 +324,11 @@ func sampleReads(segs []*qSegment, mint, maxt int64) []rangeRead {
 				return nil
 			}
 		})...)
+		iv := &lsm.Interval{Lo: mint, Hi: maxt}
 		for i := from; i < len(reads); i++ {
 			reads[i].values = func(_, blk []byte) bool { return mayHoldRange(blk, mint, maxt) }
 			reads[i].merge = scanMergeValues
+			reads[i].interval = iv
 		}
 	}
 	return reads

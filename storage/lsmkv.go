@@ -22,6 +22,7 @@ func LSMOptions(opts Options, base lsm.Options) lsm.Options {
 func LSMComponents(c lsm.Components) lsm.Components {
 	c.Merge = mergeValues
 	c.ReadMerge = readMergeValues
+	c.OperandInterval = sampleInterval
 	return c
 }
 
@@ -73,6 +74,8 @@ type scanOpts struct {
 	// operator (lsm.Iterator.SetValueFilter, SetMerge).
 	values func(k, v []byte) bool
 	merge  lsm.MergeOperator
+	// interval, if set, is the iterator's (lsm.Iterator.SetInterval).
+	interval *lsm.Interval
 }
 
 // scanWith is scanFiltered, reading as o says.
@@ -84,6 +87,9 @@ func (db *DB) scanWith(ctx context.Context, lower, upper []byte, want func([]byt
 	it.SetFilter(want)
 	it.SetValueFilter(o.values)
 	it.SetMerge(o.merge)
+	if o.interval != nil {
+		it.SetInterval(*o.interval)
+	}
 	if o.readAhead {
 		it.SetReadAhead()
 	}

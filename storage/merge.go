@@ -6,6 +6,7 @@ import (
 
 	"github.com/shaledb/shale/gorilla"
 	"github.com/shaledb/shale/index"
+	"github.com/shaledb/shale/storage/lsm"
 )
 
 // mergeValues is the LSM merge operator of the time-series engine. Sample
@@ -95,6 +96,21 @@ func scanMergeValues(key, existing []byte, operands [][]byte) ([]byte, error) {
 		return last, nil
 	}
 	return frameSampleBlocks(n, existing, operands), nil
+}
+
+// sampleInterval maps a merge operand of a sample key, one block, to the
+// time range of its samples (lsm.Components.OperandInterval), so that a
+// scan of a short range skips the table blocks of the head flushes that
+// wrote other times. Anything else is not mapped, and read.
+func sampleInterval(key, v []byte) (lsm.Interval, bool) {
+	if !isSampleKey(key) || len(v) == 0 || v[0] == sampleFrames {
+		return lsm.Interval{}, false
+	}
+	m, err := gorilla.ReadMeta(v)
+	if err != nil || m.Count == 0 {
+		return lsm.Interval{}, false
+	}
+	return lsm.Interval{Lo: m.MinTime, Hi: m.MaxTime}, true
 }
 
 func isSampleKey(key []byte) bool {

@@ -3,6 +3,8 @@ package storage
 import (
 	"context"
 	"math"
+	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -364,4 +366,64 @@ func TestSampleReadsSkipBlocks(t *testing.T) {
 			t.Errorf("%s: the whole partition read %d blocks, want %d", when, n, 4*len(lsets))
 		}
 	}
+}
+
+// TestShortRangeReadsItsFlush: over a closed partition whose sample keys
+// hold one block per head flush, in a table of each flush, a query of the
+// last minutes reads from the object store the table blocks of the last
+// flush only (sampleInterval, lsm.Iterator.SetInterval), not those of every
+// flush, and answers exactly.
+func TestShortRangeReadsItsFlush(t *testing.T) {
+	const (
+		part    = 2 * 3600 * 1000
+		quarter = part / 4
+		n       = 300
+	)
+	opts := coldOptions()
+	db, b := openMemDB(t, opts)
+	rng := rand.New(rand.NewPCG(3, 4))
+	var lsets []labels.Labels
+	want := map[string][]tsample{}
+	for i := range n {
+		l := labels.FromStrings("__name__", "m", "s", strconv.Itoa(i))
+		lsets = append(lsets, l)
+		// Values that do not compress to nothing: a few bytes a sample,
+		// so that a flush's blocks fill many table blocks.
+		ss := seriesSamples(int64(i), part-15000+int64(i), 15000)
+		for j := range ss {
+			ss[j].v = float64(rng.IntN(1_000_000)) / 100
+		}
+		want[l.String()] = ss
+	}
+	for q := range int64(4) {
+		for _, l := range lsets {
+			appendFloats(t, db, l, inRange(want[l.String()], q*quarter, (q+1)*quarter-1)...)
+		}
+		if err := db.flushHead(context.Background(), closeOld); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.flushHead(context.Background(), closeAll); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cb := newCountingBucket(b)
+	r := openTestReader(t, cb, opts, nil)
+	defer r.Close()
+	read := func(mint, maxt int64) int64 {
+		t.Helper()
+		cb.reset()
+		checkQuery(t, "closed", r, mint, maxt, want)
+		return cb.dataBytes.Load()
+	}
+	all := read(0, part-1)
+	short := read(part-5*60*1000, part-1)
+	// Labels and postings are read either way; the sample blocks of three
+	// of the four flushes are not.
+	if short*2 > all {
+		t.Errorf("[5m] at the end read %d bytes of data blocks, the whole partition %d", short, all)
+	}
+	t.Logf("data bytes read: whole partition %d, [5m] at the end %d", all, short)
 }
