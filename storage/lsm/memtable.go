@@ -28,6 +28,9 @@ type entry struct {
 	value []byte
 	seq   uint64
 	kind  kind
+	// stable is true for a table's entry, whose value lies in an immutable
+	// block (sst.Iter.Entry) that stays valid for as long as it is held.
+	stable bool
 }
 
 // rangeTomb deletes every entry with key in [start, end) and seq < seq.

@@ -210,7 +210,7 @@ func findTable(tables []tableMeta, key []byte) int {
 }
 
 func entryFromSST(e *sst.Entry) entry {
-	return entry{key: e.Key, value: e.Value, seq: e.Seq, kind: kind(e.Kind)}
+	return entry{key: e.Key, value: e.Value, seq: e.Seq, kind: kind(e.Kind), stable: true}
 }
 
 // internalIter is a positioned stream of entries in table order.
@@ -630,9 +630,14 @@ func (it *Iterator) settle() bool {
 		nb := 0
 		for {
 			if !it.r.done {
-				if it.keep != nil && (e.kind == kindPut || e.kind == kindMerge) && !it.keep(it.key, e.value) {
+				switch {
+				case it.keep != nil && (e.kind == kindPut || e.kind == kindMerge) && !it.keep(it.key, e.value):
 					e.value = nil
-				} else {
+				case e.stable:
+					// A table's block outlives the positioning; no copy, and
+					// no room to append into it.
+					e.value = e.value[:len(e.value):len(e.value)]
+				default:
 					if nb == len(it.bufs) {
 						it.bufs = append(it.bufs, nil)
 					}
@@ -679,13 +684,15 @@ func (it *Iterator) Value() []byte { return it.val }
 // TakeValue returns the current value for the caller to keep: later
 // positioning calls do not write over it, as they write over Value's. It
 // spares a caller that keeps values its own copy of each: a merge
-// operator's fresh result is handed over as it is, and a value in the
-// iterator's buffers is copied into a slab that the iterator fills with the
-// values taken one after another and then lets go of (1 KiB at first,
+// operator's fresh result and a table's value (which lies in an immutable
+// data block) are handed over as they are, and a value in the iterator's
+// buffers (a memtable's) is copied into a slab that the iterator fills with
+// the values taken one after another and then lets go of (1 KiB at first,
 // doubling up to 256 KiB). A scan that keeps the value of every key (a
 // query's sample blocks) thus allocates a slab every few hundred values
 // instead of a buffer for each. Values taken may share their allocation:
-// keeping one keeps its slab alive.
+// keeping one keeps its slab, or its table's data block, alive. The caller
+// must not modify a value taken.
 func (it *Iterator) TakeValue() []byte {
 	v := it.val
 	if cap(v) == 0 {
