@@ -336,7 +336,7 @@ func (r *scanRunIter) startAt(i int) bool {
 			r.e = err
 			return false
 		}
-		r.cur, r.open = tableIter{it: h.NewScanIter(r.ctx, nil, nil)}, true
+		r.cur, r.open = tableIter{it: h.NewScanIter(r.ctx, nil, nil), scan: true}, true
 		if r.cur.seekGE(nil) {
 			return true
 		}

@@ -29,7 +29,9 @@ type entry struct {
 	seq   uint64
 	kind  kind
 	// stable is true for a table's entry, whose value lies in an immutable
-	// block (sst.Iter.Entry) that stays valid for as long as it is held.
+	// block (sst.Iter.Entry) that stays valid for as long as it is held;
+	// false for a memtable's and for a compaction's scan of a table, whose
+	// values the next positioning call may write over.
 	stable bool
 }
 

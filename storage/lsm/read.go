@@ -242,12 +242,16 @@ func (it *snapIter) next() bool             { it.memIter.next(); return it.skip(
 type tableIter struct {
 	it  *sst.Iter
 	cur entry
+	// scan: it is a scan iterator (sst.Table.NewScanIter), whose values are
+	// valid only until its next positioning call, not stable.
+	scan bool
 }
 
 func (t *tableIter) load(ok bool) bool {
 	if ok {
 		e := t.it.Entry()
 		t.cur = entryFromSST(&e)
+		t.cur.stable = !t.scan
 	}
 	return ok
 }
