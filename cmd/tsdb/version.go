@@ -8,12 +8,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// version is Shale's version and revision its git commit; the Makefile sets
-// them with -ldflags "-X main.version=... -X main.revision=...". Without
-// them the revision comes from the build's VCS stamp, when Go recorded one.
+// version is Shale's version, revision its git commit and buildDate the
+// commit's time; the Makefile sets the last two with -ldflags "-X
+// main.revision=... -X main.buildDate=...". Without them they come from the
+// build's VCS stamp, when Go recorded one.
 var (
-	version  = "0.1.0-dev"
-	revision = ""
+	version   = "0.1.0-dev"
+	revision  = ""
+	buildDate = ""
 )
 
 // buildInfo is what the binary knows of how it was built.
@@ -26,35 +28,37 @@ type buildInfo struct {
 
 func readBuildInfo() buildInfo {
 	b := buildInfo{Version: version, Revision: "unknown", GoVersion: runtime.Version()}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		if revision != "" {
-			b.Revision = revision
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		modified := false
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				b.Revision = s.Value
+			case "vcs.time":
+				b.BuildDate = s.Value
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
 		}
-		return b
-	}
-	modified := false
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			b.Revision = s.Value
-		case "vcs.time":
-			b.BuildDate = s.Value
-		case "vcs.modified":
-			modified = s.Value == "true"
+		if modified {
+			b.Revision += "-modified"
 		}
-	}
-	if modified {
-		b.Revision += "-modified"
 	}
 	if revision != "" {
 		b.Revision = revision
+	}
+	if buildDate != "" {
+		b.BuildDate = buildDate
 	}
 	return b
 }
 
 func (b buildInfo) String() string {
-	return fmt.Sprintf("shale, version %s (revision %s, %s)\n  go version: %s", b.Version, b.Revision, b.BuildDate, b.GoVersion)
+	date := ""
+	if b.BuildDate != "" {
+		date = ", " + b.BuildDate
+	}
+	return fmt.Sprintf("shale, version %s (revision %s%s)\n  go version: %s", b.Version, b.Revision, date, b.GoVersion)
 }
 
 // registerBuildInfo adds shale_build_info, 1 with the build as labels.

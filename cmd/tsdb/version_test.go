@@ -42,3 +42,21 @@ func TestVersion(t *testing.T) {
 		t.Fatalf("buildinfo: %+v; want the engine's Prometheus 3 version and branch shale-%s", bi.Data, version)
 	}
 }
+
+// TestBuildInfoString: --version leaves out a build date it does not know
+// instead of printing an empty field.
+func TestBuildInfoString(t *testing.T) {
+	for _, c := range []struct {
+		b    buildInfo
+		want string
+	}{
+		{buildInfo{Version: "1.2.3", Revision: "abc", BuildDate: "2026-12-03T14:00:00Z", GoVersion: "go1.26"},
+			"shale, version 1.2.3 (revision abc, 2026-12-03T14:00:00Z)\n  go version: go1.26"},
+		{buildInfo{Version: "1.2.3", Revision: "unknown", GoVersion: "go1.26"},
+			"shale, version 1.2.3 (revision unknown)\n  go version: go1.26"},
+	} {
+		if got := c.b.String(); got != c.want {
+			t.Errorf("%+v: got %q, want %q", c.b, got, c.want)
+		}
+	}
+}
