@@ -195,15 +195,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		hd.Set(HeaderHistogramsWritten, strconv.Itoa(res.histograms))
 		hd.Set(HeaderExemplarsWritten, strconv.Itoa(res.exemplars))
 	}
+	code := res.code
 	switch {
-	case res.code == http.StatusOK:
+	case code == http.StatusOK:
 		// 204, as the remote-write 2.0 specification recommends and
 		// Prometheus answers (1.0 senders take any 2xx).
-		w.WriteHeader(http.StatusNoContent)
+		code = http.StatusNoContent
+		w.WriteHeader(code)
 	default:
 		h.refuse(w, res)
 	}
-	h.count(versionLabel(version), res.code, start)
+	h.count(versionLabel(version), code, start)
 }
 
 // refuse answers a refused request, remote write or OTLP: its status and

@@ -918,15 +918,19 @@ func TestMetrics(t *testing.T) {
 	assertCode(t, postSeries(t, h, 2, nodePayload(4, 3, testNow)), http.StatusBadRequest, "")
 	assertCode(t, postSeries(t, h, 1, nodePayload(2, 1, testNow)), http.StatusBadRequest, "")
 	assertCode(t, post(t, h, "text/plain", "", nil), http.StatusUnsupportedMediaType, "")
+	rec.appendErr = nil
+	assertCode(t, postSeries(t, h, 1, nodePayload(2, 1, testNow)), http.StatusNoContent, "")
+	// A request written whole is counted under the 204 it was answered with.
 	expected := `
 # HELP shale_remotewrite_requests_total Remote-write requests by protocol version and HTTP status code.
 # TYPE shale_remotewrite_requests_total counter
+shale_remotewrite_requests_total{code="204",version="1.0"} 1
 shale_remotewrite_requests_total{code="400",version="1.0"} 1
 shale_remotewrite_requests_total{code="400",version="2.0"} 1
 shale_remotewrite_requests_total{code="415",version="unknown"} 1
 # HELP shale_remotewrite_samples_received_total Float samples decoded from well-formed remote-write requests.
 # TYPE shale_remotewrite_samples_received_total counter
-shale_remotewrite_samples_received_total 14
+shale_remotewrite_samples_received_total 16
 # HELP shale_remotewrite_samples_rejected_total Float samples received but not written, by reason.
 # TYPE shale_remotewrite_samples_rejected_total counter
 shale_remotewrite_samples_rejected_total{reason="out_of_order"} 4
@@ -938,8 +942,8 @@ shale_remotewrite_samples_rejected_total{reason="out_of_order"} 4
 	if n := testutil.CollectAndCount(h.m.duration); n != 3 {
 		t.Fatalf("duration series %d", n)
 	}
-	if s, _, _ := rec.counts(); s != 10 {
-		t.Fatalf("written %d, want 14-4", s)
+	if s, _, _ := rec.counts(); s != 12 {
+		t.Fatalf("written %d, want 16-4", s)
 	}
 }
 

@@ -92,6 +92,8 @@ func codeLabel(code int) string {
 	switch code {
 	case 200:
 		return "200"
+	case 204:
+		return "204"
 	case 400:
 		return "400"
 	case 413:
