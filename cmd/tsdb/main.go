@@ -60,6 +60,9 @@ type config struct {
 
 	memoryLimit kingpinBytes
 
+	featureList []string
+	features    features
+
 	// The query settings override the config file's query section only
 	// when given on the command line: each one given adds its override.
 	queryOverrides     []func(*promql.Options)
@@ -171,12 +174,16 @@ func parseFlags(args []string) (*config, error) {
 	app.Flag("query.range-shards", "Parts a long range query is split into, evaluated at once on as many cores (at least 50 steps each). 0: one per CPU; 1: no splitting.").
 		Default("0").Action(cfg.overrideQuery(func(o *promql.Options) { o.RangeShards = cfg.queryRangeShards })).IntVar(&cfg.queryRangeShards)
 
+	app.Flag("enable-feature", "Prometheus feature names, comma-separated (repeatable): those of the PromQL engine and the OTLP receiver set what the config file's query and otlp sections would; the rest are accepted and logged (docs/http-api.md). Known: "+featureNames()+".").
+		Default("").StringsVar(&cfg.featureList)
+
 	addUIFlags(app, cfg)
 	addRuleFlags(app, &cfg.rules)
 	promslogflag.AddFlags(app, &cfg.log)
 	if _, err := app.Parse(args); err != nil {
 		return nil, err
 	}
+	cfg.features = parseFeatures(cfg.featureList)
 	if !cfg.cacheMemorySet && cfg.memoryLimit > 0 {
 		// A memory limit is a budget for the whole process: the head's
 		// series and queries need most of it.

@@ -65,6 +65,7 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 	}
 	qopts := fileCfg.Query
 	qopts.EnableAdmin = cfg.enableAdmin && cfg.mode == "writer"
+	cfg.features.apply(&qopts, &fileCfg.OTLP)
 	cfg.applyQueryLimits(&qopts)
 	if err := qopts.Validate(); err != nil {
 		return fmt.Errorf("query settings: %w", err)
@@ -87,6 +88,7 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 	build := readBuildInfo()
 	registerBuildInfo(reg, build)
 	logger.Info("starting Shale", "version", build.Version, "revision", build.Revision, "build_date", build.BuildDate, "go_version", build.GoVersion)
+	cfg.features.log(logger)
 
 	h, err := newHTTPServer(cfg, reg, logger)
 	if err != nil {
