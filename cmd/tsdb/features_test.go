@@ -4,6 +4,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shaledb/shale/promql"
 	"github.com/shaledb/shale/remotewrite"
@@ -73,5 +74,23 @@ func TestEnableFeatureServer(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Fatalf("log has no %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestPrometheusFlagNames: Prometheus' names of settings Shale has under its
+// own are taken, and --web.cors.origin overrides the config file's
+// cors_origin only when given.
+func TestPrometheusFlagNames(t *testing.T) {
+	file := querySection(t, "  cors_origin: 'https://from-file\\.example'\n")
+	cfg, got := withQueryFlags(t, file, "--storage.tsdb.retention.time=30d", "--web.enable-remote-write-receiver")
+	if time.Duration(cfg.retention) != 30*24*time.Hour || !cfg.remoteWriteReceiver {
+		t.Fatalf("retention %v, receiver switch %v", time.Duration(cfg.retention), cfg.remoteWriteReceiver)
+	}
+	if got.CORSOrigin != `https://from-file\.example` {
+		t.Fatalf("CORS origin %q without the flag, want the file's", got.CORSOrigin)
+	}
+	_, got = withQueryFlags(t, file, `--web.cors.origin=https://a\.example`)
+	if got.CORSOrigin != `https://a\.example` {
+		t.Fatalf("CORS origin %q, want the flag's", got.CORSOrigin)
 	}
 }

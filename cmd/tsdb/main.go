@@ -62,6 +62,10 @@ type config struct {
 
 	featureList []string
 	features    features
+	corsOrigin  string
+	// remoteWriteReceiver is Prometheus' --web.enable-remote-write-receiver,
+	// taken and ignored.
+	remoteWriteReceiver bool
 
 	// The query settings override the config file's query section only
 	// when given on the command line: each one given adds its override.
@@ -174,6 +178,14 @@ func parseFlags(args []string) (*config, error) {
 	app.Flag("query.range-shards", "Parts a long range query is split into, evaluated at once on as many cores (at least 50 steps each). 0: one per CPU; 1: no splitting.").
 		Default("0").Action(cfg.overrideQuery(func(o *promql.Options) { o.RangeShards = cfg.queryRangeShards })).IntVar(&cfg.queryRangeShards)
 
+	app.Flag("web.cors.origin", `Regular expression of the origins allowed by CORS, fully anchored (e.g. 'https?://(domain1|domain2)\.com').`).
+		Default(".*").Action(cfg.overrideQuery(func(o *promql.Options) { o.CORSOrigin = cfg.corsOrigin })).StringVar(&cfg.corsOrigin)
+	// Prometheus' names of settings Shale has under its own, so that a
+	// Prometheus command line starts it (not in --help).
+	app.Flag("storage.tsdb.retention.time", "Prometheus' name of --storage.retention.time.").
+		Hidden().SetValue(&cfg.retention)
+	app.Flag("web.enable-remote-write-receiver", "Prometheus' switch of the remote-write receiver, which a Shale writer always serves.").
+		Hidden().BoolVar(&cfg.remoteWriteReceiver)
 	app.Flag("enable-feature", "Prometheus feature names, comma-separated (repeatable): those of the PromQL engine and the OTLP receiver set what the config file's query and otlp sections would; the rest are accepted and logged (docs/http-api.md). Known: "+featureNames()+".").
 		Default("").StringsVar(&cfg.featureList)
 

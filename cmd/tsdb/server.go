@@ -481,6 +481,7 @@ func flagMap(cfg *config) map[string]string {
 		"web.enable-admin-api":          fmt.Sprint(cfg.enableAdmin),
 		"web.external-url":              cfg.externalURL,
 		"web.route-prefix":              cfg.routePrefix,
+		"web.cors.origin":               cfg.corsOrigin,
 		"mode":                          cfg.mode,
 		"storage.path":                  cfg.storagePath,
 		"objstore.config-file":          cfg.objstoreConfig,
