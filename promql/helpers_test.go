@@ -13,11 +13,9 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
-	"github.com/prometheus/prometheus/tsdb/index"
 	"github.com/prometheus/prometheus/util/teststorage"
 	"github.com/stretchr/testify/require"
 
-	shaleindex "github.com/shaledb/shale/index"
 	shalestorage "github.com/shaledb/shale/storage"
 )
 
@@ -58,7 +56,7 @@ func newTestServerOn(t testing.TB, db testDB, edit func(*Options, *Components)) 
 	case *teststorage.TestStorage:
 		comps.Cardinality = tsdbCardinality{db}
 	case *shalestorage.DB:
-		comps.Cardinality = shaleCardinality{db}
+		comps.Cardinality = HeadCardinality{DB: db}
 		comps.Metadata = db
 		comps.Deleter = db
 		comps.Changes = db
@@ -128,41 +126,10 @@ func (c tsdbCardinality) Cardinality(_ context.Context, limit int) (Cardinality,
 	}, nil
 }
 
-// nameCounts converts the statistics of an index (upstream's or Shale's,
-// both a name and a count) to the API's.
-func nameCounts[S index.Stat | shaleindex.Stat](in []S) []NameCount {
-	out := make([]NameCount, 0, len(in))
-	for _, s := range in {
-		out = append(out, NameCount(s))
-	}
-	return out
-}
-
 // newShaleServer builds an API over Shale's storage engine (in-memory bucket).
 func newShaleServer(t testing.TB, edit func(*Options, *Components)) *testServer {
 	t.Helper()
 	return newTestServerOn(t, newTestStorage(t).(*shalestorage.DB), edit)
-}
-
-// shaleCardinality serves cardinality statistics from Shale's head, as the
-// server does.
-type shaleCardinality struct{ db *shalestorage.DB }
-
-func (c shaleCardinality) Cardinality(_ context.Context, limit int) (Cardinality, error) {
-	st, mint, maxt, ok := c.db.HeadStats(limit)
-	if !ok {
-		return Cardinality{}, nil
-	}
-	return Cardinality{
-		NumSeries:                   st.NumSeries,
-		NumLabelPairs:               st.NumLabelPairs,
-		MinTime:                     mint,
-		MaxTime:                     maxt,
-		SeriesCountByMetricName:     nameCounts(st.SeriesCountByMetricName),
-		LabelValueCountByLabelName:  nameCounts(st.LabelValueCountByLabelName),
-		MemoryInBytesByLabelName:    nameCounts(st.MemoryInBytesByLabelName),
-		SeriesCountByLabelValuePair: nameCounts(st.SeriesCountByLabelValuePair),
-	}, nil
 }
 
 // wrappedQueryable serves the queriers of a Queryable passed through wrap.

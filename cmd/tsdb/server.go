@@ -207,7 +207,7 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 	papi, err := promql.NewAPI(qopts, promql.Components{
 		Queryable:         db,
 		ExemplarQueryable: db,
-		Cardinality:       cardinality{db},
+		Cardinality:       promql.HeadCardinality{DB: db},
 		Metadata:          db,
 		Deleter:           deleterFor(db, cfg.mode),
 		Changes:           db,
