@@ -34,6 +34,7 @@ var allowed = map[string][]string{
 	"index":                         {},
 	"gorilla":                       {},
 	"cache":                         {},
+	"cache/cachetest":               {"cache"},
 	"internal/e2e":                  {"internal/proc"},
 	"internal/proc":                 {},
 	"internal/cputime":              {},

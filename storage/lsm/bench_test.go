@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/shaledb/shale/cache"
+	"github.com/shaledb/shale/cache/cachetest"
 	"github.com/shaledb/shale/storage/objstore"
 )
 
@@ -185,7 +186,7 @@ func BenchmarkGet(b *testing.B) {
 			cb := &countingBucket{Bucket: objstore.NewMemoryBucket()}
 			var c cache.Cache
 			if cached {
-				c = newMapCache()
+				c = cachetest.NewMap()
 			}
 			db := loadBenchDB(b, cb, c, n)
 			defer db.Close()
@@ -222,7 +223,7 @@ func BenchmarkScan(b *testing.B) {
 	for _, length := range []int{100, 10_000} {
 		b.Run(fmt.Sprintf("keys=%d", length), func(b *testing.B) {
 			cb := &countingBucket{Bucket: objstore.NewMemoryBucket()}
-			db := loadBenchDB(b, cb, newMapCache(), n)
+			db := loadBenchDB(b, cb, cachetest.NewMap(), n)
 			defer db.Close()
 			ctx := context.Background()
 			rnd := rand.New(rand.NewPCG(3, 4))

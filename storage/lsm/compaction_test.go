@@ -7,11 +7,12 @@ import (
 	"testing"
 
 	"github.com/shaledb/shale/cache"
+	"github.com/shaledb/shale/cache/cachetest"
 )
 
-// classCache is a mapCache that counts the blocks set per class.
+// classCache is a cachetest.Map that counts the blocks set per class.
 type classCache struct {
-	*mapCache
+	*cachetest.Map
 	mu   sync.Mutex
 	sets map[cache.Class]int
 }
@@ -20,11 +21,11 @@ func (c *classCache) Set(key string, value []byte, class cache.Class) {
 	c.mu.Lock()
 	c.sets[class]++
 	c.mu.Unlock()
-	c.mapCache.Set(key, value, class)
+	c.Map.Set(key, value, class)
 }
 
 func (c *classCache) GetOrLoad(ctx context.Context, key string, class cache.Class, load func(context.Context) ([]byte, error)) ([]byte, error) {
-	return getOrLoad(ctx, c, key, class, load)
+	return cachetest.GetOrLoad(ctx, c, key, class, load)
 }
 
 func (c *classCache) count(class cache.Class) int {
@@ -35,7 +36,7 @@ func (c *classCache) count(class cache.Class) int {
 
 func TestCompactionLeavesDataBlocksOutOfCache(t *testing.T) {
 	ctx := context.Background()
-	c := &classCache{mapCache: newMapCache(), sets: map[cache.Class]int{}}
+	c := &classCache{Map: cachetest.NewMap(), sets: map[cache.Class]int{}}
 	db, _ := openMemDB(t, testOptions(), Components{Cache: c})
 	const flushes, keys = 6, 300
 	want := map[string]string{}

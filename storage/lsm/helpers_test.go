@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shaledb/shale/cache"
 	"github.com/shaledb/shale/storage/objstore"
 )
 
@@ -43,64 +42,6 @@ func concatMerge(_, existing []byte, operands [][]byte) ([]byte, error) {
 		out = append(out, op...)
 	}
 	return out, nil
-}
-
-// mapCache is a small unbounded cache.Cache.
-type mapCache struct {
-	mu sync.Mutex
-	m  map[string][]byte
-}
-
-func newMapCache() *mapCache { return &mapCache{m: map[string][]byte{}} }
-
-func (c *mapCache) Get(key string) ([]byte, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	v, ok := c.m[key]
-	return v, ok
-}
-
-func (c *mapCache) Set(key string, value []byte, _ cache.Class) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.m[key] = value
-}
-
-func (c *mapCache) Drop(key string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.m, key)
-}
-
-func (c *mapCache) keys() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make([]string, 0, len(c.m))
-	for k := range c.m {
-		out = append(out, k)
-	}
-	return out
-}
-
-func (c *mapCache) GetOrLoad(ctx context.Context, key string, class cache.Class, load func(context.Context) ([]byte, error)) ([]byte, error) {
-	return getOrLoad(ctx, c, key, class, load)
-}
-
-// getOrLoad is GetOrLoad for a test cache: c's Get, else load and c's Set,
-// so that a cache wrapping mapCache sees the Set.
-func getOrLoad(ctx context.Context, c interface {
-	Get(string) ([]byte, bool)
-	Set(string, []byte, cache.Class)
-}, key string, class cache.Class, load func(context.Context) ([]byte, error)) ([]byte, error) {
-	if v, ok := c.Get(key); ok {
-		return v, nil
-	}
-	v, err := load(ctx)
-	if err != nil {
-		return nil, err
-	}
-	c.Set(key, v, class)
-	return v, nil
 }
 
 var errInjected = errors.New("injected fault")

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shaledb/shale/cache/cachetest"
 	"github.com/shaledb/shale/storage/objstore"
 )
 
@@ -24,7 +25,7 @@ func TestPrefetchRanges(t *testing.T) {
 		}
 	})
 
-	c := newMapCache()
+	c := cachetest.NewMap()
 	cb := &countingBucket{Bucket: b}
 	db := openDB(t, cb, opts, Components{Cache: c})
 	defer db.Close()
@@ -126,7 +127,7 @@ func TestPrefetchRangesReadsEachBlockOnce(t *testing.T) {
 	fb := objstore.NewFaultBucket(b)
 	fb.SetOpLatency(objstore.OpGetRange, 20*time.Millisecond)
 	rb := &rangeBucket{Bucket: fb, reads: map[string][][2]int64{}}
-	db = openDB(t, rb, opts, Components{Cache: newMapCache()})
+	db = openDB(t, rb, opts, Components{Cache: cachetest.NewMap()})
 	defer db.Close()
 	v, _ := db.snapshot()
 	if len(v.man.L0) != 1 {

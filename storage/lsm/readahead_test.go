@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shaledb/shale/cache/cachetest"
 	"github.com/shaledb/shale/storage/objstore"
 )
 
@@ -82,7 +83,7 @@ func TestIteratorReadAhead(t *testing.T) {
 	fb := objstore.NewFaultBucket(b)
 	fb.SetLatency(5 * time.Millisecond)
 	rb := &roundsBucket{Bucket: fb}
-	db := openDB(t, rb, opts, Components{Cache: newMapCache()})
+	db := openDB(t, rb, opts, Components{Cache: cachetest.NewMap()})
 	defer db.Close()
 	plain := openDB(t, b, opts, Components{})
 	defer plain.Close()

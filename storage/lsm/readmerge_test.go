@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shaledb/shale/cache/cachetest"
 )
 
 // joinMerge frames operands with '|' instead of merging them.
@@ -61,7 +63,7 @@ func TestReadMerge(t *testing.T) {
 // the block cache no longer holds data blocks of the tables it replaced.
 func TestCompactionDropsReplacedBlocks(t *testing.T) {
 	ctx := context.Background()
-	c := newMapCache()
+	c := cachetest.NewMap()
 	db, _ := openMemDB(t, testOptions(), Components{Cache: c})
 	for round := 0; round < 4; round++ {
 		flushKeys(t, db, fmt.Sprintf("r%d-", round), 50)
@@ -85,7 +87,7 @@ func TestCompactionDropsReplacedBlocks(t *testing.T) {
 	if replaced == 0 {
 		t.Fatal("the compaction replaced no table")
 	}
-	for _, k := range c.keys() {
+	for _, k := range c.Keys() {
 		name, _, _ := strings.Cut(k, "#")
 		id, ok := db.s.paths.parseSST(name)
 		if !ok {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"testing"
+
+	"github.com/shaledb/shale/cache/cachetest"
 )
 
 // TestTakeValue: values taken while iterating keep their bytes after the
@@ -85,7 +87,7 @@ func TestTakeValue(t *testing.T) {
 // leaves the block, and the values after it, as they were.
 func TestTakeValueOfTables(t *testing.T) {
 	ctx := context.Background()
-	db, _ := openMemDB(t, testOptions(), Components{Merge: concatMerge, Cache: newMapCache()})
+	db, _ := openMemDB(t, testOptions(), Components{Merge: concatMerge, Cache: cachetest.NewMap()})
 	b := &Batch{}
 	for i := range 500 {
 		b.Put(fmt.Appendf(nil, "k%04d", i), fmt.Appendf(nil, "value-%04d-%090d", i, i))

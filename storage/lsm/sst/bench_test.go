@@ -12,6 +12,7 @@ import (
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/shaledb/shale/cache/cachetest"
 	"github.com/shaledb/shale/internal/cputime"
 )
 
@@ -187,7 +188,7 @@ func BenchmarkGet(b *testing.B) {
 	forEachTable(b, func(b *testing.B, entries []Entry, table []byte, cached bool) {
 		var tb *Table
 		if cached {
-			tb = openTable(b, table, newMapCache())
+			tb = openTable(b, table, cachetest.NewMap())
 			it := tb.NewIter(context.Background(), nil, nil)
 			for ok := it.First(); ok; ok = it.Next() {
 			}
@@ -258,7 +259,7 @@ func BenchmarkIterate(b *testing.B) {
 		raw := entryBytes(entries)
 		var tb *Table
 		if cached {
-			tb = openTable(b, table, newMapCache())
+			tb = openTable(b, table, cachetest.NewMap())
 		} else {
 			tb = openTable(b, table, nil)
 		}
@@ -286,7 +287,7 @@ func BenchmarkOpen(b *testing.B) {
 	table, info := buildTable(b, entries, DefaultWriterOptions())
 	for _, warm := range []bool{false, true} {
 		b.Run(fmt.Sprintf("cache=%v", map[bool]string{true: "warm", false: "cold"}[warm]), func(b *testing.B) {
-			c := newMapCache()
+			c := cachetest.NewMap()
 			if warm {
 				openTable(b, table, c)
 			}
@@ -294,7 +295,7 @@ func BenchmarkOpen(b *testing.B) {
 			cpu := startCPU()
 			for b.Loop() {
 				if !warm {
-					c = newMapCache()
+					c = cachetest.NewMap()
 				}
 				openTable(b, table, c)
 			}
@@ -321,7 +322,7 @@ func BenchmarkColdScan(b *testing.B) {
 			b.ReportAllocs()
 			cpu := startCPU()
 			for b.Loop() {
-				tb, err := Open(context.Background(), r, "t", newMapCache())
+				tb, err := Open(context.Background(), r, "t", cachetest.NewMap())
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -8,13 +8,15 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/shaledb/shale/cache/cachetest"
 )
 
 // readAll opens a table and reads everything in it: a full scan, a Get of
 // every key given and a few seeks. It returns the first error.
 func readAll(data []byte, keys [][]byte) (err error) {
 	ctx := context.Background()
-	tb, err := Open(ctx, BytesReadable(data), "t", newMapCache())
+	tb, err := Open(ctx, BytesReadable(data), "t", cachetest.NewMap())
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/shaledb/shale/cache/cachetest"
 	"github.com/shaledb/shale/internal/fuzzseed"
 )
 
@@ -30,7 +31,7 @@ func FuzzOpen(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ctx := context.Background()
-		for _, c := range []*mapCache{nil, newMapCache()} {
+		for _, c := range []*cachetest.Map{nil, cachetest.NewMap()} {
 			var tb *Table
 			var err error
 			if c == nil {

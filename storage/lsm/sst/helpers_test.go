@@ -51,59 +51,6 @@ func (r *countingReadable) reset() {
 	r.mu.Unlock()
 }
 
-// mapCache is an unbounded cache.Cache that records which classes it holds.
-type mapCache struct {
-	mu      sync.Mutex
-	m       map[string][]byte
-	classes map[string]cache.Class
-	loads   int
-}
-
-func newMapCache() *mapCache {
-	return &mapCache{m: map[string][]byte{}, classes: map[string]cache.Class{}}
-}
-
-func (c *mapCache) Get(key string) ([]byte, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	v, ok := c.m[key]
-	return v, ok
-}
-
-func (c *mapCache) Set(key string, value []byte, class cache.Class) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.m[key] = value
-	c.classes[key] = class
-}
-
-func (c *mapCache) GetOrLoad(ctx context.Context, key string, class cache.Class, load func(context.Context) ([]byte, error)) ([]byte, error) {
-	if v, ok := c.Get(key); ok {
-		return v, nil
-	}
-	v, err := load(ctx)
-	if err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	c.loads++
-	c.mu.Unlock()
-	c.Set(key, v, class)
-	return v, nil
-}
-
-func (c *mapCache) count(class cache.Class) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, cl := range c.classes {
-		if cl == class {
-			n++
-		}
-	}
-	return n
-}
-
 // buildTable writes entries (already in table order) to a new table.
 func buildTable(t testing.TB, entries []Entry, opts WriterOptions) ([]byte, Info) {
 	t.Helper()

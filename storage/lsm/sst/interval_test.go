@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"testing"
+
+	"github.com/shaledb/shale/cache/cachetest"
 )
 
 // spanValue is a merge operand holding the interval [lo, hi], as
@@ -135,7 +137,7 @@ func TestIntervalSkipsBlocks(t *testing.T) {
 func TestIntervalPrefetch(t *testing.T) {
 	data := buildIntervalTable(t, intervalEntries(), spanInterval)
 	ctx := context.Background()
-	c := newMapCache()
+	c := cachetest.NewMap()
 	tb, r := openCounted(t, data, c)
 	iv := Interval{300, 399}
 	lower, upper := []byte("s0000"), []byte("s9999")

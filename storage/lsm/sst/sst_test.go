@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/shaledb/shale/cache"
+	"github.com/shaledb/shale/cache/cachetest"
 )
 
 func TestRoundTrip(t *testing.T) {
@@ -37,7 +38,7 @@ func TestRoundTrip(t *testing.T) {
 				entries := genEntries(rng, spec)
 				data, info := buildTable(t, entries, opts)
 				checkInfo(t, info, entries)
-				for _, c := range []cache.Cache{nil, newMapCache()} {
+				for _, c := range []cache.Cache{nil, cachetest.NewMap()} {
 					tb := openTable(t, data, c)
 					got := tb.Info()
 					if got.Size != info.Size || got.NumDataBlocks != info.NumDataBlocks || got.DataSize != info.DataSize ||
@@ -182,7 +183,7 @@ func TestKeySpanningBlocks(t *testing.T) {
 	if info.NumDataBlocks < 10 {
 		t.Fatalf("%d blocks; want the key to span many", info.NumDataBlocks)
 	}
-	tb := openTable(t, data, newMapCache())
+	tb := openTable(t, data, cachetest.NewMap())
 	got, err := tb.Get(context.Background(), []byte("key"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -332,14 +333,14 @@ func TestCacheServesRepeatReads(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	entries := genEntries(rng, genSpec{keys: 2000, maxVersions: 1, maxValue: 50})
 	data, info := buildTable(t, entries, DefaultWriterOptions())
-	c := newMapCache()
+	c := cachetest.NewMap()
 	ctx := context.Background()
 
 	tb, r := openCounted(t, data, c)
 	if reads, _ := r.stats(); reads > 2 {
 		t.Fatalf("cold open made %d reads", reads)
 	}
-	if n := c.count(cache.ClassMeta); n != 3 {
+	if n := c.Count(cache.ClassMeta); n != 3 {
 		t.Fatalf("%d meta blocks cached, want footer, index and filter", n)
 	}
 	r.reset()
@@ -363,7 +364,7 @@ func TestCacheServesRepeatReads(t *testing.T) {
 	if reads, _ := r.stats(); reads != 1 {
 		t.Fatalf("second get of the same block read again (%d reads)", reads)
 	}
-	if n := c.count(cache.ClassData); n != 1 {
+	if n := c.Count(cache.ClassData); n != 1 {
 		t.Fatalf("%d data blocks cached", n)
 	}
 
@@ -372,14 +373,14 @@ func TestCacheServesRepeatReads(t *testing.T) {
 	checkEntries(t, "scan", collect(t, it, it.First()), entries)
 	it.Close()
 	coldReads, coldBytes := r.stats()
-	if n := c.count(cache.ClassData); n != info.NumDataBlocks {
+	if n := c.Count(cache.ClassData); n != info.NumDataBlocks {
 		t.Fatalf("%d of %d data blocks cached after a scan", n, info.NumDataBlocks)
 	}
 	if coldBytes > info.DataSize {
 		t.Fatalf("scan read %d bytes of %d data bytes", coldBytes, info.DataSize)
 	}
-	for k, v := range c.m {
-		if cap(v) > len(v)+blockTrailerLen {
+	for _, k := range c.Keys() {
+		if v, _ := c.Get(k); cap(v) > len(v)+blockTrailerLen {
 			t.Fatalf("cached block %s of %d bytes pins %d", k, len(v), cap(v))
 		}
 	}
@@ -415,7 +416,7 @@ func TestColdScanRoundTrips(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var c cache.Cache
 			if tc.withCache {
-				c = newMapCache()
+				c = cachetest.NewMap()
 			}
 			tb, r := openCounted(t, data, c)
 			r.reset()
@@ -440,7 +441,7 @@ func TestPrefetch(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	entries := genEntries(rng, genSpec{keys: 5000, maxVersions: 1, maxValue: 60})
 	data, _ := buildTable(t, entries, DefaultWriterOptions())
-	c := newMapCache()
+	c := cachetest.NewMap()
 	ctx := context.Background()
 	tb, r := openCounted(t, data, c)
 	lower, upper := entries[1000].Key, entries[3000].Key
@@ -487,7 +488,7 @@ func TestReadErrorsAreNotCorruption(t *testing.T) {
 		t.Fatalf("open: %v", err)
 	}
 	r.err = nil
-	tb, err := Open(context.Background(), r, "tbl", newMapCache())
+	tb, err := Open(context.Background(), r, "tbl", cachetest.NewMap())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -515,7 +516,7 @@ func TestConcurrentReaders(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
 	entries := genEntries(rng, genSpec{keys: 3000, maxVersions: 3, maxValue: 80})
 	data, _ := buildTable(t, entries, DefaultWriterOptions())
-	tb, _ := openCounted(t, data, newMapCache())
+	tb, _ := openCounted(t, data, cachetest.NewMap())
 	errs := make(chan error, 4)
 	for g := range 4 {
 		go func() {
@@ -558,7 +559,7 @@ func TestConcurrentReaders(t *testing.T) {
 // detachedCache runs each load on a goroutine of its own and stops waiting
 // when the caller's context ends, as the tiered cache does.
 type detachedCache struct {
-	*mapCache
+	*cachetest.Map
 	wg sync.WaitGroup
 }
 
@@ -612,7 +613,7 @@ func TestLoadOutlivesCaller(t *testing.T) {
 	entries := genEntries(rng, genSpec{keys: 2000, maxVersions: 1, maxValue: 50})
 	data, info := buildTable(t, entries, DefaultWriterOptions())
 	r := &gatedReadable{countingReadable: countingReadable{data: data}, metaEnd: info.DataSize, started: make(chan struct{}), release: make(chan struct{})}
-	c := &detachedCache{mapCache: newMapCache()}
+	c := &detachedCache{Map: cachetest.NewMap()}
 	tb, err := Open(context.Background(), r, "tbl", c)
 	if err != nil {
 		t.Fatal(err)
@@ -631,7 +632,7 @@ func TestLoadOutlivesCaller(t *testing.T) {
 	}
 	close(r.release)
 	c.wg.Wait()
-	if n := c.count(cache.ClassData); n < 2 {
+	if n := c.Count(cache.ClassData); n < 2 {
 		t.Fatalf("the finished run cached %d blocks", n)
 	}
 	it = tb.NewIter(context.Background(), nil, nil)
@@ -780,12 +781,12 @@ func TestScanIterBypassesCache(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			data, info := buildTable(t, entries, WriterOptions{Compression: tc.compression})
 			r := &countingReadable{data: data}
-			c := newMapCache()
+			c := cachetest.NewMap()
 			tb, err := Open(context.Background(), r, "tbl", c)
 			if err != nil {
 				t.Fatal(err)
 			}
-			cachedMeta, loads := c.count(cache.ClassMeta), c.loads
+			cachedMeta, loads := c.Count(cache.ClassMeta), c.Loads()
 			r.reset()
 			it := tb.NewScanIter(context.Background(), tc.lower, tc.upper)
 			got := collect(t, it, it.First())
@@ -797,8 +798,8 @@ func TestScanIterBypassesCache(t *testing.T) {
 				want = entries[lowerBound(entries, tc.lower):lowerBound(entries, tc.upper)]
 			}
 			checkEntries(t, "scan", got, want)
-			if n := c.count(cache.ClassData); n != 0 || c.loads != loads || c.count(cache.ClassMeta) != cachedMeta {
-				t.Fatalf("scan touched the cache: %d data blocks, %d loads", n, c.loads-loads)
+			if n := c.Count(cache.ClassData); n != 0 || c.Loads() != loads || c.Count(cache.ClassMeta) != cachedMeta {
+				t.Fatalf("scan touched the cache: %d data blocks, %d loads", n, c.Loads()-loads)
 			}
 			reads, n := r.stats()
 			t.Logf("%d blocks, %d bytes: %d reads, %d bytes", info.NumDataBlocks, info.DataSize, reads, n)
@@ -889,7 +890,7 @@ func TestPrefetchBlocks(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &countingReadable{data: data}
-			c := newMapCache()
+			c := cachetest.NewMap()
 			tb, err := Open(ctx, r, "tbl", c)
 			if err != nil {
 				t.Fatal(err)
