@@ -517,11 +517,11 @@ func (t *otlpTranslator) metric(m *otlpMetrics, mt *otlpMetric, pts []otlpPoint)
 		return t.numbers(m, pts, mt.typ == otlpSum, family, meta)
 	case otlpHistogram:
 		if t.set.nhcb {
-			return t.customBuckets(m, pts, delta, family, meta)
+			return t.nativeHistograms(m, pts, delta, "histogram", family, meta, t.customBuckets)
 		}
 		return t.classic(m, pts, family, meta)
 	case otlpExpHistogram:
-		return t.exponential(m, pts, delta, family, meta)
+		return t.nativeHistograms(m, pts, delta, "exponential histogram", family, meta, t.exponential)
 	case otlpSummary:
 		return t.summaries(m, pts, family, meta)
 	}
@@ -736,63 +736,64 @@ func nilIfEmpty[T any](s []T) []T {
 	return s
 }
 
-func (t *otlpTranslator) exponential(m *otlpMetrics, pts []otlpPoint, delta bool, family string, meta metadata.Metadata) error {
+// nativeHistograms translates histogram points into native histograms, each
+// built into t.h by build; what names the points' kind in a warning.
+func (t *otlpTranslator) nativeHistograms(m *otlpMetrics, pts []otlpPoint, delta bool, what, family string, meta metadata.Metadata, build func(*otlpMetrics, *otlpPoint) error) error {
 	for i := range pts {
 		if err := t.checkContext(); err != nil {
 			return err
 		}
 		p := &pts[i]
-		scale := p.scale
-		if scale < histogram.ExponentialSchemaMin {
-			return fmt.Errorf("cannot convert exponential to native histogram. Scale must be >= %d, was %d", histogram.ExponentialSchemaMin, scale)
+		if err := build(m, p); err != nil {
+			return err
 		}
-		var down int32
-		if scale > histogram.ExponentialSchemaMax {
-			down, scale = scale-histogram.ExponentialSchemaMax, histogram.ExponentialSchemaMax
-		}
-		t.spans[0], t.deltas[0] = sparseBuckets(t.spans[0][:0], t.deltas[0][:0], of(m.counts, p.pos), p.posOffset, down, true)
-		t.spans[1], t.deltas[1] = sparseBuckets(t.spans[1][:0], t.deltas[1][:0], of(m.negCounts, p.neg), p.negOffset, down, true)
-		t.h = histogram.Histogram{
-			CounterResetHint: resetHint(delta),
-			Schema:           scale,
-			ZeroThreshold:    zeroThreshold,
-			ZeroCount:        p.zeroCount,
-			PositiveSpans:    nilIfEmpty(t.spans[0]),
-			PositiveBuckets:  nilIfEmpty(t.deltas[0]),
-			NegativeSpans:    nilIfEmpty(t.spans[1]),
-			NegativeBuckets:  nilIfEmpty(t.deltas[1]),
-		}
-		if err := t.addHistogram(m, p, "exponential histogram", family, meta); err != nil {
+		t.h.CounterResetHint = resetHint(delta)
+		if err := t.addHistogram(m, p, what, family, meta); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// customBuckets translates explicit-bucket histogram points into native
-// histograms with custom buckets (the bounds as custom values).
-func (t *otlpTranslator) customBuckets(m *otlpMetrics, pts []otlpPoint, delta bool, family string, meta metadata.Metadata) error {
-	for i := range pts {
-		if err := t.checkContext(); err != nil {
-			return err
-		}
-		p := &pts[i]
-		counts := of(m.counts, p.counts)
-		first := 0
-		for first < len(counts) && counts[first] == 0 {
-			first++
-		}
-		t.spans[0], t.deltas[0] = sparseBuckets(t.spans[0][:0], t.deltas[0][:0], counts[first:], int32(first), 0, false)
-		t.h = histogram.Histogram{
-			CounterResetHint: resetHint(delta),
-			Schema:           histogram.CustomBucketsSchema,
-			PositiveSpans:    nilIfEmpty(t.spans[0]),
-			PositiveBuckets:  nilIfEmpty(t.deltas[0]),
-			CustomValues:     nilIfEmpty(of(m.bounds, p.bounds)),
-		}
-		if err := t.addHistogram(m, p, "histogram", family, meta); err != nil {
-			return err
-		}
+// exponential builds into t.h the native histogram of exponential histogram
+// point p.
+func (t *otlpTranslator) exponential(m *otlpMetrics, p *otlpPoint) error {
+	scale := p.scale
+	if scale < histogram.ExponentialSchemaMin {
+		return fmt.Errorf("cannot convert exponential to native histogram. Scale must be >= %d, was %d", histogram.ExponentialSchemaMin, scale)
+	}
+	var down int32
+	if scale > histogram.ExponentialSchemaMax {
+		down, scale = scale-histogram.ExponentialSchemaMax, histogram.ExponentialSchemaMax
+	}
+	t.spans[0], t.deltas[0] = sparseBuckets(t.spans[0][:0], t.deltas[0][:0], of(m.counts, p.pos), p.posOffset, down, true)
+	t.spans[1], t.deltas[1] = sparseBuckets(t.spans[1][:0], t.deltas[1][:0], of(m.negCounts, p.neg), p.negOffset, down, true)
+	t.h = histogram.Histogram{
+		Schema:          scale,
+		ZeroThreshold:   zeroThreshold,
+		ZeroCount:       p.zeroCount,
+		PositiveSpans:   nilIfEmpty(t.spans[0]),
+		PositiveBuckets: nilIfEmpty(t.deltas[0]),
+		NegativeSpans:   nilIfEmpty(t.spans[1]),
+		NegativeBuckets: nilIfEmpty(t.deltas[1]),
+	}
+	return nil
+}
+
+// customBuckets builds into t.h the native histogram with custom buckets
+// (the bounds as custom values) of explicit-bucket histogram point p.
+func (t *otlpTranslator) customBuckets(m *otlpMetrics, p *otlpPoint) error {
+	counts := of(m.counts, p.counts)
+	first := 0
+	for first < len(counts) && counts[first] == 0 {
+		first++
+	}
+	t.spans[0], t.deltas[0] = sparseBuckets(t.spans[0][:0], t.deltas[0][:0], counts[first:], int32(first), 0, false)
+	t.h = histogram.Histogram{
+		Schema:          histogram.CustomBucketsSchema,
+		PositiveSpans:   nilIfEmpty(t.spans[0]),
+		PositiveBuckets: nilIfEmpty(t.deltas[0]),
+		CustomValues:    nilIfEmpty(of(m.bounds, p.bounds)),
 	}
 	return nil
 }
