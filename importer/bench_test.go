@@ -8,6 +8,7 @@ import (
 
 	"github.com/shaledb/shale/importer"
 	"github.com/shaledb/shale/internal/cputime"
+	"github.com/shaledb/shale/internal/seriestest"
 )
 
 // BenchmarkImportPrometheus imports the real Prometheus block alone (the
@@ -17,7 +18,7 @@ import (
 //
 //	go test ./importer -run '^$' -bench ImportPrometheus -benchtime 3x -count 5
 func BenchmarkImportPrometheus(b *testing.B) {
-	skipWithoutRealBlock(b)
+	seriestest.SkipWithoutRealBlock(b)
 	for _, wal := range []bool{true, false} {
 		name := "wal=on"
 		if !wal {
@@ -34,7 +35,7 @@ func BenchmarkImportPrometheus(b *testing.B) {
 			for b.Loop() {
 				b.StopTimer()
 				s := openStore(b, b.TempDir(), opts)
-				src, err := importer.NewPromSource(realBlock, slog.New(slog.DiscardHandler))
+				src, err := importer.NewPromSource(seriestest.RealBlock, slog.New(slog.DiscardHandler))
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shaledb/shale/importer"
+	"github.com/shaledb/shale/internal/seriestest"
 	"github.com/shaledb/shale/storage"
 )
 
@@ -87,7 +88,7 @@ func TestHandler(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer q.Close()
-			got := readAll(t, q)
+			got := seriestest.ReadAll(t, q)
 			for k, n := range tc.stored {
 				if len(got[k]) != n {
 					t.Errorf("%s: %d samples stored, want %d", k, len(got[k]), n)

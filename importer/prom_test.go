@@ -9,11 +9,12 @@ import (
 	"github.com/prometheus/prometheus/tsdb"
 
 	"github.com/shaledb/shale/importer"
+	"github.com/shaledb/shale/internal/seriestest"
 )
 
 // upstreamPoints reads a Prometheus data directory through the upstream
 // reader.
-func upstreamPoints(t testing.TB, dir string) map[string][]point {
+func upstreamPoints(t testing.TB, dir string) map[string][]seriestest.Point {
 	t.Helper()
 	db, err := tsdb.OpenDBReadOnly(dir, t.TempDir(), nil)
 	if err != nil {
@@ -33,15 +34,15 @@ func upstreamPoints(t testing.TB, dir string) map[string][]point {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	return readAll(t, q)
+	return seriestest.ReadAll(t, q)
 }
 
 func TestImportPrometheusRealBlockBitExact(t *testing.T) {
-	skipWithoutRealBlock(t)
-	want := upstreamPoints(t, realBlock)
+	seriestest.SkipWithoutRealBlock(t)
+	want := upstreamPoints(t, seriestest.RealBlock)
 	s := openStore(t, t.TempDir(), testStorageOptions())
 	defer s.stop()
-	src, err := importer.NewPromSource(realBlock, slog.New(slog.DiscardHandler))
+	src, err := importer.NewPromSource(seriestest.RealBlock, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func TestImportPrometheusRealBlockBitExact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := readAll(t, q)
+	got := seriestest.ReadAll(t, q)
 	q.Close()
-	comparePoints(t, want, got)
+	seriestest.Compare(t, want, got)
 }

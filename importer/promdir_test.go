@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/prometheus/tsdb/tsdbutil"
 
 	"github.com/shaledb/shale/importer"
+	"github.com/shaledb/shale/internal/seriestest"
 )
 
 // writePromDir writes a Prometheus data directory with the upstream TSDB:
@@ -91,7 +92,7 @@ func TestImportPrometheusDirHistogramsAndHead(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum, got := importInto(t, src)
-	comparePoints(t, want, got)
+	seriestest.Compare(t, want, got)
 	if sum.Samples != 3*180 || sum.Histograms != 3*180 || sum.MinT != 0 || sum.MaxT != 3*3600_000-60_000 {
 		t.Errorf("summary: %+v", sum)
 	}

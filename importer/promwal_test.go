@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/prometheus/util/compression"
 
 	"github.com/shaledb/shale/importer"
+	"github.com/shaledb/shale/internal/seriestest"
 )
 
 // writeCompactedPromDir runs the upstream TSDB through what a long-lived
@@ -130,7 +131,7 @@ func TestImportPrometheusCompactedDir(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, got := importInto(t, src)
-			comparePoints(t, want, got)
+			seriestest.Compare(t, want, got)
 		})
 	}
 }

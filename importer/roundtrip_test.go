@@ -16,20 +16,21 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/shaledb/shale/importer"
+	"github.com/shaledb/shale/internal/seriestest"
 )
 
 // known is a set of samples to write out, import and read back.
-type known map[string][]point
+type known map[string][]seriestest.Point
 
 func (k known) add(lset labels.Labels, t int64, v float64) {
-	k[lset.String()] = append(k[lset.String()], point{t: t, v: math.Float64bits(v)})
+	k[lset.String()] = append(k[lset.String()], seriestest.Point{T: t, V: math.Float64bits(v)})
 }
 
 // testValues are values whose bits must survive an import.
 var testValues = []float64{0, 1, -1.5, 0.1, 1e300, -1e-300, math.Inf(1), math.Inf(-1), 123456789.123456789, math.SmallestNonzeroFloat64}
 
 // importInto imports src into a fresh storage and returns what it holds.
-func importInto(t *testing.T, src importer.Source) (importer.Summary, map[string][]point) {
+func importInto(t *testing.T, src importer.Source) (importer.Summary, map[string][]seriestest.Point) {
 	t.Helper()
 	s := openStore(t, t.TempDir(), testStorageOptions())
 	defer s.stop()
@@ -42,7 +43,7 @@ func importInto(t *testing.T, src importer.Source) (importer.Summary, map[string
 		t.Fatal(err)
 	}
 	defer q.Close()
-	return sum, readAll(t, q)
+	return sum, seriestest.ReadAll(t, q)
 }
 
 // Three days of samples of 20 series every 15 s (both partitions and
@@ -67,7 +68,7 @@ func TestOpenMetricsRoundTrip(t *testing.T) {
 	})
 	fmt.Fprintln(&buf, "# EOF")
 	sum, got := importInto(t, importer.NewOpenMetricsSource("test", buf.Bytes()))
-	comparePoints(t, want, got)
+	seriestest.Compare(t, want, got)
 	if sum.Series != len(want) || sum.Refused.Total() != 0 {
 		t.Errorf("summary: %+v", sum)
 	}
@@ -105,7 +106,7 @@ func TestOpenMetricsRefusedFiles(t *testing.T) {
 			}
 			q, _ := s.db.Querier(math.MinInt64, math.MaxInt64)
 			defer q.Close()
-			if got := readAll(t, q); len(got) != 0 {
+			if got := seriestest.ReadAll(t, q); len(got) != 0 {
 				t.Errorf("stored %d series of a refused file", len(got))
 			}
 		})
@@ -162,7 +163,7 @@ func TestVMRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			sum, got := importInto(t, src)
-			comparePoints(t, want, got)
+			seriestest.Compare(t, want, got)
 			if sum.Series != len(want) || sum.Refused.Total() != 0 {
 				t.Errorf("summary: %+v", sum)
 			}
@@ -220,7 +221,7 @@ func TestImportRefusesOlderThanRetention(t *testing.T) {
 	want, refused := known{}, 0
 	for k, ps := range all {
 		for _, p := range ps {
-			if p.t < cutoff {
+			if p.T < cutoff {
 				refused++
 				continue
 			}
@@ -243,5 +244,5 @@ func TestImportRefusesOlderThanRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	comparePoints(t, want, readAll(t, q))
+	seriestest.Compare(t, want, seriestest.ReadAll(t, q))
 }

@@ -8,8 +8,8 @@ import (
 	"math"
 	"net/http"
 	"net/url"
-	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,37 +19,18 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/tsdb"
-	"github.com/prometheus/prometheus/tsdb/chunkenc"
 
 	"github.com/shaledb/shale/internal/e2e"
+	"github.com/shaledb/shale/internal/seriestest"
 )
 
-// promBlock is a Prometheus data directory of one block written by a real
-// Prometheus: 3758 series, 1572314 float samples over 35 minutes.
-const promBlock = "/work/shared/testdata/prom-block-real"
-
-func needPromBlock(t *testing.T) {
+// upstreamSamples reads the real block through the upstream reader: what
+// the query API must give back (stale markers end a series there, so they
+// are left out; the importer's own tests compare those bit for bit), and
+// the time of its newest sample.
+func upstreamSamples(t *testing.T) (map[string][]seriestest.Point, int64) {
 	t.Helper()
-	if _, err := os.Stat(promBlock); err != nil {
-		if os.Getenv("SHALE_REQUIRE_E2E") == "1" {
-			t.Fatalf("%s: %v", promBlock, err)
-		}
-		t.Skipf("%s is missing: %v", promBlock, err)
-	}
-}
-
-// tpoint is a sample as the query API gives it: ms and the float's bits.
-type tpoint struct {
-	t int64
-	v uint64
-}
-
-// upstreamSamples reads the block through the upstream reader: what the
-// query API must give back (stale markers end a series there, so they are
-// left out; the importer's own tests compare those bit for bit).
-func upstreamSamples(t *testing.T) (map[string][]tpoint, int64) {
-	t.Helper()
-	db, err := tsdb.OpenDBReadOnly(promBlock, t.TempDir(), nil)
+	db, err := tsdb.OpenDBReadOnly(seriestest.RealBlock, t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,44 +39,35 @@ func upstreamSamples(t *testing.T) (map[string][]tpoint, int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	maxt := blocks[len(blocks)-1].Meta().MaxTime - 1
-	q, err := db.Querier(math.MinInt64, maxt)
+	q, err := db.Querier(math.MinInt64, blocks[len(blocks)-1].Meta().MaxTime-1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	out := map[string][]tpoint{}
+	out := seriestest.ReadAll(t, q)
 	newest := int64(math.MinInt64)
-	set := q.Select(t.Context(), false, nil, labels.MustNewMatcher(labels.MatchRegexp, "", ".*"))
-	var it chunkenc.Iterator
-	for set.Next() {
-		s := set.At()
-		it = s.Iterator(it)
-		for it.Next() == chunkenc.ValFloat {
-			ts, v := it.At()
-			newest = max(newest, ts)
-			if value.IsStaleNaN(v) {
-				continue
-			}
-			out[s.Labels().String()] = append(out[s.Labels().String()], tpoint{ts, math.Float64bits(v)})
+	for k, ps := range out {
+		out[k] = slices.DeleteFunc(ps, func(p seriestest.Point) bool {
+			newest = max(newest, p.T)
+			return value.IsStaleNaN(math.Float64frombits(p.V))
+		})
+		if len(out[k]) == 0 {
+			delete(out, k)
 		}
-	}
-	if err := set.Err(); err != nil {
-		t.Fatal(err)
 	}
 	return out, newest
 }
 
 // servedSamples reads every raw sample of the 40 minutes up to at (ms)
 // through /api/v1/query.
-func servedSamples(t *testing.T, baseURL string, at int64) map[string][]tpoint {
+func servedSamples(t *testing.T, baseURL string, at int64) map[string][]seriestest.Point {
 	t.Helper()
 	var res []struct {
 		Metric map[string]string    `json:"metric"`
 		Values [][2]json.RawMessage `json:"values"`
 	}
 	queryResult(t, baseURL, "/api/v1/query", url.Values{"query": {`{__name__=~".+"}[40m]`}, "time": {fmt.Sprintf("%d.%03d", at/1000, at%1000)}}, &res)
-	out := map[string][]tpoint{}
+	out := map[string][]seriestest.Point{}
 	for _, s := range res {
 		key := labels.FromMap(s.Metric).String()
 		for _, p := range s.Values {
@@ -117,36 +89,10 @@ func servedSamples(t *testing.T, baseURL string, at int64) map[string][]tpoint {
 			if err != nil {
 				t.Fatalf("value %s: %v", vs, err)
 			}
-			out[key] = append(out[key], tpoint{ms, math.Float64bits(v)})
+			out[key] = append(out[key], seriestest.Point{T: ms, V: math.Float64bits(v)})
 		}
 	}
 	return out
-}
-
-func sameSamples(t *testing.T, want, got map[string][]tpoint) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Errorf("got %d series, want %d", len(got), len(want))
-	}
-	bad := 0
-	for k, w := range want {
-		g := got[k]
-		if len(g) != len(w) {
-			t.Errorf("%s: got %d samples, want %d", k, len(g), len(w))
-			bad++
-		} else {
-			for i := range w {
-				if g[i] != w[i] {
-					t.Errorf("%s sample %d: got %d %#x, want %d %#x", k, i, g[i].t, g[i].v, w[i].t, w[i].v)
-					bad++
-					break
-				}
-			}
-		}
-		if bad > 10 {
-			t.Fatal("too many differences")
-		}
-	}
 }
 
 // runImport runs bin/tsdb import with args and returns its output and
@@ -162,19 +108,19 @@ func runImportCmd(t *testing.T, args ...string) (string, error) {
 // remote-write endpoint (2.0 and 1.0) and reads every sample back through
 // the query API.
 func TestImportBesideWriter(t *testing.T) {
-	needPromBlock(t)
+	seriestest.SkipWithoutRealBlock(t)
 	want, newest := upstreamSamples(t)
 	for _, version := range []string{"2", "1"} {
 		t.Run("rw="+version, func(t *testing.T) {
 			s := startShale(t, "--storage.path="+t.TempDir(), "--storage.retention.time=0")
-			out, err := runImportCmd(t, "--url="+s.url, "--remote-write.version="+version, "prometheus", promBlock)
+			out, err := runImportCmd(t, "--url="+s.url, "--remote-write.version="+version, "prometheus", seriestest.RealBlock)
 			if err != nil {
 				t.Fatalf("import: %v\n%s", err, out)
 			}
 			if !strings.Contains(out, "samples:     1572314 floats") || !strings.Contains(out, "series:      3758") {
 				t.Errorf("summary:\n%s", out)
 			}
-			sameSamples(t, want, servedSamples(t, s.url, newest))
+			seriestest.Compare(t, want, servedSamples(t, s.url, newest))
 			s.stop(t)
 		})
 	}
@@ -183,10 +129,10 @@ func TestImportBesideWriter(t *testing.T) {
 // TestImportAloneRefusedBesideLiveWriter: alone, the import does not fence
 // a running writer; it says how to import through it.
 func TestImportAloneRefusedBesideLiveWriter(t *testing.T) {
-	needPromBlock(t)
+	seriestest.SkipWithoutRealBlock(t)
 	dir := t.TempDir()
 	s := startShale(t, "--storage.path="+dir)
-	out, err := runImportCmd(t, "--storage.path="+dir, "prometheus", promBlock)
+	out, err := runImportCmd(t, "--storage.path="+dir, "prometheus", seriestest.RealBlock)
 	if err == nil || !strings.Contains(out, "a Shale writer is running") || !strings.Contains(out, "--url=") {
 		t.Fatalf("import beside a live writer: %v\n%s", err, out)
 	}
@@ -202,10 +148,10 @@ func TestImportAloneRefusedBesideLiveWriter(t *testing.T) {
 // API: what the killed one committed stays, the rerun writes the rest, and
 // samples written twice keep one value.
 func TestImportKilledThenRerun(t *testing.T) {
-	needPromBlock(t)
+	seriestest.SkipWithoutRealBlock(t)
 	want, newest := upstreamSamples(t)
 	dir := t.TempDir()
-	cmd := exec.Command(tsdbBinary, "import", "--storage.path="+dir, "--progress.interval=50ms", "--writers=1", "prometheus", promBlock)
+	cmd := exec.Command(tsdbBinary, "import", "--storage.path="+dir, "--progress.interval=50ms", "--writers=1", "prometheus", seriestest.RealBlock)
 	p := e2e.StartProcess(t, cmd)
 	e2e.Eventually(t, 60*time.Second, func() bool {
 		if exited, _ := p.Exited(); exited {
@@ -224,12 +170,12 @@ func TestImportKilledThenRerun(t *testing.T) {
 	_ = p.Cmd.Process.Signal(syscall.SIGKILL)
 	p.Stop()
 
-	out, err := runImportCmd(t, "--storage.path="+dir, "prometheus", promBlock)
+	out, err := runImportCmd(t, "--storage.path="+dir, "prometheus", seriestest.RealBlock)
 	if err != nil {
 		t.Fatalf("rerun: %v\n%s", err, out)
 	}
 	s := startShale(t, "--storage.path="+dir, "--storage.retention.time=0")
-	sameSamples(t, want, servedSamples(t, s.url, newest))
+	seriestest.Compare(t, want, servedSamples(t, s.url, newest))
 	s.stop(t)
 }
 
@@ -258,7 +204,7 @@ func TestImportEndpoint(t *testing.T) {
 	}
 	got := servedSamples(t, s.url, base+2000)
 	key := labels.FromStrings("__name__", "imported", "job", "vm").String()
-	want := []tpoint{{base, math.Float64bits(1)}, {base + 1000, math.Float64bits(2.5)}, {base + 2000, math.Float64bits(math.Inf(1))}}
-	sameSamples(t, map[string][]tpoint{key: want}, map[string][]tpoint{key: got[key]})
+	want := []seriestest.Point{{T: base, V: math.Float64bits(1)}, {T: base + 1000, V: math.Float64bits(2.5)}, {T: base + 2000, V: math.Float64bits(math.Inf(1))}}
+	seriestest.Compare(t, map[string][]seriestest.Point{key: want}, map[string][]seriestest.Point{key: got[key]})
 	s.stop(t)
 }
