@@ -3,9 +3,6 @@ package promql
 import (
 	"context"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +10,7 @@ import (
 	"github.com/prometheus/prometheus/storage"
 	"github.com/stretchr/testify/require"
 
+	"github.com/shaledb/shale/internal/promqlsuite"
 	shalestorage "github.com/shaledb/shale/storage"
 	"github.com/shaledb/shale/storage/lsm"
 	"github.com/shaledb/shale/storage/objstore"
@@ -50,12 +48,6 @@ func newTestStorage(t testing.TB) storage.Storage {
 	return db
 }
 
-// skippedUpstreamFiles are upstream test files Shale's storage does not pass,
-// and why.
-var skippedUpstreamFiles = map[string]string{
-	"start_timestamps.test": "Shale does not store per-sample start (created) timestamps; AtST is always 0",
-}
-
 // TestUpstreamPromQL runs the upstream PromQL test files through an engine
 // built from this package's options, over Shale's storage.
 func TestUpstreamPromQL(t *testing.T) {
@@ -70,20 +62,7 @@ func TestUpstreamPromQL(t *testing.T) {
 	ng, err := NewEngine(opts, nil, nil, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, ng.Close()) })
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/prometheus/prometheus").Output()
-	require.NoError(t, err)
-	files, err := filepath.Glob(filepath.Join(strings.TrimSpace(string(out)), "promql", "promqltest", "testdata", "*.test"))
-	require.NoError(t, err)
-	require.NotEmpty(t, files)
-	for _, fn := range files {
-		name := filepath.Base(fn)
-		t.Run(name, func(t *testing.T) {
-			if why, ok := skippedUpstreamFiles[name]; ok {
-				t.Skip(why)
-			}
-			content, err := os.ReadFile(fn)
-			require.NoError(t, err)
-			promqltest.RunTestWithStorage(t, string(content), ng, newTestStorage)
-		})
-	}
+	promqlsuite.Run(t, func(t *testing.T, script string) {
+		promqltest.RunTestWithStorage(t, script, ng, newTestStorage)
+	})
 }

@@ -2,39 +2,15 @@ package storage
 
 import (
 	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/prometheus/promql/promqltest"
 	promstorage "github.com/prometheus/prometheus/storage"
 
+	"github.com/shaledb/shale/internal/promqlsuite"
 	"github.com/shaledb/shale/storage/objstore"
 )
-
-// skippedPromQLFiles are upstream test files this storage does not pass, and why.
-var skippedPromQLFiles = map[string]string{
-	"start_timestamps.test": "Shale does not store per-sample start (created) timestamps; AtST is always 0",
-}
-
-// upstreamPromQLTestFiles returns the paths of the PromQL test files of the
-// Prometheus module this build uses.
-func upstreamPromQLTestFiles(t *testing.T) []string {
-	t.Helper()
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/prometheus/prometheus").Output()
-	if err != nil {
-		t.Fatalf("locate the prometheus module: %v", err)
-	}
-	dir := filepath.Join(strings.TrimSpace(string(out)), "promql", "promqltest", "testdata")
-	files, err := filepath.Glob(filepath.Join(dir, "*.test"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no PromQL test files in %s (%v)", dir, err)
-	}
-	return files
-}
 
 // flushingStorage flushes the head after every commit and closes its
 // partitions, so queries read what the LSM holds rather than the head.
@@ -62,7 +38,6 @@ func TestPromQLUpstream(t *testing.T) {
 	if testing.Short() {
 		t.Skip("long: runs every upstream PromQL test file")
 	}
-	files := upstreamPromQLTestFiles(t)
 	engine := promqltest.NewTestEngine(t, false, 0, promqltest.DefaultMaxSamplesPerQuery)
 	newDB := func(tb testing.TB) *DB {
 		opts := DefaultOptions()
@@ -76,24 +51,14 @@ func TestPromQLUpstream(t *testing.T) {
 	}
 	for _, mode := range []string{"head", "flushed"} {
 		t.Run("data="+mode, func(t *testing.T) {
-			for _, fn := range files {
-				name := filepath.Base(fn)
-				t.Run(name, func(t *testing.T) {
-					if why, ok := skippedPromQLFiles[name]; ok {
-						t.Skip(why)
+			promqlsuite.Run(t, func(t *testing.T, script string) {
+				promqltest.RunTestWithStorage(t, script, engine, func(tb testing.TB) promstorage.Storage {
+					if mode == "head" {
+						return newDB(tb)
 					}
-					content, err := os.ReadFile(fn)
-					if err != nil {
-						t.Fatal(err)
-					}
-					promqltest.RunTestWithStorage(t, string(content), engine, func(tb testing.TB) promstorage.Storage {
-						if mode == "head" {
-							return newDB(tb)
-						}
-						return flushingStorage{newDB(tb)}
-					})
+					return flushingStorage{newDB(tb)}
 				})
-			}
+			})
 		})
 	}
 }

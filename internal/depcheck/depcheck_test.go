@@ -39,6 +39,7 @@ var allowed = map[string][]string{
 	"internal/proc":                 {},
 	"internal/cputime":              {},
 	"internal/fuzzseed":             {},
+	"internal/promqlsuite":          {},
 	"internal/seriestest":           {},
 	"internal/depcheck":             {},
 	"corrupt":                       {},
