@@ -620,10 +620,12 @@ func (t *otlpTranslator) exemplars(m *otlpMetrics, exs []otlpExemplar) ([]exempl
 	return t.exs, nil
 }
 
-// classic translates explicit-bucket histogram points into _sum, _count
-// and cumulative _bucket series with an le label.
-func (t *otlpTranslator) classic(m *otlpMetrics, pts []otlpPoint, family string, meta metadata.Metadata) error {
-	sumName, countName, bucketName := family+"_sum", family+"_count", family+"_bucket"
+// sumsAndCounts translates histogram or summary points into their _sum
+// series (a classic histogram's only where the point has a sum: a
+// summary's is not optional), their _count series, and the series more
+// adds of each (_bucket or quantiles).
+func (t *otlpTranslator) sumsAndCounts(m *otlpMetrics, pts []otlpPoint, summary bool, family string, meta metadata.Metadata, more func(p *otlpPoint) error) error {
+	sumName, countName := family+"_sum", family+"_count"
 	for i := range pts {
 		if err := t.checkContext(); err != nil {
 			return err
@@ -632,7 +634,7 @@ func (t *otlpTranslator) classic(m *otlpMetrics, pts []otlpPoint, family string,
 		if err := t.pointLabels(m, p); err != nil {
 			return err
 		}
-		if p.hasSum {
+		if p.hasSum || summary {
 			if err := t.addDerived(p, sumName, "", "", p.sum, nil, family, meta); err != nil {
 				return err
 			}
@@ -640,6 +642,18 @@ func (t *otlpTranslator) classic(m *otlpMetrics, pts []otlpPoint, family string,
 		if err := t.addDerived(p, countName, "", "", float64(p.count), nil, family, meta); err != nil {
 			return err
 		}
+		if err := more(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// classic translates explicit-bucket histogram points into _sum, _count
+// and cumulative _bucket series with an le label.
+func (t *otlpTranslator) classic(m *otlpMetrics, pts []otlpPoint, family string, meta metadata.Metadata) error {
+	bucketName := family + "_bucket"
+	return t.sumsAndCounts(m, pts, false, family, meta, func(p *otlpPoint) error {
 		exs, err := t.exemplars(m, of(m.exemplars, p.exemplars))
 		if err != nil {
 			return err
@@ -673,37 +687,22 @@ func (t *otlpTranslator) classic(m *otlpMetrics, pts []otlpPoint, family string,
 		}
 		rest := exs[next:]
 		slices.SortFunc(rest, exemplar.Compare)
-		if err := t.addDerived(p, bucketName, model.BucketLabel, "+Inf", float64(p.count), rest, family, meta); err != nil {
-			return err
-		}
-	}
-	return nil
+		return t.addDerived(p, bucketName, model.BucketLabel, "+Inf", float64(p.count), rest, family, meta)
+	})
 }
 
+// summaries translates summary points into _sum, _count and quantile
+// series.
 func (t *otlpTranslator) summaries(m *otlpMetrics, pts []otlpPoint, family string, meta metadata.Metadata) error {
-	sumName, countName := family+"_sum", family+"_count"
-	for i := range pts {
-		if err := t.checkContext(); err != nil {
-			return err
-		}
-		p := &pts[i]
-		if err := t.pointLabels(m, p); err != nil {
-			return err
-		}
-		if err := t.addDerived(p, sumName, "", "", p.sum, nil, family, meta); err != nil {
-			return err
-		}
-		if err := t.addDerived(p, countName, "", "", float64(p.count), nil, family, meta); err != nil {
-			return err
-		}
+	return t.sumsAndCounts(m, pts, true, family, meta, func(p *otlpPoint) error {
 		for _, q := range of(m.quantiles, p.quantiles) {
 			t.num = strconv.AppendFloat(t.num[:0], q.quantile, 'f', -1, 64)
 			if err := t.addDerived(p, family, model.QuantileLabel, yoloString(t.num), q.value, nil, family, meta); err != nil {
 				return err
 			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // resetHint is the counter reset hint of a native histogram made of an
