@@ -22,11 +22,7 @@ const killChildEnv = "SHALE_LSM_KILL_CHILD_DIR"
 // kills it with SIGKILL while it writes, and checks that every write it
 // reported as acknowledged (durable in the WAL) is there after reopening.
 func TestKillProcess(t *testing.T) {
-	if dir := os.Getenv(killChildEnv); dir != "" {
-		killChild(dir)
-		return
-	}
-	acked, b := killChildAfter(t, "TestKillProcess", killChildEnv, 300)
+	acked, b := killChildAfter(t, killChildEnv, 300, killChild)
 	defer b.Close()
 	db := openDB(t, b, testOptions(), Components{})
 	defer db.Close()
@@ -80,11 +76,7 @@ const killInFlightEnv = "SHALE_LSM_KILL_INFLIGHT_DIR"
 // wrote after its last acknowledged one (no object replayed past one that
 // was never stored).
 func TestKillProcessInFlight(t *testing.T) {
-	if dir := os.Getenv(killInFlightEnv); dir != "" {
-		killInFlightChild(dir)
-		return
-	}
-	acked, b := killChildAfter(t, "TestKillProcessInFlight", killInFlightEnv, 2000)
+	acked, b := killChildAfter(t, killInFlightEnv, 2000, killInFlightChild)
 	defer b.Close()
 	for round := range 2 { // the second writer must find what the first found
 		db := openDB(t, b, testOptions(), Components{})
@@ -163,13 +155,18 @@ func (b *jitterBucket) Put(ctx context.Context, name string, r io.Reader, size i
 	return b.Bucket.Put(ctx, name, r, size, opts)
 }
 
-// killChildAfter runs test in a child process with env set to a new folder,
-// reads the keys it reports as acknowledged ("ack <key>" lines) until it has
-// n, kills it with SIGKILL and returns them with a bucket on the folder.
-func killChildAfter(t *testing.T, test, env string, n int) ([]string, objstore.Bucket) {
+// killChildAfter runs the test t again in a child process with env set to
+// a new folder, where it calls child with the folder instead (child writes
+// until killed and never returns). It reads the keys the child reports as
+// acknowledged ("ack <key>" lines) until it has n, kills it with SIGKILL and
+// returns them with a bucket on the folder.
+func killChildAfter(t *testing.T, env string, n int, child func(dir string)) ([]string, objstore.Bucket) {
 	t.Helper()
+	if dir := os.Getenv(env); dir != "" {
+		child(dir)
+	}
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$")
+	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$")
 	cmd.Env = append(os.Environ(), env+"="+dir)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
