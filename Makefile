@@ -23,8 +23,9 @@ REVISION := $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD
 BUILD_DATE := $(shell git log -1 --format=%cI 2>/dev/null)
 
 # STRIP leaves the symbol table and the DWARF debugging data out of the
-# binary (a third of its size); stack traces and profiles keep their function
-# names and lines. `make build STRIP=` keeps them, for a debugger.
+# binary (a third of its size); stack traces and pprof profiles keep their
+# function names and lines. `make build STRIP=` keeps them, for a debugger or
+# perf, which reads the symbol table.
 STRIP ?= -s -w
 
 build:
