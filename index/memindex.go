@@ -649,6 +649,21 @@ func (p posting) card() uint64 {
 	return p.bm.n
 }
 
+// cardIn returns how many of the pair's series are in only, all of them
+// when only is nil.
+func (p posting) cardIn(only *roaring.Bitmap) uint64 {
+	switch {
+	case only == nil:
+		return p.card()
+	case p.bm == nil:
+		if only.Contains(p.one) {
+			return 1
+		}
+		return 0
+	}
+	return p.bm.AndCardinality(only)
+}
+
 func (p posting) max() uint32 {
 	if p.bm == nil {
 		return p.one

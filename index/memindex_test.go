@@ -480,3 +480,63 @@ func TestStats(t *testing.T) {
 		t.Fatalf("Stats(0) = %+v", got)
 	}
 }
+
+// TestUnionStats: the statistics of several indexes holding overlapping
+// series, each series counted once, are those of one index holding the
+// union, whatever the overlap and the ranking's length.
+func TestUnionStats(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	for round := range 50 {
+		nIdx := 1 + rng.IntN(4)
+		ixs := make([]*MemIndex, nIdx)
+		for i := range ixs {
+			ixs[i] = NewMemIndex()
+		}
+		union := NewMemIndex()
+		for range 1 + rng.IntN(300) {
+			var b labels.ScratchBuilder
+			b.Add("__name__", fmt.Sprintf("m%d", rng.IntN(5)))
+			b.Add("instance", fmt.Sprintf("i%d", rng.IntN(40)))
+			if rng.IntN(3) == 0 {
+				b.Add("mode", fmt.Sprintf("x%d", rng.IntN(4)))
+			}
+			if rng.IntN(20) == 0 {
+				b.Add(fmt.Sprintf("rare%d", rng.IntN(3)), "v") // names only some indexes hold
+			}
+			b.Sort()
+			lset := b.Labels()
+			union.GetOrCreate(lset)
+			for i := range ixs { // in some indexes, at least one
+				if i == 0 || rng.IntN(2) == 0 {
+					ixs[(i+round)%nIdx].GetOrCreate(lset)
+				}
+			}
+		}
+		only := make([]*roaring.Bitmap, nIdx)
+		for i := 1; i < nIdx; i++ {
+			only[i] = roaring.New()
+			for ref := range uint32(len(ixs[i].offsets)) {
+				var b labels.ScratchBuilder
+				lset, err := ixs[i].Series(context.Background(), ref, &b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				earlier := false
+				for _, e := range ixs[:i] {
+					if _, ok := e.lookupLocked(e.hash(lset), lset); ok {
+						earlier = true
+					}
+				}
+				if !earlier {
+					only[i].Add(ref)
+				}
+			}
+		}
+		for _, topN := range []int{0, 1, 3, 1000} {
+			got, want := UnionStats(ixs, only, topN), union.Stats(topN)
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("round %d, %d indexes, top %d:\n got %+v\nwant %+v", round, nIdx, topN, got, want)
+			}
+		}
+	}
+}

@@ -5,9 +5,10 @@ import (
 	"container/heap"
 	"context"
 	"fmt"
-	"github.com/prometheus/common/model"
 	"slices"
 
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 )
 
@@ -53,7 +54,7 @@ func ComputeStats(ctx context.Context, r Reader, topN int) (Stats, error) {
 		if err != nil {
 			return Stats{}, fmt.Errorf("read values of label %q: %w", name, err)
 		}
-		sb.startName(name, len(values))
+		sb.startName()
 		for i, v := range values {
 			if i%checkContextEvery == 0 && ctx.Err() != nil {
 				return Stats{}, ctx.Err()
@@ -64,7 +65,7 @@ func ComputeStats(ctx context.Context, r Reader, topN int) (Stats, error) {
 			}
 			sb.pair(name, v, orEmpty(bm).GetCardinality())
 		}
-		sb.endName(name)
+		sb.endName(name, len(values))
 	}
 	return sb.result(), nil
 }
@@ -77,11 +78,80 @@ func (ix *MemIndex) Stats(topN int) Stats {
 	sb := newStatsBuilder(topN)
 	sb.st.NumSeries = uint64(len(ix.offsets))
 	for name, np := range ix.postings {
-		sb.startName(name, len(np.values))
+		sb.startName()
 		for v, p := range np.values {
 			sb.pair(name, v, p.card())
 		}
-		sb.endName(name)
+		sb.endName(name, len(np.values))
+	}
+	return sb.result()
+}
+
+// UnionStats computes the cardinality statistics of the union of the series
+// of ixs, which may hold the same series (the partitions of a head): only[i]
+// holds the refs of the series of ixs[i] that no earlier index holds, nil
+// for all of them. The figures are those of one index holding each series
+// once, got without building it. It holds the read lock of every index
+// throughout; series added to ixs[i] (i > 0) after only[i] was taken are
+// left out.
+func UnionStats(ixs []*MemIndex, only []*roaring.Bitmap, topN int) Stats {
+	for _, ix := range ixs {
+		ix.mu.RLock()
+		defer ix.mu.RUnlock()
+	}
+	sb := newStatsBuilder(topN)
+	for i, ix := range ixs {
+		if only[i] == nil {
+			sb.st.NumSeries += uint64(len(ix.offsets))
+		} else {
+			sb.st.NumSeries += only[i].GetCardinality()
+		}
+	}
+	// Each name and each of its values is counted in the first index that
+	// holds it, with the series of every index from there on.
+	seen := make(map[string]bool)
+	byIndex := make([]*namePostings, len(ixs))
+	for i, ix := range ixs {
+		for name := range ix.postings {
+			if seen[name] {
+				continue
+			}
+			seen[name] = true
+			for j := i; j < len(ixs); j++ {
+				byIndex[j] = ixs[j].postings[name]
+			}
+			sb.startName()
+			values := 0
+			for j := i; j < len(ixs); j++ {
+				if byIndex[j] == nil {
+					continue
+				}
+			value:
+				for v := range byIndex[j].values {
+					for _, earlier := range byIndex[i:j] {
+						if earlier == nil {
+							continue
+						}
+						if _, ok := earlier.values[v]; ok {
+							continue value
+						}
+					}
+					var n uint64
+					for l := j; l < len(ixs); l++ {
+						if byIndex[l] != nil {
+							if p, ok := byIndex[l].values[v]; ok {
+								n += p.cardIn(only[l])
+							}
+						}
+					}
+					if n > 0 {
+						sb.pair(name, v, n)
+						values++
+					}
+				}
+			}
+			sb.endName(name, values)
+		}
 	}
 	return sb.result()
 }
@@ -98,10 +168,9 @@ func newStatsBuilder(topN int) *statsBuilder {
 	return &statsBuilder{topN: max(topN, 0)}
 }
 
-func (sb *statsBuilder) startName(name string, values int) {
+// startName starts the pairs of one label name.
+func (sb *statsBuilder) startName() {
 	sb.size = 0
-	sb.st.NumLabelPairs += values
-	sb.valueCount.push(sb.topN, Stat{Name: name, Count: uint64(values)})
 }
 
 func (sb *statsBuilder) pair(name, value string, series uint64) {
@@ -115,7 +184,10 @@ func (sb *statsBuilder) pair(name, value string, series uint64) {
 	}
 }
 
-func (sb *statsBuilder) endName(name string) {
+// endName ends the pairs of label name, which has that many values.
+func (sb *statsBuilder) endName(name string, values int) {
+	sb.st.NumLabelPairs += values
+	sb.valueCount.push(sb.topN, Stat{Name: name, Count: uint64(values)})
 	sb.mem.push(sb.topN, Stat{Name: name, Count: sb.size})
 }
 

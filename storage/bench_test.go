@@ -363,3 +363,42 @@ func benchSelect(b *testing.B, n int, span time.Duration) {
 	}
 	b.ReportMetric(float64(samples), "samples/op")
 }
+
+// BenchmarkHeadStats measures /api/v1/status/tsdb's statistics of a head
+// that holds two partitions with the same series, as it does for a while
+// after every partition boundary: 100k series each (SHALE_BENCH_SERIES sets
+// the count).
+//
+//	go test -run '^$' -bench BenchmarkHeadStats -benchmem ./storage/
+func BenchmarkHeadStats(b *testing.B) {
+	n := 100_000
+	if s := os.Getenv("SHALE_BENCH_SERIES"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil || n < 1 {
+			b.Fatalf("SHALE_BENCH_SERIES=%q: want a number >= 1", s)
+		}
+	}
+	opts := DefaultOptions()
+	opts.PartitionDuration = time.Hour
+	db, _ := openMemDB(b, opts)
+	hour := time.Hour.Milliseconds()
+	for _, t := range []int64{hour - 1000, hour + 1000} {
+		app := db.Appender(context.Background())
+		for i := range n {
+			lset := labels.FromStrings("__name__", "node_cpu_seconds_total", "instance", "host-"+strconv.Itoa(i/16), "cpu", strconv.Itoa(i%16/4), "mode", strconv.Itoa(i%4))
+			if _, err := app.Append(0, lset, t, 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := app.Commit(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		st, _, _, ok := db.HeadStats(10)
+		if !ok || st.NumSeries != uint64(n) {
+			b.Fatalf("%d series, want %d", st.NumSeries, n)
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/shaledb/shale/cache"
 	"github.com/shaledb/shale/gorilla"
+	"github.com/shaledb/shale/index"
 	"github.com/shaledb/shale/storage/lsm"
 	"github.com/shaledb/shale/storage/objstore"
 )
@@ -380,6 +381,13 @@ func TestHeadStatsAcrossPartitions(t *testing.T) {
 	st, mint, maxt, ok := db.HeadStats(10)
 	if !ok || st.NumSeries != 3 || mint != hour-2000 || maxt != hour+2000 {
 		t.Fatalf("head stats: %d series, [%d, %d], ok %v; want 3 series, [%d, %d]", st.NumSeries, mint, maxt, ok, hour-2000, hour+2000)
+	}
+	union := index.NewMemIndex()
+	for _, lset := range []labels.Labels{both, labels.FromStrings("__name__", "early", "job", "b"), labels.FromStrings("__name__", "late", "job", "a")} {
+		union.GetOrCreate(lset)
+	}
+	if want := union.Stats(10); fmt.Sprint(st) != fmt.Sprint(want) {
+		t.Fatalf("head stats:\n got %+v\nwant %+v (one index holding each series once)", st, want)
 	}
 }
 

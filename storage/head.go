@@ -169,6 +169,14 @@ func (p *headPart) lookupLocked(h uint64, lset labels.Labels) int64 {
 	return p.dict.get(h, lset, p.idx)
 }
 
+// has reports whether the partition holds the series lset, whose labels
+// hash is h, retired or not (it does not bring it back).
+func (p *headPart) has(h uint64, lset labels.Labels) bool {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.lookupLocked(h, lset) >= 0
+}
+
 // get returns the series lset, whose labels hash is h, or nil; a retired
 // series comes back to life.
 func (p *headPart) get(h uint64, lset labels.Labels) *memSeries {

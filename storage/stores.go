@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/prometheus/prometheus/model/exemplar"
 	"github.com/prometheus/prometheus/model/labels"
 	promstorage "github.com/prometheus/prometheus/storage"
@@ -135,12 +136,33 @@ func (db *DB) HeadStats(topN int) (st index.Stats, mint, maxt int64, ok bool) {
 	if len(parts) == 1 {
 		return parts[0].idx.Stats(topN), mint, db.head.maxT.Load(), true
 	}
-	union := index.NewMemIndex()
-	for _, p := range parts {
-		var b labels.ScratchBuilder
+	// Near a partition boundary most series are in two partitions: count
+	// each once, from the refs of each partition's series that no earlier
+	// one holds, without building an index of the union (which at millions
+	// of series would take as much memory as the head's own indexes).
+	ixs := make([]*index.MemIndex, len(parts))
+	only := make([]*roaring.Bitmap, len(parts))
+	var b labels.ScratchBuilder
+	for i, p := range parts {
+		ixs[i] = p.idx
+		if i == 0 {
+			continue
+		}
+		only[i] = roaring.New()
 		for ref := range uint32(p.numSeries()) {
-			union.GetOrCreate(p.labelsOf(ref, &b))
+			lset := p.labelsOf(ref, &b)
+			h := lset.Hash()
+			earlier := false
+			for _, e := range parts[:i] {
+				if e.has(h, lset) {
+					earlier = true
+					break
+				}
+			}
+			if !earlier {
+				only[i].Add(ref)
+			}
 		}
 	}
-	return union.Stats(topN), mint, db.head.maxT.Load(), true
+	return index.UnionStats(ixs, only, topN), mint, db.head.maxT.Load(), true
 }
