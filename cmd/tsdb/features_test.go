@@ -29,6 +29,9 @@ func TestFeatureFlags(t *testing.T) {
 	if strings.Join(cfg.features.unknown, " ") != "no-such-feature" {
 		t.Fatalf("unknown features %v", cfg.features.unknown)
 	}
+	if got := flagMap(cfg)["enable-feature"]; got != "promql-experimental-functions,exemplar-storage,otlp-native-delta-ingestion, promql-delayed-name-removal,no-such-feature,promql-experimental-functions" {
+		t.Fatalf("/api/v1/status/flags shows enable-feature=%q, want the values given", got)
+	}
 	q, o := promql.DefaultOptions(), remotewrite.DefaultOTLPOptions()
 	cfg.features.apply(&q, &o)
 	if !q.EnableExperimentalFunctions || !q.EnableDelayedNameRemoval || !o.NativeDeltaIngestion {

@@ -482,6 +482,7 @@ func flagMap(cfg *config) map[string]string {
 		"web.external-url":              cfg.externalURL,
 		"web.route-prefix":              cfg.routePrefix,
 		"web.cors.origin":               cfg.corsOrigin,
+		"enable-feature":                strings.Join(cfg.featureList, ","),
 		"mode":                          cfg.mode,
 		"storage.path":                  cfg.storagePath,
 		"objstore.config-file":          cfg.objstoreConfig,
