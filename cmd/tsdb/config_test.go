@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/shaledb/shale/promql"
+	"github.com/shaledb/shale/storage/lsm"
 )
 
 func TestParseBytes(t *testing.T) {
@@ -66,7 +67,13 @@ func TestParseFlags(t *testing.T) {
 	if cfg.listenAddress != defaultListenAddress || !strings.HasSuffix(defaultListenAddress, ":9292") {
 		t.Fatalf("default listen address %q", cfg.listenAddress)
 	}
-	for _, bad := range [][]string{{"--mode=primary"}, {"--storage.wal=maybe"}, {"--cache.disk-size=big"}} {
+	if cfg.sizeRatio != lsm.DefaultOptions().SizeRatio {
+		t.Fatalf("default compaction size ratio %v, want the LSM's %v", cfg.sizeRatio, lsm.DefaultOptions().SizeRatio)
+	}
+	if cfg, err := parseFlags([]string{"--storage.compaction.size-ratio=1.5"}); err != nil || cfg.sizeRatio != 1.5 {
+		t.Fatalf("--storage.compaction.size-ratio=1.5: %v, %v", cfg, err)
+	}
+	for _, bad := range [][]string{{"--mode=primary"}, {"--storage.wal=maybe"}, {"--cache.disk-size=big"}, {"--storage.compaction.size-ratio=x"}} {
 		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("parseFlags(%v) accepted bad input", bad)
 		}

@@ -172,6 +172,7 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 		if cfg.walMaxInFlight != 0 {
 			lopts.WALMaxInFlight = cfg.walMaxInFlight
 		}
+		lopts.SizeRatio = cfg.sizeRatio
 		// Two writers on one local folder are an accident (two processes
 		// started with the same path); on S3 a new writer taking over is
 		// how a writer moves.
@@ -489,6 +490,7 @@ func flagMap(cfg *config) map[string]string {
 		"storage.wal":                   cfg.wal.String(),
 		"storage.wal.flush-interval":    cfg.walFlushInterval.String(),
 		"storage.wal.max-in-flight":     fmt.Sprint(cfg.walMaxInFlight),
+		"storage.compaction.size-ratio": fmt.Sprint(cfg.sizeRatio),
 		"storage.wal.min-interval":      cfg.walMinInterval.String(),
 		"storage.take-over":             fmt.Sprint(cfg.takeOver),
 		"storage.write-timeout":         cfg.writeTimeout.String(),
