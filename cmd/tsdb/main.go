@@ -201,6 +201,9 @@ func parseFlags(args []string) (*config, error) {
 		return nil, err
 	}
 	cfg.features = parseFeatures(cfg.featureList)
+	if !(cfg.sizeRatio > 0) {
+		return nil, fmt.Errorf("--storage.compaction.size-ratio must be positive, got %v", cfg.sizeRatio)
+	}
 	if !cfg.cacheMemorySet && cfg.memoryLimit > 0 {
 		// A memory limit is a budget for the whole process: the head's
 		// series and queries need most of it.
