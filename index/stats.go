@@ -73,18 +73,7 @@ func ComputeStats(ctx context.Context, r Reader, topN int) (Stats, error) {
 // Stats computes the cardinality statistics of the index. It holds the read
 // lock throughout, so appenders that create series wait for it.
 func (ix *MemIndex) Stats(topN int) Stats {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	sb := newStatsBuilder(topN)
-	sb.st.NumSeries = uint64(len(ix.offsets))
-	for name, np := range ix.postings {
-		sb.startName()
-		for v, p := range np.values {
-			sb.pair(name, v, p.card())
-		}
-		sb.endName(name, len(np.values))
-	}
-	return sb.result()
+	return UnionStats([]*MemIndex{ix}, []*roaring.Bitmap{nil}, topN)
 }
 
 // UnionStats computes the cardinality statistics of the union of the series

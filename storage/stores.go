@@ -133,9 +133,6 @@ func (db *DB) HeadStats(topN int) (st index.Stats, mint, maxt int64, ok bool) {
 		}
 		mint = min(mint, m)
 	}
-	if len(parts) == 1 {
-		return parts[0].idx.Stats(topN), mint, db.head.maxT.Load(), true
-	}
 	// Near a partition boundary most series are in two partitions: count
 	// each once, from the refs of each partition's series that no earlier
 	// one holds, without building an index of the union (which at millions
