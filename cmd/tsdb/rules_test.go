@@ -258,8 +258,13 @@ func TestRecordingRulesAgainstPrometheus(t *testing.T) {
 	}
 
 	// Shale's recorded values against Debian's Prometheus evaluating each
-	// rule at the same timestamps (5 per series).
-	compared := 0
+	// rule at the same timestamps (5 per series). Prometheus 2 selects a
+	// range closed on the left and Prometheus 3 (Shale's engine) open on
+	// the left, so they differ where a timestamp falls on a sample's (whole
+	// seconds here). The group's offset within its interval comes from a
+	// hash of the rule file's path, a temporary folder, so about one run in
+	// a thousand evaluates on whole seconds: those timestamps are left out.
+	compared, onSample := 0, 0
 	for key, samples := range shale {
 		var metric map[string]string
 		if err := json.Unmarshal([]byte(key), &metric); err != nil {
@@ -268,10 +273,14 @@ func TestRecordingRulesAgainstPrometheus(t *testing.T) {
 		rule := compareRuleList[metric["__name__"]]
 		var stamps []int64
 		for ts := range samples {
+			if ts%1000 == 0 {
+				onSample++
+				continue
+			}
 			stamps = append(stamps, ts)
 		}
 		sort.Slice(stamps, func(i, j int) bool { return stamps[i] > stamps[j] })
-		for _, ts := range stamps[:5] {
+		for _, ts := range stamps[:min(5, len(stamps))] {
 			var res []vectorSample
 			queryResult(t, debian, "/api/v1/query", url.Values{"query": {rule.expr}, "time": {strconv.FormatFloat(float64(ts)/1000, 'f', 3, 64)}}, &res)
 			found := false
@@ -298,7 +307,10 @@ func TestRecordingRulesAgainstPrometheus(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d recorded series, %d values checked against Debian's Prometheus", len(shale), compared)
+	if compared == 0 && onSample == 0 {
+		t.Error("no recorded value checked against Debian's Prometheus")
+	}
+	t.Logf("%d recorded series, %d values checked against Debian's Prometheus, %d left out on a sample's timestamp", len(shale), compared, onSample)
 }
 
 // TestRuleFilesRefusedAtStart starts the server with a rule file promtool
