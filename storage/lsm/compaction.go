@@ -3,73 +3,132 @@ package lsm
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/shaledb/shale/storage/lsm/sst"
 )
 
-// compactionPlan says what one compaction merges. Sources are always the
-// oldest L0 tables plus the newest sorted runs, so the output run is newer
-// than every run left and older than every L0 table left.
+// compactionLane is one of the two lanes compactions run in, one
+// compaction at a time in each, side by side. laneL0 drains L0 into a new
+// run, taking in the newest runs while they are small; laneRuns merges runs
+// once they add up to Options.RunLaneBytes, which takes minutes at millions
+// of series, and L0 would fill and stall writers if its compactions waited.
+//
+// The lanes never share a run (DB.busyRuns), and what each merges is
+// contiguous in age: laneL0 takes every L0 table and the newest runs, and
+// puts its output at the front; laneRuns takes consecutive runs from the
+// newest one laneL0 is not using, and puts its output in their place. So
+// every L0 table stays newer than every run, and runs stay in age order,
+// whichever lane commits first.
+type compactionLane int
+
+const (
+	laneL0 compactionLane = iota
+	laneRuns
+)
+
+func (l compactionLane) String() string {
+	if l == laneL0 {
+		return "l0"
+	}
+	return "runs"
+}
+
+// compactionPlan says what one compaction merges: L0 tables, or consecutive
+// sorted runs, or both (the oldest L0 tables and the newest runs); its
+// output takes their place.
 type compactionPlan struct {
+	Lane   compactionLane
 	L0     []string // ids of the L0 tables merged
 	Runs   []uint64 // ids of the sorted runs merged, newest first
 	Bottom bool     // no data older than the sources exists: deletes may go
 }
 
 func (p *compactionPlan) String() string {
-	return fmt.Sprintf("l0=%d runs=%v bottom=%v", len(p.L0), p.Runs, p.Bottom)
+	return fmt.Sprintf("lane=%v l0=%d runs=%v bottom=%v", p.Lane, len(p.L0), p.Runs, p.Bottom)
 }
 
 // planCompaction is the size-tiered policy: it decides, the executor does.
-// It returns nil when nothing needs doing.
-func planCompaction(m *manifest, o *Options) *compactionPlan {
-	var p compactionPlan
-	var size float64
-	switch {
-	case len(m.L0) >= o.L0CompactionTrigger:
-		for i := range m.L0 {
-			p.L0 = append(p.L0, m.L0[i].ID)
-			size += float64(m.L0[i].Size)
-		}
-		for i := range m.Runs {
-			rs := float64(m.Runs[i].size())
-			if rs > size*o.SizeRatio {
-				break
+// It returns the next compaction of lane that leaves out the runs busy in
+// the other, or nil when there is nothing for the lane to do.
+func planCompaction(m *manifest, o *Options, lane compactionLane, busy map[uint64]bool) *compactionPlan {
+	p := compactionPlan{Lane: lane}
+	last := -1 // index in m.Runs of the oldest run taken
+	if lane == laneL0 {
+		var size float64
+		switch {
+		case len(m.L0) >= o.L0CompactionTrigger:
+			for i := range m.L0 {
+				p.L0 = append(p.L0, m.L0[i].ID)
+				size += float64(m.L0[i].Size)
 			}
-			p.Runs = append(p.Runs, m.Runs[i].ID)
-			size += rs
-		}
-	case len(m.Runs) > o.MaxSortedRuns:
-		n := len(m.Runs) - o.MaxSortedRuns + 1
-		for i := 0; i < n; i++ {
-			p.Runs = append(p.Runs, m.Runs[i].ID)
-		}
-	case len(m.Tombs) > 0:
-		// Rewrite every run a range tombstone still reaches into (and all
-		// that is newer), so the deleted entries and the tombstone can go.
-		last := -1
-		for i := range m.Runs {
-			for j := range m.Tombs {
-				if runHitByTomb(&m.Runs[i], &m.Tombs[j]) {
-					last = i
+			for i := range m.Runs {
+				rs := float64(m.Runs[i].size())
+				if busy[m.Runs[i].ID] || rs > size*o.SizeRatio || size+rs > float64(o.RunLaneBytes) {
+					break
+				}
+				p.Runs = append(p.Runs, m.Runs[i].ID)
+				size += rs
+				last = i
+			}
+		case len(m.Tombs) > 0 && len(busy) == 0:
+			// Rewrite every run a range tombstone still reaches into (and
+			// all that is newer), so the deleted entries and the tombstone
+			// can go.
+			for i := range m.Runs {
+				for j := range m.Tombs {
+					if runHitByTomb(&m.Runs[i], &m.Tombs[j]) {
+						last = i
+					}
 				}
 			}
-		}
-		if last < 0 {
+			if last < 0 {
+				return nil
+			}
+			for k := range m.L0 {
+				p.L0 = append(p.L0, m.L0[k].ID)
+			}
+			for i := 0; i <= last; i++ {
+				p.Runs = append(p.Runs, m.Runs[i].ID)
+			}
+		default:
 			return nil
 		}
-		for k := range m.L0 {
-			p.L0 = append(p.L0, m.L0[k].ID)
+	} else {
+		first := 0
+		for first < len(m.Runs) && busy[m.Runs[first].ID] {
+			first++
 		}
-		for i := 0; i <= last; i++ {
-			p.Runs = append(p.Runs, m.Runs[i].ID)
+		free := func(i int) bool { return i < len(m.Runs) && !busy[m.Runs[i].ID] }
+		if len(m.Runs) > o.MaxSortedRuns {
+			n := len(m.Runs) - o.MaxSortedRuns + 1
+			for i := first; free(i) && len(p.Runs) < n; i++ {
+				p.Runs = append(p.Runs, m.Runs[i].ID)
+				last = i
+			}
+		} else if free(first) {
+			size := float64(m.Runs[first].size())
+			p.Runs, last = append(p.Runs, m.Runs[first].ID), first
+			for i := first + 1; free(i); i++ {
+				rs := float64(m.Runs[i].size())
+				if rs > size*o.SizeRatio {
+					break
+				}
+				p.Runs = append(p.Runs, m.Runs[i].ID)
+				size += rs
+				last = i
+			}
+			if size < float64(o.RunLaneBytes) {
+				return nil // small: laneL0 takes these in with L0
+			}
 		}
-	default:
-		return nil
+		if len(p.Runs) < 2 {
+			return nil
+		}
 	}
-	p.Bottom = len(p.Runs) == len(m.Runs)
+	p.Bottom = last == len(m.Runs)-1
 	return &p
 }
 
@@ -104,22 +163,49 @@ func runHitByTomb(r *sortedRun, rt *rangeTomb) bool {
 	return false
 }
 
-// Compact runs compactions until the policy finds nothing to do.
+// Compact runs compactions in both lanes until the policy finds nothing to
+// do.
 func (db *DB) Compact(ctx context.Context) error {
 	for {
-		done, err := db.compactOnce(ctx)
+		done, err := db.compactOnce(ctx, laneL0)
+		if err != nil {
+			return err
+		}
+		if !done {
+			continue
+		}
+		if done, err = db.compactOnce(ctx, laneRuns); err != nil || done {
+			return err
+		}
+	}
+}
+
+// compactLane runs compactions of lane until it finds nothing to do; after
+// each of laneL0 it kicks laneRuns, whose work the new run may complete.
+func (db *DB) compactLane(ctx context.Context, lane compactionLane) error {
+	for {
+		done, err := db.compactOnce(ctx, lane)
+		if lane == laneL0 && !done {
+			kick(db.runsKick)
+		}
 		if err != nil || done {
 			return err
 		}
 	}
 }
 
-// compactOnce plans and runs one compaction; done means there was none.
-func (db *DB) compactOnce(ctx context.Context) (done bool, err error) {
-	db.compactMu.Lock()
-	defer db.compactMu.Unlock()
-	db.compacting.Store(true)
-	defer db.compacting.Store(false)
+// errSourcesGone abandons a compaction whose sources left the manifest
+// while it ran (a range tombstone dropped a table whole); its output would
+// bring back what the tombstone deleted.
+var errSourcesGone = errors.New("lsm: compaction sources left the manifest")
+
+// compactOnce plans and runs one compaction of lane; done means there was
+// none.
+func (db *DB) compactOnce(ctx context.Context, lane compactionLane) (done bool, err error) {
+	db.laneMu[lane].Lock()
+	defer db.laneMu[lane].Unlock()
+	db.compacting.Add(1)
+	defer db.compacting.Add(-1)
 	db.mu.Lock()
 	if db.err != nil {
 		err := db.err
@@ -128,11 +214,30 @@ func (db *DB) compactOnce(ctx context.Context) (done bool, err error) {
 	}
 	man := db.man
 	db.mu.Unlock()
-	plan := planCompaction(man, &db.opts)
+	db.planMu.Lock()
+	plan := planCompaction(man, &db.opts, lane, db.busyRuns)
+	if plan != nil {
+		for _, id := range plan.Runs {
+			db.busyRuns[id] = true
+		}
+	}
+	db.planMu.Unlock()
 	if plan == nil {
 		return true, nil
 	}
-	if err := db.runCompaction(ctx, man, plan); err != nil {
+	defer func() {
+		db.planMu.Lock()
+		for _, id := range plan.Runs {
+			delete(db.busyRuns, id)
+		}
+		db.planMu.Unlock()
+	}()
+	err = db.runCompaction(ctx, man, plan)
+	if errors.Is(err, errSourcesGone) {
+		db.logger.Info("lsm: compaction abandoned: a range tombstone dropped one of its tables", "plan", plan.String())
+		return false, nil // planned again from the new manifest
+	}
+	if err != nil {
 		return true, err
 	}
 	return false, nil
@@ -228,7 +333,10 @@ func (db *DB) runCompaction(ctx context.Context, man *manifest, plan *compaction
 			return err
 		}
 	}
-	err := db.commit(func(next *manifest) {
+	err := db.commit(func(next *manifest) error {
+		if !sourcesPresent(next, src.man) {
+			return errSourcesGone
+		}
 		l0 := next.L0[:0:0]
 		for _, t := range next.L0 {
 			if !inL0[t.ID] {
@@ -236,15 +344,27 @@ func (db *DB) runCompaction(ctx context.Context, man *manifest, plan *compaction
 			}
 		}
 		next.L0 = l0
+		// The output takes the place of its newest run (the front when it
+		// merged L0 alone): runs the other lane put in front meanwhile are
+		// newer, the ones behind older.
 		runs := next.Runs[:0:0]
-		if len(out) > 0 {
-			runs = append(runs, sortedRun{ID: next.NextRunID, Tables: out})
-			next.NextRunID++
+		placed := len(out) == 0
+		place := func() {
+			if !placed {
+				runs = append(runs, sortedRun{ID: next.NextRunID, Tables: out})
+				next.NextRunID++
+				placed = true
+			}
+		}
+		if len(plan.Runs) == 0 {
+			place()
 		}
 		for _, r := range next.Runs {
-			if !inRuns[r.ID] {
-				runs = append(runs, r)
+			if inRuns[r.ID] {
+				place()
+				continue
 			}
+			runs = append(runs, r)
 		}
 		next.Runs = runs
 		// The output holds nothing the snapshot's tombstones delete; those
@@ -264,6 +384,7 @@ func (db *DB) runCompaction(ctx context.Context, man *manifest, plan *compaction
 			}
 		}
 		next.Tombs = tombs
+		return nil
 	}, nil)
 	if err != nil {
 		return err
@@ -273,6 +394,17 @@ func (db *DB) runCompaction(ctx context.Context, man *manifest, plan *compaction
 	db.m.compactionBytes.Add(float64(written))
 	db.logger.Info("lsm: compaction done", "plan", plan.String(), "tables", len(out), "bytes", written, "took", time.Since(start))
 	return nil
+}
+
+// sourcesPresent reports whether every table of src is still in m.
+func sourcesPresent(m, src *manifest) bool {
+	live := m.tableIDs()
+	for id := range src.tableIDs() {
+		if !live[id] {
+			return false
+		}
+	}
+	return true
 }
 
 // outputSlack is what a compaction output table may hold beyond

@@ -81,6 +81,7 @@ type DB struct {
 	walKick   chan struct{}
 	flushKick chan struct{}
 	compKick  chan struct{}
+	runsKick  chan struct{}
 
 	commitMu sync.Mutex // serialises manifest commits
 	manID    uint64
@@ -97,10 +98,16 @@ type DB struct {
 	droppedAt   map[string]time.Time
 	replayMoves []replayMove
 
-	compactMu sync.Mutex // one compaction at a time
-	// compacting is true while a compaction is planned or runs;
+	// One compaction at a time in each lane: laneL0 drains L0 (with the
+	// newest small runs), laneRuns merges large runs beside it. busyRuns
+	// names the runs a compaction in flight merges, so that the other lane
+	// plans around them (guarded by planMu).
+	laneMu   [2]sync.Mutex
+	planMu   sync.Mutex
+	busyRuns map[uint64]bool
+	// compacting counts compactions being planned or running;
 	// compactionsDone counts those committed (Status).
-	compacting      atomic.Bool
+	compacting      atomic.Int32
 	compactionsDone atomic.Uint64
 
 	// logFence is this writer's first WAL id (claimWAL): log records of
@@ -132,6 +139,8 @@ func Open(ctx context.Context, bucket objstore.Bucket, prefix string, opts Optio
 		walKick:   make(chan struct{}, 1),
 		flushKick: make(chan struct{}, 1),
 		compKick:  make(chan struct{}, 1),
+		runsKick:  make(chan struct{}, 1),
+		busyRuns:  map[uint64]bool{},
 		inflight:  map[string]bool{},
 		droppedAt: map[string]time.Time{},
 	}
@@ -177,9 +186,13 @@ func Open(ctx context.Context, bucket objstore.Bucket, prefix string, opts Optio
 	}
 	db.goLoop(db.flushLoop)
 	if opts.CompactionInterval > 0 {
-		db.goLoop(func() {
-			db.every(opts.CompactionInterval, db.compKick, slog.LevelError, "lsm: compaction failed; will retry", db.Compact)
-		})
+		for lane, ch := range map[compactionLane]chan struct{}{laneL0: db.compKick, laneRuns: db.runsKick} {
+			db.goLoop(func() {
+				db.every(opts.CompactionInterval, ch, slog.LevelError, "lsm: compaction failed; will retry", func(ctx context.Context) error {
+					return db.compactLane(ctx, lane)
+				})
+			})
+		}
 	}
 	if opts.GCInterval > 0 {
 		db.goLoop(func() {
@@ -610,13 +623,14 @@ func (db *DB) flushMemtable(m *memtable) error {
 	if err := db.awaitWAL(m.wal); err != nil {
 		return err
 	}
-	err = db.commit(func(next *manifest) {
+	err = db.commit(func(next *manifest) error {
 		if meta != nil {
 			next.L0 = append([]tableMeta{*meta}, next.L0...)
 		}
 		next.Tombs = append(next.Tombs, m.rangeTombs()...)
 		next.LastSeq = max(next.LastSeq, m.maxSeq)
 		next.ReplayAfter = max(next.ReplayAfter, m.walID)
+		return nil
 	}, func() {
 		for i := len(db.imms) - 1; i >= 0; i-- {
 			if db.imms[i] == m {
@@ -715,11 +729,13 @@ func buildTable(opts sst.WriterOptions, iv sst.IntervalFunc, sizeHint int64, eac
 
 // commit writes the next manifest version: edit changes a copy of the
 // current one, then installed runs under mu once the new version is durable.
-func (db *DB) commit(edit func(next *manifest), installed func()) error {
+func (db *DB) commit(edit func(next *manifest) error, installed func()) error {
 	db.commitMu.Lock()
 	defer db.commitMu.Unlock()
 	next := db.man.clone()
-	edit(next)
+	if err := edit(next); err != nil {
+		return err
+	}
 	next.WriterEpoch = db.epoch
 	if !db.opts.KeepLog {
 		next.LogAfter = max(next.LogAfter, next.ReplayAfter)

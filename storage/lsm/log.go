@@ -165,8 +165,9 @@ func (db *DB) TruncateLog(ctx context.Context, mark uint64) error {
 	if mark <= cur {
 		return nil
 	}
-	return db.commit(func(next *manifest) {
+	return db.commit(func(next *manifest) error {
 		next.LogAfter = max(next.LogAfter, mark)
+		return nil
 	}, nil)
 }
 

@@ -185,6 +185,9 @@ func runModel(t *testing.T, base objstore.Bucket, cfg modelConfig) {
 	opts.L0StallTables = 1000
 	opts.MaxSortedRuns = 3
 	opts.TargetTableBytes = 2 << 10
+	// Runs of a few tables go to the run lane: with background compaction
+	// it merges them beside the L0 lane.
+	opts.RunLaneBytes = 512
 	if !cfg.wal {
 		// Without a WAL only flushed writes are durable; keep flushes to the
 		// test's Flush calls so the durable state is known exactly.

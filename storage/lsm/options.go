@@ -123,6 +123,12 @@ type Options struct {
 	SizeRatio float64
 	// TargetTableBytes splits compaction output into tables of about this size.
 	TargetTableBytes int64
+	// RunLaneBytes: compactions of sorted runs that add up to this many
+	// bytes run in a lane of their own, beside the compactions that drain
+	// L0, so that rewriting a large run does not leave L0 to fill up and
+	// stall writers while it lasts. Compactions of L0 take in no more runs
+	// than keep them under it.
+	RunLaneBytes int64
 	// CompactionInterval is how often the planner looks for work besides
 	// after every L0 flush; 0 disables background compaction (Compact still
 	// works).
@@ -185,6 +191,7 @@ func DefaultOptions() Options {
 		MaxSortedRuns:       8,
 		SizeRatio:           4,
 		TargetTableBytes:    16 << 20,
+		RunLaneBytes:        128 << 20,
 		CompactionInterval:  5 * time.Second,
 		GCInterval:          time.Minute,
 		GCGracePeriod:       10 * time.Minute,
@@ -218,6 +225,7 @@ func (o *Options) Validate() error {
 	check(o.MaxSortedRuns >= 1, "MaxSortedRuns must be at least 1, got %d", o.MaxSortedRuns)
 	check(o.SizeRatio > 0, "SizeRatio must be positive, got %v", o.SizeRatio)
 	check(o.TargetTableBytes > 0, "TargetTableBytes must be positive, got %d", o.TargetTableBytes)
+	check(o.RunLaneBytes > 0, "RunLaneBytes must be positive, got %d", o.RunLaneBytes)
 	check(o.CompactionInterval >= 0, "CompactionInterval must not be negative")
 	check(o.GCInterval >= 0, "GCInterval must not be negative")
 	check(o.GCGracePeriod >= 0, "GCGracePeriod must not be negative")

@@ -32,7 +32,8 @@ type Status struct {
 	// ExpectedLogRecords counts log records announced with ExpectLog and
 	// not yet appended or withdrawn (writer only).
 	ExpectedLogRecords int
-	// Compacting is true while a compaction is planned or runs;
+	// Compacting is true while a compaction is planned or runs (in either
+	// lane);
 	// Compactions counts those committed since the DB opened (writer only).
 	Compacting  bool
 	Compactions uint64
@@ -95,7 +96,7 @@ func (db *DB) Status() Status {
 	if man != nil {
 		manifestStatus(&st, man)
 	}
-	st.Compacting = db.compacting.Load()
+	st.Compacting = db.compacting.Load() > 0
 	st.Compactions = db.compactionsDone.Load()
 	return st
 }
