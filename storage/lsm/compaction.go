@@ -206,15 +206,16 @@ func (db *DB) compactOnce(ctx context.Context, lane compactionLane) (done bool, 
 	defer db.laneMu[lane].Unlock()
 	db.compacting.Add(1)
 	defer db.compacting.Add(-1)
+	// The manifest is read under planMu: a run the other lane merged is
+	// either still busy or already out of the manifest.
+	db.planMu.Lock()
 	db.mu.Lock()
-	if db.err != nil {
-		err := db.err
-		db.mu.Unlock()
+	man, err := db.man, db.err
+	db.mu.Unlock()
+	if err != nil {
+		db.planMu.Unlock()
 		return true, err
 	}
-	man := db.man
-	db.mu.Unlock()
-	db.planMu.Lock()
 	plan := planCompaction(man, &db.opts, lane, db.busyRuns)
 	if plan != nil {
 		for _, id := range plan.Runs {
@@ -389,9 +390,9 @@ func (db *DB) runCompaction(ctx context.Context, man *manifest, plan *compaction
 	if err != nil {
 		return err
 	}
-	db.m.compactions.Inc()
+	db.m.compactions[plan.Lane].Inc()
 	db.compactionsDone.Add(1)
-	db.m.compactionBytes.Add(float64(written))
+	db.m.compactionBytes[plan.Lane].Add(float64(written))
 	db.logger.Info("lsm: compaction done", "plan", plan.String(), "tables", len(out), "bytes", written, "took", time.Since(start))
 	return nil
 }

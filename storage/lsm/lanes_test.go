@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/shaledb/shale/storage/objstore"
 )
 
@@ -154,6 +156,9 @@ func TestRunLaneBesideL0(t *testing.T) {
 	}
 	if done, err := wait(); err != nil || done {
 		t.Fatalf("run lane: done=%v err=%v", done, err)
+	}
+	if l0, runs := testutil.ToFloat64(db.m.compactions[laneL0]), testutil.ToFloat64(db.m.compactions[laneRuns]); l0 != 4 || runs != 1 {
+		t.Fatalf("shale_lsm_compactions_total: l0 %v, runs %v; want 4 and 1", l0, runs)
 	}
 	man = db.manifestNow()
 	if len(man.Runs) != 3 {

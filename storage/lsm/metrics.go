@@ -10,8 +10,8 @@ import (
 
 type metrics struct {
 	flushes         prometheus.Counter
-	compactions     prometheus.Counter
-	compactionBytes prometheus.Counter
+	compactions     [2]prometheus.Counter // by compactionLane
+	compactionBytes [2]prometheus.Counter
 	bytesWritten    *prometheus.CounterVec
 	bytesRead       prometheus.Counter
 	putsLanded      prometheus.Counter
@@ -31,8 +31,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	set := promreg.NewSet(reg)
 	m := &metrics{
 		flushes:         set.Counter("shale_lsm_flushes_total", "Memtables flushed to L0 tables."),
-		compactions:     set.Counter("shale_lsm_compactions_total", "Compactions committed."),
-		compactionBytes: set.Counter("shale_lsm_compaction_written_bytes_total", "Bytes of tables written by compactions."),
 		bytesWritten:    set.CounterVec("shale_lsm_object_written_bytes_total", "Bytes written to the object store, by object kind.", "kind"),
 		bytesRead:       set.Counter("shale_lsm_object_read_bytes_total", "Bytes read from the object store."),
 		putsLanded: set.Counter("shale_lsm_conditional_puts_landed_total",
@@ -55,6 +53,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		"WAL objects sealed for writing, by why: interval (--storage.wal.flush-interval), early (every write in progress had joined it, --storage.wal.min-interval), full, memtable (a memtable froze) or sync (a flush or log mark).", "reason")
 	for r := range nSealReasons {
 		m.walSealed[r] = sealed.WithLabelValues(r.String())
+	}
+	compactions := set.CounterVec("shale_lsm_compactions_total", "Compactions committed, by lane: l0 (L0 tables with the newest small runs) or runs (large runs merged beside it).", "lane")
+	compactionBytes := set.CounterVec("shale_lsm_compaction_written_bytes_total", "Bytes of tables written by compactions, by lane.", "lane")
+	for _, l := range []compactionLane{laneL0, laneRuns} {
+		m.compactions[l] = compactions.WithLabelValues(l.String())
+		m.compactionBytes[l] = compactionBytes.WithLabelValues(l.String())
 	}
 	if err := set.Err(); err != nil {
 		return nil, fmt.Errorf("lsm: register metrics: %w", err)
