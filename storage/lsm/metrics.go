@@ -30,9 +30,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	// Two DBs (or a DB and a Reader) on one registry share these series.
 	set := promreg.NewSet(reg)
 	m := &metrics{
-		flushes:         set.Counter("shale_lsm_flushes_total", "Memtables flushed to L0 tables."),
-		bytesWritten:    set.CounterVec("shale_lsm_object_written_bytes_total", "Bytes written to the object store, by object kind.", "kind"),
-		bytesRead:       set.Counter("shale_lsm_object_read_bytes_total", "Bytes read from the object store."),
+		flushes:      set.Counter("shale_lsm_flushes_total", "Memtables flushed to L0 tables."),
+		bytesWritten: set.CounterVec("shale_lsm_object_written_bytes_total", "Bytes written to the object store, by object kind.", "kind"),
+		bytesRead:    set.Counter("shale_lsm_object_read_bytes_total", "Bytes read from the object store."),
 		putsLanded: set.Counter("shale_lsm_conditional_puts_landed_total",
 			"Conditional puts that failed or lost their answer but had landed, as a read-back showed."),
 		writerState: set.GaugeVec("shale_lsm_writer_state",
