@@ -128,7 +128,7 @@ func parseFlags(args []string) (*config, error) {
 		Default("0s").DurationVar(&cfg.walMinInterval)
 	app.Flag("storage.wal.max-in-flight", "How many write-ahead log objects are written at once (1 to 16): the next ones fill meanwhile, and a write is acknowledged once its object and every earlier one are stored.").
 		Default("8").IntVar(&cfg.walMaxInFlight)
-	app.Flag("storage.compaction.size-ratio", "A compaction of newer data also takes in the next older sorted run of the LSM when that run is at most this many times the bytes collected so far. Lower rewrites less and leaves more runs for reads to consult: at 10M series, 1 kept a partition boundary from stalling writes (docs/benchmarks.md).").
+	app.Flag("storage.compaction.size-ratio", "A compaction of newer data also takes in the next older sorted run of the LSM when that run is at most this many times the bytes collected so far. Higher leaves fewer runs for reads to consult and rewrites more: at 10M series, 4 rewrote the whole database every few minutes (docs/benchmarks.md).").
 		Default(strconv.FormatFloat(lsm.DefaultOptions().SizeRatio, 'g', -1, 64)).Float64Var(&cfg.sizeRatio)
 	app.Flag("storage.write-timeout", "How long a remote write may wait for the object store (its samples to become durable with the WAL on). Past it, and at once while the store has been failing for longer, the sender gets 503 with Retry-After and retries. Well under a sender's 30s timeout. 0: no bound.").
 		Default(sd.WriteTimeout.String()).DurationVar(&cfg.writeTimeout)

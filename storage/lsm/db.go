@@ -186,10 +186,10 @@ func Open(ctx context.Context, bucket objstore.Bucket, prefix string, opts Optio
 	}
 	db.goLoop(db.flushLoop)
 	if opts.CompactionInterval > 0 {
-		for lane, ch := range map[compactionLane]chan struct{}{laneL0: db.compKick, laneRuns: db.runsKick} {
+		for lane, ch := range [...]chan struct{}{laneL0: db.compKick, laneRuns: db.runsKick} {
 			db.goLoop(func() {
 				db.every(opts.CompactionInterval, ch, slog.LevelError, "lsm: compaction failed; will retry", func(ctx context.Context) error {
-					return db.compactLane(ctx, lane)
+					return db.compactLane(ctx, compactionLane(lane))
 				})
 			})
 		}

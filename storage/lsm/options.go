@@ -189,7 +189,7 @@ func DefaultOptions() Options {
 		L0CompactionTrigger: 4,
 		L0StallTables:       24,
 		MaxSortedRuns:       8,
-		SizeRatio:           4,
+		SizeRatio:           1,
 		TargetTableBytes:    16 << 20,
 		RunLaneBytes:        128 << 20,
 		CompactionInterval:  5 * time.Second,
