@@ -125,22 +125,31 @@ func startHeldRunLane(t *testing.T, db *DB, g *readGate, firstTable, key string)
 	}
 }
 
-// TestRunLaneBesideL0 holds a merge of two runs on a read while newer
-// writes are flushed and compacted: L0 must drain meanwhile, and once the
-// merge commits, the newest value of every key must still win, which it
-// would not if the merged run went in front of the newer one.
-func TestRunLaneBesideL0(t *testing.T) {
+// twoRuns opens a DB with laneOptions on a readGate, closed when the test
+// ends, and makes two runs of n keys each (prefix-NNN = value), older first;
+// it returns the manifest that holds them and no L0 table.
+func twoRuns(t *testing.T, prefix1 string, n1 int, value1, prefix2 string, n2 int, value2 string) (*DB, *readGate, *manifest) {
+	t.Helper()
 	g := &readGate{Bucket: objstore.NewMemoryBucket()}
 	db := openDB(t, g, laneOptions(), Components{})
-	defer db.Close()
-	flushValues(t, db, "k", 200, "a")
+	t.Cleanup(func() { db.Close() })
+	flushValues(t, db, prefix1, n1, value1)
 	compactL0(t, db)
-	flushValues(t, db, "k", 200, "b")
+	flushValues(t, db, prefix2, n2, value2)
 	compactL0(t, db)
 	man := db.manifestNow()
 	if len(man.Runs) != 2 || len(man.L0) != 0 {
 		t.Fatalf("%d runs, %d L0 tables; want 2 and 0", len(man.Runs), len(man.L0))
 	}
+	return db, g, man
+}
+
+// TestRunLaneBesideL0 holds a merge of two runs on a read while newer
+// writes are flushed and compacted: L0 must drain meanwhile, and once the
+// merge commits, the newest value of every key must still win, which it
+// would not if the merged run went in front of the newer one.
+func TestRunLaneBesideL0(t *testing.T) {
+	db, g, man := twoRuns(t, "k", 200, "a", "k", 200, "b")
 	wait := startHeldRunLane(t, db, g, man.Runs[1].Tables[0].ID, "k000")
 
 	for round, v := range []string{"c", "d"} {
@@ -183,17 +192,7 @@ func TestRunLaneBesideL0(t *testing.T) {
 // reaching nothing else, leaves the manifest. The merge must not commit: its
 // output would bring the deleted keys back.
 func TestCompactionAbandonedWhenSourceDropped(t *testing.T) {
-	g := &readGate{Bucket: objstore.NewMemoryBucket()}
-	db := openDB(t, g, laneOptions(), Components{})
-	defer db.Close()
-	flushValues(t, db, "a", 100, "old")
-	compactL0(t, db)
-	flushValues(t, db, "b", 100, "new")
-	compactL0(t, db)
-	man := db.manifestNow()
-	if len(man.Runs) != 2 {
-		t.Fatalf("%d runs, want 2", len(man.Runs))
-	}
+	db, g, man := twoRuns(t, "a", 100, "old", "b", 100, "new")
 	wait := startHeldRunLane(t, db, g, man.Runs[0].Tables[0].ID, "b000")
 
 	if err := db.DeleteRange(context.Background(), []byte("a"), []byte("b")); err != nil {
