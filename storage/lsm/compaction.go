@@ -54,98 +54,119 @@ func (p *compactionPlan) String() string {
 // It returns the next compaction of lane that leaves out the runs busy in
 // the other, or nil when there is nothing for the lane to do.
 func planCompaction(m *manifest, o *Options, lane compactionLane, busy map[uint64]bool) *compactionPlan {
-	p := compactionPlan{Lane: lane}
-	last := -1 // index in m.Runs of the oldest run taken
 	if lane == laneL0 {
+		return planL0(m, o, busy)
+	}
+	return planRuns(m, o, busy)
+}
+
+// planL0 merges every L0 table, once there are L0CompactionTrigger of them,
+// with the newest free runs while each is no larger than SizeRatio times
+// what is taken before it and all stays under RunLaneBytes. With too few L0
+// tables and no run busy, it rewrites the runs a range tombstone still
+// reaches (and all that is newer), so the deleted entries and the tombstone
+// can go.
+func planL0(m *manifest, o *Options, busy map[uint64]bool) *compactionPlan {
+	p := compactionPlan{Lane: laneL0}
+	last := -1 // index in m.Runs of the oldest run taken
+	switch {
+	case len(m.L0) >= o.L0CompactionTrigger:
 		var size float64
-		switch {
-		case len(m.L0) >= o.L0CompactionTrigger:
-			for i := range m.L0 {
-				p.L0 = append(p.L0, m.L0[i].ID)
-				size += float64(m.L0[i].Size)
+		for i := range m.L0 {
+			p.L0 = append(p.L0, m.L0[i].ID)
+			size += float64(m.L0[i].Size)
+		}
+		for i := range m.Runs {
+			rs := float64(m.Runs[i].size())
+			if busy[m.Runs[i].ID] || rs > size*o.SizeRatio || size+rs > float64(o.RunLaneBytes) {
+				break
 			}
-			for i := range m.Runs {
-				rs := float64(m.Runs[i].size())
-				if busy[m.Runs[i].ID] || rs > size*o.SizeRatio || size+rs > float64(o.RunLaneBytes) {
-					break
-				}
-				p.Runs = append(p.Runs, m.Runs[i].ID)
-				size += rs
-				last = i
-			}
-		case len(m.Tombs) > 0 && len(busy) == 0:
-			// Rewrite every run a range tombstone still reaches into (and
-			// all that is newer), so the deleted entries and the tombstone
-			// can go.
-			for i := range m.Runs {
-				for j := range m.Tombs {
-					if runHitByTomb(&m.Runs[i], &m.Tombs[j]) {
-						last = i
-					}
+			p.Runs = append(p.Runs, m.Runs[i].ID)
+			size += rs
+			last = i
+		}
+	case len(m.Tombs) > 0 && len(busy) == 0:
+		for i := range m.Runs {
+			for j := range m.Tombs {
+				if runHitByTomb(&m.Runs[i], &m.Tombs[j]) {
+					last = i
 				}
 			}
-			if last < 0 {
-				return nil
-			}
-			for k := range m.L0 {
-				p.L0 = append(p.L0, m.L0[k].ID)
-			}
-			for i := 0; i <= last; i++ {
-				p.Runs = append(p.Runs, m.Runs[i].ID)
-			}
-		default:
+		}
+		if last < 0 {
 			return nil
 		}
-	} else {
-		first := 0
-		for first < len(m.Runs) && busy[m.Runs[first].ID] {
-			first++
+		for k := range m.L0 {
+			p.L0 = append(p.L0, m.L0[k].ID)
 		}
-		free := func(i int) bool { return i < len(m.Runs) && !busy[m.Runs[i].ID] }
-		if len(m.Runs) > o.MaxSortedRuns {
-			n := len(m.Runs) - o.MaxSortedRuns + 1
-			for i := first; free(i) && len(p.Runs) < n; i++ {
-				p.Runs = append(p.Runs, m.Runs[i].ID)
-				last = i
-			}
-		} else if free(first) {
-			size := float64(m.Runs[first].size())
-			p.Runs, last = append(p.Runs, m.Runs[first].ID), first
-			for i := first + 1; free(i); i++ {
-				rs := float64(m.Runs[i].size())
-				if rs > size*o.SizeRatio {
-					break
-				}
-				p.Runs = append(p.Runs, m.Runs[i].ID)
-				size += rs
-				last = i
-			}
-			if size < float64(o.RunLaneBytes) {
-				return nil // small: laneL0 takes these in with L0
-			}
+		for i := 0; i <= last; i++ {
+			p.Runs = append(p.Runs, m.Runs[i].ID)
 		}
-		if len(p.Runs) < 2 {
-			return nil
-		}
+	default:
+		return nil
 	}
 	p.Bottom = last == len(m.Runs)-1
 	return &p
 }
 
+// planRuns merges consecutive free runs from the newest free one: as many
+// as bring the count back to MaxSortedRuns when it is exceeded, otherwise
+// those that keep within SizeRatio of what is taken before them, once they
+// add up to RunLaneBytes (smaller ones are the L0 lane's to take in).
+func planRuns(m *manifest, o *Options, busy map[uint64]bool) *compactionPlan {
+	p := compactionPlan{Lane: laneRuns}
+	first := 0
+	for first < len(m.Runs) && busy[m.Runs[first].ID] {
+		first++
+	}
+	free := func(i int) bool { return i < len(m.Runs) && !busy[m.Runs[i].ID] }
+	last := first
+	if len(m.Runs) > o.MaxSortedRuns {
+		n := len(m.Runs) - o.MaxSortedRuns + 1
+		for i := first; free(i) && len(p.Runs) < n; i++ {
+			p.Runs = append(p.Runs, m.Runs[i].ID)
+			last = i
+		}
+	} else if free(first) {
+		size := float64(m.Runs[first].size())
+		p.Runs = append(p.Runs, m.Runs[first].ID)
+		for i := first + 1; free(i); i++ {
+			rs := float64(m.Runs[i].size())
+			if rs > size*o.SizeRatio {
+				break
+			}
+			p.Runs = append(p.Runs, m.Runs[i].ID)
+			size += rs
+			last = i
+		}
+		if size < float64(o.RunLaneBytes) {
+			return nil
+		}
+	}
+	if len(p.Runs) < 2 {
+		return nil
+	}
+	p.Bottom = last == len(m.Runs)-1
+	return &p
+}
+
+// tombHits reports whether rt may delete entries of t: t holds keys in rt's
+// range written before it.
+func tombHits(t *tableMeta, rt *rangeTomb) bool {
+	return t.MinSeq < rt.seq && bytes.Compare(t.LargestKey, rt.start) >= 0 && bytes.Compare(t.SmallestKey, rt.end) < 0
+}
+
 // tombReachesOther reports whether rt may delete entries of a table not in
 // skip.
 func tombReachesOther(m *manifest, rt *rangeTomb, skip map[string]bool) bool {
-	hit := func(t *tableMeta) bool {
-		return !skip[t.ID] && t.MinSeq < rt.seq && bytes.Compare(t.LargestKey, rt.start) >= 0 && bytes.Compare(t.SmallestKey, rt.end) < 0
-	}
 	for i := range m.L0 {
-		if hit(&m.L0[i]) {
+		if !skip[m.L0[i].ID] && tombHits(&m.L0[i], rt) {
 			return true
 		}
 	}
 	for _, r := range m.Runs {
 		for i := range r.Tables {
-			if hit(&r.Tables[i]) {
+			if !skip[r.Tables[i].ID] && tombHits(&r.Tables[i], rt) {
 				return true
 			}
 		}
@@ -155,8 +176,7 @@ func tombReachesOther(m *manifest, rt *rangeTomb, skip map[string]bool) bool {
 
 func runHitByTomb(r *sortedRun, rt *rangeTomb) bool {
 	for i := range r.Tables {
-		t := &r.Tables[i]
-		if t.MinSeq < rt.seq && bytes.Compare(t.LargestKey, rt.start) >= 0 && bytes.Compare(t.SmallestKey, rt.end) < 0 {
+		if tombHits(&r.Tables[i], rt) {
 			return true
 		}
 	}
