@@ -19,6 +19,7 @@ func (c HeadCardinality) Cardinality(_ context.Context, limit int) (Cardinality,
 	return Cardinality{
 		NumSeries:                   st.NumSeries,
 		NumLabelPairs:               st.NumLabelPairs,
+		ChunkCount:                  c.DB.HeadBlocks(),
 		MinTime:                     mint,
 		MaxTime:                     maxt,
 		SeriesCountByMetricName:     nameCounts(st.SeriesCountByMetricName),

@@ -183,6 +183,27 @@ func (s *memSeries) dirtyLocked() bool {
 	return s.app.Count() > 0 || len(s.sealedLocked()) > 0 || len(s.oooLocked()) > 0
 }
 
+// blocksLocked counts the blocks the series holds in memory: the open
+// appender's samples (one block), blocks sealed at a change of sample kind,
+// out-of-order samples (one block), and the same of cuts not yet in the
+// LSM.
+func (s *memSeries) blocksLocked() int {
+	n := len(s.sealedLocked())
+	if s.app.Count() > 0 {
+		n++
+	}
+	if len(s.oooLocked()) > 0 {
+		n++
+	}
+	for c := s.flushing; c != nil; c = c.prev {
+		n += len(c.sealed)
+		if len(c.ooo) > 0 {
+			n++
+		}
+	}
+	return n
+}
+
 // cutLocked takes the samples held since the last cut and leaves the series
 // empty, ready for new appends. The result stays visible as s.flushing.
 //

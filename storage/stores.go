@@ -112,6 +112,37 @@ func matchesAny(lset labels.Labels, sets [][]*labels.Matcher) bool {
 	return false
 }
 
+// HeadBlocks returns the number of sample blocks the head's open partitions
+// hold in memory (see memSeries.blocksLocked), what Prometheus reports as its
+// head's chunk count. It takes each series' lock in turn.
+func (db *DB) HeadBlocks() int64 {
+	db.head.mu.RLock()
+	parts := db.head.sortedPartsLocked()
+	db.head.mu.RUnlock()
+	var (
+		n   int64
+		buf = make([]*memSeries, 4096)
+	)
+	for _, p := range parts {
+		for lo := 0; ; {
+			some := p.seriesFrom(lo, buf)
+			if len(some) == 0 {
+				break
+			}
+			lo += len(some)
+			for _, s := range some {
+				if s == nil {
+					continue // retired: it holds nothing
+				}
+				s.lock()
+				n += int64(s.blocksLocked())
+				s.unlock()
+			}
+		}
+	}
+	return n
+}
+
 // HeadStats returns the cardinality statistics of the series in the head's
 // open partitions (what Prometheus reports from its head block; a series in
 // two partitions counts once) and the time range of the samples the head
