@@ -114,6 +114,7 @@ type appender struct {
 	pending []pendingSample
 	ex      []pendingExemplar
 	meta    []pendingMetadata
+	metaAt  map[string]int // index in meta by family
 	opts    promstorage.AppendV2Options
 	// last is the series of the previous Append, a cheap cache for senders
 	// that send a series' samples one after another.
@@ -237,7 +238,7 @@ func (a *appender) Append(ref promstorage.SeriesRef, lset labels.Labels, st, t i
 		if family == "" {
 			family = lset.Get(model.MetricNameLabel)
 		}
-		a.meta = append(a.meta, pendingMetadata{family: family, m: opts.Metadata})
+		a.queueMetadata(family, opts.Metadata, false)
 	}
 	return promstorage.SeriesRef(s.ref) + 1, nil
 }
@@ -554,7 +555,7 @@ func (s *logScratch) release() {
 func (a *appender) Rollback() error {
 	a.done = true
 	a.withdraw()
-	a.pending, a.ex, a.meta = nil, nil, nil
+	a.pending, a.ex, a.meta, a.metaAt = nil, nil, nil, nil
 	return nil
 }
 

@@ -247,10 +247,39 @@ func (a *appender) updateMetadata(lset labels.Labels, m metadata.Metadata) {
 	if family == "" {
 		return
 	}
-	a.meta = append(a.meta, pendingMetadata{
-		family: strings.Clone(metricFamily(family, m)),
-		m:      metadata.Metadata{Type: model.MetricType(strings.Clone(string(m.Type))), Help: strings.Clone(m.Help), Unit: strings.Clone(m.Unit)},
-	})
+	a.queueMetadata(metricFamily(family, m), m, true)
+}
+
+// queueMetadata queues m as the metadata of family, unless the transaction
+// holds the same already; a different m replaces the transaction's earlier
+// one (the later wins, as it would when stored in order). clone copies the
+// strings kept. Remote write 2.0 sends metadata with every series, so most
+// of a request's repeat their family's, one after another.
+func (a *appender) queueMetadata(family string, m metadata.Metadata, clone bool) {
+	i, ok := len(a.meta)-1, false
+	if i >= 0 && a.meta[i].family == family {
+		ok = true
+	} else {
+		i, ok = a.metaAt[family]
+	}
+	if ok && a.meta[i].m == m {
+		return
+	}
+	if clone {
+		m = metadata.Metadata{Type: model.MetricType(strings.Clone(string(m.Type))), Help: strings.Clone(m.Help), Unit: strings.Clone(m.Unit)}
+	}
+	if ok {
+		a.meta[i].m = m
+		return
+	}
+	if clone {
+		family = strings.Clone(family)
+	}
+	if a.metaAt == nil {
+		a.metaAt = make(map[string]int)
+	}
+	a.metaAt[family] = len(a.meta)
+	a.meta = append(a.meta, pendingMetadata{family: family, m: m})
 }
 
 // metricFamily strips the suffixes a series name adds to its family name

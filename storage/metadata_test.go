@@ -148,3 +148,57 @@ func TestEmptyMetadataKeepsWhatWasSaid(t *testing.T) {
 		t.Fatalf("metadata of untyped: %v, %v", got, err)
 	}
 }
+
+// TestMetadataOfOneRequest: metadata sent with every series of a request,
+// as remote write 2.0 sends it, is stored once a family, and where a family's
+// metadata changes within the request the later wins, whatever came between.
+func TestMetadataOfOneRequest(t *testing.T) {
+	ctx := context.Background()
+	db, _ := openMemDB(t, DefaultOptions())
+	counter := metadata.Metadata{Type: model.MetricTypeCounter, Help: "Requests served.", Unit: "requests"}
+	hist := metadata.Metadata{Type: model.MetricTypeHistogram, Help: "Latency."}
+	gauge := metadata.Metadata{Type: model.MetricTypeGauge, Help: "Temperature."}
+	gauge2 := metadata.Metadata{Type: model.MetricTypeGauge, Help: "Temperature in kelvin.", Unit: "kelvin"}
+	sent := []struct {
+		lset labels.Labels
+		md   metadata.Metadata
+	}{
+		{labels.FromStrings("__name__", "temp", "i", "1"), gauge},
+		{labels.FromStrings("__name__", "requests_total", "i", "1"), counter},
+		{labels.FromStrings("__name__", "requests_total", "i", "2"), counter},
+		{labels.FromStrings("__name__", "latency_bucket", "le", "1"), hist},
+		{labels.FromStrings("__name__", "latency_sum"), hist},
+		{labels.FromStrings("__name__", "temp", "i", "2"), gauge2},
+		{labels.FromStrings("__name__", "requests_total", "i", "3"), counter},
+		{labels.FromStrings("__name__", "temp", "i", "3"), gauge2},
+	}
+	app := db.Appender(ctx)
+	now := time.Now().UnixMilli()
+	for _, s := range sent {
+		if _, err := app.Append(0, s.lset, now, 1); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := app.UpdateMetadata(0, s.lset, s.md); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(app.(*appenderV1).a.meta); n != 3 {
+		t.Errorf("%d metadata entries queued for 3 families", n)
+	}
+	if err := app.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.MetricMetadata(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]metadata.Metadata{"temp": gauge2, "requests_total": counter, "latency": hist}
+	if len(got) != len(want) {
+		t.Fatalf("%v, want %v", got, want)
+	}
+	for f, w := range want {
+		if len(got[f]) != 1 || got[f][0] != w {
+			t.Errorf("%s = %v, want %v", f, got[f], w)
+		}
+	}
+}
