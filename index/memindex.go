@@ -198,18 +198,16 @@ func (ix *MemIndex) EqualEach(refs []int64, lsets []labels.Labels) {
 // equalLocked compares the stored series ref with lset without building it.
 func (ix *MemIndex) equalLocked(ref uint32, lset labels.Labels) bool {
 	ids := ix.labelIDsLocked(ref)
-	if int(ids.n) != lset.Len() {
-		return false
-	}
+	// One pass: lset.Len would walk lset once more just to count.
 	equal := true
 	lset.Range(func(l labels.Label) {
 		if !equal {
 			return
 		}
-		nameID, valueID, _ := ids.next()
-		equal = ix.symtab[nameID] == l.Name && ix.symtab[valueID] == l.Value
+		nameID, valueID, ok := ids.next()
+		equal = ok && ix.symtab[nameID] == l.Name && ix.symtab[valueID] == l.Value
 	})
-	return equal
+	return equal && ids.n == 0
 }
 
 // labelIDs walks a stored series: the number of its labels, then each
