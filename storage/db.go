@@ -360,8 +360,9 @@ func (db *DB) recordSeries(ctx context.Context, p *headPart, need uint32) error 
 	p.mu.RLock()
 	n := uint32(len(p.series))
 	p.mu.RUnlock()
+	b := &p.recordBatch
+	b.Reset()
 	var (
-		b       lsm.Batch
 		size    int
 		builder labels.ScratchBuilder
 		enc     []byte
@@ -371,7 +372,7 @@ func (db *DB) recordSeries(ctx context.Context, p *headPart, need uint32) error 
 		if n == 0 {
 			return nil
 		}
-		if err := db.write(ctx, &b, true); err != nil {
+		if err := db.write(ctx, b, true); err != nil {
 			return err
 		}
 		p.recorded.Add(uint32(n))
