@@ -78,11 +78,7 @@ func BenchmarkRecordingRules(b *testing.B) {
 	opts.OutOfOrderWindow = 24 * time.Hour
 	opts.Retention = 0
 	lopts := lsm.DefaultOptions()
-	w, err := lsm.Open(ctx, objstore.NewMemoryBucket(), "", storage.LSMOptions(opts, lopts), storage.LSMComponents(lsm.Components{}))
-	if err != nil {
-		b.Fatal(err)
-	}
-	db, err := storage.Open(ctx, w, opts, storage.Components{})
+	db, err := openWriter(ctx, objstore.NewMemoryBucket(), "", opts, lopts, nil, storage.Components{})
 	if err != nil {
 		b.Fatal(err)
 	}
