@@ -484,19 +484,9 @@ func (db *DB) Write(ctx context.Context, b *Batch, opts WriteOptions) error {
 		return nil
 	}
 	if wal {
-		select {
-		case <-buf.done:
-			return buf.err
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		return buf.wait(ctx)
 	}
-	select {
-	case <-mem.flushed:
-		return mem.flushErr
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return mem.waitFlushed(ctx)
 }
 
 // lockWhenWritable takes mu once the DB can take a write: no sticky error
@@ -844,20 +834,15 @@ func (db *DB) Flush(ctx context.Context) error {
 		return err
 	}
 	db.freezeLocked()
-	var wait *memtable
+	var newest *memtable
 	if len(db.imms) > 0 {
-		wait = db.imms[0]
+		newest = db.imms[0]
 	}
 	db.mu.Unlock()
-	if wait == nil {
+	if newest == nil {
 		return nil
 	}
-	select {
-	case <-wait.flushed:
-		return wait.flushErr
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return newest.waitFlushed(ctx)
 }
 
 // FlushWAL writes the pending WAL object now and waits for it. Without a
@@ -879,12 +864,7 @@ func (db *DB) FlushWAL(ctx context.Context) error {
 		return nil
 	}
 	kick(db.walKick)
-	select {
-	case <-buf.done:
-		return buf.err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return buf.wait(ctx)
 }
 
 func (db *DB) snapshot() (*view, uint64) {

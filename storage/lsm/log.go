@@ -67,14 +67,7 @@ type LogWait struct{ buf *walBuf }
 // Wait returns once the record is durable, with the error that kept it
 // from becoming durable, or with ctx's error (the record may still become
 // durable later).
-func (w LogWait) Wait(ctx context.Context) error {
-	select {
-	case <-w.buf.done:
-		return w.buf.err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (w LogWait) Wait(ctx context.Context) error { return w.buf.wait(ctx) }
 
 // AppendLog appends rec to the WAL object being filled, in order after
 // every record appended before, without waiting for back-pressure

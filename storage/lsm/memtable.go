@@ -2,6 +2,7 @@ package lsm
 
 import (
 	"bytes"
+	"context"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -123,6 +124,17 @@ func (m *memtable) markFlushed(err error) {
 		m.flushErr = err
 		close(m.flushed)
 	})
+}
+
+// waitFlushed returns once the memtable is durable in L0, nil, or its flush
+// failed, with that error; or with ctx's error if ctx ends first.
+func (m *memtable) waitFlushed(ctx context.Context) error {
+	select {
+	case <-m.flushed:
+		return m.flushErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (m *memtable) alloc(n int) []byte {

@@ -90,6 +90,17 @@ func (b *walBuf) finishLocked(err error) {
 	close(b.done)
 }
 
+// wait returns once the object is stored and acknowledged, nil, or its
+// writes failed, with that error; or with ctx's error if ctx ends first.
+func (b *walBuf) wait(ctx context.Context) error {
+	select {
+	case <-b.done:
+		return b.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // walFilter is the replay rule: reading WAL objects in id order, an object
 // whose writer epoch is lower than that of an object before it is void. A
 // newer writer's empty objects (plugs) fill the ids that a crashed or
