@@ -248,38 +248,33 @@ func (f *FaultBucket) read(ctx context.Context, op Op, name string, open func() 
 	return rc, nil
 }
 
-func (f *FaultBucket) Attributes(ctx context.Context, name string) (Attributes, error) {
-	injected, apply, err := f.before(ctx, OpAttributes, name)
+// faulted is Attributes, Put and List: call, made unless a fault says not to
+// apply the operation, performs it on the inner bucket; an injected error
+// takes the place of its result.
+func faulted[T any](ctx context.Context, f *FaultBucket, op Op, name string, call func() (T, error)) (T, error) {
+	var zero T
+	injected, apply, err := f.before(ctx, op, name)
 	if err != nil {
-		return Attributes{}, err
+		return zero, err
 	}
-	var a Attributes
+	var v T
 	if apply {
-		if a, err = f.inner.Attributes(ctx, name); err != nil {
-			return Attributes{}, err
+		if v, err = call(); err != nil {
+			return zero, err
 		}
 	}
 	if injected != nil {
-		return Attributes{}, injected
+		return zero, injected
 	}
-	return a, nil
+	return v, nil
+}
+
+func (f *FaultBucket) Attributes(ctx context.Context, name string) (Attributes, error) {
+	return faulted(ctx, f, OpAttributes, name, func() (Attributes, error) { return f.inner.Attributes(ctx, name) })
 }
 
 func (f *FaultBucket) Put(ctx context.Context, name string, r io.Reader, size int64, opts PutOptions) (Attributes, error) {
-	injected, apply, err := f.before(ctx, OpPut, name)
-	if err != nil {
-		return Attributes{}, err
-	}
-	var a Attributes
-	if apply {
-		if a, err = f.inner.Put(ctx, name, r, size, opts); err != nil {
-			return Attributes{}, err
-		}
-	}
-	if injected != nil {
-		return Attributes{}, injected
-	}
-	return a, nil
+	return faulted(ctx, f, OpPut, name, func() (Attributes, error) { return f.inner.Put(ctx, name, r, size, opts) })
 }
 
 func (f *FaultBucket) Delete(ctx context.Context, name string) error {
@@ -296,20 +291,7 @@ func (f *FaultBucket) Delete(ctx context.Context, name string) error {
 }
 
 func (f *FaultBucket) List(ctx context.Context, prefix, startAfter string, limit int) (ListPage, error) {
-	injected, apply, err := f.before(ctx, OpList, prefix)
-	if err != nil {
-		return ListPage{}, err
-	}
-	var p ListPage
-	if apply {
-		if p, err = f.inner.List(ctx, prefix, startAfter, limit); err != nil {
-			return ListPage{}, err
-		}
-	}
-	if injected != nil {
-		return ListPage{}, injected
-	}
-	return p, nil
+	return faulted(ctx, f, OpList, prefix, func() (ListPage, error) { return f.inner.List(ctx, prefix, startAfter, limit) })
 }
 
 // Close closes the inner bucket.
