@@ -129,12 +129,7 @@ func (m *memtable) markFlushed(err error) {
 // waitFlushed returns once the memtable is durable in L0, nil, or its flush
 // failed, with that error; or with ctx's error if ctx ends first.
 func (m *memtable) waitFlushed(ctx context.Context) error {
-	select {
-	case <-m.flushed:
-		return m.flushErr
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return awaitDone(ctx, m.flushed, &m.flushErr)
 }
 
 func (m *memtable) alloc(n int) []byte {

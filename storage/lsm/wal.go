@@ -93,9 +93,15 @@ func (b *walBuf) finishLocked(err error) {
 // wait returns once the object is stored and acknowledged, nil, or its
 // writes failed, with that error; or with ctx's error if ctx ends first.
 func (b *walBuf) wait(ctx context.Context) error {
+	return awaitDone(ctx, b.done, &b.err)
+}
+
+// awaitDone returns *err once done is closed (err is set before the close),
+// or ctx's error if ctx ends first.
+func awaitDone(ctx context.Context, done <-chan struct{}, err *error) error {
 	select {
-	case <-b.done:
-		return b.err
+	case <-done:
+		return *err
 	case <-ctx.Done():
 		return ctx.Err()
 	}
