@@ -2,7 +2,6 @@ package promql
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"sync"
 
@@ -55,8 +54,21 @@ func shardedRun(run rangeRun, step int64, parts int) rangeRun {
 		for s := start; s <= end; s += per * step {
 			pieces = append(pieces, piece{})
 		}
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
+		// A failing part cancels the parts after it, never those before:
+		// the engine stops a range query at its earliest failing step, so
+		// the answer is the error of the earliest part that fails of itself.
+		// A part cancelled this way fails with the engine's cancellation
+		// error, which must not stand for the failure that caused it.
+		cancels := make([]context.CancelFunc, len(pieces))
+		ctxs := make([]context.Context, len(pieces))
+		for i := range pieces {
+			ctxs[i], cancels[i] = context.WithCancel(ctx)
+		}
+		defer func() {
+			for _, c := range cancels {
+				c()
+			}
+		}()
 		var wg sync.WaitGroup
 		for i := range pieces {
 			s := start + int64(i)*per*step
@@ -65,9 +77,11 @@ func shardedRun(run rangeRun, step int64, parts int) rangeRun {
 			go func() {
 				defer wg.Done()
 				p := &pieces[i]
-				p.m, p.annos, p.release, p.err = run(ctx, s, e)
+				p.m, p.annos, p.release, p.err = run(ctxs[i], s, e)
 				if p.err != nil {
-					cancel() // the others' work is wasted now
+					for _, c := range cancels[i+1:] {
+						c() // their work is wasted now
+					}
 				}
 			}()
 		}
@@ -83,9 +97,7 @@ func shardedRun(run rangeRun, step int64, parts int) rangeRun {
 		var err error
 		for _, p := range pieces {
 			annos.Merge(p.annos)
-			// The first failure, not the cancellation it caused in the
-			// others.
-			if p.err != nil && (err == nil || errors.Is(err, context.Canceled) && !errors.Is(p.err, context.Canceled)) {
+			if err == nil {
 				err = p.err
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/url"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -130,14 +131,50 @@ func TestShardedRunSplits(t *testing.T) {
 
 	boom := errors.New("part failed")
 	failing := func(ctx context.Context, s, _ int64) (upstream.Matrix, annotations.Annotations, func(), error) {
-		if s > 0 {
+		switch {
+		case s == 0:
+			return nil, nil, nil, nil
+		case s == 100*step:
 			return nil, nil, nil, boom
 		}
-		<-ctx.Done() // cancelled by the other part's failure
-		return nil, nil, nil, ctx.Err()
+		<-ctx.Done() // cancelled by the earlier part's failure
+		return nil, nil, nil, upstream.ErrQueryCanceled("query execution")
 	}
 	_, _, _, err := shardedRun(failing, step, 4)(context.Background(), 0, 399*step)
 	require.ErrorIs(t, err, boom)
+}
+
+// TestShardedRunEarliestError: whichever part fails first, the query fails
+// with the error of the earliest part that fails of itself, as the engine
+// stops at the earliest failing step of the whole range; the engine's
+// cancellation error of a part stopped on the way never stands in for it.
+func TestShardedRunEarliestError(t *testing.T) {
+	step := int64(1000)
+	for _, failing := range [][]int{{1}, {2}, {0, 3}, {1, 2, 3}, {0, 1, 2, 3}} {
+		t.Run(fmt.Sprint(failing), func(t *testing.T) {
+			// The last failing part fails at once; the others finish (or
+			// fail) only once it has, as a part with more to evaluate does.
+			last := failing[len(failing)-1]
+			lastFailed := make(chan struct{})
+			run := func(ctx context.Context, s, _ int64) (upstream.Matrix, annotations.Annotations, func(), error) {
+				part := int(s / (100 * step))
+				if part == last {
+					close(lastFailed)
+					return nil, nil, nil, fmt.Errorf("part %d failed", part)
+				}
+				<-lastFailed
+				if ctx.Err() != nil { // what the engine answers once cancelled
+					return nil, nil, nil, upstream.ErrQueryCanceled("query execution")
+				}
+				if slices.Contains(failing, part) {
+					return nil, nil, nil, fmt.Errorf("part %d failed", part)
+				}
+				return upstream.Matrix{{Metric: labels.FromStrings("a", "b"), Floats: []upstream.FPoint{{T: s}}}}, nil, nil, nil
+			}
+			_, _, _, err := shardedRun(run, step, 4)(context.Background(), 0, 399*step)
+			require.EqualError(t, err, fmt.Sprintf("part %d failed", failing[0]))
+		})
+	}
 }
 
 // TestRangeQuerySplitSameAnswer compares, over HTTP, a server that splits
@@ -165,6 +202,61 @@ func TestRangeQuerySplitSameAnswer(t *testing.T) {
 			c2, _, b2 := plain.do(t, "POST", "/api/v1/query_range", form, nil)
 			require.Equal(t, c2, c1, q)
 			require.Equal(t, string(b2), string(b1), "%s step %s", q, step)
+		}
+	}
+}
+
+// TestRangeQuerySplitFailsAsPrometheus sends range queries that fail at some
+// steps to a server that splits them into four parts and wants Prometheus
+// 3.16's answer (recorded from it over the same samples) every time,
+// whichever part fails first: the error of the earliest failing step, 422,
+// never a cancellation the client did not ask for.
+func TestRangeQuerySplitFailsAsPrometheus(t *testing.T) {
+	srv := newShaleServer(t, func(o *Options, _ *Components) { o.ResultsCacheSize, o.RangeShards = 0, 4 })
+	end := time.Now().Truncate(time.Minute)
+	start := end.Add(-30 * time.Minute)
+	// one{g="1"} and dup{g="1",i="b"} all along; dup{i="a"} in minutes
+	// 5-9 and dup{i="c"} from minute 20: the match group g="1" is
+	// duplicated first with a, later with c.
+	app := srv.db.Appender(t.Context())
+	for _, s := range []struct {
+		lset     labels.Labels
+		from, to time.Duration
+	}{
+		{labels.FromStrings("__name__", "one", "g", "1"), 0, 30 * time.Minute},
+		{labels.FromStrings("__name__", "dup", "g", "1", "i", "b"), 0, 30 * time.Minute},
+		{labels.FromStrings("__name__", "dup", "g", "1", "i", "a"), 5 * time.Minute, 9 * time.Minute},
+		{labels.FromStrings("__name__", "dup", "g", "1", "i", "c"), 20 * time.Minute, 30 * time.Minute},
+	} {
+		for ts := start.Add(s.from); ts.Before(start.Add(s.to)); ts = ts.Add(15 * time.Second) {
+			_, err := app.Append(0, s.lset, ts.UnixMilli(), 1)
+			require.NoError(t, err)
+		}
+	}
+	require.NoError(t, app.Commit())
+
+	manyToMany := func(first, second string) string {
+		return `{"status":"error","errorType":"execution","error":"found duplicate series for the match group {g=\"1\"} on the right hand-side of the operation: ` +
+			`[{__name__=\"dup\", g=\"1\", i=\"` + first + `\"}, {__name__=\"dup\", g=\"1\", i=\"` + second + `\"}];` +
+			`many-to-many matching not allowed: matching labels must be unique on one side"}`
+	}
+	cases := []struct {
+		query string
+		code  int
+		body  string
+	}{
+		{`one * on(g) dup`, 422, manyToMany("a", "b")},            // fails in the first part and later ones
+		{`one * on(g) dup{i!="a"}`, 422, manyToMany("b", "c")},    // fails in the third part only
+		{`one * on(g) group_left dup`, 422, manyToMany("a", "b")}, // as the first
+	}
+	form := func(q string) url.Values {
+		return url.Values{"query": {q}, "start": {strconv.FormatInt(start.Unix(), 10)}, "end": {strconv.FormatInt(end.Unix(), 10)}, "step": {"5"}}
+	}
+	for _, c := range cases {
+		for range 20 { // which part fails first varies from run to run
+			code, _, body := srv.do(t, "GET", "/api/v1/query_range?"+form(c.query).Encode(), nil, nil)
+			require.Equal(t, c.code, code, c.query)
+			require.Equal(t, c.body, body, c.query)
 		}
 	}
 }
