@@ -67,7 +67,7 @@ func NewAPI(opts Options, comps Components) (*API, error) {
 		return nil, errors.New("promql: Components.Queryable is required")
 	}
 	comps = comps.withDefaults()
-	cors, err := compileCORS(opts.CORSOrigin)
+	cors, err := CompileCORS(opts.CORSOrigin)
 	if err != nil {
 		return nil, fmt.Errorf("promql options: cors_origin: %w", err)
 	}

@@ -422,3 +422,48 @@ func TestMounting(t *testing.T) {
 		require.Equal(t, c.code, rec.Code, c.path)
 	}
 }
+
+// TestCORSAsPrometheus wants the CORS headers Prometheus 3.16 answered with
+// its default --web.cors.origin and with
+// --web.cors.origin='https?://grafana\.local(:\d+)?': an allowed origin is
+// echoed (the default allows every one), another gets no
+// Access-Control-Allow-Origin, a request without Origin no CORS header.
+func TestCORSAsPrometheus(t *testing.T) {
+	const grafana = `https?://grafana\.local(:\d+)?`
+	cases := []struct {
+		pattern, method, path, origin string
+		want                          string // Access-Control-Allow-Origin
+	}{
+		{".*", "GET", "/api/v1/query?query=1", "http://grafana.local:3000", "http://grafana.local:3000"},
+		{".*", "OPTIONS", "/api/v1/query", "http://grafana.local:3000", "http://grafana.local:3000"},
+		{".*", "GET", "/api/v1/labels", "http://evil.com", "http://evil.com"},
+		{".*", "GET", "/api/v1/query?query=1", "", ""},
+		{grafana, "GET", "/api/v1/query?query=1", "http://grafana.local:3000", "http://grafana.local:3000"},
+		{grafana, "GET", "/api/v1/labels", "https://grafana.local", "https://grafana.local"},
+		{grafana, "OPTIONS", "/api/v1/query", "https://grafana.local", "https://grafana.local"},
+		{grafana, "GET", "/api/v1/query?query=1", "http://evil.com", ""},
+		{grafana, "GET", "/api/v1/labels", "http://grafana.local:3000.evil.com", ""},
+		{grafana, "OPTIONS", "/api/v1/query", "http://evil.com", ""},
+	}
+	servers := map[string]*testServer{}
+	for _, c := range cases {
+		srv := servers[c.pattern]
+		if srv == nil {
+			srv = newTestServer(t, func(o *Options, _ *Components) { o.CORSOrigin = c.pattern })
+			servers[c.pattern] = srv
+		}
+		var header http.Header
+		if c.origin != "" {
+			header = http.Header{"Origin": {c.origin}}
+		}
+		code, got, _ := srv.do(t, c.method, c.path, nil, header)
+		name := c.pattern + " " + c.method + " " + c.path + " from " + c.origin
+		require.Less(t, code, 300, name)
+		require.Equal(t, c.want, got.Get("Access-Control-Allow-Origin"), name)
+		if c.origin == "" {
+			require.Empty(t, got.Get("Access-Control-Allow-Methods"), name)
+		} else {
+			require.Equal(t, "GET, POST, OPTIONS", got.Get("Access-Control-Allow-Methods"), name)
+		}
+	}
+}

@@ -202,7 +202,7 @@ func TestGrafanaRequests(t *testing.T) {
 
 			require.Equal(t, http.StatusOK, resp.StatusCode)
 			require.Equal(t, "application/json", resp.Header.Get("Content-Type"))
-			require.Equal(t, "*", resp.Header.Get("Access-Control-Allow-Origin"))
+			require.Equal(t, "http://grafana.local:3000", resp.Header.Get("Access-Control-Allow-Origin"), "the origin echoed, as Prometheus 3 does")
 			var rd io.Reader = resp.Body
 			if resp.Header.Get("Content-Encoding") == "gzip" {
 				zr, err := gzip.NewReader(resp.Body)

@@ -145,7 +145,7 @@ func (o Options) Validate() error {
 	check(o.ResultsCacheSize >= 0, "results_cache_size must not be negative, got %d", o.ResultsCacheSize)
 	check(o.RangeShards >= 0, "range_shards must not be negative, got %d", o.RangeShards)
 	check(o.ResultsCacheFreshness >= 0, "results_cache_freshness must not be negative, got %s", o.ResultsCacheFreshness)
-	if _, err := compileCORS(o.CORSOrigin); err != nil {
+	if _, err := CompileCORS(o.CORSOrigin); err != nil {
 		errs = append(errs, fmt.Errorf("cors_origin: %w", err))
 	}
 	check(o.RemoteReadSampleLimit >= 0, "remote_read_sample_limit must not be negative, got %d", o.RemoteReadSampleLimit)
@@ -154,8 +154,11 @@ func (o Options) Validate() error {
 	return errors.Join(errs...)
 }
 
-// compileCORS anchors the pattern fully. The default ".*" becomes "^(?:.*)$",
-// which the CORS helper answers with "Access-Control-Allow-Origin: *".
-func compileCORS(pattern string) (*regexp.Regexp, error) {
-	return regexp.Compile("^(?:" + pattern + ")$")
+// CompileCORS compiles a --web.cors.origin pattern as Prometheus does
+// (relabel.NewRegexp): fully anchored, "." matching any character. An
+// allowed origin is then echoed in Access-Control-Allow-Origin, the default
+// ".*" included; only "^(?:.*)$", which Prometheus never compiles, would
+// make the CORS helper answer "*".
+func CompileCORS(pattern string) (*regexp.Regexp, error) {
+	return regexp.Compile("^(?s:" + pattern + ")$")
 }

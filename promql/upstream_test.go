@@ -46,7 +46,7 @@ func newUpstreamAPI(t testing.TB, opts Options, comps Components) http.Handler {
 	t.Cleanup(func() { require.NoError(t, ng.Close()) })
 	budget, err := newMemoryBudget(opts.MaxMemory, opts.MaxConcurrentQueries, refused, reg)
 	require.NoError(t, err)
-	cors, err := compileCORS(opts.CORSOrigin)
+	cors, err := CompileCORS(opts.CORSOrigin)
 	require.NoError(t, err)
 	sq, ok := comps.Queryable.(storage.SampleAndChunkQueryable)
 	if !ok {

@@ -38,20 +38,25 @@ type Source interface {
 	DroppedAlertmanagers() []*url.URL
 }
 
-// anyOrigin is Prometheus' default --web.cors.origin: every origin.
-var anyOrigin = regexp.MustCompile("^(?:.*)$")
+// anyOrigin is Prometheus' default --web.cors.origin, ".*", compiled as
+// Prometheus compiles it: every origin, echoed back.
+var anyOrigin = regexp.MustCompile("^(?s:.*)$")
 
 // Handler serves GET /api/v1/rules (with the type, rule_name[],
 // rule_group[], file[], match[], exclude_alerts, group_limit and
 // group_next_token parameters), /api/v1/alerts and /api/v1/alertmanagers
 // from src as Prometheus' web/api/v1 does: the same status, headers and
 // JSON, byte for byte, errors included. Other methods answer 405, other
-// paths 404.
-func Handler(src Source, logger *slog.Logger) http.Handler {
+// paths 404. cors is the compiled --web.cors.origin (nil: every origin),
+// as for the rest of the API.
+func Handler(src Source, logger *slog.Logger, cors *regexp.Regexp) http.Handler {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	a := &api{src: src, logger: logger, parser: parser.NewParser(parser.Options{})}
+	if cors == nil {
+		cors = anyOrigin
+	}
+	a := &api{src: src, logger: logger, cors: cors, parser: parser.NewParser(parser.Options{})}
 	r := route.New()
 	r.Options("/*path", a.wrap(func(*http.Request) result { return result{} }))
 	r.Get("/rules", a.wrap(a.rules))
@@ -68,6 +73,7 @@ func Handler(src Source, logger *slog.Logger) http.Handler {
 type api struct {
 	src    Source
 	logger *slog.Logger
+	cors   *regexp.Regexp
 	parser parser.Parser
 }
 
@@ -97,7 +103,7 @@ func invalidParam(err error, name string) result {
 // JSON envelope.
 func (a *api) wrap(f func(*http.Request) result) http.HandlerFunc {
 	hf := func(w http.ResponseWriter, r *http.Request) {
-		httputil.SetCORS(w, anyOrigin, r)
+		httputil.SetCORS(w, a.cors, r)
 		res := f(r)
 		var b []byte
 		switch {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grafana/regexp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/prometheus/model/labels"
@@ -71,7 +72,7 @@ func TestManagerAndHandler(t *testing.T) {
 	}
 	m.Run()
 
-	srv := httptest.NewServer(Handler(m, nil))
+	srv := httptest.NewServer(Handler(m, nil, nil))
 	defer srv.Close()
 	get := func(path string) string {
 		t.Helper()
@@ -170,5 +171,45 @@ func TestManagerAndHandler(t *testing.T) {
 	}
 	if n := len(m.RuleGroups()); n != 2 {
 		t.Errorf("%d groups after a failed apply, want the 2 in force", n)
+	}
+}
+
+// TestHandlerCORS wants the CORS answers of Prometheus 3.16 on the rule
+// endpoints, recorded with its default --web.cors.origin and with
+// --web.cors.origin='https?://grafana\.local(:\d+)?': an allowed origin
+// echoed, another refused, like every other endpoint of the API.
+func TestHandlerCORS(t *testing.T) {
+	grafana, err := shalepromql.CompileCORS(`https?://grafana\.local(:\d+)?`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name         string
+		cors         *regexp.Regexp
+		path, origin string
+		want         string // Access-Control-Allow-Origin
+	}{
+		{"default", nil, "/api/v1/rules", "http://grafana.local:3000", "http://grafana.local:3000"},
+		{"default", nil, "/api/v1/alerts", "http://evil.com", "http://evil.com"},
+		{"grafana only", grafana, "/api/v1/rules", "http://grafana.local:3000", "http://grafana.local:3000"},
+		{"grafana only", grafana, "/api/v1/rules", "http://evil.com", ""},
+		{"grafana only", grafana, "/api/v1/alertmanagers", "http://grafana.local:3000.evil.com", ""},
+	}
+	for _, c := range cases {
+		srv := httptest.NewServer(Handler(Empty{}, nil, c.cors))
+		req, err := http.NewRequest("GET", srv.URL+c.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Origin", c.origin)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		srv.Close()
+		if got := resp.Header.Get("Access-Control-Allow-Origin"); resp.StatusCode != http.StatusOK || got != c.want {
+			t.Errorf("%s: GET %s from %s: %d, Access-Control-Allow-Origin %q, want 200, %q", c.name, c.path, c.origin, resp.StatusCode, got, c.want)
+		}
 	}
 }

@@ -382,7 +382,7 @@ func TestSameAsUpstream(t *testing.T) {
 		// presence only.
 		wallClock bool
 	}{{"evaluated", src, theirSrc, true}, {"empty", Empty{}, upstreamSource{}, false}} {
-		ours := httptest.NewServer(Handler(s.src, nil))
+		ours := httptest.NewServer(Handler(s.src, nil, nil))
 		defer ours.Close()
 		theirs := httptest.NewServer(newUpstreamHandler(s.theirs))
 		defer theirs.Close()

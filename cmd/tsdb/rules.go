@@ -284,6 +284,10 @@ func (h *httpServer) serveRules(ctx context.Context, qopts promql.Options, db *s
 		return nil, err
 	}
 	if h.cfg.mode == "writer" {
+		cors, err := promql.CompileCORS(qopts.CORSOrigin) // checked by qopts.Validate
+		if err != nil {
+			return nil, fmt.Errorf("cors origin: %w", err)
+		}
 		external := h.advertisedAddress()
 		if external == "" {
 			external = "http://localhost" + h.cfg.listenAddress
@@ -291,7 +295,7 @@ func (h *httpServer) serveRules(ctx context.Context, qopts promql.Options, db *s
 		if err := rr.startRules(h.cfg.rules.options(), db, papi, external+"/", reg); err != nil {
 			return nil, fmt.Errorf("rules: %w", err)
 		}
-		h.rules.set(rules.Handler(rr.mgr, h.logger))
+		h.rules.set(rules.Handler(rr.mgr, h.logger, cors))
 	} else {
 		if err := rr.reload(); err != nil {
 			return nil, err
