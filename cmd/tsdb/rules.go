@@ -52,7 +52,7 @@ func addRuleFlags(app *kingpin.Application, f *ruleFlags) {
 		Default(fmt.Sprint(d.DrainNotificationQueue)).BoolVar(&f.drainQueue)
 	app.Flag("rules.max-concurrent-rule-evals", "Rules without dependencies on other rules of their group evaluated at once beside the groups' own evaluations, across all groups (Prometheus' concurrent-rule-eval feature, on in Shale: each rule's samples wait for the WAL's group commit). 0: one rule after another.").
 		Default(fmt.Sprint(d.MaxConcurrentEvals)).Int64Var(&f.concurrentEvals)
-	app.Flag("web.enable-lifecycle", "Enable reloading the config file by HTTP request (POST /-/reload). SIGHUP reloads it in any case.").
+	app.Flag("web.enable-lifecycle", "Enable the lifecycle API: POST /-/reload reloads the config file, POST /-/quit stops the server as SIGTERM does. SIGHUP reloads the config file in any case.").
 		Default("false").BoolVar(&f.enableLifecycle)
 }
 
@@ -212,24 +212,51 @@ func (r *ruleRuntime) reloadOnSIGHUP(ctx context.Context) {
 	}()
 }
 
-// mountRules mounts the rule and alert endpoints and /-/reload on mux.
+// mountRules mounts the rule and alert endpoints, /-/reload and /-/quit on
+// mux.
 func (h *httpServer) mountRules(mux *http.ServeMux) {
 	for _, p := range rules.Paths {
 		mux.Handle(p, &h.rules)
 	}
 	mux.HandleFunc("/-/reload", h.serveReload)
+	mux.HandleFunc("/-/quit", h.serveQuit)
 }
 
-// serveReload answers /-/reload as Prometheus does.
-func (h *httpServer) serveReload(w http.ResponseWriter, r *http.Request) {
+// lifecycleAllowed answers a /-/reload or /-/quit request that may not go
+// on as Prometheus does (a method other than POST and PUT, or the lifecycle
+// API off) and reports whether it may.
+func (h *httpServer) lifecycleAllowed(w http.ResponseWriter, r *http.Request) bool {
 	if r.Method != http.MethodPost && r.Method != http.MethodPut {
 		w.WriteHeader(http.StatusMethodNotAllowed)
 		_, _ = w.Write([]byte("Only POST or PUT requests allowed"))
-		return
+		return false
 	}
 	if !h.cfg.rules.enableLifecycle {
 		w.WriteHeader(http.StatusForbidden)
 		_, _ = w.Write([]byte("Lifecycle API is not enabled."))
+		return false
+	}
+	return true
+}
+
+// serveQuit answers /-/quit as Prometheus does: with the lifecycle API on,
+// the server stops as on SIGTERM (the head written out, exit 0).
+func (h *httpServer) serveQuit(w http.ResponseWriter, r *http.Request) {
+	if !h.lifecycleAllowed(w, r) {
+		return
+	}
+	if h.quit == nil || !h.quitting.CompareAndSwap(false, true) {
+		_, _ = w.Write([]byte("Termination already in progress."))
+		return
+	}
+	h.logger.Info("stopping: termination requested on /-/quit")
+	_, _ = w.Write([]byte("Requesting termination... Goodbye!"))
+	h.quit() // the shutdown lets this answer finish
+}
+
+// serveReload answers /-/reload as Prometheus does.
+func (h *httpServer) serveReload(w http.ResponseWriter, r *http.Request) {
+	if !h.lifecycleAllowed(w, r) {
 		return
 	}
 	rr := h.reloader.Load()

@@ -657,6 +657,61 @@ func postReload(t *testing.T, baseURL string) (int, string) {
 	return sendPost(t, baseURL+"/-/reload", "", nil)
 }
 
+// TestQuit: POST /-/quit stops the server as Prometheus does with
+// --web.enable-lifecycle, cleanly and keeping what it acknowledged; without
+// the flag it is 403, and GET is 405. /-/healthy and /-/ready answer 405 to
+// other methods than GET and HEAD.
+func TestQuit(t *testing.T) {
+	skipEndToEnd(t)
+	t.Parallel()
+	dir := t.TempDir()
+	s := startShale(t, "--storage.path="+filepath.Join(dir, "data0"))
+	if code, body := sendPost(t, s.url+"/-/quit", "", nil); code != http.StatusForbidden || body != "Lifecycle API is not enabled." {
+		t.Errorf("POST /-/quit without --web.enable-lifecycle: %d %q", code, body)
+	}
+	if code, body := sendGet(t, s.url+"/-/quit"); code != http.StatusMethodNotAllowed || body != "Only POST or PUT requests allowed" {
+		t.Errorf("GET /-/quit: %d %q", code, body)
+	}
+	for _, p := range []string{"/-/healthy", "/-/ready"} {
+		if code, body := sendPost(t, s.url+p, "", nil); code != http.StatusMethodNotAllowed {
+			t.Errorf("POST %s: %d %q", p, code, body)
+		}
+		if code, body := sendGet(t, s.url+p); code != http.StatusOK {
+			t.Errorf("GET %s: %d %q", p, code, body)
+		}
+	}
+	s.stop(t)
+
+	data := filepath.Join(dir, "data")
+	s = startShale(t, "--storage.path="+data, "--web.enable-lifecycle")
+	now := time.Now().UnixMilli()
+	series := []prompb.TimeSeries{{
+		Labels:  []prompb.Label{{Name: "__name__", Value: "quit_test"}},
+		Samples: []prompb.Sample{{Timestamp: now, Value: 42}},
+	}}
+	if code, body, err := remoteWrite(s.url, series); err != nil || code/100 != 2 {
+		t.Fatalf("remote write: %d %q %v", code, body, err)
+	}
+	if code, body := sendPost(t, s.url+"/-/quit", "", nil); code != http.StatusOK || body != "Requesting termination... Goodbye!" {
+		t.Fatalf("POST /-/quit: %d %q", code, body)
+	}
+	e2e.Eventually(t, 60*time.Second, func() bool {
+		exited, _ := s.proc.Exited()
+		return exited
+	}, "tsdb to exit after POST /-/quit")
+	if _, err := s.proc.Exited(); err != nil {
+		t.Fatalf("tsdb after POST /-/quit: %v\n%s", err, s.proc.Output())
+	}
+
+	s = startShale(t, "--storage.path="+data)
+	var res []vectorSample
+	queryResult(t, s.url, "/api/v1/query", url.Values{"query": {"quit_test"}, "time": {strconv.FormatInt(now/1000+1, 10)}}, &res)
+	if len(res) != 1 || fmt.Sprint(res[0].Value[1]) != "42" {
+		t.Errorf("quit_test after the restart: %v", res)
+	}
+	s.stop(t)
+}
+
 // TestReload reloads good and bad rule files through POST /-/reload and
 // SIGHUP: a good one takes effect, a bad one is refused with its reason
 // (answer, log, prometheus_config_last_reload_successful) and the rules in

@@ -94,6 +94,8 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 	if err != nil {
 		return err
 	}
+	ctx, h.quit = context.WithCancel(ctx)
+	defer h.quit()
 	if err := h.start(); err != nil {
 		return err
 	}
@@ -353,6 +355,10 @@ type httpServer struct {
 	imp        gate                        // POST /api/v1/import
 	ready      atomic.Bool
 	health     atomic.Pointer[storeHealth]
+	// quit stops the server as SIGTERM does (/-/quit); quitting is set by
+	// the first request that does.
+	quit     context.CancelFunc
+	quitting atomic.Bool
 }
 
 func newHTTPServer(cfg *config, reg *prometheus.Registry, logger *slog.Logger) (*httpServer, error) {
@@ -371,10 +377,10 @@ func newHTTPServer(cfg *config, reg *prometheus.Registry, logger *slog.Logger) (
 	h.mountRules(mux)
 	mux.Handle(importer.ImportPath, &h.imp)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("/-/healthy", getOrHead(func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "Shale is Healthy.")
-	})
-	mux.HandleFunc("/-/ready", h.serveReady)
+	}))
+	mux.HandleFunc("/-/ready", getOrHead(h.serveReady))
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
@@ -384,6 +390,19 @@ func newHTTPServer(cfg *config, reg *prometheus.Registry, logger *slog.Logger) (
 	h.cancel = cancel
 	h.srv = &http.Server{Handler: withRoutePrefix(routePrefix(cfg.routePrefix, ext), mux), ReadHeaderTimeout: 30 * time.Second, BaseContext: func(net.Listener) context.Context { return base }}
 	return h, nil
+}
+
+// getOrHead answers other methods than GET and HEAD 405, as Prometheus'
+// router does for /-/healthy and /-/ready.
+func getOrHead(f http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, http.StatusText(http.StatusMethodNotAllowed), http.StatusMethodNotAllowed)
+			return
+		}
+		f(w, r)
+	}
 }
 
 func (h *httpServer) serveReady(w http.ResponseWriter, _ *http.Request) {
