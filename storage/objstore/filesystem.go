@@ -54,9 +54,15 @@ type FilesystemBucket struct {
 	mu sync.RWMutex
 	// noXattr is set once the filesystem refused an extended attribute.
 	noXattr atomic.Bool
+	// unnamed: creates if absent write an unnamed file and link it
+	// (openUnnamed), found to work on the root when the bucket was made.
+	unnamed bool
 }
 
-var errXattrUnsupported = errors.New("extended attributes not supported")
+var (
+	errXattrUnsupported   = errors.New("extended attributes not supported")
+	errUnnamedUnsupported = errors.New("unnamed files (O_TMPFILE) not supported")
+)
 
 // validETag accepts a stored ETag only in the form Put writes.
 func validETag(b []byte) (string, bool) {
@@ -95,7 +101,23 @@ func NewFilesystemBucket(dir string) (*FilesystemBucket, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("filesystem bucket %s: not a directory", abs)
 	}
-	return &FilesystemBucket{root: abs}, nil
+	return &FilesystemBucket{root: abs, unnamed: unnamedWorks(abs)}, nil
+}
+
+// unnamedWorks reports whether an unnamed file made in dir can be given a
+// name there (openUnnamed, linkUnnamed): the kernel, the filesystem and
+// /proc all allow it. It leaves nothing behind.
+func unnamedWorks(dir string) bool {
+	f, err := openUnnamed(dir)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	probe := filepath.Join(dir, fmt.Sprintf("%sprobe-%d-%d", TempFilePrefix, os.Getpid(), time.Now().UnixNano()))
+	if linkUnnamed(f, probe) != nil {
+		return false
+	}
+	return os.Remove(probe) == nil
 }
 
 // Dir returns the bucket's root directory.
@@ -257,6 +279,9 @@ func (b *FilesystemBucket) Put(ctx context.Context, name string, r io.Reader, si
 	}
 	final := b.path(name)
 	dir := filepath.Dir(final)
+	if opts.IfAbsent && b.unnamed {
+		return b.putUnnamed(ctx, name, final, dir, r, size)
+	}
 
 	tmp, err := b.createTemp(dir)
 	if err != nil {
@@ -271,35 +296,9 @@ func (b *FilesystemBucket) Put(ctx context.Context, name string, r io.Reader, si
 		}
 	}()
 
-	h := xxhash.New()
-	var n int64
-	if br, ok := r.(*bytes.Reader); ok {
-		// In memory (PutBytes): one write, not one per 32 KiB.
-		n, err = br.WriteTo(io.MultiWriter(tmp, h))
-	} else {
-		n, err = io.Copy(io.MultiWriter(tmp, h), ctxReader{ctx, r})
-	}
+	n, etag, st, err := b.writeDurable(ctx, name, tmp, r, size)
 	if err != nil {
-		return Attributes{}, fmt.Errorf("put %s: write: %w", name, err)
-	}
-	if size >= 0 && n != size {
-		return Attributes{}, fmt.Errorf("put %s: body has %d bytes, want %d", name, n, size)
-	}
-	etag := formatETag(h.Sum64(), n)
-	if !b.noXattr.Load() {
-		if err := setETagXattr(tmp, etag); err != nil {
-			if !errors.Is(err, errXattrUnsupported) {
-				return Attributes{}, fmt.Errorf("put %s: store ETag: %w", name, err)
-			}
-			b.noXattr.Store(true)
-		}
-	}
-	if err := tmp.Sync(); err != nil {
-		return Attributes{}, fmt.Errorf("put %s: fsync: %w", name, err)
-	}
-	st, err := tmp.Stat()
-	if err != nil {
-		return Attributes{}, fmt.Errorf("put %s: %w", name, err)
+		return Attributes{}, err
 	}
 	if err := tmp.Close(); err != nil {
 		return Attributes{}, fmt.Errorf("put %s: close: %w", name, err)
@@ -315,13 +314,7 @@ func (b *FilesystemBucket) Put(ctx context.Context, name string, r io.Reader, si
 		linked, err = publishNoReplace(tmpName, final)
 		b.mu.RUnlock()
 		if err != nil {
-			if errors.Is(err, fs.ErrExist) {
-				if fi, serr := os.Lstat(final); serr == nil && !fi.Mode().IsRegular() {
-					return Attributes{}, fmt.Errorf("put %s: name is taken by a directory", name)
-				}
-				return Attributes{}, fmt.Errorf("put %s if absent: %w", name, ErrPreconditionFailed)
-			}
-			return Attributes{}, fmt.Errorf("put %s: link: %w", name, err)
+			return Attributes{}, createErr(name, final, err)
 		}
 		// The object is in place; the temporary name is at most an extra link.
 		committed = true
@@ -360,10 +353,111 @@ func (b *FilesystemBucket) Put(ctx context.Context, name string, r io.Reader, si
 	return Attributes{Name: name, Size: n, LastModified: st.ModTime(), ETag: etag}, nil
 }
 
+// createErr is the error of a create if absent whose link or rename to
+// final failed with err.
+func createErr(name, final string, err error) error {
+	if errors.Is(err, fs.ErrExist) {
+		if fi, serr := os.Lstat(final); serr == nil && !fi.Mode().IsRegular() {
+			return fmt.Errorf("put %s: name is taken by a directory", name)
+		}
+		return fmt.Errorf("put %s if absent: %w", name, ErrPreconditionFailed)
+	}
+	return fmt.Errorf("put %s: link: %w", name, err)
+}
+
+// writeDurable writes the body r (size bytes, or any if negative) to f, a
+// new file, with its ETag, and fsyncs it.
+func (b *FilesystemBucket) writeDurable(ctx context.Context, name string, f *os.File, r io.Reader, size int64) (int64, string, os.FileInfo, error) {
+	h := xxhash.New()
+	var (
+		n   int64
+		err error
+	)
+	if br, ok := r.(*bytes.Reader); ok {
+		// In memory (PutBytes): one write, not one per 32 KiB.
+		n, err = br.WriteTo(io.MultiWriter(f, h))
+	} else {
+		n, err = io.Copy(io.MultiWriter(f, h), ctxReader{ctx, r})
+	}
+	if err != nil {
+		return 0, "", nil, fmt.Errorf("put %s: write: %w", name, err)
+	}
+	if size >= 0 && n != size {
+		return 0, "", nil, fmt.Errorf("put %s: body has %d bytes, want %d", name, n, size)
+	}
+	etag := formatETag(h.Sum64(), n)
+	if !b.noXattr.Load() {
+		if err := setETagXattr(f, etag); err != nil {
+			if !errors.Is(err, errXattrUnsupported) {
+				return 0, "", nil, fmt.Errorf("put %s: store ETag: %w", name, err)
+			}
+			b.noXattr.Store(true)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return 0, "", nil, fmt.Errorf("put %s: fsync: %w", name, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return 0, "", nil, fmt.Errorf("put %s: %w", name, err)
+	}
+	return n, etag, st, nil
+}
+
+// putUnnamed is Put if absent through an unnamed file: written and fsynced,
+// then linked to its name, which it gets only if free.
+func (b *FilesystemBucket) putUnnamed(ctx context.Context, name, final, dir string, r io.Reader, size int64) (Attributes, error) {
+	f, err := b.create(dir, openUnnamed)
+	if err != nil {
+		return Attributes{}, fmt.Errorf("put %s: %w", name, err)
+	}
+	defer f.Close()
+	n, etag, st, err := b.writeDurable(ctx, name, f, r, size)
+	if err != nil {
+		return Attributes{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Attributes{}, fmt.Errorf("put %s: %w", name, err)
+	}
+	// The folder holds no name of the file until the link, so a Delete may
+	// prune it as empty meanwhile: it is made again.
+	for range 8 {
+		b.mu.RLock()
+		err = linkUnnamed(f, final)
+		b.mu.RUnlock()
+		if !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		if merr := b.mkdirAll(dir); merr != nil && !errors.Is(merr, fs.ErrNotExist) {
+			return Attributes{}, fmt.Errorf("put %s: %w", name, merr)
+		}
+	}
+	if err != nil {
+		return Attributes{}, createErr(name, final, err)
+	}
+	if err := f.Close(); err != nil {
+		// Linked and fsynced: the object is stored; a failing close of a
+		// read-write descriptor reports nothing about it.
+		slog.Warn("objstore: close after put", "path", final, "err", err)
+	}
+	if err := syncDir(dir); err != nil {
+		return Attributes{}, fmt.Errorf("put %s: fsync directory: %w", name, err)
+	}
+	return Attributes{Name: name, Size: n, LastModified: st.ModTime(), ETag: etag}, nil
+}
+
 // createTemp creates a temporary file in dir, creating dir (and fsyncing the
 // parents of every directory it creates) first. A concurrent Delete may remove
 // a directory it just created, so that case is retried.
 func (b *FilesystemBucket) createTemp(dir string) (*os.File, error) {
+	return b.create(dir, func(dir string) (*os.File, error) {
+		return os.CreateTemp(dir, TempFilePrefix+"*")
+	})
+}
+
+// create makes a new file in dir with open, creating dir as createTemp
+// does.
+func (b *FilesystemBucket) create(dir string, open func(dir string) (*os.File, error)) (*os.File, error) {
 	var lastErr error
 	for range 8 {
 		if err := b.mkdirAll(dir); err != nil {
@@ -376,7 +470,7 @@ func (b *FilesystemBucket) createTemp(dir string) (*os.File, error) {
 			}
 			return nil, err
 		}
-		f, err := os.CreateTemp(dir, TempFilePrefix+"*")
+		f, err := open(dir)
 		if err == nil {
 			return f, nil
 		}

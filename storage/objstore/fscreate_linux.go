@@ -5,6 +5,7 @@ package objstore
 import (
 	"errors"
 	"os"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -35,4 +36,37 @@ func publishNoReplace(tmp, final string) (linked bool, err error) {
 		return false, lerr
 	}
 	return true, nil
+}
+
+// openUnnamed opens a new file in dir that has no name (O_TMPFILE) until
+// linkUnnamed gives it one: a create if absent costs one directory
+// operation instead of three (create the temporary name, rename it, and
+// remove it), and a crash in between leaves nothing behind. It returns
+// errUnnamedUnsupported where the kernel or filesystem has no O_TMPFILE.
+func openUnnamed(dir string) (*os.File, error) {
+	fd, err := unix.Open(dir, unix.O_RDWR|unix.O_TMPFILE|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EINVAL) {
+			return nil, errUnnamedUnsupported
+		}
+		return nil, &os.PathError{Op: "open O_TMPFILE", Path: dir, Err: err}
+	}
+	return os.NewFile(uintptr(fd), dir), nil
+}
+
+// linkUnnamed gives f, from openUnnamed, the name final unless final exists
+// (fs.ErrExist then), through /proc/self/fd (linkat with AT_EMPTY_PATH needs
+// a capability); errUnnamedUnsupported without /proc.
+func linkUnnamed(f *os.File, final string) error {
+	proc := "/proc/self/fd/" + strconv.Itoa(int(f.Fd()))
+	err := unix.Linkat(unix.AT_FDCWD, proc, unix.AT_FDCWD, final, unix.AT_SYMLINK_FOLLOW)
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, unix.ENOENT) {
+		if _, serr := os.Stat("/proc/self/fd"); serr != nil {
+			return errUnnamedUnsupported
+		}
+	}
+	return &os.LinkError{Op: "linkat", Old: proc, New: final, Err: err}
 }

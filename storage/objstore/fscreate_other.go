@@ -12,3 +12,8 @@ func publishNoReplace(tmp, final string) (linked bool, err error) {
 	}
 	return true, nil
 }
+
+// openUnnamed is O_TMPFILE, which only Linux has.
+func openUnnamed(string) (*os.File, error) { return nil, errUnnamedUnsupported }
+
+func linkUnnamed(*os.File, string) error { return errUnnamedUnsupported }
