@@ -62,6 +62,7 @@ type FilesystemBucket struct {
 var (
 	errXattrUnsupported   = errors.New("extended attributes not supported")
 	errUnnamedUnsupported = errors.New("unnamed files (O_TMPFILE) not supported")
+	errNoProcFD           = errors.New("cannot name an unnamed file: /proc/self/fd is missing")
 )
 
 // validETag accepts a stored ETag only in the form Put writes.
@@ -280,7 +281,12 @@ func (b *FilesystemBucket) Put(ctx context.Context, name string, r io.Reader, si
 	final := b.path(name)
 	dir := filepath.Dir(final)
 	if opts.IfAbsent && b.unnamed {
-		return b.putUnnamed(ctx, name, final, dir, r, size)
+		a, err := b.putUnnamed(ctx, name, final, dir, r, size)
+		if err != errUnnamedUnsupported {
+			return a, err
+		}
+		// A folder mounted below the root without O_TMPFILE: the body is
+		// not read yet, the temporary name takes over.
 	}
 
 	tmp, err := b.createTemp(dir)
@@ -408,6 +414,9 @@ func (b *FilesystemBucket) writeDurable(ctx context.Context, name string, f *os.
 // then linked to its name, which it gets only if free.
 func (b *FilesystemBucket) putUnnamed(ctx context.Context, name, final, dir string, r io.Reader, size int64) (Attributes, error) {
 	f, err := b.create(dir, openUnnamed)
+	if err == errUnnamedUnsupported {
+		return Attributes{}, err // nothing read: Put takes a temporary name
+	}
 	if err != nil {
 		return Attributes{}, fmt.Errorf("put %s: %w", name, err)
 	}

@@ -43,7 +43,8 @@ func publishNoReplace(tmp, final string) (linked bool, err error) {
 // operation instead of three (create the temporary name, rename it, and
 // remove it), and a crash in between leaves nothing behind. It returns
 // errUnnamedUnsupported where the kernel or filesystem has no O_TMPFILE.
-func openUnnamed(dir string) (*os.File, error) {
+// Tests replace it to take the fallback.
+var openUnnamed = func(dir string) (*os.File, error) {
 	fd, err := unix.Open(dir, unix.O_RDWR|unix.O_TMPFILE|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EINVAL) {
@@ -56,7 +57,7 @@ func openUnnamed(dir string) (*os.File, error) {
 
 // linkUnnamed gives f, from openUnnamed, the name final unless final exists
 // (fs.ErrExist then), through /proc/self/fd (linkat with AT_EMPTY_PATH needs
-// a capability); errUnnamedUnsupported without /proc.
+// a capability); errNoProcFD without /proc.
 func linkUnnamed(f *os.File, final string) error {
 	proc := "/proc/self/fd/" + strconv.Itoa(int(f.Fd()))
 	err := unix.Linkat(unix.AT_FDCWD, proc, unix.AT_FDCWD, final, unix.AT_SYMLINK_FOLLOW)
@@ -65,7 +66,7 @@ func linkUnnamed(f *os.File, final string) error {
 	}
 	if errors.Is(err, unix.ENOENT) {
 		if _, serr := os.Stat("/proc/self/fd"); serr != nil {
-			return errUnnamedUnsupported
+			return errNoProcFD
 		}
 	}
 	return &os.LinkError{Op: "linkat", Old: proc, New: final, Err: err}

@@ -109,3 +109,30 @@ func TestFilesystemCreateUnnamed(t *testing.T) {
 		t.Fatalf("temporary files left: %q", left)
 	}
 }
+
+// A directory below the root that refuses O_TMPFILE (another filesystem
+// mounted there) takes the temporary name instead, the body unread until
+// then.
+func TestFilesystemCreateUnnamedRefusedBelowRoot(t *testing.T) {
+	b := newFS(t)
+	if !b.unnamed {
+		t.Skip("this filesystem or kernel has no O_TMPFILE; creates use temporary names")
+	}
+	saved := openUnnamed
+	openUnnamed = func(string) (*os.File, error) { return nil, errUnnamedUnsupported }
+	t.Cleanup(func() { openUnnamed = saved })
+	ctx := t.Context()
+	body := strings.NewReader("first") // not a bytes.Reader: read once
+	if _, err := b.Put(ctx, "m/once", body, 5, PutOptions{IfAbsent: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := ReadAll(ctx, b, "m/once"); string(got) != "first" {
+		t.Fatalf("content %q", got)
+	}
+	if _, err := PutBytes(ctx, b, "m/once", []byte("second"), PutOptions{IfAbsent: true}); !IsPreconditionFailed(err) {
+		t.Fatalf("second create: %v, want a failed precondition", err)
+	}
+	if left := tempFiles(t, b.Dir()); len(left) > 0 {
+		t.Fatalf("temporary files left: %q", left)
+	}
+}

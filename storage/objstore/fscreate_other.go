@@ -16,4 +16,4 @@ func publishNoReplace(tmp, final string) (linked bool, err error) {
 // openUnnamed is O_TMPFILE, which only Linux has.
 func openUnnamed(string) (*os.File, error) { return nil, errUnnamedUnsupported }
 
-func linkUnnamed(*os.File, string) error { return errUnnamedUnsupported }
+func linkUnnamed(*os.File, string) error { return errNoProcFD }
