@@ -302,7 +302,7 @@ func (b *FilesystemBucket) Put(ctx context.Context, name string, r io.Reader, si
 		}
 	}()
 
-	n, etag, st, err := b.writeDurable(ctx, name, tmp, r, size)
+	attrs, err := b.writeDurable(ctx, name, tmp, r, size)
 	if err != nil {
 		return Attributes{}, err
 	}
@@ -356,7 +356,7 @@ func (b *FilesystemBucket) Put(ctx context.Context, name string, r io.Reader, si
 	if err := syncDir(dir); err != nil {
 		return Attributes{}, fmt.Errorf("put %s: fsync directory: %w", name, err)
 	}
-	return Attributes{Name: name, Size: n, LastModified: st.ModTime(), ETag: etag}, nil
+	return attrs, nil
 }
 
 // createErr is the error of a create if absent whose link or rename to
@@ -372,8 +372,9 @@ func createErr(name, final string, err error) error {
 }
 
 // writeDurable writes the body r (size bytes, or any if negative) to f, a
-// new file, with its ETag, and fsyncs it.
-func (b *FilesystemBucket) writeDurable(ctx context.Context, name string, f *os.File, r io.Reader, size int64) (int64, string, os.FileInfo, error) {
+// new file, with its ETag, fsyncs it, and returns the attributes of object
+// name that f becomes.
+func (b *FilesystemBucket) writeDurable(ctx context.Context, name string, f *os.File, r io.Reader, size int64) (Attributes, error) {
 	h := xxhash.New()
 	var (
 		n   int64
@@ -386,28 +387,28 @@ func (b *FilesystemBucket) writeDurable(ctx context.Context, name string, f *os.
 		n, err = io.Copy(io.MultiWriter(f, h), ctxReader{ctx, r})
 	}
 	if err != nil {
-		return 0, "", nil, fmt.Errorf("put %s: write: %w", name, err)
+		return Attributes{}, fmt.Errorf("put %s: write: %w", name, err)
 	}
 	if size >= 0 && n != size {
-		return 0, "", nil, fmt.Errorf("put %s: body has %d bytes, want %d", name, n, size)
+		return Attributes{}, fmt.Errorf("put %s: body has %d bytes, want %d", name, n, size)
 	}
 	etag := formatETag(h.Sum64(), n)
 	if !b.noXattr.Load() {
 		if err := setETagXattr(f, etag); err != nil {
 			if !errors.Is(err, errXattrUnsupported) {
-				return 0, "", nil, fmt.Errorf("put %s: store ETag: %w", name, err)
+				return Attributes{}, fmt.Errorf("put %s: store ETag: %w", name, err)
 			}
 			b.noXattr.Store(true)
 		}
 	}
 	if err := f.Sync(); err != nil {
-		return 0, "", nil, fmt.Errorf("put %s: fsync: %w", name, err)
+		return Attributes{}, fmt.Errorf("put %s: fsync: %w", name, err)
 	}
 	st, err := f.Stat()
 	if err != nil {
-		return 0, "", nil, fmt.Errorf("put %s: %w", name, err)
+		return Attributes{}, fmt.Errorf("put %s: %w", name, err)
 	}
-	return n, etag, st, nil
+	return Attributes{Name: name, Size: n, LastModified: st.ModTime(), ETag: etag}, nil
 }
 
 // putUnnamed is Put if absent through an unnamed file: written and fsynced,
@@ -421,7 +422,7 @@ func (b *FilesystemBucket) putUnnamed(ctx context.Context, name, final, dir stri
 		return Attributes{}, fmt.Errorf("put %s: %w", name, err)
 	}
 	defer f.Close()
-	n, etag, st, err := b.writeDurable(ctx, name, f, r, size)
+	attrs, err := b.writeDurable(ctx, name, f, r, size)
 	if err != nil {
 		return Attributes{}, err
 	}
@@ -444,15 +445,10 @@ func (b *FilesystemBucket) putUnnamed(ctx context.Context, name, final, dir stri
 	if err != nil {
 		return Attributes{}, createErr(name, final, err)
 	}
-	if err := f.Close(); err != nil {
-		// Linked and fsynced: the object is stored; a failing close of a
-		// read-write descriptor reports nothing about it.
-		slog.Warn("objstore: close after put", "path", final, "err", err)
-	}
 	if err := syncDir(dir); err != nil {
 		return Attributes{}, fmt.Errorf("put %s: fsync directory: %w", name, err)
 	}
-	return Attributes{Name: name, Size: n, LastModified: st.ModTime(), ETag: etag}, nil
+	return attrs, nil
 }
 
 // createTemp creates a temporary file in dir, creating dir (and fsyncing the
