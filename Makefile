@@ -49,8 +49,11 @@ ui-check: ui
 # Debian's prometheus) skip with the install step named, unless
 # SHALE_REQUIRE_E2E=1, where they fail.
 # bin/tsdb first: tsdb-bench's smoke tests run the server binary.
+# The browser tests then run once more without it (see browser in
+# cmd/tsdb/ui_e2e_test.go): they skip under -race.
 test: build
 	$(GO) test -race -timeout 20m $(PKGS)
+	$(GO) test -timeout 10m -run '^TestUI' ./cmd/tsdb
 
 test-short:
 	$(GO) test -short $(PKGS)

@@ -47,8 +47,17 @@ var screenshotDir = os.Getenv("SHALE_UI_SCREENSHOTS")
 // browser starts headless Chromium and returns a tab's context, closed
 // when the test ends. It skips (or fails with SHALE_REQUIRE_E2E=1) when
 // Chromium is not installed.
+//
+// It also skips in a test binary with the race detector, which `make test`
+// runs first: the server under test is a process of its own, built without
+// it, so in this process the detector watches only the DevTools client and
+// its goroutines, where it once reported a race inside chromedp's start of
+// the browser. `make test` runs these tests again without it.
 func browser(t testing.TB) context.Context {
 	t.Helper()
+	if raceEnabled {
+		t.Skip("browser tests run without -race (the server is a separate process): go test -run '^TestUI' ./cmd/tsdb, as make test does")
+	}
 	bin := e2e.RequireBinary(t, "chromium", "apt-get install chromium")
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(bin),
