@@ -9,6 +9,8 @@ import (
 	upstream "github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/stretchr/testify/require"
+
+	"github.com/shaledb/shale/internal/race"
 )
 
 func TestQueryDepth(t *testing.T) {
@@ -82,7 +84,7 @@ func TestParseBounded(t *testing.T) {
 	// Well below the default query timeout: they take ~0.2 s, ~2.5 s with
 	// the race detector.
 	bound := 10 * time.Second
-	if raceEnabled {
+	if race.Enabled {
 		bound = time.Minute
 	}
 	parse := func(t *testing.T, q string) error {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shaledb/shale/internal/promqlsuite"
+	"github.com/shaledb/shale/internal/race"
 	shalestorage "github.com/shaledb/shale/storage"
 	"github.com/shaledb/shale/storage/lsm"
 	"github.com/shaledb/shale/storage/objstore"
@@ -55,7 +56,7 @@ func TestUpstreamPromQL(t *testing.T) {
 	// the race detector makes that ~110 s, beyond this package's budget.
 	// Shale's own concurrent code (the query gate, the handlers) is raced
 	// by the other tests; set SHALE_PROMQLTEST_RACE=1 to race the suite too.
-	if raceEnabled && os.Getenv("SHALE_PROMQLTEST_RACE") != "1" {
+	if race.Enabled && os.Getenv("SHALE_PROMQLTEST_RACE") != "1" {
 		t.Skip("upstream PromQL suite skipped under -race; run without -race or set SHALE_PROMQLTEST_RACE=1")
 	}
 	opts := testEngineOptions()

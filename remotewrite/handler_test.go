@@ -31,6 +31,8 @@ import (
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 	"github.com/prometheus/prometheus/storage"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/shaledb/shale/internal/race"
 )
 
 func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
@@ -997,7 +999,7 @@ func TestErrorMessagesAreBounded(t *testing.T) {
 // allocates the same whether it has 100 or 2000 series once the pooled
 // buffers have grown.
 func TestNoPerSampleAllocations(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("sync.Pool drops items at random under the race detector")
 	}
 	for _, version := range []int{1, 2} {

@@ -38,6 +38,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/shaledb/shale/internal/e2e"
+	"github.com/shaledb/shale/internal/race"
 )
 
 // screenshotDir, when set, is where the browser tests save a screenshot
@@ -55,7 +56,7 @@ var screenshotDir = os.Getenv("SHALE_UI_SCREENSHOTS")
 // the browser. `make test` runs these tests again without it.
 func browser(t testing.TB) context.Context {
 	t.Helper()
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("browser tests run without -race (the server is a separate process): go test -run '^TestUI' ./cmd/tsdb, as make test does")
 	}
 	bin := e2e.RequireBinary(t, "chromium", "apt-get install chromium")

@@ -1,5 +1,0 @@
-//go:build !race
-
-package promql
-
-const raceEnabled = false

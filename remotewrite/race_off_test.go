@@ -1,5 +1,0 @@
-//go:build !race
-
-package remotewrite
-
-const raceEnabled = false
