@@ -22,7 +22,7 @@ var complianceResult = regexp.MustCompile(`(?m)^\s*--- (PASS|FAIL|SKIP): (\S+)`)
 // TestRemoteWriteCompliance runs the Prometheus project's remote write 2.0
 // receiver compliance suite (github.com/prometheus/compliance/remotewrite,
 // built by make tools into .tools/rw2-compliance-receiver) against the
-// server: every test, MUST and SHOULD, must pass. The suite accepts a 4xx
+// server: every test, MUST, SHOULD and MAY, must pass. The suite accepts a 4xx
 // where a receiver may refuse what it sends and reads nothing back, so the
 // test then checks that the server still serves and holds what was sent.
 func TestRemoteWriteCompliance(t *testing.T) {
