@@ -182,6 +182,15 @@ func (ix *MemIndex) Equal(ref uint32, lset labels.Labels) bool {
 	return int(ref) < len(ix.offsets) && ix.equalLocked(ref, lset)
 }
 
+// EqualHeld is Equal for a caller that keeps every Add and GetOrCreate from
+// running meanwhile by a lock of its own, which it holds: the index's lock
+// is not taken. A lookup per sample (a series found by its labels) then
+// takes one shared lock, not two; on two cores the read locks' atomic
+// counters cost a fifth of an append (BenchmarkAppend in storage).
+func (ix *MemIndex) EqualHeld(ref uint32, lset labels.Labels) bool {
+	return int(ref) < len(ix.offsets) && ix.equalLocked(ref, lset)
+}
+
 // EqualEach is Equal for many series under one lock: for every i with
 // refs[i] >= 0 it reports whether series refs[i] has the labels lsets[i] by
 // setting refs[i] to -1 when it has not.

@@ -312,7 +312,8 @@ func (t *seriesTable) first(h uint64) int64 {
 }
 
 // get returns the ref of the series lset, whose labels hash is h, or -1;
-// idx holds the series' labels.
+// idx holds the series' labels. The caller holds the lock of the partition
+// that owns t and idx.
 func (t *seriesTable) get(h uint64, lset labels.Labels, idx *index.MemIndex) int64 {
 	if len(t.slots) == 0 {
 		return -1
@@ -320,7 +321,9 @@ func (t *seriesTable) get(h uint64, lset labels.Labels, idx *index.MemIndex) int
 	f := fold32(h)
 	mask := uint32(len(t.slots) - 1)
 	for i := f & mask; t.slots[i].ref1 != 0; i = (i + 1) & mask {
-		if e := t.slots[i]; e.h == f && idx.Equal(e.ref1-1, lset) {
+		// The caller holds the partition's lock, under which alone the
+		// index gains series (createLocked).
+		if e := t.slots[i]; e.h == f && idx.EqualHeld(e.ref1-1, lset) {
 			return int64(e.ref1) - 1
 		}
 	}
