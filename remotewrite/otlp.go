@@ -10,6 +10,7 @@ import (
 	"mime"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -258,6 +259,7 @@ func (o *OTLPHandler) ingest(r *http.Request, st *reqState, md *otlpMetrics, app
 	h := o.h
 	a := &otlpAppender{ledger: h.newLedger(st, false)}
 	a.app = app
+	a.resolver, _ = app.(SeriesResolver)
 	a.refuseUntranslatable(md, o.opts.NativeDeltaIngestion)
 	a.refuseOutOfRange(md, o.opts.LookbackDelta)
 
@@ -271,6 +273,7 @@ func (o *OTLPHandler) ingest(r *http.Request, st *reqState, md *otlpMetrics, app
 	}()
 	tr.warnOn = h.logger.Enabled(r.Context(), slog.LevelDebug)
 	errs := tr.translate(r.Context(), md, a)
+	_ = a.appendPoints() // the last batch; its error is a.fatal
 	if len(tr.warnings) > 0 {
 		h.logger.Debug("otlp: translation warnings", "warnings", tr.warnings)
 	}
@@ -308,6 +311,17 @@ type otlpAppender struct {
 	// newest is the time of the newest sample appended in this request, by
 	// series (label hash), kept for series whose points carry a start time.
 	newest map[uint64]int64
+	// resolver is app's SeriesResolver, if it has one: float points without
+	// exemplars then wait in pts, their labels in st.slots, and are looked up
+	// together (appendPoints) as remote write's series are.
+	resolver SeriesResolver
+	pts      []pendingPoint
+}
+
+// pendingPoint is a float point waiting in otlpAppender.pts.
+type pendingPoint struct {
+	st, t int64
+	v     float64
 }
 
 var _ otlpSink = (*otlpAppender)(nil)
@@ -325,12 +339,23 @@ func (a *otlpAppender) add(lbls []labels.Label, st, t int64, v float64, h *histo
 		return a.fatal
 	}
 	s := a.st
-	if reason, err := a.h.buildLabels(&s.sb, &s.ls, lbls, false, false); err != nil {
+	// A float point without exemplars waits for the next batch; anything
+	// else is appended at once, after the points before it.
+	batched := a.resolver != nil && k == kindSamples && len(exs) == 0
+	sb, ls := &s.sb, &s.ls
+	if batched {
+		if len(s.slots) < seriesBatch {
+			s.slots = make([]seriesSlot, seriesBatch)
+		}
+		sl := &s.slots[len(a.pts)]
+		sb, ls = &sl.sb, &sl.ls
+	}
+	if reason, err := a.h.buildLabels(sb, ls, lbls, false, false); err != nil {
 		a.rejectOne(k, reason, "series %s: %v", describe(lbls), err)
 		a.reject(kindExemplars, reason, len(exs))
 		return nil
 	}
-	lset := s.ls
+	lset := *ls
 	if t < a.minT || t > a.maxT {
 		a.rejectOutsideWindow(k, lset, t)
 		a.reject(kindExemplars, "rejected_sample", len(exs))
@@ -345,6 +370,16 @@ func (a *otlpAppender) add(lbls []labels.Label, st, t int64, v float64, h *histo
 	}
 	a.updateMetadata(lset, family, meta)
 	st = a.startTime(lset, st, t)
+	if batched {
+		a.pts = append(a.pts, pendingPoint{st: st, t: t, v: v})
+		if len(a.pts) == seriesBatch {
+			return a.appendPoints()
+		}
+		return nil
+	}
+	if err := a.appendPoints(); err != nil {
+		return err
+	}
 	var ref SeriesRef
 	var err error
 	if k == kindHistograms {
@@ -364,6 +399,39 @@ func (a *otlpAppender) add(lbls []labels.Label, st, t int64, v float64, h *histo
 	a.written[k]++
 	a.appendExemplars(ref, lset, exs)
 	return nil
+}
+
+// appendPoints appends the float points waiting in a.pts, their series
+// looked up together first, and returns the error to roll the request back
+// for, if there is one.
+func (a *otlpAppender) appendPoints() error {
+	if len(a.pts) == 0 || a.fatal != nil {
+		a.pts = a.pts[:0]
+		return a.fatal
+	}
+	s := a.st
+	s.rLsets, s.rTs = s.rLsets[:0], s.rTs[:0]
+	for i := range a.pts {
+		s.rLsets = append(s.rLsets, s.slots[i].ls)
+		s.rTs = append(s.rTs, a.pts[i].t)
+	}
+	s.rRefs = slices.Grow(s.rRefs[:0], len(a.pts))[:len(a.pts)]
+	a.resolver.ResolveSeries(s.rLsets, s.rTs, s.rRefs)
+	clear(s.rLsets)
+	for i, p := range a.pts {
+		lset := s.slots[i].ls
+		if _, err := a.app.Append(s.rRefs[i], lset, p.st, p.t, p.v); err != nil {
+			if !IsBadData(err) {
+				a.fatal = err
+				break
+			}
+			a.rejectOne(kindSamples, rejectReason(err), "series %s: %s at %d: %v", lset, kindSamples, p.t, err)
+			continue
+		}
+		a.written[kindSamples]++
+	}
+	a.pts = a.pts[:0]
+	return a.fatal
 }
 
 // startTime returns st, or 0 when the series has a sample at or after st

@@ -1,10 +1,15 @@
 package remotewrite
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -15,6 +20,8 @@ import (
 	"github.com/prometheus/prometheus/model/metadata"
 	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
+	"github.com/prometheus/prometheus/storage"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 )
 
 // resolvingRecorder is a recorder whose appenders are SeriesResolvers: they
@@ -143,5 +150,123 @@ func TestResolveSeries(t *testing.T) {
 				t.Fatalf("response names %d invalid series, want %d:\n%s", strings.Count(msgs[0], "not valid UTF-8"), len(badAt), msgs[0])
 			}
 		})
+	}
+}
+
+// TestOTLPResolveSeries sends an OTLP request of more float points than one
+// batch, with points that carry exemplars, histograms and points the
+// storage refuses as bad data among them, to an Appender that resolves
+// series and to one that does not: what is stored, the response and the
+// rejected counters are the same, and every resolved ref comes back with
+// its own labels only. A storage failure in the middle of a batch rolls the
+// request back in both.
+func TestOTLPResolveSeries(t *testing.T) {
+	const n = 3*seriesBatch + 7
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	rm.Resource().Attributes().PutStr("service.name", "resolve")
+	ms := rm.ScopeMetrics().AppendEmpty().Metrics()
+	sum := ms.AppendEmpty()
+	sum.SetName("requests")
+	s := sum.SetEmptySum()
+	s.SetIsMonotonic(true)
+	s.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	for i := range n {
+		dp := s.DataPoints().AppendEmpty()
+		dp.SetTimestamp(otlpTS(testNow - int64(i%3)*1000))
+		dp.SetStartTimestamp(otlpTS(testNow - 60_000))
+		dp.SetDoubleValue(float64(i))
+		dp.Attributes().PutStr("point", strconv.Itoa(i%(n-20))) // the last 20 repeat earlier series
+		if i%50 == 7 {
+			ex := dp.Exemplars().AppendEmpty()
+			ex.SetTimestamp(otlpTS(testNow - 500))
+			ex.SetDoubleValue(float64(i))
+			ex.FilteredAttributes().PutStr("trace_id", "t"+strconv.Itoa(i))
+		}
+	}
+	hist := ms.AppendEmpty()
+	hist.SetName("latency")
+	eh := hist.SetEmptyExponentialHistogram()
+	eh.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	for i := range 3 {
+		dp := eh.DataPoints().AppendEmpty()
+		dp.SetTimestamp(otlpTS(testNow))
+		dp.SetScale(0)
+		dp.SetCount(2)
+		dp.SetSum(3)
+		dp.Positive().SetOffset(0)
+		dp.Positive().BucketCounts().FromRaw([]uint64{1, 1})
+		dp.Attributes().PutStr("point", strconv.Itoa(i))
+	}
+	gauge := ms.AppendEmpty()
+	gauge.SetName("temperature")
+	g := gauge.SetEmptyGauge()
+	for i := range seriesBatch / 2 {
+		dp := g.DataPoints().AppendEmpty()
+		dp.SetTimestamp(otlpTS(testNow))
+		dp.SetDoubleValue(float64(i) / 4)
+		dp.Attributes().PutStr("room", strconv.Itoa(i))
+	}
+	body := otlpProto(t, md)
+	refuse := func(lset labels.Labels, _ int64) error {
+		p := lset.Get("point")
+		if p == "5" || p == strconv.Itoa(seriesBatch) || p == strconv.Itoa(2*seriesBatch+1) {
+			return storage.ErrOutOfOrderSample
+		}
+		return nil
+	}
+
+	post := func(app Appendable) (int, string, float64) {
+		oh, h := newOTLPHandler(t, app, nil, nil)
+		req := httptest.NewRequest(http.MethodPost, OTLPPath, bytes.NewReader(body))
+		req.Header.Set("Content-Type", ContentTypeOTLPProto)
+		w := httptest.NewRecorder()
+		oh.ServeHTTP(w, req)
+		return w.Code, w.Body.String(), testutil.ToFloat64(h.m.rejected[kindSamples].WithLabelValues("out_of_order"))
+	}
+
+	rr := &resolvingRecorder{recorder: newRecorder(), firstT: map[string]int64{}}
+	plain := newRecorder()
+	rr.appendErr, plain.appendErr = refuse, refuse
+	code1, msg1, rej1 := post(rr)
+	code2, msg2, rej2 := post(plain)
+	if code1 != http.StatusOK || code1 != code2 || msg1 != msg2 || rej1 != rej2 {
+		t.Fatalf("with series resolved: %d %q, %v rejected; without: %d %q, %v rejected", code1, msg1, rej1, code2, msg2, rej2)
+	}
+	// Point 5 has a twin among the last 20 points; the others do not.
+	if rej1 != 4 {
+		t.Fatalf("%v samples rejected as out of order, want 4", rej1)
+	}
+	got, want := rr.all(), plain.all()
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("stored with series resolved:\n%v\nwithout:\n%v", got, want)
+	}
+	if samples, hists, exemplars := plain.counts(); samples == 0 || hists != 3 || exemplars == 0 {
+		t.Fatalf("stored %d samples, %d histograms, %d exemplars", samples, hists, exemplars)
+	}
+	if len(rr.refErrors) > 0 {
+		t.Fatalf("ref contract violated: %v", rr.refErrors)
+	}
+	if rr.calls < n/seriesBatch {
+		t.Fatalf("ResolveSeries called %d times for %d float points", rr.calls, n)
+	}
+
+	// A failure that is not bad data, in the second batch: nothing stays.
+	fail := func(lset labels.Labels, _ int64) error {
+		if lset.Get("point") == strconv.Itoa(seriesBatch+3) {
+			return errors.New("disk on fire")
+		}
+		return nil
+	}
+	rr = &resolvingRecorder{recorder: newRecorder(), firstT: map[string]int64{}}
+	plain = newRecorder()
+	rr.appendErr, plain.appendErr = fail, fail
+	code1, msg1, _ = post(rr)
+	code2, msg2, _ = post(plain)
+	if code1 < 500 || code1 != code2 || msg1 != msg2 {
+		t.Fatalf("with series resolved: %d %q; without: %d %q", code1, msg1, code2, msg2)
+	}
+	if len(rr.all()) != 0 || len(plain.all()) != 0 || rr.rollbacks != 1 {
+		t.Fatalf("after a failed request: %d and %d series stored, %d rollbacks", len(rr.all()), len(plain.all()), rr.rollbacks)
 	}
 }
