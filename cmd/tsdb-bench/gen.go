@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"time"
 
@@ -168,6 +169,10 @@ const (
 	sampleFieldLen = 1 + 1 + sampleMsgLen
 )
 
+// versionOTLP is the "version" of a load sent as OTLP/HTTP (protobuf, not
+// compressed) instead of remote write.
+const versionOTLP = 3
+
 // shard is a fixed group of series sent together in one request per step.
 // Its uncompressed payload is built once with the library types; each step
 // only patches the value and timestamp bytes of every sample in place and
@@ -202,8 +207,10 @@ func newShard(version, perSeries int, series []seriesDef, rng *rand.Rand) (*shar
 		err = s.buildV1()
 	case 2:
 		err = s.buildV2()
+	case versionOTLP:
+		s.buildOTLP()
 	default:
-		err = fmt.Errorf("remote write version %d: want 1 or 2", version)
+		err = fmt.Errorf("remote write version %d: want 1, 2 or %d (OTLP)", version, versionOTLP)
 	}
 	return s, err
 }
@@ -321,6 +328,74 @@ func (s *shard) buildV2() error {
 	return nil
 }
 
+// buildOTLP builds an ExportMetricsServiceRequest of one resource without
+// attributes and one scope: a gauge per metric name, a data point per sample
+// whose attributes are the series' labels but __name__ (job and instance
+// included, so that every system stores the same series as from remote
+// write). time_unix_nano and as_double are fixed64 fields, patched in place
+// like remote write's values; the time lies just before the value.
+func (s *shard) buildOTLP() {
+	s.valueOffs = make([]int, len(s.series)*s.perSeries)
+	var scope []byte // ScopeMetrics content: its metrics
+	for lo := 0; lo < len(s.series); {
+		name := s.series[lo].labels[0].Value // __name__ sorts first
+		hi := lo + 1
+		for hi < len(s.series) && s.series[hi].labels[0].Value == name {
+			hi++
+		}
+		var points []byte // Gauge content
+		var offs []int    // value offsets in points, by sample index
+		var idx []int
+		for i := lo; i < hi; i++ {
+			var attrs []byte
+			for _, l := range s.series[i].labels[1:] {
+				v := protoBytes(0x0a, []byte(l.Value))                                 // AnyValue.string_value
+				kv := append(protoBytes(0x0a, []byte(l.Name)), protoBytes(0x12, v)...) // KeyValue
+				attrs = append(attrs, protoBytes(0x3a, kv)...)                         // NumberDataPoint.attributes
+			}
+			for j := range s.perSeries {
+				dp := append(slices.Clone(attrs), 0x19) // time_unix_nano, fixed64
+				dp = binary.LittleEndian.AppendUint64(dp, 0)
+				dp = append(dp, 0x21) // as_double, fixed64
+				voff := len(dp)
+				dp = binary.LittleEndian.AppendUint64(dp, 0)
+				points = append(points, 0x0a) // Gauge.data_points
+				points = appendVarint(points, uint64(len(dp)))
+				offs = append(offs, len(points)+voff)
+				idx = append(idx, i*s.perSeries+j)
+				points = append(points, dp...)
+			}
+		}
+		metric := protoBytes(0x0a, []byte(name)) // Metric.name
+		metric = append(metric, 0x2a)            // Metric.gauge
+		metric = appendVarint(metric, uint64(len(points)))
+		shift := len(metric)
+		metric = append(metric, points...)
+		scope = append(scope, 0x12) // ScopeMetrics.metrics
+		scope = appendVarint(scope, uint64(len(metric)))
+		shift += len(scope)
+		scope = append(scope, metric...)
+		for k, o := range offs {
+			s.valueOffs[idx[k]] = o + shift
+		}
+		lo = hi
+	}
+	rm := append([]byte{0x12}, appendVarint(nil, uint64(len(scope)))...) // ResourceMetrics.scope_metrics
+	s.raw = append([]byte{0x0a}, appendVarint(nil, uint64(len(rm)+len(scope)))...)
+	s.raw = append(s.raw, rm...)
+	head := len(s.raw)
+	s.raw = append(s.raw, scope...)
+	for i := range s.valueOffs {
+		s.valueOffs[i] += head
+	}
+}
+
+// protoBytes returns a length-delimited field: tag, length, b.
+func protoBytes(tag byte, b []byte) []byte {
+	out := append([]byte{tag}, appendVarint(nil, uint64(len(b)))...)
+	return append(out, b...)
+}
+
 // advance moves every series' value one scrape forward.
 func (s *shard) advance(rng *rand.Rand) {
 	for i, k := range s.kinds {
@@ -356,6 +431,15 @@ func (s *shard) payload(ts int64, step time.Duration, rng *rand.Rand) ([]byte, e
 			s.advance(rng)
 		}
 		t := uint64(ts + int64(j)*step.Milliseconds())
+		if s.version == versionOTLP {
+			ns := t * uint64(time.Millisecond)
+			for i, v := range s.values {
+				off := s.valueOffs[i*s.perSeries+j]
+				binary.LittleEndian.PutUint64(s.raw[off:], math.Float64bits(v))
+				binary.LittleEndian.PutUint64(s.raw[off-9:], ns)
+			}
+			continue
+		}
 		for i, v := range s.values {
 			off := s.valueOffs[i*s.perSeries+j]
 			binary.LittleEndian.PutUint64(s.raw[off:], math.Float64bits(v))
@@ -367,6 +451,9 @@ func (s *shard) payload(ts int64, step time.Duration, rng *rand.Rand) ([]byte, e
 			}
 			b[tsVarintLen-1] = byte(x)
 		}
+	}
+	if s.version == versionOTLP {
+		return s.raw, nil
 	}
 	s.compBuf = snappy.Encode(s.compBuf[:cap(s.compBuf)], s.raw)
 	return s.compBuf, nil

@@ -408,9 +408,13 @@ func send(client *http.Client, url string, version int, body []byte) (bool, int,
 		if err != nil {
 			return false, attempt, err.Error()
 		}
-		req.Header.Set("Content-Encoding", "snappy")
-		req.Header.Set("Content-Type", contentType(version))
-		req.Header.Set("X-Prometheus-Remote-Write-Version", protoVersionHeader(version))
+		if version == versionOTLP {
+			req.Header.Set("Content-Type", "application/x-protobuf")
+		} else {
+			req.Header.Set("Content-Encoding", "snappy")
+			req.Header.Set("Content-Type", contentType(version))
+			req.Header.Set("X-Prometheus-Remote-Write-Version", protoVersionHeader(version))
+		}
 		req.Header.Set("User-Agent", "shale-tsdb-bench")
 		resp, err := client.Do(req)
 		retry := true

@@ -97,7 +97,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.load.Progress, "progress", 5*time.Second, "period of the progress line; 0 disables it")
 	fs.Uint64Var(&o.load.Seed, "seed", 1, "seed of the generated values")
 	sys := fs.String("systems", "null,shale,shale-rw2,prometheus,victoria-metrics",
-		"systems in the order they run: null (the generator alone), shale (remote write 1.0), shale-rw2 (2.0), shale-nowal (acknowledged once in memory), shale-nocache (results cache off), shale-s3 (on versitygw behind a proxy adding -s3-latency), prometheus, victoria-metrics")
+		"systems in the order they run: null (the generator alone), shale (remote write 1.0), shale-rw2 (2.0), shale-otlp (OTLP/HTTP protobuf, a gauge data point per sample), shale-nowal (acknowledged once in memory), shale-nocache (results cache off), shale-s3 (on versitygw behind a proxy adding -s3-latency), prometheus, victoria-metrics, and prometheus-otlp and victoria-metrics-otlp (their OTLP receivers)")
 	fs.StringVar(&o.out, "out", "bench-out", "folder for the report, the SVG, the results JSON and the systems' data")
 	fs.IntVar(&o.runs, "runs", 1, "repeat the whole benchmark; the table shows medians")
 	fs.IntVar(&o.rounds, "query-rounds", 3, "warm rounds of the query set (after one warm-up round)")
@@ -194,12 +194,14 @@ func (o *options) newSystem(name string) (*system, error) {
 	case "null":
 		s.kind = "null"
 		return s, nil
-	case "shale", "shale-rw2", "shale-nowal", "shale-nocache", "shale-s3":
+	case "shale", "shale-rw2", "shale-otlp", "shale-nowal", "shale-nocache", "shale-s3":
 		s.kind, s.bin, hint = "shale", o.shaleBin, "make build"
 		s.extra = strings.Fields(o.shaleArgs)
 		switch name {
 		case "shale-rw2":
 			s.version = 2
+		case "shale-otlp":
+			s.version = versionOTLP
 		case "shale-nowal":
 			s.extra = append(s.extra, "--storage.wal=false")
 		case "shale-nocache":
@@ -207,12 +209,19 @@ func (o *options) newSystem(name string) (*system, error) {
 		case "shale-s3":
 			s.startS3 = func(ctx context.Context, dir string) (*s3Backend, error) { return startS3Backend(ctx, o, dir) }
 		}
-	case "prometheus":
+	case "prometheus", "prometheus-otlp":
 		s.kind, s.bin, hint = "prometheus", o.promBin, "apt-get install prometheus"
 		s.extra = strings.Fields(o.promArgs)
-	case "victoria-metrics":
+		if name == "prometheus-otlp" {
+			s.version = versionOTLP
+			s.extra = append(s.extra, "--web.enable-otlp-receiver")
+		}
+	case "victoria-metrics", "victoria-metrics-otlp":
 		s.kind, s.bin, hint = "victoria-metrics", o.vmBin, "apt-get install victoria-metrics"
 		s.extra = strings.Fields(o.vmArgs)
+		if name == "victoria-metrics-otlp" {
+			s.version = versionOTLP
+		}
 	default:
 		return nil, fmt.Errorf("unknown system %q", name)
 	}

@@ -22,6 +22,8 @@ import (
 	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 	"github.com/prometheus/prometheus/promql/parser"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 	"go.uber.org/goleak"
 )
 
@@ -753,5 +755,72 @@ func TestRunQueryKinds(t *testing.T) {
 		if res.Kind != c.kind || (res.Err == "") != (c.kind == "") {
 			t.Errorf("%s at %s: kind %q, error %q; want kind %q", c.expr, c.base, res.Kind, res.Err, c.kind)
 		}
+	}
+}
+
+// TestPayloadOTLP decodes an OTLP payload with the Collector's own decoder:
+// a gauge per metric name, every series' labels but __name__ as the
+// attributes of its data points, two points a series at the step's times
+// with the shard's values.
+func TestPayloadOTLP(t *testing.T) {
+	series := testSeries(t, 120)
+	rng := rand.New(rand.NewPCG(1, 2))
+	sh, err := newShard(versionOTLP, 2, series, rng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := append([]float64(nil), sh.values...)
+	body, err := sh.payload(ts0, 10*time.Second, rng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := pmetricotlp.NewExportRequest()
+	if err := req.UnmarshalProto(body); err != nil {
+		t.Fatal(err)
+	}
+	md := req.Metrics()
+	if md.ResourceMetrics().Len() != 1 || md.ResourceMetrics().At(0).ScopeMetrics().Len() != 1 {
+		t.Fatalf("%d resources", md.ResourceMetrics().Len())
+	}
+	ms := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
+	i := 0 // series
+	for m := range ms.Len() {
+		metric := ms.At(m)
+		if metric.Type() != pmetric.MetricTypeGauge {
+			t.Fatalf("metric %s is a %s", metric.Name(), metric.Type())
+		}
+		dps := metric.Gauge().DataPoints()
+		for k := 0; k < dps.Len(); k += 2 {
+			if i >= len(series) {
+				t.Fatalf("more data points than series")
+			}
+			want := series[i].labels
+			if metric.Name() != want[0].Value {
+				t.Fatalf("series %d: metric %s, want %s", i, metric.Name(), want[0].Value)
+			}
+			for j := range 2 {
+				dp := dps.At(k + j)
+				got := []prompb.Label{{Name: "__name__", Value: metric.Name()}}
+				for name, v := range dp.Attributes().All() {
+					got = append(got, prompb.Label{Name: name, Value: v.Str()})
+				}
+				if !labelsEqual(got, want) {
+					t.Fatalf("series %d point %d: labels %v, want %v", i, j, got, want)
+				}
+				if ts := dp.Timestamp().AsTime().UnixMilli(); ts != ts0+int64(j)*10000 {
+					t.Fatalf("series %d point %d at %d, want %d", i, j, ts, ts0+int64(j)*10000)
+				}
+			}
+			if v := dps.At(k).DoubleValue(); v != first[i] {
+				t.Errorf("series %d: first value %v, want %v", i, v, first[i])
+			}
+			if v := dps.At(k + 1).DoubleValue(); v != sh.values[i] {
+				t.Errorf("series %d: second value %v, want %v", i, v, sh.values[i])
+			}
+			i++
+		}
+	}
+	if i != len(series) {
+		t.Fatalf("%d series decoded, want %d", i, len(series))
 	}
 }

@@ -22,9 +22,9 @@ import (
 // system is one time-series database the harness starts, loads, queries,
 // restarts and stops.
 type system struct {
-	name     string // as shown in the report: shale, shale-rw2, prometheus, victoria-metrics, null
+	name     string // as shown in the report: shale, shale-rw2, shale-otlp, prometheus, victoria-metrics, null
 	kind     string // shale, prometheus, victoria-metrics or null
-	version  int    // remote write version the load uses
+	version  int    // remote write version the load uses, or versionOTLP
 	bin      string
 	extra    []string // further flags
 	dir      string   // working folder of this system in this run
@@ -64,8 +64,13 @@ func freePort() (int, error) {
 func (s *system) base() string { return fmt.Sprintf("http://127.0.0.1:%d", s.port) }
 
 func (s *system) writeURL() string {
-	if s.kind == "null" {
+	switch {
+	case s.kind == "null":
 		return s.nullURL
+	case s.version == versionOTLP && s.kind == "victoria-metrics":
+		return s.base() + "/opentelemetry/v1/metrics"
+	case s.version == versionOTLP:
+		return s.base() + "/api/v1/otlp/v1/metrics"
 	}
 	return s.base() + "/api/v1/write"
 }
