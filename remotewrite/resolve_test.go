@@ -216,22 +216,29 @@ func TestOTLPResolveSeries(t *testing.T) {
 		return nil
 	}
 
-	post := func(app Appendable) (int, string, float64) {
+	// post returns the status, the body, the samples rejected as out of
+	// order and the float samples and histograms received.
+	post := func(app Appendable) (int, string, float64, [2]float64) {
 		oh, h := newOTLPHandler(t, app, nil, nil)
 		req := httptest.NewRequest(http.MethodPost, OTLPPath, bytes.NewReader(body))
 		req.Header.Set("Content-Type", ContentTypeOTLPProto)
 		w := httptest.NewRecorder()
 		oh.ServeHTTP(w, req)
-		return w.Code, w.Body.String(), testutil.ToFloat64(h.m.rejected[kindSamples].WithLabelValues("out_of_order"))
+		received := [2]float64{testutil.ToFloat64(h.m.received[kindSamples]), testutil.ToFloat64(h.m.received[kindHistograms])}
+		return w.Code, w.Body.String(), testutil.ToFloat64(h.m.rejected[kindSamples].WithLabelValues("out_of_order")), received
 	}
 
 	rr := &resolvingRecorder{recorder: newRecorder(), firstT: map[string]int64{}}
 	plain := newRecorder()
 	rr.appendErr, plain.appendErr = refuse, refuse
-	code1, msg1, rej1 := post(rr)
-	code2, msg2, rej2 := post(plain)
-	if code1 != http.StatusOK || code1 != code2 || msg1 != msg2 || rej1 != rej2 {
+	code1, msg1, rej1, recv1 := post(rr)
+	code2, msg2, rej2, recv2 := post(plain)
+	if code1 != http.StatusOK || code1 != code2 || msg1 != msg2 || rej1 != rej2 || recv1 != recv2 {
 		t.Fatalf("with series resolved: %d %q, %v rejected; without: %d %q, %v rejected", code1, msg1, rej1, code2, msg2, rej2)
+	}
+	// Every float point of the sum and the gauge; a histogram point each.
+	if want := [2]float64{n + seriesBatch/2, 3}; recv1 != want {
+		t.Fatalf("received counters %v, want %v", recv1, want)
 	}
 	// Point 5 has a twin among the last 20 points; the others do not.
 	if rej1 != 4 {
@@ -261,8 +268,8 @@ func TestOTLPResolveSeries(t *testing.T) {
 	rr = &resolvingRecorder{recorder: newRecorder(), firstT: map[string]int64{}}
 	plain = newRecorder()
 	rr.appendErr, plain.appendErr = fail, fail
-	code1, msg1, _ = post(rr)
-	code2, msg2, _ = post(plain)
+	code1, msg1, _, _ = post(rr)
+	code2, msg2, _, _ = post(plain)
 	if code1 < 500 || code1 != code2 || msg1 != msg2 {
 		t.Fatalf("with series resolved: %d %q; without: %d %q", code1, msg1, code2, msg2)
 	}
