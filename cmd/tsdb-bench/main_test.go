@@ -516,6 +516,12 @@ func TestReportTable(t *testing.T) {
 			t.Errorf("row with a different column count: %s", l)
 		}
 	}
+	// OTLP peers are compared with shale-otlp, the others with shale.
+	otlp := [][]*sysResult{{mk("shale", 100, nan), mk("shale-otlp", 60, nan), mk("victoria-metrics-otlp", 30, nan), mk("prometheus", 50, nan)}}
+	_, find = renderReport(t, otlp, "| figure | unit | shale | shale-otlp | victoria-metrics-otlp | prometheus | shale-otlp / victoria-metrics-otlp | shale / prometheus |")
+	if got, want := find("sustained ingest"), "| sustained ingest | samples/s | 100 | 60 | 30 | 50 | 2x | 2x |"; got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
 	if pq := perQueryTable(runs); !strings.Contains(pq, "| shale | 1h | 1 | 2 |") {
 		t.Errorf("per-query table:\n%s", pq)
 	}

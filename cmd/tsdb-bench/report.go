@@ -233,7 +233,9 @@ func si(v float64) string { return fmtNum(v) }
 
 // reportTable renders the medians of runs (runs[i] holds one result per
 // system, in the same order) as a Markdown table with a column per system
-// and a ratio column "shale / <peer>" for each peer that is not Shale.
+// and a ratio column "shale / <peer>" for each peer that is not Shale: an
+// OTLP peer (name ending in -otlp) is compared with shale-otlp, the others
+// with shale.
 func reportTable(runs [][]*sysResult) string {
 	if len(runs) == 0 || len(runs[0]) == 0 {
 		return ""
@@ -242,11 +244,18 @@ func reportTable(runs [][]*sysResult) string {
 	for i, r := range runs[0] {
 		names[i] = r.Name
 	}
-	shale := slices.Index(names, "shale")
-	var peers []int
+	type pair struct{ shale, peer int }
+	var pairs []pair
 	for i, n := range names {
-		if n != "null" && !strings.HasPrefix(n, "shale") {
-			peers = append(peers, i)
+		if n == "null" || strings.HasPrefix(n, "shale") {
+			continue
+		}
+		own := "shale"
+		if strings.HasSuffix(n, "-otlp") {
+			own = "shale-otlp"
+		}
+		if s := slices.Index(names, own); s >= 0 {
+			pairs = append(pairs, pair{s, i})
 		}
 	}
 	var b strings.Builder
@@ -254,13 +263,11 @@ func reportTable(runs [][]*sysResult) string {
 	for _, n := range names {
 		b.WriteString(" " + n + " |")
 	}
-	for _, p := range peers {
-		if shale >= 0 {
-			b.WriteString(" shale / " + names[p] + " |")
-		}
+	for _, p := range pairs {
+		b.WriteString(" " + names[p.shale] + " / " + names[p.peer] + " |")
 	}
 	b.WriteString("\n|---|---|")
-	for range len(names) + len(peers)*btoi(shale >= 0) {
+	for range len(names) + len(pairs) {
 		b.WriteString("---:|")
 	}
 	b.WriteString("\n")
@@ -286,10 +293,8 @@ func reportTable(runs [][]*sysResult) string {
 		for _, m := range med {
 			b.WriteString(" " + fmtNum(m) + " |")
 		}
-		if shale >= 0 {
-			for _, p := range peers {
-				b.WriteString(" " + ratio(med[shale], med[p]) + " |")
-			}
+		for _, p := range pairs {
+			b.WriteString(" " + ratio(med[p.shale], med[p.peer]) + " |")
 		}
 		b.WriteString("\n")
 	}
