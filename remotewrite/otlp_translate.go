@@ -253,6 +253,9 @@ func (t *otlpTranslator) checkContext() error {
 
 // labelName returns the sanitised label name of attribute name a.
 func (t *otlpTranslator) labelName(a string) (string, error) {
+	if plainLabelName(a) {
+		return a, nil
+	}
 	if n, ok := t.names[a]; ok {
 		return n, nil
 	}
@@ -263,6 +266,33 @@ func (t *otlpTranslator) labelName(a string) (string, error) {
 	t.names[a] = n
 	return n, nil
 }
+
+// plainLabelName reports whether a is a name the label namer leaves as it
+// is whatever its settings: an ASCII letter, then ASCII letters, digits and
+// single underscores (nothing to replace, no leading digit or underscore,
+// no run of underscores to collapse). Most attribute keys are; they skip
+// the cache's map. TestOTLPMatchesUpstream compares the names with the
+// namer's under every setting.
+func plainLabelName(a string) bool {
+	if a == "" || !asciiLetter(a[0]) {
+		return false
+	}
+	for i := 1; i < len(a); i++ {
+		c := a[i]
+		if c == '_' {
+			if a[i-1] == '_' {
+				return false
+			}
+			continue
+		}
+		if !asciiLetter(c) && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}
+
+func asciiLetter(c byte) bool { return c|0x20 >= 'a' && c|0x20 <= 'z' }
 
 // lookup returns the value of the first attribute named key.
 func lookup(attrs []otlpAttr, key string) (string, bool) {
