@@ -122,6 +122,8 @@ type otlpTranslator struct {
 	scopeLbls     []labels.Label
 
 	sorted, base, out []labels.Label
+	// mapped is sorted with the names sanitised (mapNames).
+	mapped []labels.Label
 	b                 lblBuilder
 	exs, sel          []exemplar.Exemplar
 	exsb              labels.ScratchBuilder
@@ -217,6 +219,7 @@ func (t *otlpTranslator) release() {
 	}
 	clear(t.seen)
 	clear(t.sorted[:cap(t.sorted)])
+	clear(t.mapped[:cap(t.mapped)])
 	clear(t.base[:cap(t.base)])
 	clear(t.out[:cap(t.out)])
 	clear(t.promoted[:cap(t.promoted)])
@@ -385,6 +388,10 @@ func (t *otlpTranslator) attributes(attrs []otlpAttr, ignore int, withPromoted, 
 	slices.SortFunc(t.sorted, byName)
 	if t.set.allowUTF8 {
 		t.b.reset(t.sorted)
+	} else if ok, err := t.mapNames(); err != nil {
+		return err
+	} else if ok {
+		t.b.reset(t.mapped)
 	} else {
 		t.b.reset(nil)
 		for _, l := range t.sorted {
@@ -427,6 +434,27 @@ func (t *otlpTranslator) attributes(attrs []otlpAttr, ignore int, withPromoted, 
 }
 
 func byName(a, b labels.Label) int { return strings.Compare(a.Name, b.Name) }
+
+// mapNames sets t.mapped to t.sorted with every name sanitised, and reports
+// whether the sanitised names are strictly increasing: then no two
+// attributes collide and the order holds, and t.mapped is the label set as
+// it is, without merging one attribute at a time into the builder. It fails
+// as that merge does: on the first name, in order, that cannot be
+// sanitised.
+func (t *otlpTranslator) mapNames() (bool, error) {
+	t.mapped = t.mapped[:0]
+	for i, l := range t.sorted {
+		name, err := t.labelName(l.Name)
+		if err != nil {
+			return false, err
+		}
+		if i > 0 && name <= t.mapped[i-1].Name {
+			return false, nil
+		}
+		t.mapped = append(t.mapped, labels.Label{Name: name, Value: l.Value})
+	}
+	return true, nil
+}
 
 // seriesOf builds the labels of a series of a point into t.out: the
 // point's attributes and name.
