@@ -476,12 +476,20 @@ func (st *reqState) resolveBatch(r SeriesResolver, lo int, slots []seriesSlot) {
 	if len(st.rIdx) == 0 {
 		return
 	}
-	st.rRefs = slices.Grow(st.rRefs[:0], len(st.rIdx))[:len(st.rIdx)]
-	r.ResolveSeries(st.rLsets, st.rTs, st.rRefs)
+	refs := st.resolveScratch(r)
 	for k, j := range st.rIdx {
-		slots[j].ref = st.rRefs[k]
+		slots[j].ref = refs[k]
 	}
+}
+
+// resolveScratch looks up the series st.rLsets (with their times st.rTs)
+// through r, lets go of the label sets and returns their refs, valid until
+// the next call.
+func (st *reqState) resolveScratch(r SeriesResolver) []SeriesRef {
+	st.rRefs = slices.Grow(st.rRefs[:0], len(st.rLsets))[:len(st.rLsets)]
+	r.ResolveSeries(st.rLsets, st.rTs, st.rRefs)
 	clear(st.rLsets)
+	return st.rRefs
 }
 
 // problem records one rejected item; only the first max get a message.

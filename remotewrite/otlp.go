@@ -10,7 +10,6 @@ import (
 	"mime"
 	"net/http"
 	"runtime/debug"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -415,12 +414,10 @@ func (a *otlpAppender) appendPoints() error {
 		s.rLsets = append(s.rLsets, s.slots[i].ls)
 		s.rTs = append(s.rTs, a.pts[i].t)
 	}
-	s.rRefs = slices.Grow(s.rRefs[:0], len(a.pts))[:len(a.pts)]
-	a.resolver.ResolveSeries(s.rLsets, s.rTs, s.rRefs)
-	clear(s.rLsets)
+	refs := s.resolveScratch(a.resolver)
 	for i, p := range a.pts {
 		lset := s.slots[i].ls
-		if _, err := a.app.Append(s.rRefs[i], lset, p.st, p.t, p.v); err != nil {
+		if _, err := a.app.Append(refs[i], lset, p.st, p.t, p.v); err != nil {
 			if !IsBadData(err) {
 				a.fatal = err
 				break

@@ -123,16 +123,16 @@ type otlpTranslator struct {
 
 	sorted, base, out []labels.Label
 	// mapped is sorted with the names sanitised (mapNames).
-	mapped []labels.Label
-	b                 lblBuilder
-	exs, sel          []exemplar.Exemplar
-	exsb              labels.ScratchBuilder
-	hex               [32]byte
-	num               []byte
-	h                 histogram.Histogram
-	spans             [2][]histogram.Span
-	deltas            [2][]int64
-	seen              map[targetKey]struct{}
+	mapped   []labels.Label
+	b        lblBuilder
+	exs, sel []exemplar.Exemplar
+	exsb     labels.ScratchBuilder
+	hex      [32]byte
+	num      []byte
+	h        histogram.Histogram
+	spans    [2][]histogram.Span
+	deltas   [2][]int64
+	seen     map[targetKey]struct{}
 }
 
 type targetKey struct {
@@ -388,17 +388,14 @@ func (t *otlpTranslator) attributes(attrs []otlpAttr, ignore int, withPromoted, 
 	slices.SortFunc(t.sorted, byName)
 	if t.set.allowUTF8 {
 		t.b.reset(t.sorted)
-	} else if ok, err := t.mapNames(); err != nil {
+	} else if inOrder, err := t.mapNames(); err != nil {
 		return err
-	} else if ok {
+	} else if inOrder {
 		t.b.reset(t.mapped)
 	} else {
 		t.b.reset(nil)
-		for _, l := range t.sorted {
-			name, err := t.labelName(l.Name)
-			if err != nil {
-				return err
-			}
+		for i, l := range t.sorted {
+			name := t.mapped[i].Name
 			if prev := t.b.get(name); prev != "" {
 				if t.warnOn {
 					t.warn("OTLP attribute %q collides with another as label %q after name sanitization, values are concatenated with ';'", l.Name, name)
@@ -439,21 +436,19 @@ func byName(a, b labels.Label) int { return strings.Compare(a.Name, b.Name) }
 // whether the sanitised names are strictly increasing: then no two
 // attributes collide and the order holds, and t.mapped is the label set as
 // it is, without merging one attribute at a time into the builder. It fails
-// as that merge does: on the first name, in order, that cannot be
-// sanitised.
-func (t *otlpTranslator) mapNames() (bool, error) {
+// on the first name, in order, that cannot be sanitised.
+func (t *otlpTranslator) mapNames() (inOrder bool, err error) {
 	t.mapped = t.mapped[:0]
+	inOrder = true
 	for i, l := range t.sorted {
 		name, err := t.labelName(l.Name)
 		if err != nil {
 			return false, err
 		}
-		if i > 0 && name <= t.mapped[i-1].Name {
-			return false, nil
-		}
+		inOrder = inOrder && (i == 0 || name > t.mapped[i-1].Name)
 		t.mapped = append(t.mapped, labels.Label{Name: name, Value: l.Value})
 	}
-	return true, nil
+	return inOrder, nil
 }
 
 // seriesOf builds the labels of a series of a point into t.out: the
