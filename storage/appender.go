@@ -285,10 +285,14 @@ func (a *appender) series(t int64, lset labels.Labels) (*memSeries, error) {
 		h      uint64
 		missed *headPart // the partition that does not hold lset, hashed h
 	)
-	if p := db.head.openPart(db.partitionOf(t)); p != nil {
-		if s := a.last; s != nil && s.part == p && (s == a.known || s.is(lset)) {
-			return s, nil
-		}
+	part := db.partitionOf(t)
+	// The previous sample's series again, in a partition still open: the
+	// head's partition of that start (see headPart.closed), found without
+	// the head's lock, whose shared counter was 3 % of the ingest's CPU.
+	if s := a.last; s != nil && s.part.start == part && !s.part.closed.Load() && (s == a.known || s.is(lset)) {
+		return s, nil
+	}
+	if p := db.head.openPart(part); p != nil {
 		h = lset.Hash()
 		if s := p.get(h, lset); s != nil {
 			a.last = s
@@ -458,7 +462,7 @@ func (a *appender) Commit() error {
 	)
 	closing := 0 // samples of partitions a flush closed since Append
 	for _, ps := range a.pending {
-		if ps.part.closed {
+		if ps.part.closed.Load() {
 			closing++
 			continue
 		}

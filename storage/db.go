@@ -272,7 +272,7 @@ func (db *DB) headPartFor(ctx context.Context, t int64) (*headPart, error) {
 	part := db.partitionOf(t)
 	db.head.mu.RLock()
 	p := db.head.parts[part]
-	open := p != nil && !p.closed // closed is written under the head's lock
+	open := p != nil && !p.closed.Load() // closed is written under the head's lock
 	db.head.mu.RUnlock()
 	if open {
 		return p, nil
@@ -280,7 +280,7 @@ func (db *DB) headPartFor(ctx context.Context, t int64) (*headPart, error) {
 	db.head.mu.Lock()
 	defer db.head.mu.Unlock()
 	if p = db.head.parts[part]; p != nil {
-		if p.closed {
+		if p.closed.Load() {
 			return nil, nil
 		}
 		return p, nil

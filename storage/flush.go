@@ -82,7 +82,7 @@ func (db *DB) flushHeadLocked(ctx context.Context, mode closeMode) error {
 	parts := h.sortedPartsLocked()
 	for _, p := range parts {
 		if mode == closeAll || (mode == closeOld && p.end <= db.minValidTime(maxT)) {
-			p.closed = true
+			p.closed.Store(true)
 			closing = append(closing, p)
 		}
 	}
@@ -112,7 +112,7 @@ func (db *DB) flushHeadLocked(ctx context.Context, mode closeMode) error {
 		db.metrics.flushFailures.Inc()
 		h.mu.Lock()
 		for _, p := range closing {
-			p.closed = false
+			p.closed.Store(false)
 		}
 		h.mu.Unlock()
 		return fmt.Errorf("flush head: %w", err)
@@ -127,7 +127,7 @@ func (db *DB) flushHeadLocked(ctx context.Context, mode closeMode) error {
 	// Partitions the head has moved past keep accepting late samples until
 	// they close, but their series hold nothing once cut: let them go.
 	for _, p := range parts {
-		if !p.closed && p.end <= maxT-db.retireDelay() {
+		if !p.closed.Load() && p.end <= maxT-db.retireDelay() {
 			db.metrics.seriesRetired.Add(float64(p.retireIdle()))
 		}
 	}

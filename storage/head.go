@@ -82,8 +82,12 @@ type headPart struct {
 	idx *index.MemIndex
 
 	// closed is set, under head.mu held for writing, when the partition is
-	// being written out for good; commits no longer add to it.
-	closed bool
+	// being written out for good; commits no longer add to it. It is read
+	// under head.mu, or without it by an appender that takes the partition
+	// of its previous sample again (appender.series): a partition not
+	// closed is still the head's partition of its start, since the head
+	// drops or replaces a partition only once it is closed.
+	closed atomic.Bool
 
 	// minT and maxT bound the times of the partition's samples: those
 	// committed since it opened here and those its registry entry recorded
@@ -410,7 +414,7 @@ func (p *headPart) seriesFrom(lo int, buf []*memSeries) []*memSeries {
 func (h *head) openPart(start int64) *headPart {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	if p := h.parts[start]; p != nil && !p.closed {
+	if p := h.parts[start]; p != nil && !p.closed.Load() {
 		return p
 	}
 	return nil

@@ -29,7 +29,7 @@ func (db *DB) Partitions(ctx context.Context) ([]PartitionStatus, error) {
 		p.mu.RLock()
 		n := len(p.series)
 		p.mu.RUnlock()
-		byStart[start] = &PartitionStatus{Start: p.start, End: p.end, Head: true, Closed: p.closed, Series: n}
+		byStart[start] = &PartitionStatus{Start: p.start, End: p.end, Head: true, Closed: p.closed.Load(), Series: n}
 	}
 	db.head.mu.RUnlock()
 	err := db.scan(ctx, []byte{keyRegistry}, []byte{keyRegistry + 1}, func(k, v []byte) error {
