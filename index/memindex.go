@@ -205,18 +205,41 @@ func (ix *MemIndex) EqualEach(refs []int64, lsets []labels.Labels) {
 }
 
 // equalLocked compares the stored series ref with lset without building it.
+// It is the check of every sample found by its labels: the symbol ids are
+// decoded here, ids below 2^14 (every name, and the values of all but the
+// largest partitions) inline, rather than through labelIDs.
 func (ix *MemIndex) equalLocked(ref uint32, lset labels.Labels) bool {
-	ids := ix.labelIDsLocked(ref)
+	off := ix.offsets[ref]
+	b := ix.pages[off>>pageBits][off&(pageSize-1):]
+	n, k := binary.Uvarint(b)
+	b = b[k:]
+	symtab := ix.symtab
 	// One pass: lset.Len would walk lset once more just to count.
 	equal := true
 	lset.Range(func(l labels.Label) {
 		if !equal {
 			return
 		}
-		nameID, valueID, ok := ids.next()
-		equal = ok && ix.symtab[nameID] == l.Name && ix.symtab[valueID] == l.Value
+		if n == 0 {
+			equal = false
+			return
+		}
+		n--
+		var id [2]uint64
+		for i := range id {
+			switch {
+			case len(b) > 0 && b[0] < 0x80:
+				id[i], b = uint64(b[0]), b[1:]
+			case len(b) > 1 && b[1] < 0x80:
+				id[i], b = uint64(b[0]&0x7f)|uint64(b[1])<<7, b[2:]
+			default:
+				v, k := binary.Uvarint(b)
+				id[i], b = v, b[k:]
+			}
+		}
+		equal = symtab[id[0]] == l.Name && symtab[id[1]] == l.Value
 	})
-	return equal && ids.n == 0
+	return equal && n == 0
 }
 
 // labelIDs walks a stored series: the number of its labels, then each

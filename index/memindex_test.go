@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -149,7 +150,18 @@ func TestMemIndexAdd(t *testing.T) {
 // TestMemIndexEqual compares stored series with label sets that differ in
 // a name, a value, a label more or a label less, one at a time and in a batch.
 func TestMemIndexEqual(t *testing.T) {
+	// Symbol ids take one, two or three varint bytes in the series' encoding
+	// as more strings come before them.
+	for _, fillers := range []int{0, 100, 20_000} {
+		t.Run(fmt.Sprintf("fillers=%d", fillers), func(t *testing.T) { testMemIndexEqual(t, fillers) })
+	}
+}
+
+func testMemIndexEqual(t *testing.T, fillers int) {
 	ix := NewMemIndex()
+	for i := range fillers {
+		ix.GetOrCreate(labels.FromStrings("__name__", "filler", "i", strconv.Itoa(i)))
+	}
 	rng := rand.New(rand.NewPCG(4, 4))
 	var sets []labels.Labels
 	for len(sets) < 100 {
@@ -158,10 +170,11 @@ func TestMemIndexEqual(t *testing.T) {
 			sets = append(sets, lset)
 		}
 	}
+	first := uint32(fillers) // the ref of sets[0]
 	var refs []int64
 	var others []labels.Labels
 	for i, lset := range sets {
-		if !ix.Equal(uint32(i), lset) {
+		if !ix.Equal(first+uint32(i), lset) {
 			t.Fatalf("Equal(%d, %s) = false", i, lset)
 		}
 		b := labels.NewBuilder(lset)
@@ -176,24 +189,24 @@ func TestMemIndexEqual(t *testing.T) {
 			if labels.Equal(other, lset) {
 				continue
 			}
-			if ix.Equal(uint32(i), other) {
+			if ix.Equal(first+uint32(i), other) {
 				t.Fatalf("Equal(%d, %s) = true for the series %s", i, other, lset)
 			}
-			refs = append(refs, int64(i))
+			refs = append(refs, int64(first)+int64(i))
 			others = append(others, other)
 		}
-		refs = append(refs, int64(i))
+		refs = append(refs, int64(first)+int64(i))
 		others = append(others, lset)
 	}
-	if ix.Equal(uint32(len(sets)), sets[0]) {
+	if ix.Equal(first+uint32(len(sets)), sets[0]) {
 		t.Fatal("Equal is true for a ref past the last series")
 	}
-	refs = append(refs, int64(len(sets)), -1)
+	refs = append(refs, int64(first)+int64(len(sets)), -1)
 	others = append(others, sets[0], sets[0])
 	orig := slices.Clone(refs)
 	ix.EqualEach(refs, others)
 	for i, ref := range refs {
-		want := i < len(refs)-2 && labels.Equal(sets[orig[i]], others[i])
+		want := i < len(refs)-2 && labels.Equal(sets[orig[i]-int64(first)], others[i])
 		if (ref >= 0) != want {
 			t.Fatalf("EqualEach: entry %d (%s) left %d", i, others[i], ref)
 		}
