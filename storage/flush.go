@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"time"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -214,7 +215,12 @@ func (db *DB) writeCuts(ctx context.Context, parts []*headPart, maxT int64) (cut
 			if len(some) == 0 {
 				break
 			}
-			for _, s := range some {
+			for i, s := range some {
+				// Other goroutines run every 64 series, as in the LSM's
+				// compactions: a cut encodes blocks for a while.
+				if i%64 == 63 {
+					runtime.Gosched()
+				}
 				if s == nil {
 					continue // retired: holds nothing
 				}
