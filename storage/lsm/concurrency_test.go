@@ -2,6 +2,7 @@ package lsm
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -168,4 +169,102 @@ func TestFencingWhileWriting(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLargeBatchesAtomic writes batches that each rewrite every key of a
+// writer's set with the batch's generation, from two writers at once, large
+// enough to fill several memtables in a run, beside small writes and
+// readers. A snapshot never shows part of a batch (every key of a set has
+// one generation), and a write is visible once its Write returns. (A Write
+// that inserted outside the DB's lock and published its sequence numbers
+// out of order failed it.)
+func TestLargeBatchesAtomic(t *testing.T) {
+	ctx := context.Background()
+	opts := testOptions()
+	opts.WALEnabled = false
+	opts.MemtableBytes = 256 << 10
+	opts.L0CompactionTrigger = 4
+	opts.CompactionInterval = time.Millisecond
+	db, _ := openMemDB(t, opts, Components{})
+
+	const writers, keys, gens = 2, 2000, 12
+	var written [writers]atomic.Int64 // generations whose Write returned
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			value := make([]byte, 64)
+			for g := 1; g <= gens; g++ {
+				var b Batch
+				for k := range keys {
+					binary.BigEndian.PutUint64(value, uint64(g))
+					b.Put(fmt.Appendf(nil, "set%d/%05d", w, k), value)
+				}
+				if err := db.Write(ctx, &b, WriteOptions{}); err != nil {
+					t.Error(err)
+					return
+				}
+				written[w].Store(int64(g))
+			}
+		})
+	}
+	var small atomic.Int64 // small writes whose Write returned
+	wg.Go(func() {
+		for i := 1; i <= 300; i++ {
+			var b Batch
+			b.Put(fmt.Appendf(nil, "small/%05d", i), []byte("v"))
+			if err := db.Write(ctx, &b, WriteOptions{}); err != nil {
+				t.Error(err)
+				return
+			}
+			small.Store(int64(i))
+		}
+	})
+	stop := make(chan struct{})
+	var rg sync.WaitGroup
+	for r := range 2 {
+		rg.Go(func() {
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				w := (n + r) % writers
+				floor := written[w].Load()
+				smallFloor := small.Load()
+				it, err := db.NewIterator(ctx, fmt.Appendf(nil, "set%d/", w), fmt.Appendf(nil, "set%d0", w))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				seen, gen := 0, int64(-1)
+				for ok := it.First(); ok; ok = it.Next() {
+					g := int64(binary.BigEndian.Uint64(it.Value()))
+					if gen >= 0 && g != gen {
+						t.Errorf("set%d: %s has generation %d, the keys before it %d: part of a batch seen", w, it.Key(), g, gen)
+					}
+					gen = g
+					seen++
+				}
+				if err := it.Close(); err != nil {
+					t.Error(err)
+					return
+				}
+				if floor > 0 && (seen != keys || gen < floor) {
+					t.Errorf("set%d: %d keys at generation %d after generation %d was written", w, seen, gen, floor)
+				}
+				if smallFloor > 0 {
+					if _, ok, err := db.Get(ctx, fmt.Appendf(nil, "small/%05d", smallFloor)); err != nil || !ok {
+						t.Errorf("small/%05d not found after its write returned (%v)", smallFloor, err)
+					}
+				}
+				if t.Failed() {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	rg.Wait()
 }
