@@ -209,10 +209,8 @@ func (ix *MemIndex) EqualEach(refs []int64, lsets []labels.Labels) {
 // decoded here, ids below 2^14 (every name, and the values of all but the
 // largest partitions) inline, rather than through labelIDs.
 func (ix *MemIndex) equalLocked(ref uint32, lset labels.Labels) bool {
-	off := ix.offsets[ref]
-	b := ix.pages[off>>pageBits][off&(pageSize-1):]
-	n, k := binary.Uvarint(b)
-	b = b[k:]
+	ids := ix.labelIDsLocked(ref)
+	b, n := ids.b, ids.n
 	symtab := ix.symtab
 	// One pass: lset.Len would walk lset once more just to count.
 	equal := true

@@ -13,17 +13,25 @@ import (
 	"github.com/shaledb/shale/storage/objstore"
 )
 
+// openBusyDB opens a DB without a WAL whose memtables of memtableBytes
+// freeze often and whose L0 is compacted at l0Trigger tables, every
+// millisecond: flushes and compactions run beside a test's writes.
+func openBusyDB(t *testing.T, memtableBytes int64, l0Trigger int) *DB {
+	opts := testOptions()
+	opts.WALEnabled = false
+	opts.MemtableBytes = memtableBytes
+	opts.L0CompactionTrigger = l0Trigger
+	opts.CompactionInterval = time.Millisecond
+	db, _ := openMemDB(t, opts, Components{})
+	return db
+}
+
 // TestConcurrentReadWrite: while writers go through memtable freezes, L0
 // flushes and background compactions, readers always see every write that
 // was acknowledged before they looked, and scans stay sorted.
 func TestConcurrentReadWrite(t *testing.T) {
 	ctx := context.Background()
-	opts := testOptions()
-	opts.WALEnabled = false
-	opts.MemtableBytes = 4 << 10
-	opts.L0CompactionTrigger = 2
-	opts.CompactionInterval = time.Millisecond
-	db, _ := openMemDB(t, opts, Components{})
+	db := openBusyDB(t, 4<<10, 2)
 
 	const writers, perWriter = 2, 400
 	var written [writers]atomic.Int64
@@ -180,12 +188,7 @@ func TestFencingWhileWriting(t *testing.T) {
 // out of order failed it.)
 func TestLargeBatchesAtomic(t *testing.T) {
 	ctx := context.Background()
-	opts := testOptions()
-	opts.WALEnabled = false
-	opts.MemtableBytes = 256 << 10
-	opts.L0CompactionTrigger = 4
-	opts.CompactionInterval = time.Millisecond
-	db, _ := openMemDB(t, opts, Components{})
+	db := openBusyDB(t, 256<<10, 4)
 
 	const writers, keys, gens = 2, 2000, 12
 	var written [writers]atomic.Int64 // generations whose Write returned
