@@ -207,7 +207,7 @@ func (ix *MemIndex) EqualEach(refs []int64, lsets []labels.Labels) {
 // equalLocked compares the stored series ref with lset without building it.
 // It is the check of every sample found by its labels: the symbol ids are
 // decoded here, ids below 2^14 (every name, and the values of all but the
-// largest partitions) inline, rather than through labelIDs.
+// largest partitions) inline, rather than through labelIDs.next.
 func (ix *MemIndex) equalLocked(ref uint32, lset labels.Labels) bool {
 	ids := ix.labelIDsLocked(ref)
 	b, n := ids.b, ids.n
