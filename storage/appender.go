@@ -345,18 +345,24 @@ func hasEmptyValues(lset labels.Labels) bool {
 
 // check rejects a sample the series cannot take: out of order beyond the
 // window, or a second, different value for the newest timestamp when
-// out-of-order samples are off.
+// out-of-order samples are off. maxT is the head's newest sample time.
 func (a *appender) check(s *memSeries, smp sample, maxT int64, rejectOOO bool) error {
 	db := a.db
 	s.lock()
 	seriesMaxT := s.maxT()
 	dup := s.isDuplicateLocked(smp)
 	s.unlock()
+	inOrder := rejectOOO || db.opts.OutOfOrderWindow == 0
+	if inOrder && maxT >= s.part.end {
+		// A series' newest sample may be in a later partition: a sample
+		// older than it is out of order even where this partition has
+		// nothing newer.
+		seriesMaxT = max(seriesMaxT, db.newestInLaterParts(s.part, s.lset()))
+	}
 	if smp.t > seriesMaxT || dup {
 		return nil
 	}
-	window := db.opts.OutOfOrderWindow.Milliseconds()
-	if rejectOOO || window == 0 {
+	if inOrder {
 		if smp.t == seriesMaxT {
 			db.metrics.rejected.WithLabelValues("duplicate").Inc()
 			return fmt.Errorf("%w: series %s at %d", promstorage.ErrDuplicateSampleForTimestamp, s.lset(), smp.t)
@@ -365,6 +371,26 @@ func (a *appender) check(s *memSeries, smp sample, maxT int64, rejectOOO bool) e
 		return fmt.Errorf("%w: series %s at %d, newest is %d", promstorage.ErrOutOfOrderSample, s.lset(), smp.t, seriesMaxT)
 	}
 	return nil
+}
+
+// newestInLaterParts returns the newest sample time of the series lset in
+// the head's partitions after p, or math.MinInt64.
+func (db *DB) newestInLaterParts(p *headPart, lset labels.Labels) int64 {
+	newest := int64(math.MinInt64)
+	h := lset.Hash()
+	db.head.mu.RLock()
+	defer db.head.mu.RUnlock()
+	for start, q := range db.head.parts {
+		if start <= p.start {
+			continue
+		}
+		if s := q.get(h, lset); s != nil {
+			s.lock()
+			newest = max(newest, s.maxT())
+			s.unlock()
+		}
+	}
+	return newest
 }
 
 // Commit applies the transaction's samples to the head, where queries see

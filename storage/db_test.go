@@ -249,6 +249,53 @@ func TestOutOfOrderAndDuplicates(t *testing.T) {
 
 func errorsIs(err, target error) bool { return errors.Is(err, target) }
 
+// TestOutOfOrderAcrossPartitions checks that, without an out-of-order
+// window, a sample older than the series' newest is refused when the newest
+// is in a later partition and the sample's own partition has nothing newer.
+func TestOutOfOrderAcrossPartitions(t *testing.T) {
+	opts := DefaultOptions()
+	opts.OutOfOrderWindow = 0
+	db, _ := openMemDB(t, opts)
+	part := opts.PartitionDuration.Milliseconds() * 10
+	b := labels.FromStrings("__name__", "b")
+	c := labels.FromStrings("__name__", "c")
+	appendFloats(t, db, b, tsample{part + 60_000, 1})
+	app := db.Appender(context.Background())
+	if _, err := app.Append(0, b, part-60_000, 2); !errors.Is(err, promstorage.ErrOutOfOrderSample) {
+		t.Fatalf("older than the newest sample, in the partition before: want out of order, got %v", err)
+	}
+	// A series with nothing newer takes the older partition's samples.
+	if _, err := app.Append(0, c, part-60_000, 3); err != nil {
+		t.Fatalf("a new series in the partition before: %v", err)
+	}
+	if err := app.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	got := queryFloats(t, db, math.MinInt64, math.MaxInt64, labels.MustNewMatcher(labels.MatchRegexp, "__name__", "b|c"))
+	if want := []tsample{{part + 60_000, 1}}; !sameSamples(got[b.String()], want) {
+		t.Fatalf("b: got %v want %v", got[b.String()], want)
+	}
+	if want := []tsample{{part - 60_000, 3}}; !sameSamples(got[c.String()], want) {
+		t.Fatalf("c: got %v want %v", got[c.String()], want)
+	}
+
+	// With a window the same sample is accepted, unless the append asks
+	// for in-order samples (as rule evaluation does).
+	opts.OutOfOrderWindow = 10 * time.Minute
+	db2, _ := openMemDB(t, opts)
+	appendFloats(t, db2, b, tsample{part + 60_000, 1})
+	a2 := db2.AppenderV2(context.Background())
+	if _, err := a2.Append(0, b, 0, part-60_000, 2, nil, nil, promstorage.AppendV2Options{RejectOutOfOrder: true}); !errors.Is(err, promstorage.ErrOutOfOrderSample) {
+		t.Fatalf("in-order append: want out of order, got %v", err)
+	}
+	if _, err := a2.Append(0, b, 0, part-60_000, 2, nil, nil, promstorage.AppendV2Options{}); err != nil {
+		t.Fatalf("within the window: %v", err)
+	}
+	if err := a2.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestDeleteSeries(t *testing.T) {
 	for _, flushed := range []bool{false, true} {
 		t.Run(fmt.Sprintf("flushed=%v", flushed), func(t *testing.T) {
