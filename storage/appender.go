@@ -538,9 +538,16 @@ func (a *appender) Commit() error {
 	}
 	db.metrics.appended.Add(float64(len(a.pending) - dropped - closing))
 	if n := h.unflushed.Add(int64(len(a.pending) - dropped - closing)); db.opts.HeadFlushSamples > 0 && n >= h.flushAt.Load() {
-		select {
-		case db.flushNow <- struct{}{}:
-		default: // a flush is already asked for
+		// The threshold follows the series the last flush cut; more may
+		// have come since (the first samples after a start, a new
+		// partition filling): then the bar goes up instead.
+		if at := flushThreshold(db.opts.HeadFlushSamples, h.partSeries(db.partitionOf(h.maxT.Load()))); n < at {
+			h.flushAt.Store(at)
+		} else {
+			select {
+			case db.flushNow <- struct{}{}:
+			default: // a flush is already asked for
+			}
 		}
 	}
 	if closing > 0 {

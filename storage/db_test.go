@@ -412,6 +412,31 @@ func TestHeadFlushSamplesAsksForFlush(t *testing.T) {
 	if got, want := db.head.flushAt.Load(), int64(10*flushSamplesPerSeries); got != want {
 		t.Fatalf("flush threshold with 10 series: %d, want %d", got, want)
 	}
+
+	// Series that came after the last flush raise the threshold when it is
+	// reached: 20 series in a fresh head, whose threshold is the 100 set,
+	// ask for no flush until they hold 20*flushSamplesPerSeries samples.
+	db2, _ := openMemDB(t, opts)
+	for round := int64(0); round < flushSamplesPerSeries; round++ {
+		app := db2.Appender(context.Background())
+		for i := range 20 {
+			if _, err := app.Append(0, labels.FromStrings("__name__", "other", "i", fmt.Sprint(i)), round*1000, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := app.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if round < flushSamplesPerSeries-1 && len(db2.flushNow) != 0 {
+			t.Fatalf("a flush was asked for at %d samples, %d series", (round+1)*20, 20)
+		}
+	}
+	if got, want := db2.head.flushAt.Load(), int64(20*flushSamplesPerSeries); got != want {
+		t.Fatalf("flush threshold after 20 new series: %d, want %d", got, want)
+	}
+	if len(db2.flushNow) != 1 {
+		t.Fatal("no flush asked for at 20*flushSamplesPerSeries samples")
+	}
 }
 
 // TestHeadStatsAcrossPartitions checks that cardinality counts a series in

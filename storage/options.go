@@ -47,8 +47,8 @@ type Options struct {
 // HeadFlushSamples: each early flush writes one more block of every series
 // it cuts, which compactions then merge again. At 100k series, 1.4M samples
 // a second, 24M samples gave -8 % CPU per sample over 3 minutes against 8M,
-// for about 16 MiB more peak RSS (docs/benchmarks.md). At a million series
-// or more, 24 samples a series sets the threshold anyway.
+// for about 16 MiB more peak RSS (docs/benchmarks.md). From 400k series up,
+// 60 samples a series sets a higher threshold (flushThreshold).
 func DefaultOptions() Options {
 	return Options{
 		PartitionDuration: 2 * time.Hour,

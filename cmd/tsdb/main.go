@@ -140,7 +140,7 @@ func parseFlags(args []string) (*config, error) {
 		Default(sd.PartitionDuration.String()).DurationVar(&cfg.partition)
 	app.Flag("storage.head-flush-interval", "How often the head writes its samples to the object store as sample blocks.").
 		Default(sd.HeadFlushInterval.String()).DurationVar(&cfg.headFlushInterval)
-	app.Flag("storage.head-flush-samples", "Flush the head early once it holds this many samples not yet written out, or 24 per series the last flush wrote if that is more (bounds memory during backfills and bursts). 0: by interval only.").
+	app.Flag("storage.head-flush-samples", "Flush the head early once it holds this many samples not yet written out, or 60 per active series (those the last flush wrote, or the newest partition's if more) if that is more (bounds memory during backfills and bursts). 0: by interval only.").
 		Default(strconv.FormatInt(sd.HeadFlushSamples, 10)).Int64Var(&cfg.headFlushSamples)
 	app.Flag("storage.take-over", "Open the local folder for writing even while another writer's lease on it is fresh, fencing that writer. Without it a second writer on the same folder refuses to start. (On S3 a new writer always takes over, with a warning.)").
 		Default("false").BoolVar(&cfg.takeOver)
