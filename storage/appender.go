@@ -541,7 +541,11 @@ func (a *appender) Commit() error {
 		// The threshold follows the series the last flush cut; more may
 		// have come since (the first samples after a start, a new
 		// partition filling): then the bar goes up instead.
-		if at := flushThreshold(db.opts.HeadFlushSamples, h.partSeries(db.partitionOf(h.maxT.Load()))); n < at {
+		series := 0
+		if p := h.openPart(db.partitionOf(h.maxT.Load())); p != nil {
+			series = p.numSeries()
+		}
+		if at := flushThreshold(db.opts.HeadFlushSamples, series); n < at {
 			h.flushAt.Store(at)
 		} else {
 			select {

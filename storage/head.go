@@ -518,19 +518,8 @@ func (h *head) partsOverlapping(mint, maxt int64) []*headPart {
 	return out
 }
 
-// forEachSeries is used by tests and accounting.
-// partSeries returns the number of series of the open partition that
-// starts at part, 0 if it is not open.
-func (h *head) partSeries(part int64) int {
-	h.mu.RLock()
-	p := h.parts[part]
-	h.mu.RUnlock()
-	if p == nil {
-		return 0
-	}
-	return p.numSeries()
-}
-
+// numSeries returns the number of series of the head's partitions, a series
+// in two partitions counted twice.
 func (h *head) numSeries() int {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
