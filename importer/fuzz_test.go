@@ -41,6 +41,11 @@ func FuzzDecodeVMLine(f *testing.F) {
 				t.Fatalf("samples out of order at %d", i)
 			}
 		}
+		if bytes.IndexByte(line, '\n') >= 0 {
+			// JSON may span lines, and the decoder takes it; a body's
+			// lines cannot hold a newline, so the reader is not asked.
+			return
+		}
 		// The reader of whole bodies gives the same.
 		r, err := importer.NewVMReader(bytes.NewReader(append(append([]byte{}, line...), '\n')))
 		if err != nil {
