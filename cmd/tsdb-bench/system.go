@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -122,6 +123,15 @@ func (s *system) args() []string {
 	case "victoria-metrics":
 		a = []string{"-httpListenAddr=" + addr, "-storageDataPath=" + s.dataDir, "-retentionPeriod=100y",
 			"-loggerLevel=WARN"}
+	}
+	for _, e := range s.extra {
+		// A level among the extra arguments replaces the default: the
+		// flag parsers refuse a repeated flag.
+		if strings.HasPrefix(e, "--log.level=") || strings.HasPrefix(e, "-loggerLevel=") {
+			a = slices.DeleteFunc(a, func(x string) bool {
+				return x != e && (strings.HasPrefix(x, "--log.level=") || strings.HasPrefix(x, "-loggerLevel="))
+			})
+		}
 	}
 	return append(a, s.extra...)
 }
