@@ -529,20 +529,15 @@ func (a *appender) Commit() error {
 			break
 		}
 	}
-	h.mu.RUnlock()
-	db.changed(oldest, newest)
-	if db.opts.WAL && !a.queued {
-		if err := logged.Wait(ctx); err != nil {
-			return db.waitErr(ctx, "log appended samples", err)
-		}
-	}
-	db.metrics.appended.Add(float64(len(a.pending) - dropped - closing))
+	// Counted under the head's read lock: a flush zeroes the count under
+	// the write lock and drops a flush asked for before that, so the
+	// samples it takes never ask for a second flush right after it.
 	if n := h.unflushed.Add(int64(len(a.pending) - dropped - closing)); db.opts.HeadFlushSamples > 0 && n >= h.flushAt.Load() {
 		// The threshold follows the series the last flush cut; more may
 		// have come since (the first samples after a start, a new
 		// partition filling): then the bar goes up instead.
 		series := 0
-		if p := h.openPart(db.partitionOf(h.maxT.Load())); p != nil {
+		if p := h.openPartLocked(db.partitionOf(h.maxT.Load())); p != nil {
 			series = p.numSeries()
 		}
 		if at := flushThreshold(db.opts.HeadFlushSamples, series); n < at {
@@ -554,6 +549,14 @@ func (a *appender) Commit() error {
 			}
 		}
 	}
+	h.mu.RUnlock()
+	db.changed(oldest, newest)
+	if db.opts.WAL && !a.queued {
+		if err := logged.Wait(ctx); err != nil {
+			return db.waitErr(ctx, "log appended samples", err)
+		}
+	}
+	db.metrics.appended.Add(float64(len(a.pending) - dropped - closing))
 	if closing > 0 {
 		// A backfill raced a flush that wrote the partition out: the
 		// sender retries, and the partition opens again.

@@ -79,6 +79,11 @@ func (db *DB) flushHeadLocked(ctx context.Context, mode closeMode) error {
 	}
 	maxT := h.maxT.Load()
 	h.unflushed.Store(0)
+	// A flush asked for by the samples counted so far is this one.
+	select {
+	case <-db.flushNow:
+	default:
+	}
 	var closing []*headPart
 	parts := h.sortedPartsLocked()
 	for _, p := range parts {

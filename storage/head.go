@@ -418,6 +418,11 @@ func (p *headPart) seriesFrom(lo int, buf []*memSeries) []*memSeries {
 func (h *head) openPart(start int64) *headPart {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
+	return h.openPartLocked(start)
+}
+
+// openPartLocked is openPart for a caller that holds h.mu.
+func (h *head) openPartLocked(start int64) *headPart {
 	if p := h.parts[start]; p != nil && !p.closed.Load() {
 		return p
 	}
