@@ -35,3 +35,28 @@ func TestRemoveKeepingLog(t *testing.T) {
 		}
 	}
 }
+
+// TestLogLevelArg: a level among a system's extra flags replaces the
+// default one, which the server would otherwise refuse as repeated.
+func TestLogLevelArg(t *testing.T) {
+	for _, tc := range []struct {
+		kind  string
+		extra []string
+		want  string
+	}{
+		{"shale", nil, "--log.level=warn"},
+		{"shale", []string{"--log.level=debug"}, "--log.level=debug"},
+		{"victoria-metrics", []string{"-loggerLevel=INFO"}, "-loggerLevel=INFO"},
+	} {
+		s := &system{kind: tc.kind, extra: tc.extra}
+		var levels []string
+		for _, a := range s.args() {
+			if isLogLevel(a) {
+				levels = append(levels, a)
+			}
+		}
+		if len(levels) != 1 || levels[0] != tc.want {
+			t.Errorf("%s %v: log levels %v, want [%s]", tc.kind, tc.extra, levels, tc.want)
+		}
+	}
+}

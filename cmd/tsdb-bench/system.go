@@ -124,16 +124,17 @@ func (s *system) args() []string {
 		a = []string{"-httpListenAddr=" + addr, "-storageDataPath=" + s.dataDir, "-retentionPeriod=100y",
 			"-loggerLevel=WARN"}
 	}
-	for _, e := range s.extra {
-		// A level among the extra arguments replaces the default: the
-		// flag parsers refuse a repeated flag.
-		if strings.HasPrefix(e, "--log.level=") || strings.HasPrefix(e, "-loggerLevel=") {
-			a = slices.DeleteFunc(a, func(x string) bool {
-				return x != e && (strings.HasPrefix(x, "--log.level=") || strings.HasPrefix(x, "-loggerLevel="))
-			})
-		}
+	// A level among the extra arguments replaces the default: the flag
+	// parsers refuse a repeated flag.
+	if slices.ContainsFunc(s.extra, isLogLevel) {
+		a = slices.DeleteFunc(a, isLogLevel)
 	}
 	return append(a, s.extra...)
+}
+
+// isLogLevel reports whether arg sets a system's log level.
+func isLogLevel(arg string) bool {
+	return strings.HasPrefix(arg, "--log.level=") || strings.HasPrefix(arg, "-loggerLevel=")
 }
 
 // start starts the system and waits until it is ready.
