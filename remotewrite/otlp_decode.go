@@ -342,56 +342,180 @@ func consumeBytes(b []byte) ([]byte, int) {
 	return b[n:end:end], end
 }
 
-// field reads the key at b[0:] and returns the field number, wire type and
-// the rest.
-func field(b []byte) (protowire.Number, protowire.Type, []byte, error) {
-	tag, n := consumeVarint(b)
+// fields walks the fields of one message: next reads a key, then one of
+// bytes, varint, fixed64, repeated or skip reads its value, checking the
+// wire type. The first error ends the walk and stays in err; a value read
+// after it is zero.
+type fields struct {
+	b   []byte // what follows the last key or value read
+	msg string // the message's name, for errors
+	num protowire.Number
+	typ protowire.Type
+	err error
+}
+
+// next reads the next key; false at the end of the message or after an
+// error. A key of one byte, as every field of OTLP's messages has, is read
+// inline.
+func (f *fields) next() bool {
+	if f.err != nil || len(f.b) == 0 {
+		return false
+	}
+	if c := f.b[0]; c >= 1<<3 && c < 0x80 {
+		f.num, f.typ, f.b = protowire.Number(c>>3), protowire.Type(c&7), f.b[1:]
+		return true
+	}
+	return f.nextLong()
+}
+
+func (f *fields) nextLong() bool {
+	tag, n := consumeVarint(f.b)
 	if n < 0 {
-		return 0, 0, b, errVarintOTLP
+		f.err = errVarintOTLP
+		return false
 	}
-	num := protowire.Number(int32(tag >> 3))
-	if num <= 0 {
-		return 0, 0, b, fmt.Errorf("%w: field number %d", ErrMalformed, num)
+	f.num, f.typ, f.b = protowire.Number(int32(tag>>3)), protowire.Type(tag&7), f.b[n:]
+	if f.num <= 0 {
+		f.err = fmt.Errorf("%w: field number %d", ErrMalformed, f.num)
+		return false
 	}
-	return num, protowire.Type(tag & 7), b[n:], nil
+	return true
 }
 
-// wireErr says which field of which message has the wrong wire type.
-func wireErr(msg string, num protowire.Number, typ protowire.Type) error {
-	return fmt.Errorf("%w: field %d of %s has wire type %d", ErrMalformed, num, msg, typ)
+// ok reports whether the walk has met no error.
+func (f *fields) ok() bool { return f.err == nil }
+
+// wrongType ends the walk: the field has a wire type its number does not
+// allow.
+func (f *fields) wrongType() {
+	f.err = fmt.Errorf("%w: field %d of %s has wire type %d", ErrMalformed, f.num, f.msg, f.typ)
 }
 
-// protoBytes reads a length-delimited field.
-func protoBytes(b []byte, msg string, num protowire.Number, typ protowire.Type) ([]byte, []byte, error) {
-	if typ != protowire.BytesType {
-		return nil, b, wireErr(msg, num, typ)
+// bytes reads a length-delimited value. One shorter than 128 bytes is read
+// inline.
+func (f *fields) bytes() []byte {
+	if b := f.b; f.typ == protowire.BytesType && len(b) > 0 && int(b[0]) < len(b) {
+		if n := int(b[0]) + 1; b[0] < 0x80 {
+			f.b = b[n:]
+			return b[1:n:n]
+		}
 	}
-	v, n := consumeBytes(b)
+	return f.bytesLong()
+}
+
+func (f *fields) bytesLong() []byte {
+	if f.typ != protowire.BytesType {
+		f.wrongType()
+		return nil
+	}
+	v, n := consumeBytes(f.b)
 	if n < 0 {
-		return nil, b, errLengthOTLP
+		f.err = errLengthOTLP
+		return nil
 	}
-	return v, b[n:], nil
+	f.b = f.b[n:]
+	return v
 }
 
-func protoVarint(b []byte, msg string, num protowire.Number, typ protowire.Type) (uint64, []byte, error) {
-	if typ != protowire.VarintType {
-		return 0, b, wireErr(msg, num, typ)
+// varint reads a varint value.
+func (f *fields) varint() uint64 {
+	if f.typ != protowire.VarintType {
+		f.wrongType()
+		return 0
 	}
-	v, n := consumeVarint(b)
+	v, n := consumeVarint(f.b)
 	if n < 0 {
-		return 0, b, errVarintOTLP
+		f.err = errVarintOTLP
+		return 0
 	}
-	return v, b[n:], nil
+	f.b = f.b[n:]
+	return v
 }
 
-func protoFixed64(b []byte, msg string, num protowire.Number, typ protowire.Type) (uint64, []byte, error) {
-	if typ != protowire.Fixed64Type {
-		return 0, b, wireErr(msg, num, typ)
+// fixed64 reads a fixed64 or double value.
+func (f *fields) fixed64() uint64 {
+	if f.typ != protowire.Fixed64Type {
+		f.wrongType()
+		return 0
 	}
-	if len(b) < 8 {
-		return 0, b, errTruncated
+	if len(f.b) < 8 {
+		f.err = errTruncated
+		return 0
 	}
-	return binary.LittleEndian.Uint64(b), b[8:], nil
+	v := binary.LittleEndian.Uint64(f.b)
+	f.b = f.b[8:]
+	return v
+}
+
+// repeated reads one occurrence of a repeated scalar field whose single
+// values have wire type single: that value alone, or a packed run of them.
+// It returns the value, or the run, and whether it is a run.
+func (f *fields) repeated(single protowire.Type) (v uint64, run []byte, packed bool) {
+	switch f.typ {
+	case single:
+		if single == protowire.VarintType {
+			return f.varint(), nil, false
+		}
+		return f.fixed64(), nil, false
+	case protowire.BytesType:
+		return 0, f.bytes(), true
+	}
+	f.wrongType()
+	return 0, nil, false
+}
+
+// skip passes over the value of a field the message does not have, or one
+// the translator does not read. A group is skipped as the collector's
+// decoder skips it, which OpenTelemetry senders are tested against: up to
+// its first field that is not a group tag, or to its end group (groups are
+// deprecated and absent from OTLP).
+func (f *fields) skip() {
+	depth := 0
+	for {
+		switch f.typ {
+		case protowire.StartGroupType:
+			depth++
+		case protowire.EndGroupType:
+			if depth == 0 {
+				f.err = fmt.Errorf("%w: end of group %d without a start", ErrMalformed, f.num)
+				return
+			}
+			depth--
+		case protowire.VarintType:
+			f.varint()
+			return
+		case protowire.BytesType:
+			f.bytes()
+			return
+		case protowire.Fixed64Type:
+			f.fixed64()
+			return
+		case protowire.Fixed32Type:
+			if len(f.b) < 4 {
+				f.err = errTruncated
+				return
+			}
+			f.b = f.b[4:]
+			return
+		default:
+			f.err = fmt.Errorf("%w: field %d has wire type %d", ErrMalformed, f.num, f.typ)
+			return
+		}
+		if depth == 0 {
+			return
+		}
+		if len(f.b) == 0 {
+			f.err = errVarintOTLP // no key where one must be
+			return
+		}
+		if !f.next() {
+			return
+		}
+		if len(f.b) == 0 { // even an end group: the collector wants more
+			f.err = fmt.Errorf("%w: unterminated group", ErrMalformed)
+			return
+		}
+	}
 }
 
 // sint32 decodes a zigzag varint as the collector's decoder does, from
@@ -404,56 +528,6 @@ func sint32(x uint64) int32 {
 	return int32(v)
 }
 
-// protoSkip passes over the value of an unknown field. A group is skipped
-// as the collector's decoder skips it, which OpenTelemetry senders are
-// tested against: up to its first field that is not a group tag, or to its
-// end group (groups are deprecated and absent from OTLP).
-func protoSkip(b []byte, num protowire.Number, typ protowire.Type) ([]byte, error) {
-	depth := 0
-	for {
-		switch typ {
-		case protowire.StartGroupType:
-			depth++
-		case protowire.EndGroupType:
-			if depth == 0 {
-				return b, fmt.Errorf("%w: end of group %d without a start", ErrMalformed, num)
-			}
-			depth--
-		case protowire.VarintType:
-			if _, n := consumeVarint(b); n >= 0 {
-				return b[n:], nil
-			}
-			return b, errVarintOTLP
-		case protowire.BytesType:
-			if _, n := consumeBytes(b); n >= 0 {
-				return b[n:], nil
-			}
-			return b, errLengthOTLP
-		case protowire.Fixed64Type, protowire.Fixed32Type:
-			size := 8
-			if typ == protowire.Fixed32Type {
-				size = 4
-			}
-			if len(b) < size {
-				return b, errTruncated
-			}
-			return b[size:], nil
-		default:
-			return b, fmt.Errorf("%w: field %d has wire type %d", ErrMalformed, num, typ)
-		}
-		if depth == 0 {
-			return b, nil
-		}
-		var err error
-		if num, typ, b, err = field(b); err != nil {
-			return b, err
-		}
-		if len(b) == 0 { // even an end group: the collector wants more
-			return b, fmt.Errorf("%w: unterminated group", ErrMalformed)
-		}
-	}
-}
-
 func (d *protoDecoder) request(b []byte) error {
 	return eachField1(b, "ExportMetricsServiceRequest", func(v []byte) error {
 		if err := d.resourceMetrics(v); err != nil {
@@ -463,69 +537,51 @@ func (d *protoDecoder) request(b []byte) error {
 	})
 }
 
-// eachField1 calls f with the value of each occurrence of field 1 of
+// eachField1 calls fn with the value of each occurrence of field 1 of
 // message msg, a repeated message or bytes field, passing over the other
 // fields.
-func eachField1(b []byte, msg string, f func(v []byte) error) error {
-	for len(b) > 0 {
-		num, wt, rest, err := field(b)
-		if err != nil {
-			return err
-		}
-		if num != 1 {
-			if b, err = protoSkip(rest, num, wt); err != nil {
-				return err
-			}
-			continue
-		}
-		var v []byte
-		if v, b, err = protoBytes(rest, msg, num, wt); err != nil {
-			return err
-		}
-		if err := f(v); err != nil {
-			return err
+func eachField1(b []byte, msg string, fn func(v []byte) error) error {
+	f := fields{b: b, msg: msg}
+	for f.next() {
+		if f.num != 1 {
+			f.skip()
+		} else if v := f.bytes(); f.ok() {
+			f.err = fn(v)
 		}
 	}
-	return nil
+	return f.err
 }
 
 func (d *protoDecoder) resourceMetrics(b []byte) error {
 	m := d.m
 	ri := m.addResource()
 	current, deprecated := false, false
-	for len(b) > 0 {
-		num, typ, rest, err := field(b)
-		if err != nil {
-			return err
-		}
-		var v []byte
-		switch num {
+	f := fields{b: b, msg: "ResourceMetrics"}
+	for f.next() {
+		switch f.num {
 		case 1: // resource: repeated occurrences merge
-			if v, b, err = protoBytes(rest, "ResourceMetrics", num, typ); err != nil {
-				return err
+			if v := f.bytes(); f.ok() {
+				if err := d.resource(v); err != nil {
+					f.err = fmt.Errorf("resource: %w", err)
+				}
+				m.resources[ri].attrs.hi = int32(len(m.resAttrs))
 			}
-			if err := d.resource(v); err != nil {
-				return fmt.Errorf("resource: %w", err)
-			}
-			m.resources[ri].attrs.hi = int32(len(m.resAttrs))
 		case 2, 1000: // scope_metrics, and the deprecated instrumentation_library_metrics
-			if v, b, err = protoBytes(rest, "ResourceMetrics", num, typ); err != nil {
-				return err
+			if v := f.bytes(); f.ok() {
+				if err := d.scopeMetrics(v, f.num == 1000); err != nil {
+					f.err = fmt.Errorf("scope_metrics: %w", err)
+				}
+				current = current || f.num == 2
+				deprecated = deprecated || f.num == 1000
 			}
-			if err := d.scopeMetrics(v, num == 1000); err != nil {
-				return fmt.Errorf("scope_metrics: %w", err)
-			}
-			current = current || num == 2
-			deprecated = deprecated || num == 1000
 		case 3:
-			if _, b, err = protoBytes(rest, "ResourceMetrics", num, typ); err != nil {
-				return err
-			}
+			f.bytes()
 		default:
-			if b, err = protoSkip(rest, num, typ); err != nil {
-				return err
-			}
+			f.skip()
 		}
+	}
+	if f.err != nil {
+		return f.err
 	}
 	r := &m.resources[ri]
 	r.scopes.hi = int32(len(m.scopes))
@@ -545,59 +601,38 @@ func (d *protoDecoder) resourceMetrics(b []byte) error {
 }
 
 func (d *protoDecoder) resource(b []byte) error {
-	for len(b) > 0 {
-		num, typ, rest, err := field(b)
-		if err != nil {
-			return err
-		}
-		var v []byte
-		switch num {
+	f := fields{b: b, msg: "Resource"}
+	for f.next() {
+		switch f.num {
 		case 1:
-			if v, b, err = protoBytes(rest, "Resource", num, typ); err != nil {
-				return err
-			}
-			if d.m.resAttrs, err = appendKeyValue(d.m.resAttrs, v); err != nil {
-				return err
+			if v := f.bytes(); f.ok() {
+				d.m.resAttrs, f.err = appendKeyValue(d.m.resAttrs, v)
 			}
 		case 2:
-			if _, b, err = protoVarint(rest, "Resource", num, typ); err != nil {
-				return err
-			}
+			f.varint()
 		case 3:
-			if v, b, err = protoBytes(rest, "Resource", num, typ); err != nil {
-				return err
-			}
-			if err := checkEntityRef(v); err != nil {
-				return err
+			if v := f.bytes(); f.ok() {
+				f.err = checkEntityRef(v)
 			}
 		default:
-			if b, err = protoSkip(rest, num, typ); err != nil {
-				return err
-			}
+			f.skip()
 		}
 	}
-	return nil
+	return f.err
 }
 
 // checkEntityRef checks the wire types of an EntityRef, which the
 // translator does not read.
 func checkEntityRef(b []byte) error {
-	for len(b) > 0 {
-		num, typ, rest, err := field(b)
-		if err != nil {
-			return err
-		}
-		if num >= 1 && num <= 4 {
-			if _, b, err = protoBytes(rest, "EntityRef", num, typ); err != nil {
-				return err
-			}
-			continue
-		}
-		if b, err = protoSkip(rest, num, typ); err != nil {
-			return err
+	f := fields{b: b, msg: "EntityRef"}
+	for f.next() {
+		if f.num >= 1 && f.num <= 4 {
+			f.bytes()
+		} else {
+			f.skip()
 		}
 	}
-	return nil
+	return f.err
 }
 
 func (d *protoDecoder) scopeMetrics(b []byte, deprecated bool) error {
@@ -606,78 +641,51 @@ func (d *protoDecoder) scopeMetrics(b []byte, deprecated bool) error {
 	if !ok {
 		return errOTLPExpansion
 	}
-	for len(b) > 0 {
-		num, typ, rest, err := field(b)
-		if err != nil {
-			return err
-		}
-		var v []byte
-		switch num {
+	f := fields{b: b, msg: "ScopeMetrics"}
+	for f.next() {
+		switch f.num {
 		case 1: // scope: repeated occurrences merge
-			if v, b, err = protoBytes(rest, "ScopeMetrics", num, typ); err != nil {
-				return err
-			}
-			if err := d.scope(&m.scopes[si], v); err != nil {
-				return fmt.Errorf("scope: %w", err)
+			if v := f.bytes(); f.ok() {
+				if err := d.scope(&m.scopes[si], v); err != nil {
+					f.err = fmt.Errorf("scope: %w", err)
+				}
 			}
 		case 2:
-			if v, b, err = protoBytes(rest, "ScopeMetrics", num, typ); err != nil {
-				return err
-			}
-			if err := d.metric(v); err != nil {
-				return fmt.Errorf("metric %d: %w", len(m.metrics)-1, err)
+			if v := f.bytes(); f.ok() {
+				if err := d.metric(v); err != nil {
+					f.err = fmt.Errorf("metric %d: %w", len(m.metrics)-1, err)
+				}
 			}
 		case 3:
-			if v, b, err = protoBytes(rest, "ScopeMetrics", num, typ); err != nil {
-				return err
-			}
-			m.scopes[si].schemaURL = yoloString(v)
+			m.scopes[si].schemaURL = yoloString(f.bytes())
 		default:
-			if b, err = protoSkip(rest, num, typ); err != nil {
-				return err
-			}
+			f.skip()
 		}
 	}
 	m.scopes[si].metrics.hi = int32(len(m.metrics))
-	return nil
+	return f.err
 }
 
 func (d *protoDecoder) scope(s *otlpScope, b []byte) error {
-	for len(b) > 0 {
-		num, typ, rest, err := field(b)
-		if err != nil {
-			return err
-		}
-		var v []byte
-		switch num {
-		case 1, 2:
-			if v, b, err = protoBytes(rest, "InstrumentationScope", num, typ); err != nil {
-				return err
-			}
-			if num == 1 {
-				s.name = yoloString(v)
-			} else {
-				s.version = yoloString(v)
-			}
+	f := fields{b: b, msg: "InstrumentationScope"}
+	for f.next() {
+		switch f.num {
+		case 1:
+			s.name = yoloString(f.bytes())
+		case 2:
+			s.version = yoloString(f.bytes())
 		case 3:
-			if v, b, err = protoBytes(rest, "InstrumentationScope", num, typ); err != nil {
-				return err
+			if v := f.bytes(); f.ok() {
+				d.m.scopeAttrs, f.err = appendKeyValue(d.m.scopeAttrs, v)
+				s.attrs.hi = int32(len(d.m.scopeAttrs))
 			}
-			if d.m.scopeAttrs, err = appendKeyValue(d.m.scopeAttrs, v); err != nil {
-				return err
-			}
-			s.attrs.hi = int32(len(d.m.scopeAttrs))
 		case 4:
-			if _, b, err = protoVarint(rest, "InstrumentationScope", num, typ); err != nil {
-				return err
-			}
+			f.varint()
 		default:
-			if b, err = protoSkip(rest, num, typ); err != nil {
-				return err
-			}
+			f.skip()
 		}
 	}
-	return nil
+	return f.err
 }
 
 func (d *protoDecoder) metric(b []byte) error {
@@ -686,48 +694,32 @@ func (d *protoDecoder) metric(b []byte) error {
 	if !ok {
 		return errOTLPExpansion
 	}
-	for len(b) > 0 {
-		num, typ, rest, err := field(b)
-		if err != nil {
-			return err
-		}
-		var v []byte
-		switch num {
-		case 1, 2, 3:
-			if v, b, err = protoBytes(rest, "Metric", num, typ); err != nil {
-				return err
-			}
-			switch num {
-			case 1:
-				m.metrics[mi].name = yoloString(v)
-			case 2:
-				m.metrics[mi].description = yoloString(v)
-			case 3:
-				m.metrics[mi].unit = yoloString(v)
-			}
+	f := fields{b: b, msg: "Metric"}
+	for f.next() {
+		switch f.num {
+		case 1:
+			m.metrics[mi].name = yoloString(f.bytes())
+		case 2:
+			m.metrics[mi].description = yoloString(f.bytes())
+		case 3:
+			m.metrics[mi].unit = yoloString(f.bytes())
 		case 5, 7, 9, 10, 11:
-			if v, b, err = protoBytes(rest, "Metric", num, typ); err != nil {
-				return err
-			}
-			mt := m.setData(mi, dataType(num))
-			if err := d.data(mi, v); err != nil {
-				return fmt.Errorf("%s: %w", strings.ToLower(mt.typ.String()), err)
+			if v := f.bytes(); f.ok() {
+				mt := m.setData(mi, dataType(f.num))
+				if err := d.data(mi, v); err != nil {
+					f.err = fmt.Errorf("%s: %w", strings.ToLower(mt.typ.String()), err)
+				}
 			}
 		case 12:
-			if v, b, err = protoBytes(rest, "Metric", num, typ); err != nil {
-				return err
-			}
-			var kv [1]otlpAttr
-			if _, err := appendKeyValue(kv[:0], v); err != nil {
-				return err
+			if v := f.bytes(); f.ok() {
+				var kv [1]otlpAttr
+				_, f.err = appendKeyValue(kv[:0], v)
 			}
 		default:
-			if b, err = protoSkip(rest, num, typ); err != nil {
-				return err
-			}
+			f.skip()
 		}
 	}
-	return nil
+	return f.err
 }
 
 // dataType is the type of a field of Metric's data oneof.
@@ -749,40 +741,25 @@ func dataType(num protowire.Number) otlpType {
 func (d *protoDecoder) data(mi int, b []byte) error {
 	m := d.m
 	typ := m.metrics[mi].typ
-	msg := typ.String()
-	for len(b) > 0 {
-		num, wt, rest, err := field(b)
-		if err != nil {
-			return err
-		}
-		var v []byte
-		var x uint64
+	f := fields{b: b, msg: typ.String()}
+	for f.next() {
 		switch {
-		case num == 1:
-			if v, b, err = protoBytes(rest, msg, num, wt); err != nil {
-				return err
+		case f.num == 1:
+			if v := f.bytes(); f.ok() {
+				if err := d.point(typ, v); err != nil {
+					f.err = fmt.Errorf("data point %d: %w", m.metrics[mi].points.len(), err)
+				}
+				m.metrics[mi].points.hi = int32(len(m.points))
 			}
-			if err := d.point(typ, v); err != nil {
-				return fmt.Errorf("data point %d: %w", m.metrics[mi].points.len(), err)
-			}
-			m.metrics[mi].points.hi = int32(len(m.points))
-		case num == 2 && typ != otlpGauge && typ != otlpSummary:
-			if x, b, err = protoVarint(rest, msg, num, wt); err != nil {
-				return err
-			}
-			m.metrics[mi].temporality = int32(x)
-		case num == 3 && typ == otlpSum:
-			if x, b, err = protoVarint(rest, msg, num, wt); err != nil {
-				return err
-			}
-			m.metrics[mi].monotonic = x != 0
+		case f.num == 2 && typ != otlpGauge && typ != otlpSummary:
+			m.metrics[mi].temporality = int32(f.varint())
+		case f.num == 3 && typ == otlpSum:
+			m.metrics[mi].monotonic = f.varint() != 0
 		default:
-			if b, err = protoSkip(rest, num, wt); err != nil {
-				return err
-			}
+			f.skip()
 		}
 	}
-	return nil
+	return f.err
 }
 
 // Field numbers of the data point messages, by type: attributes, start
@@ -810,252 +787,187 @@ func (d *protoDecoder) point(typ otlpType, b []byte) error {
 		return errOTLPExpansion
 	}
 	pf := pointFields[typ]
-	msg := pointMessages[typ]
-	for len(b) > 0 {
-		num, wt, rest, err := field(b)
-		if err != nil {
-			return err
-		}
+	f := fields{b: b, msg: pointMessages[typ]}
+	for f.next() {
 		p := &m.points[pi]
-		var v []byte
-		var x uint64
-		switch {
-		case num == pf.attrs:
-			if v, b, err = protoBytes(rest, msg, num, wt); err != nil {
-				return err
+		switch f.num {
+		case pf.attrs:
+			if v := f.bytes(); f.ok() {
+				m.pointAttrs, f.err = appendKeyValue(m.pointAttrs, v)
+				m.points[pi].attrs.hi = int32(len(m.pointAttrs))
 			}
-			if m.pointAttrs, err = appendKeyValue(m.pointAttrs, v); err != nil {
-				return err
+		case pf.start:
+			p.start = f.fixed64()
+		case pf.time:
+			p.time = f.fixed64()
+		case pf.flags:
+			p.flags = uint32(f.varint())
+		case pf.exemplars:
+			if v := f.bytes(); f.ok() {
+				if err := d.exemplar(v); err != nil {
+					f.err = fmt.Errorf("exemplar %d: %w", m.points[pi].exemplars.len(), err)
+				}
+				m.points[pi].exemplars.hi = int32(len(m.exemplars))
 			}
-			m.points[pi].attrs.hi = int32(len(m.pointAttrs))
-		case num == pf.start || num == pf.time:
-			if x, b, err = protoFixed64(rest, msg, num, wt); err != nil {
-				return err
-			}
-			if num == pf.start {
-				p.start = x
-			} else {
-				p.time = x
-			}
-		case num == pf.flags:
-			if x, b, err = protoVarint(rest, msg, num, wt); err != nil {
-				return err
-			}
-			p.flags = uint32(x)
-		case num == pf.exemplars:
-			if v, b, err = protoBytes(rest, msg, num, wt); err != nil {
-				return err
-			}
-			if err := d.exemplar(v); err != nil {
-				return fmt.Errorf("exemplar %d: %w", m.points[pi].exemplars.len(), err)
-			}
-			m.points[pi].exemplars.hi = int32(len(m.exemplars))
 		default:
-			if b, err = d.pointField(typ, pi, msg, num, wt, rest); err != nil {
-				return err
-			}
+			d.pointField(typ, pi, &f)
 		}
 	}
-	return nil
+	return f.err
 }
 
 // pointField decodes the fields particular to each type of data point.
-func (d *protoDecoder) pointField(typ otlpType, pi int, msg string, num protowire.Number, wt protowire.Type, b []byte) ([]byte, error) {
+func (d *protoDecoder) pointField(typ otlpType, pi int, f *fields) {
 	m := d.m
 	p := &m.points[pi]
-	var x uint64
-	var v []byte
-	var err error
 	// Histograms, exponential histograms and summaries number count and sum
 	// alike.
-	if typ != otlpGauge && typ != otlpSum && (num == 4 || num == 5) {
-		if x, b, err = protoFixed64(b, msg, num, wt); err != nil {
-			return b, err
-		}
-		if num == 4 {
+	if typ != otlpGauge && typ != otlpSum && (f.num == 4 || f.num == 5) {
+		if x := f.fixed64(); f.num == 4 {
 			p.count = x
 		} else {
 			p.sum, p.hasSum = math.Float64frombits(x), typ != otlpSummary // a summary's sum is not optional
 		}
-		return b, nil
+		return
 	}
 	switch typ {
 	case otlpGauge, otlpSum:
-		switch num {
-		case 4, 6: // as_double, as_int
-			if x, b, err = protoFixed64(b, msg, num, wt); err != nil {
-				return b, err
-			}
-			if num == 4 {
-				p.valueType, p.value = valueDouble, math.Float64frombits(x)
-			} else {
-				p.valueType, p.intValue = valueInt, int64(x)
-			}
-			return b, nil
+		switch f.num {
+		case 4: // as_double
+			p.valueType, p.value = valueDouble, math.Float64frombits(f.fixed64())
+			return
+		case 6: // as_int
+			p.valueType, p.intValue = valueInt, int64(f.fixed64())
+			return
 		}
 	case otlpHistogram:
-		switch num {
+		switch f.num {
 		case 11, 12: // min, max
-			_, b, err = protoFixed64(b, msg, num, wt)
-			return b, err
+			f.fixed64()
+			return
 		case 6:
-			lo := len(m.counts)
-			if m.counts, b, err = appendFixed64s(m.counts, b, msg, num, wt); err != nil {
-				return b, err
-			}
-			if wt == protowire.BytesType { // a packed run replaces, as in pdata
-				p.counts.lo = int32(lo)
-			}
-			p.counts.hi = int32(len(m.counts))
-			return b, nil
+			m.counts = f.appendFixed64s(m.counts, &p.counts)
+			return
 		case 7:
 			lo := len(m.bounds)
-			var raw []uint64
-			if raw, b, err = appendFixed64s(nil, b, msg, num, wt); err != nil {
-				return b, err
-			}
+			raw := f.appendFixed64s(nil, &span32{})
 			for _, r := range raw {
 				m.bounds = append(m.bounds, math.Float64frombits(r))
 			}
-			if wt == protowire.BytesType {
+			if f.typ == protowire.BytesType { // a packed run replaces, as in pdata
 				p.bounds.lo = int32(lo)
 			}
 			p.bounds.hi = int32(len(m.bounds))
-			return b, nil
+			return
 		}
 	case otlpExpHistogram:
-		switch num {
+		switch f.num {
 		case 7, 12, 13, 14: // zero_count, min, max, zero_threshold
-			if x, b, err = protoFixed64(b, msg, num, wt); err != nil {
-				return b, err
-			}
-			if num == 7 {
+			if x := f.fixed64(); f.num == 7 {
 				p.zeroCount = x
 			}
-			return b, nil
+			return
 		case 6:
-			if x, b, err = protoVarint(b, msg, num, wt); err != nil {
-				return b, err
+			p.scale = sint32(f.varint())
+			return
+		case 8:
+			if v := f.bytes(); f.ok() {
+				m.counts, f.err = buckets(m.counts, &p.posOffset, &p.pos, v)
 			}
-			p.scale = sint32(x)
-			return b, nil
-		case 8, 9:
-			if v, b, err = protoBytes(b, msg, num, wt); err != nil {
-				return b, err
+			return
+		case 9:
+			if v := f.bytes(); f.ok() {
+				m.negCounts, f.err = buckets(m.negCounts, &p.negOffset, &p.neg, v)
 			}
-			if num == 8 {
-				m.counts, err = buckets(m.counts, &p.posOffset, &p.pos, v)
-			} else {
-				m.negCounts, err = buckets(m.negCounts, &p.negOffset, &p.neg, v)
-			}
-			return b, err
+			return
 		}
 	case otlpSummary:
-		switch num {
-		case 6:
-			if v, b, err = protoBytes(b, msg, num, wt); err != nil {
-				return b, err
+		if f.num == 6 {
+			if v := f.bytes(); f.ok() {
+				f.err = quantile(m, p, v)
 			}
-			var q otlpQuantile
-			for len(v) > 0 {
-				qn, qt, rest, err := field(v)
-				if err != nil {
-					return b, err
-				}
-				if qn == 1 || qn == 2 {
-					if x, v, err = protoFixed64(rest, "ValueAtQuantile", qn, qt); err != nil {
-						return b, err
-					}
-					if qn == 1 {
-						q.quantile = math.Float64frombits(x)
-					} else {
-						q.value = math.Float64frombits(x)
-					}
-					continue
-				}
-				if v, err = protoSkip(rest, qn, qt); err != nil {
-					return b, err
-				}
-			}
-			m.quantiles = append(m.quantiles, q)
-			p.quantiles.hi = int32(len(m.quantiles))
-			return b, nil
+			return
 		}
 	}
-	return protoSkip(b, num, wt)
+	f.skip()
 }
 
-// appendFixed64s reads a repeated fixed64 or double field, packed or not.
-func appendFixed64s(dst []uint64, b []byte, msg string, num protowire.Number, wt protowire.Type) ([]uint64, []byte, error) {
-	switch wt {
-	case protowire.Fixed64Type:
-		if len(b) < 8 {
-			return dst, b, errTruncated
+// quantile decodes a ValueAtQuantile of summary point p.
+func quantile(m *otlpMetrics, p *otlpPoint, b []byte) error {
+	var q otlpQuantile
+	f := fields{b: b, msg: "ValueAtQuantile"}
+	for f.next() {
+		switch f.num {
+		case 1:
+			q.quantile = math.Float64frombits(f.fixed64())
+		case 2:
+			q.value = math.Float64frombits(f.fixed64())
+		default:
+			f.skip()
 		}
-		return append(dst, binary.LittleEndian.Uint64(b)), b[8:], nil
-	case protowire.BytesType:
-		v, n := consumeBytes(b)
-		if n < 0 {
-			return dst, b, errLengthOTLP
-		}
-		if len(v)%8 != 0 {
-			return dst, b, fmt.Errorf("%w: packed field %d of %s has %d bytes, not a multiple of 8", ErrMalformed, num, msg, len(v))
-		}
-		for ; len(v) > 0; v = v[8:] {
-			dst = append(dst, binary.LittleEndian.Uint64(v))
-		}
-		return dst, b[n:], nil
 	}
-	return dst, b, wireErr(msg, num, wt)
+	if f.err != nil {
+		return f.err
+	}
+	m.quantiles = append(m.quantiles, q)
+	p.quantiles.hi = int32(len(m.quantiles))
+	return nil
+}
+
+// appendFixed64s reads an occurrence of a repeated fixed64 or double field,
+// one value or a packed run, appends it to dst and sets s.hi to the new
+// length. A packed run replaces what came before, as in pdata: s.lo moves
+// to its start.
+func (f *fields) appendFixed64s(dst []uint64, s *span32) []uint64 {
+	lo := len(dst)
+	x, run, packed := f.repeated(protowire.Fixed64Type)
+	switch {
+	case !f.ok():
+		return dst
+	case !packed:
+		dst = append(dst, x)
+	case len(run)%8 != 0:
+		f.err = fmt.Errorf("%w: packed field %d of %s has %d bytes, not a multiple of 8", ErrMalformed, f.num, f.msg, len(run))
+		return dst
+	default:
+		for ; len(run) > 0; run = run[8:] {
+			dst = append(dst, binary.LittleEndian.Uint64(run))
+		}
+		s.lo = int32(lo)
+	}
+	s.hi = int32(len(dst))
+	return dst
 }
 
 // buckets decodes the Buckets of an exponential histogram; repeated
 // occurrences merge (offset replaced, counts appended).
 func buckets(counts []uint64, offset *int32, s *span32, b []byte) ([]uint64, error) {
-	for len(b) > 0 {
-		num, wt, rest, err := field(b)
-		if err != nil {
-			return counts, err
-		}
-		switch num {
+	f := fields{b: b, msg: "Buckets"}
+	for f.next() {
+		switch f.num {
 		case 1:
-			var x uint64
-			if x, b, err = protoVarint(rest, "Buckets", num, wt); err != nil {
-				return counts, err
-			}
-			*offset = sint32(x)
+			*offset = sint32(f.varint())
 		case 2:
-			switch wt {
-			case protowire.VarintType:
-				x, n := consumeVarint(rest)
-				if n < 0 {
-					return counts, errVarintOTLP
-				}
-				counts, b = append(counts, x), rest[n:]
-			case protowire.BytesType:
-				v, n := consumeBytes(rest)
-				if n < 0 {
-					return counts, errLengthOTLP
-				}
-				for len(v) > 0 {
-					x, k := consumeVarint(v)
+			x, run, packed := f.repeated(protowire.VarintType)
+			switch {
+			case !f.ok():
+			case !packed:
+				counts = append(counts, x)
+			default:
+				for len(run) > 0 {
+					x, k := consumeVarint(run)
 					if k < 0 {
 						return counts, errVarintOTLP
 					}
-					counts, v = append(counts, x), v[k:]
+					counts, run = append(counts, x), run[k:]
 				}
-				b = rest[n:]
-			default:
-				return counts, wireErr("Buckets", num, wt)
 			}
 			s.hi = int32(len(counts))
 		default:
-			if b, err = protoSkip(rest, num, wt); err != nil {
-				return counts, err
-			}
+			f.skip()
 		}
 	}
-	return counts, nil
+	return counts, f.err
 }
 
 func (d *protoDecoder) exemplar(b []byte) error {
@@ -1064,59 +976,40 @@ func (d *protoDecoder) exemplar(b []byte) error {
 	if !ok {
 		return errOTLPExpansion
 	}
-	for len(b) > 0 {
-		num, wt, rest, err := field(b)
-		if err != nil {
-			return err
-		}
+	f := fields{b: b, msg: "Exemplar"}
+	for f.next() {
 		e := &m.exemplars[ei]
-		var v []byte
-		var x uint64
-		switch num {
+		switch f.num {
 		case 7:
-			if v, b, err = protoBytes(rest, "Exemplar", num, wt); err != nil {
-				return err
+			if v := f.bytes(); f.ok() {
+				m.exAttrs, f.err = appendKeyValue(m.exAttrs, v)
+				m.exemplars[ei].attrs.hi = int32(len(m.exAttrs))
 			}
-			if m.exAttrs, err = appendKeyValue(m.exAttrs, v); err != nil {
-				return err
+		case 2:
+			e.time = f.fixed64()
+		case 3:
+			e.valueType, e.value = valueDouble, math.Float64frombits(f.fixed64())
+		case 6:
+			e.valueType, e.intValue = valueInt, int64(f.fixed64())
+		case 4:
+			v := f.bytes()
+			if len(v) != 0 && len(v) != len(e.spanID) {
+				return fmt.Errorf("%w: span_id of %d bytes, want 8", ErrMalformed, len(v))
 			}
-			m.exemplars[ei].attrs.hi = int32(len(m.exAttrs))
-		case 2, 3, 6:
-			if x, b, err = protoFixed64(rest, "Exemplar", num, wt); err != nil {
-				return err
+			e.spanID = [8]byte{}
+			copy(e.spanID[:], v)
+		case 5:
+			v := f.bytes()
+			if len(v) != 0 && len(v) != len(e.traceID) {
+				return fmt.Errorf("%w: trace_id of %d bytes, want 16", ErrMalformed, len(v))
 			}
-			switch num {
-			case 2:
-				e.time = x
-			case 3:
-				e.valueType, e.value = valueDouble, math.Float64frombits(x)
-			case 6:
-				e.valueType, e.intValue = valueInt, int64(x)
-			}
-		case 4, 5:
-			if v, b, err = protoBytes(rest, "Exemplar", num, wt); err != nil {
-				return err
-			}
-			if num == 5 {
-				if len(v) != 0 && len(v) != len(e.traceID) {
-					return fmt.Errorf("%w: trace_id of %d bytes, want 16", ErrMalformed, len(v))
-				}
-				e.traceID = [16]byte{}
-				copy(e.traceID[:], v)
-			} else {
-				if len(v) != 0 && len(v) != len(e.spanID) {
-					return fmt.Errorf("%w: span_id of %d bytes, want 8", ErrMalformed, len(v))
-				}
-				e.spanID = [8]byte{}
-				copy(e.spanID[:], v)
-			}
+			e.traceID = [16]byte{}
+			copy(e.traceID[:], v)
 		default:
-			if b, err = protoSkip(rest, num, wt); err != nil {
-				return err
-			}
+			f.skip()
 		}
 	}
-	return nil
+	return f.err
 }
 
 // anyValue is an AnyValue being decoded.
@@ -1143,36 +1036,43 @@ const (
 // KeyValues with a loop of its own: sharing this one would cost a call per
 // attribute of every point.
 func appendKeyValue(dst []otlpAttr, b []byte) ([]otlpAttr, error) {
+	// Fast path for a string attribute: key (tag 0x0a) and value (tag
+	// 0x12) in either order (pdata writes the value first), each shorter
+	// than 128 bytes, the value holding string_value (tag 0x0a) alone.
+	if len(b) >= 6 && b[1] < 0x80 {
+		n := 2 + int(b[1])
+		if n+2 <= len(b) && b[n+1] < 0x80 && n+2+int(b[n+1]) == len(b) {
+			var key, val []byte
+			switch first, second := b[2:n], b[n+2:]; {
+			case b[0] == 0x0a && b[n] == 0x12:
+				key, val = first, second
+			case b[0] == 0x12 && b[n] == 0x0a:
+				key, val = second, first
+			}
+			if len(val) >= 2 && val[0] == 0x0a && int(val[1])+2 == len(val) {
+				return append(dst, otlpAttr{key: yoloString(key), value: yoloString(val[2:])}), nil
+			}
+		}
+	}
 	var key string
 	var val anyValue
-	for len(b) > 0 {
-		num, wt, rest, err := field(b)
-		if err != nil {
-			return dst, err
-		}
-		var v []byte
-		switch num {
+	f := fields{b: b, msg: "KeyValue"}
+	for f.next() {
+		switch f.num {
 		case 1:
-			if v, b, err = protoBytes(rest, "KeyValue", num, wt); err != nil {
-				return dst, err
-			}
-			key = yoloString(v)
+			key = yoloString(f.bytes())
 		case 2: // repeated occurrences merge
-			if v, b, err = protoBytes(rest, "KeyValue", num, wt); err != nil {
-				return dst, err
-			}
-			if err = decodeAnyValue(&val, v, 0); err != nil {
-				return dst, err
+			if v := f.bytes(); f.ok() {
+				f.err = decodeAnyValue(&val, v, 0)
 			}
 		case 3:
-			if _, b, err = protoVarint(rest, "KeyValue", num, wt); err != nil {
-				return dst, err
-			}
+			f.varint()
 		default:
-			if b, err = protoSkip(rest, num, wt); err != nil {
-				return dst, err
-			}
+			f.skip()
 		}
+	}
+	if f.err != nil {
+		return dst, f.err
 	}
 	return append(dst, otlpAttr{key: key, value: val.asString()}), nil
 }
@@ -1182,61 +1082,37 @@ func decodeAnyValue(v *anyValue, b []byte, depth int) error {
 	if depth > maxOTLPDepth {
 		return errOTLPDepth
 	}
-	for len(b) > 0 {
-		num, wt, rest, err := field(b)
-		if err != nil {
-			return err
-		}
-		var x uint64
-		var s []byte
-		switch num {
-		case 1, 7:
-			if s, b, err = protoBytes(rest, "AnyValue", num, wt); err != nil {
-				return err
-			}
-			if num == 1 {
-				v.kind, v.str = anyString, yoloString(s)
-			} else {
-				v.kind, v.bytes = anyBytes, s
-			}
-		case 2, 3, 8:
-			if x, b, err = protoVarint(rest, "AnyValue", num, wt); err != nil {
-				return err
-			}
-			switch num {
-			case 2:
-				v.kind, v.num = anyBool, x
-			case 3:
-				v.kind, v.num = anyInt, x
-			case 8: // string_value_strindex: a value pcommon cannot render
-				v.kind = anyEmpty
-			}
+	f := fields{b: b, msg: "AnyValue"}
+	for f.next() {
+		switch f.num {
+		case 1:
+			v.kind, v.str = anyString, yoloString(f.bytes())
+		case 7:
+			v.kind, v.bytes = anyBytes, f.bytes()
+		case 2:
+			v.kind, v.num = anyBool, f.varint()
+		case 3:
+			v.kind, v.num = anyInt, f.varint()
+		case 8: // string_value_strindex: a value pcommon cannot render
+			f.varint()
+			v.kind = anyEmpty
 		case 4:
-			if x, b, err = protoFixed64(rest, "AnyValue", num, wt); err != nil {
-				return err
-			}
-			v.kind, v.num = anyDouble, x
-		case 5, 6:
-			if s, b, err = protoBytes(rest, "AnyValue", num, wt); err != nil {
-				return err
-			}
-			if num == 5 {
+			v.kind, v.num = anyDouble, f.fixed64()
+		case 5:
+			if s := f.bytes(); f.ok() {
 				v.kind = anyArray
-				v.raw, err = decodeArrayValue(s, depth+1)
-			} else {
-				v.kind = anyKVList
-				v.raw, err = decodeKVList(s, depth+1)
+				v.raw, f.err = decodeArrayValue(s, depth+1)
 			}
-			if err != nil {
-				return err
+		case 6:
+			if s := f.bytes(); f.ok() {
+				v.kind = anyKVList
+				v.raw, f.err = decodeKVList(s, depth+1)
 			}
 		default:
-			if b, err = protoSkip(rest, num, wt); err != nil {
-				return err
-			}
+			f.skip()
 		}
 	}
-	return nil
+	return f.err
 }
 
 func decodeArrayValue(b []byte, depth int) (any, error) {
@@ -1260,34 +1136,23 @@ func decodeKVList(b []byte, depth int) (any, error) {
 	err := eachField1(b, "KeyValueList", func(s []byte) error {
 		var key string
 		var v anyValue
-		for len(s) > 0 {
-			num, wt, rest, err := field(s)
-			if err != nil {
-				return err
-			}
-			var kv []byte
-			switch num {
+		f := fields{b: s, msg: "KeyValue"}
+		for f.next() {
+			switch f.num {
 			case 1:
-				if kv, s, err = protoBytes(rest, "KeyValue", num, wt); err != nil {
-					return err
-				}
-				key = string(kv)
+				key = string(f.bytes())
 			case 2:
-				if kv, s, err = protoBytes(rest, "KeyValue", num, wt); err != nil {
-					return err
-				}
-				if err := decodeAnyValue(&v, kv, depth); err != nil {
-					return err
+				if kv := f.bytes(); f.ok() {
+					f.err = decodeAnyValue(&v, kv, depth)
 				}
 			case 3:
-				if _, s, err = protoVarint(rest, "KeyValue", num, wt); err != nil {
-					return err
-				}
+				f.varint()
 			default:
-				if s, err = protoSkip(rest, num, wt); err != nil {
-					return err
-				}
+				f.skip()
 			}
+		}
+		if f.err != nil {
+			return f.err
 		}
 		out[key] = v.asRaw()
 		return nil
