@@ -256,7 +256,7 @@ func gunzip(dst, src []byte, limit int64) ([]byte, error) {
 // roll the whole request back (429, 503, 500), so a retry never duplicates.
 func (o *OTLPHandler) ingest(r *http.Request, st *reqState, md *otlpMetrics, app Appender) otlpResult {
 	h := o.h
-	a := &otlpAppender{ledger: h.newLedger(st, false)}
+	a := &otlpAppender{ledger: h.newLedger(st, false), knownUTF8: md.validUTF8}
 	a.app = app
 	a.resolver, _ = app.(SeriesResolver)
 	a.refuseUntranslatable(md, o.opts.NativeDeltaIngestion)
@@ -315,6 +315,9 @@ type otlpAppender struct {
 	// together (appendPoints) as remote write's series are.
 	resolver SeriesResolver
 	pts      []pendingPoint
+	// knownUTF8: the decoder found every string of the request that labels
+	// take valid UTF-8 (otlpMetrics.validUTF8), so labels skip the check.
+	knownUTF8 bool
 }
 
 // pendingPoint is a float point waiting in otlpAppender.pts.
@@ -349,7 +352,7 @@ func (a *otlpAppender) add(lbls []labels.Label, st, t int64, v float64, h *histo
 		sl := &s.slots[len(a.pts)]
 		sb, ls = &sl.sb, &sl.ls
 	}
-	if reason, err := a.h.buildLabels(sb, ls, lbls, false, false); err != nil {
+	if reason, err := a.h.buildLabels(sb, ls, lbls, false, a.knownUTF8); err != nil {
 		a.rejectOne(k, reason, "series %s: %v", describe(lbls), err)
 		a.reject(kindExemplars, reason, len(exs))
 		return nil
@@ -487,7 +490,7 @@ func (a *otlpAppender) appendExemplars(ref SeriesRef, lset labels.Labels, exs []
 	for _, e := range exs {
 		s.exlb = s.exlb[:0]
 		e.Labels.Range(func(l labels.Label) { s.exlb = append(s.exlb, l) })
-		if reason, err := a.h.buildLabels(&s.exsb, &s.exls, s.exlb, true, false); err != nil {
+		if reason, err := a.h.buildLabels(&s.exsb, &s.exls, s.exlb, true, a.knownUTF8); err != nil {
 			a.rejectOne(kindExemplars, reason, "series %s: exemplar %s: %v", lset, describe(s.exlb), err)
 			continue
 		}

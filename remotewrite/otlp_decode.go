@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -34,6 +35,12 @@ type otlpMetrics struct {
 	counts, negCounts []uint64
 	// budget is what is left of the bytes the decoded request may take.
 	budget int
+	// validUTF8 says that every string a label can take from the request
+	// was found valid UTF-8 while decoding: attribute keys and string
+	// values, metric names and units, scope names, versions and schema
+	// URLs. The labels then need no check of their own. Only the protobuf
+	// decoder sets it.
+	validUTF8 bool
 }
 
 // maxOTLPExpansion bounds the memory a decoded request takes, relative to
@@ -132,6 +139,7 @@ const maxOTLPBody = 1 << 30
 // start resets m for decoding a request of n bytes.
 func (m *otlpMetrics) start(n int) error {
 	m.reset()
+	m.validUTF8 = false
 	if n > maxOTLPBody {
 		return fmt.Errorf("%w: a request of %d bytes is more than the decoder takes (%d)", ErrMalformed, n, maxOTLPBody)
 	}
@@ -306,8 +314,18 @@ func decodeOTLPProto(m *otlpMetrics, b []byte) error {
 	if err := m.start(len(b)); err != nil {
 		return err
 	}
+	m.validUTF8 = true
 	d := protoDecoder{m: m}
 	return d.request(b)
+}
+
+// checkUTF8 clears validUTF8 when s, a string a label can take, is not
+// valid UTF-8, and returns s.
+func (m *otlpMetrics) checkUTF8(s []byte) []byte {
+	if !isASCII(s) && !utf8.Valid(s) {
+		m.validUTF8 = false
+	}
+	return s
 }
 
 // The decoder reads varints, tags and lengths as the collector's decoder
@@ -606,7 +624,7 @@ func (d *protoDecoder) resource(b []byte) error {
 		switch f.num {
 		case 1:
 			if v := f.bytes(); f.ok() {
-				d.m.resAttrs, f.err = appendKeyValue(d.m.resAttrs, v)
+				d.m.resAttrs, f.err = d.m.appendKeyValue(d.m.resAttrs, v)
 			}
 		case 2:
 			f.varint()
@@ -657,7 +675,7 @@ func (d *protoDecoder) scopeMetrics(b []byte, deprecated bool) error {
 				}
 			}
 		case 3:
-			m.scopes[si].schemaURL = yoloString(f.bytes())
+			m.scopes[si].schemaURL = yoloString(m.checkUTF8(f.bytes()))
 		default:
 			f.skip()
 		}
@@ -671,12 +689,12 @@ func (d *protoDecoder) scope(s *otlpScope, b []byte) error {
 	for f.next() {
 		switch f.num {
 		case 1:
-			s.name = yoloString(f.bytes())
+			s.name = yoloString(d.m.checkUTF8(f.bytes()))
 		case 2:
-			s.version = yoloString(f.bytes())
+			s.version = yoloString(d.m.checkUTF8(f.bytes()))
 		case 3:
 			if v := f.bytes(); f.ok() {
-				d.m.scopeAttrs, f.err = appendKeyValue(d.m.scopeAttrs, v)
+				d.m.scopeAttrs, f.err = d.m.appendKeyValue(d.m.scopeAttrs, v)
 				s.attrs.hi = int32(len(d.m.scopeAttrs))
 			}
 		case 4:
@@ -698,11 +716,11 @@ func (d *protoDecoder) metric(b []byte) error {
 	for f.next() {
 		switch f.num {
 		case 1:
-			m.metrics[mi].name = yoloString(f.bytes())
+			m.metrics[mi].name = yoloString(m.checkUTF8(f.bytes()))
 		case 2:
 			m.metrics[mi].description = yoloString(f.bytes())
 		case 3:
-			m.metrics[mi].unit = yoloString(f.bytes())
+			m.metrics[mi].unit = yoloString(m.checkUTF8(f.bytes()))
 		case 5, 7, 9, 10, 11:
 			if v := f.bytes(); f.ok() {
 				mt := m.setData(mi, dataType(f.num))
@@ -713,7 +731,7 @@ func (d *protoDecoder) metric(b []byte) error {
 		case 12:
 			if v := f.bytes(); f.ok() {
 				var kv [1]otlpAttr
-				_, f.err = appendKeyValue(kv[:0], v)
+				_, f.err = m.appendKeyValue(kv[:0], v)
 			}
 		default:
 			f.skip()
@@ -793,7 +811,7 @@ func (d *protoDecoder) point(typ otlpType, b []byte) error {
 		switch f.num {
 		case pf.attrs:
 			if v := f.bytes(); f.ok() {
-				m.pointAttrs, f.err = appendKeyValue(m.pointAttrs, v)
+				m.pointAttrs, f.err = m.appendKeyValue(m.pointAttrs, v)
 				m.points[pi].attrs.hi = int32(len(m.pointAttrs))
 			}
 		case pf.start:
@@ -982,7 +1000,7 @@ func (d *protoDecoder) exemplar(b []byte) error {
 		switch f.num {
 		case 7:
 			if v := f.bytes(); f.ok() {
-				m.exAttrs, f.err = appendKeyValue(m.exAttrs, v)
+				m.exAttrs, f.err = m.appendKeyValue(m.exAttrs, v)
 				m.exemplars[ei].attrs.hi = int32(len(m.exAttrs))
 			}
 		case 2:
@@ -1032,10 +1050,12 @@ const (
 	anyBytes
 )
 
-// appendKeyValue decodes a KeyValue and appends it. decodeKVList decodes
-// KeyValues with a loop of its own: sharing this one would cost a call per
-// attribute of every point.
-func appendKeyValue(dst []otlpAttr, b []byte) ([]otlpAttr, error) {
+// appendKeyValue decodes a KeyValue and appends it, checking that its key,
+// and its value if a string, are valid UTF-8 (see validUTF8; array and map
+// values are rendered as JSON, which is). decodeKVList decodes KeyValues
+// with a loop of its own: sharing this one would cost a call per attribute
+// of every point.
+func (m *otlpMetrics) appendKeyValue(dst []otlpAttr, b []byte) ([]otlpAttr, error) {
 	// Fast path for a string attribute: key (tag 0x0a) and value (tag
 	// 0x12) in either order (pdata writes the value first), each shorter
 	// than 128 bytes, the value holding string_value (tag 0x0a) alone.
@@ -1050,6 +1070,10 @@ func appendKeyValue(dst []otlpAttr, b []byte) ([]otlpAttr, error) {
 				key, val = second, first
 			}
 			if len(val) >= 2 && val[0] == 0x0a && int(val[1])+2 == len(val) {
+				// Tags and lengths are ASCII: b is when key and value are.
+				if !isASCII(b) && (!utf8.Valid(key) || !utf8.Valid(val[2:])) {
+					m.validUTF8 = false
+				}
 				return append(dst, otlpAttr{key: yoloString(key), value: yoloString(val[2:])}), nil
 			}
 		}
@@ -1060,7 +1084,7 @@ func appendKeyValue(dst []otlpAttr, b []byte) ([]otlpAttr, error) {
 	for f.next() {
 		switch f.num {
 		case 1:
-			key = yoloString(f.bytes())
+			key = yoloString(m.checkUTF8(f.bytes()))
 		case 2: // repeated occurrences merge
 			if v := f.bytes(); f.ok() {
 				f.err = decodeAnyValue(&val, v, 0)
@@ -1073,6 +1097,9 @@ func appendKeyValue(dst []otlpAttr, b []byte) ([]otlpAttr, error) {
 	}
 	if f.err != nil {
 		return dst, f.err
+	}
+	if val.kind == anyString && !utf8.ValidString(val.str) {
+		m.validUTF8 = false
 	}
 	return append(dst, otlpAttr{key: key, value: val.asString()}), nil
 }

@@ -2,9 +2,14 @@ package remotewrite
 
 import (
 	"errors"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/prometheus/otlptranslator"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
@@ -45,7 +50,7 @@ func TestAppendKeyValue(t *testing.T) {
 		{"key twice: the last wins", kv(lenField(1, []byte("a")), lenField(2, str("v")), lenField(1, []byte("k"))), "k", "v"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := appendKeyValue(nil, tc.b)
+			got, err := (&otlpMetrics{}).appendKeyValue(nil, tc.b)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -74,7 +79,7 @@ func TestFieldsErrors(t *testing.T) {
 		{"group that ends the message", []byte{0x4b, 0x4c}, "unterminated group"}, // as the collector's decoder says
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := appendKeyValue(nil, tc.b)
+			_, err := (&otlpMetrics{}).appendKeyValue(nil, tc.b)
 			if tc.want == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -83,6 +88,83 @@ func TestFieldsErrors(t *testing.T) {
 			}
 			if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want an ErrMalformed saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestOTLPInvalidUTF8 checks that a string which is not valid UTF-8 is
+// refused from every place a label can take it, although labels skip their
+// own check when the decoder found the whole request valid: each request
+// has one good point and one with the bad string, of which only the good
+// one is written.
+func TestOTLPInvalidUTF8(t *testing.T) {
+	const bad = "\xff\xfe"
+	long := strings.Repeat("v", 200) // past the attributes' fast path
+	utf8Names := func(o *OTLPOptions) { o.TranslationStrategy = otlptranslator.NoUTF8EscapingWithSuffixes }
+	scopeLabels := func(o *OTLPOptions) { o.PromoteScopeMetadata = true }
+	for _, tc := range []struct {
+		name string
+		opts func(*OTLPOptions)
+		// set spoils the point's resource, scope, metric or point.
+		set func(r pcommon.Resource, s pcommon.InstrumentationScope, m pmetric.Metric, p pmetric.NumberDataPoint)
+	}{
+		{"attribute value", nil, func(_ pcommon.Resource, _ pcommon.InstrumentationScope, _ pmetric.Metric, p pmetric.NumberDataPoint) {
+			p.Attributes().PutStr("a", bad)
+		}},
+		{"long attribute value", nil, func(_ pcommon.Resource, _ pcommon.InstrumentationScope, _ pmetric.Metric, p pmetric.NumberDataPoint) {
+			p.Attributes().PutStr("a", long+bad)
+		}},
+		{"attribute key", utf8Names, func(_ pcommon.Resource, _ pcommon.InstrumentationScope, _ pmetric.Metric, p pmetric.NumberDataPoint) {
+			p.Attributes().PutStr("a"+bad, "v")
+		}},
+		{"service.name", nil, func(r pcommon.Resource, _ pcommon.InstrumentationScope, _ pmetric.Metric, _ pmetric.NumberDataPoint) {
+			r.Attributes().PutStr("service.name", bad)
+		}},
+		{"service.instance.id", nil, func(r pcommon.Resource, _ pcommon.InstrumentationScope, _ pmetric.Metric, _ pmetric.NumberDataPoint) {
+			r.Attributes().PutStr("service.instance.id", long+bad)
+		}},
+		{"scope name", scopeLabels, func(_ pcommon.Resource, s pcommon.InstrumentationScope, _ pmetric.Metric, _ pmetric.NumberDataPoint) {
+			s.SetName("lib" + bad)
+		}},
+		{"scope attribute", scopeLabels, func(_ pcommon.Resource, s pcommon.InstrumentationScope, _ pmetric.Metric, _ pmetric.NumberDataPoint) {
+			s.SetName("lib")
+			s.Attributes().PutStr("a", bad)
+		}},
+		{"metric name", utf8Names, func(_ pcommon.Resource, _ pcommon.InstrumentationScope, m pmetric.Metric, _ pmetric.NumberDataPoint) {
+			m.SetName("bad" + bad)
+		}},
+		{"unit", utf8Names, func(_ pcommon.Resource, _ pcommon.InstrumentationScope, m pmetric.Metric, _ pmetric.NumberDataPoint) {
+			m.SetUnit("By" + bad)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			md := pmetric.NewMetrics()
+			for i, spoil := range []bool{false, true} {
+				rm := md.ResourceMetrics().AppendEmpty()
+				rm.Resource().Attributes().PutStr("service.name", "svc")
+				sm := rm.ScopeMetrics().AppendEmpty()
+				m := sm.Metrics().AppendEmpty()
+				m.SetName("g" + strconv.Itoa(i))
+				p := m.SetEmptyGauge().DataPoints().AppendEmpty()
+				p.SetTimestamp(otlpTS(testNow))
+				p.SetDoubleValue(1)
+				if spoil {
+					tc.set(rm.Resource(), sm.Scope(), m, p)
+				}
+			}
+			rec := newRecorder()
+			oh, _ := newOTLPHandler(t, rec, nil, tc.opts)
+			w := post(t, oh, ContentTypeOTLPProto, "", otlpProto(t, md))
+			if w.Code != http.StatusOK {
+				t.Fatalf("status %d: %s", w.Code, w.Body)
+			}
+			ps := exportResponse(t, ContentTypeOTLPProto, w.Body.Bytes()).PartialSuccess()
+			if ps.RejectedDataPoints() != 1 || !strings.Contains(ps.ErrorMessage(), "not valid UTF-8") {
+				t.Fatalf("partial success %d %q, want the spoilt point refused as not valid UTF-8", ps.RejectedDataPoints(), ps.ErrorMessage())
+			}
+			if n := len(rec.series); n != 1 {
+				t.Fatalf("%d series written, want only the good one", n)
 			}
 		})
 	}
