@@ -348,12 +348,17 @@ func hasEmptyValues(lset labels.Labels) bool {
 // out-of-order samples are off. maxT is the head's newest sample time.
 func (a *appender) check(s *memSeries, smp sample, maxT int64, rejectOOO bool) error {
 	db := a.db
+	if !rejectOOO && db.opts.OutOfOrderWindow != 0 {
+		// Any time is taken, in order or not: nothing to check, and no
+		// series lock to take (a lock and an unlock per sample were 4 % of
+		// the ingest's CPU).
+		return nil
+	}
 	s.lock()
 	seriesMaxT := s.maxT()
 	dup := s.isDuplicateLocked(smp)
 	s.unlock()
-	inOrder := rejectOOO || db.opts.OutOfOrderWindow == 0
-	if inOrder && maxT >= s.part.end {
+	if maxT >= s.part.end {
 		// A series' newest sample may be in a later partition: a sample
 		// older than it is out of order even where this partition has
 		// nothing newer.
@@ -362,15 +367,12 @@ func (a *appender) check(s *memSeries, smp sample, maxT int64, rejectOOO bool) e
 	if smp.t > seriesMaxT || dup {
 		return nil
 	}
-	if inOrder {
-		if smp.t == seriesMaxT {
-			db.metrics.rejected.WithLabelValues("duplicate").Inc()
-			return fmt.Errorf("%w: series %s at %d", promstorage.ErrDuplicateSampleForTimestamp, s.lset(), smp.t)
-		}
-		db.metrics.rejected.WithLabelValues("out_of_order").Inc()
-		return fmt.Errorf("%w: series %s at %d, newest is %d", promstorage.ErrOutOfOrderSample, s.lset(), smp.t, seriesMaxT)
+	if smp.t == seriesMaxT {
+		db.metrics.rejected.WithLabelValues("duplicate").Inc()
+		return fmt.Errorf("%w: series %s at %d", promstorage.ErrDuplicateSampleForTimestamp, s.lset(), smp.t)
 	}
-	return nil
+	db.metrics.rejected.WithLabelValues("out_of_order").Inc()
+	return fmt.Errorf("%w: series %s at %d, newest is %d", promstorage.ErrOutOfOrderSample, s.lset(), smp.t, seriesMaxT)
 }
 
 // newestInLaterParts returns the newest sample time of the series lset in
