@@ -362,8 +362,8 @@ func consumeBytes(b []byte) ([]byte, int) {
 
 // fields walks the fields of one message: next reads a key, then one of
 // bytes, varint, fixed64, repeated or skip reads its value, checking the
-// wire type. The first error ends the walk and stays in err; a value read
-// after it is zero.
+// wire type. A value that cannot be read is zero, and its error ends the
+// walk (next returns false) and stays in err.
 type fields struct {
 	b   []byte // what follows the last key or value read
 	msg string // the message's name, for errors
@@ -373,8 +373,8 @@ type fields struct {
 }
 
 // next reads the next key; false at the end of the message or after an
-// error. A key of one byte, as every field of OTLP's messages has, is read
-// inline.
+// error. A key of one byte (fields 1 to 15, nearly all of OTLP's) is read
+// here, a longer one by nextLong.
 func (f *fields) next() bool {
 	if f.err != nil || len(f.b) == 0 {
 		return false
@@ -409,8 +409,8 @@ func (f *fields) wrongType() {
 	f.err = fmt.Errorf("%w: field %d of %s has wire type %d", ErrMalformed, f.num, f.msg, f.typ)
 }
 
-// bytes reads a length-delimited value. One shorter than 128 bytes is read
-// inline.
+// bytes reads a length-delimited value: here when it is shorter than 128
+// bytes, else by bytesLong.
 func (f *fields) bytes() []byte {
 	if b := f.b; f.typ == protowire.BytesType && len(b) > 0 && int(b[0]) < len(b) {
 		if n := int(b[0]) + 1; b[0] < 0x80 {

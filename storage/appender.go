@@ -343,9 +343,11 @@ func hasEmptyValues(lset labels.Labels) bool {
 	return empty
 }
 
-// check rejects a sample the series cannot take: out of order beyond the
-// window, or a second, different value for the newest timestamp when
-// out-of-order samples are off. maxT is the head's newest sample time.
+// check rejects a sample the series cannot take when out-of-order samples
+// are refused (a window of 0, or RejectOutOfOrder): one older than the
+// series' newest, or a second, different value for the newest timestamp.
+// With a window any time is taken here (the retention bounds it, in
+// Append). maxT is the head's newest sample time.
 func (a *appender) check(s *memSeries, smp sample, maxT int64, rejectOOO bool) error {
 	db := a.db
 	if !rejectOOO && db.opts.OutOfOrderWindow != 0 {
