@@ -346,6 +346,11 @@ func (db *DB) applyRetention(ctx context.Context) error {
 	return nil
 }
 
+// stopping reports whether Run's ctx ended or the DB is closing.
+func (db *DB) stopping(ctx context.Context) bool {
+	return ctx.Err() != nil || db.isClosed()
+}
+
 // Run flushes the head every HeadFlushInterval, and sooner once it holds
 // HeadFlushSamples samples (closing partitions that can take no more
 // samples), and applies retention, until ctx ends or the DB closes. It
@@ -384,10 +389,13 @@ func (db *DB) Run(ctx context.Context) error {
 			if errors.Is(err, ErrFenced) {
 				return err
 			}
+			if db.stopping(ctx) {
+				return nil // cut short by the shutdown: Close writes the head out
+			}
 			db.logger.Error("head flush failed; retrying at the next interval", "err", err)
 			continue
 		}
-		if err := db.applyRetention(ctx); err != nil {
+		if err := db.applyRetention(ctx); err != nil && !db.stopping(ctx) {
 			db.logger.Error("retention failed", "err", err)
 		}
 	}

@@ -1,9 +1,13 @@
 package storage
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -189,4 +193,72 @@ func TestFlushPastPartitionEnd(t *testing.T) {
 		labels.FromStrings("__name__", "up", "job", "b").String(): {{part + 15000, 2}},
 	}
 	compareResults(t, t.Name(), got, want)
+}
+
+// tableGateBucket holds every put of a table while armed, until released
+// or its context ends; entered is closed when one is held.
+type tableGateBucket struct {
+	objstore.Bucket
+	armed    atomic.Bool
+	entered  chan struct{}
+	enter    sync.Once
+	released chan struct{}
+}
+
+func (g *tableGateBucket) Put(ctx context.Context, name string, r io.Reader, size int64, opts objstore.PutOptions) (objstore.Attributes, error) {
+	if g.armed.Load() && strings.HasSuffix(name, ".sst") {
+		g.enter.Do(func() { close(g.entered) })
+		select {
+		case <-g.released:
+		case <-ctx.Done():
+			return objstore.Attributes{}, ctx.Err()
+		}
+	}
+	return g.Bucket.Put(ctx, name, r, size, opts)
+}
+
+// TestRunQuietWhenStoppedDuringFlush stops Run while its flush waits for the
+// object store: the flush is cut short, Close writes the head out, and
+// nothing is logged as an error (it was: "head flush failed" at every
+// shutdown during ingest).
+func TestRunQuietWhenStoppedDuringFlush(t *testing.T) {
+	g := &tableGateBucket{Bucket: objstore.NewMemoryBucket(), entered: make(chan struct{}), released: make(chan struct{})}
+	var logs bytes.Buffer
+	opts := DefaultOptions()
+	opts.WAL = false
+	db, err := openOn(context.Background(), g, "tsdb", opts, testLSMOptions(), nil,
+		Components{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := db.Appender(context.Background())
+	for i := range 100 {
+		if _, err := app.Append(0, labels.FromStrings("__name__", "m", "i", fmt.Sprint(i)), 15000, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := app.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	g.armed.Store(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- db.Run(ctx) }()
+	db.flushNow <- struct{}{}
+	<-g.entered // the flush waits for its table
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v, want nil", err)
+	}
+	if logs.Len() > 0 {
+		t.Fatalf("Run logged when stopped during a flush:\n%s", logs.String())
+	}
+	g.armed.Store(false)
+	close(g.released)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if logs.Len() > 0 {
+		t.Fatalf("Close logged:\n%s", logs.String())
+	}
 }
