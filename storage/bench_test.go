@@ -402,3 +402,52 @@ func BenchmarkHeadStats(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFlush measures a head flush of every active series holding 30
+// samples, its encoding done by one goroutine or by cutWorkers: ms/flush is
+// wall time (what a shutdown waits for), cpu-ms/flush the process' CPU.
+//
+//	go test -run '^$' -bench 'BenchmarkFlush' -benchtime 3x -count 6 ./storage/
+func BenchmarkFlush(b *testing.B) {
+	for _, series := range []int{100_000, 1_000_000} {
+		for _, workers := range []int{1, maxCutWorkers} {
+			b.Run(fmt.Sprintf("series=%d/workers=%d", series, min(workers, runtime.GOMAXPROCS(0))), func(b *testing.B) {
+				defer func(n int) { maxCutWorkers = n }(maxCutWorkers)
+				maxCutWorkers = workers
+				benchFlush(b, series)
+			})
+		}
+	}
+}
+
+func benchFlush(b *testing.B, nSeries int) {
+	opts := DefaultOptions()
+	opts.WAL = false
+	opts.Retention = 0
+	opts.HeadFlushSamples = 0 // only the flushes measured
+	db := openTestDB(b, objstore.NewMemoryBucket(), opts)
+	defer db.Close()
+	lsets := benchLabels(nSeries)
+	t := int64(0)
+	var (
+		wall, cpu time.Duration
+		flushes   int
+	)
+	for b.Loop() {
+		b.StopTimer()
+		for range 30 {
+			scrapeConcurrently(b, db, lsets, t)
+			t += 15_000
+		}
+		b.StartTimer()
+		cpu0, start := cputime.Process(), time.Now()
+		if err := db.flushHead(context.Background(), closeNone); err != nil {
+			b.Fatal(err)
+		}
+		wall += time.Since(start)
+		cpu += cputime.Process() - cpu0
+		flushes++
+	}
+	b.ReportMetric(float64(wall.Milliseconds())/float64(flushes), "ms/flush")
+	b.ReportMetric(float64(cpu.Milliseconds())/float64(flushes), "cpu-ms/flush")
+}

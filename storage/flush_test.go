@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -193,6 +194,80 @@ func TestFlushPastPartitionEnd(t *testing.T) {
 		labels.FromStrings("__name__", "up", "job", "b").String(): {{part + 15000, 2}},
 	}
 	compareResults(t, t.Name(), got, want)
+}
+
+// TestFlushCutsInParallel writes more series than a chunk of the flush, which
+// several goroutines cut and encode, in batches small enough to be applied
+// in the middle of a chunk: after each flush every sample is read back once
+// and in order, from the tables, and the series' cuts are let go.
+func TestFlushCutsInParallel(t *testing.T) {
+	defer func(n int) { maxBatchBytes = n }(maxBatchBytes)
+	maxBatchBytes = 64 << 10
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	if cutWorkers() < 2 {
+		t.Fatalf("cutWorkers() = %d with GOMAXPROCS 4, want several", cutWorkers())
+	}
+
+	const series, rounds = 5000, 3
+	db := openTestDB(t, objstore.NewMemoryBucket(), DefaultOptions())
+	defer db.Close() // before maxBatchBytes is restored
+	lsets := make([]labels.Labels, series)
+	for i := range lsets {
+		lsets[i] = labels.FromStrings("__name__", "m", "i", fmt.Sprint(i))
+	}
+	m := labels.MustNewMatcher(labels.MatchEqual, "__name__", "m")
+	const perRound = 4
+	for r := range rounds {
+		app := db.Appender(context.Background())
+		for k := range perRound {
+			ts := int64(r*perRound+k+1) * 15000
+			for i, ls := range lsets {
+				if _, err := app.Append(0, ls, ts, float64(i)+float64(ts)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := app.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		got := queryFloats(t, db, math.MinInt64, math.MaxInt64, m)
+		if len(got) != series {
+			t.Fatalf("round %d: %d series read back, want %d", r, len(got), series)
+		}
+		for i, ls := range lsets {
+			smps := got[ls.String()]
+			if want := (r + 1) * perRound; len(smps) != want {
+				t.Fatalf("round %d: %s has %d samples, want %d", r, ls, len(smps), want)
+			}
+			for j, s := range smps {
+				if ts := int64(j+1) * 15000; s.t != ts || s.v != float64(i)+float64(ts) {
+					t.Fatalf("round %d: %s sample %d is (%d, %g), want (%d, %g)", r, ls, j, s.t, s.v, ts, float64(i)+float64(ts))
+				}
+			}
+		}
+		db.head.mu.RLock()
+		parts := db.head.sortedPartsLocked()
+		db.head.mu.RUnlock()
+		for _, p := range parts {
+			for _, s := range p.seriesFrom(0, make([]*memSeries, series+1)) {
+				if s == nil {
+					continue
+				}
+				s.lock()
+				dirty, flushing := s.dirtyLocked(), s.flushing != nil
+				s.unlock()
+				if dirty || flushing {
+					t.Fatalf("round %d: series %s not let go after the flush (dirty %v, flushing %v)", r, s.lset(), dirty, flushing)
+				}
+			}
+		}
+	}
+	if n := testutil.ToFloat64(db.metrics.flushedSeries); n != series*rounds {
+		t.Fatalf("flushes cut %g series, want %d", n, series*rounds)
+	}
 }
 
 // tableGateBucket holds every put of a table while armed, until released
