@@ -31,10 +31,7 @@ func TestQueriesDuringFlush(t *testing.T) {
 	const series, rounds = 200, 30
 	db := openTestDB(t, objstore.NewMemoryBucket(), DefaultOptions())
 	defer db.Close() // before maxBatchBytes is restored
-	lsets := make([]labels.Labels, series)
-	for i := range lsets {
-		lsets[i] = labels.FromStrings("__name__", "m", "i", fmt.Sprint(i))
-	}
+	lsets := numberedSeries(series)
 	var committed atomic.Int64 // rounds every series has
 	done := make(chan struct{})
 	errs := make(chan error, 3)
@@ -114,6 +111,15 @@ func TestQueriesDuringFlush(t *testing.T) {
 	if n := testutil.ToFloat64(db.metrics.flushes); n < 2 {
 		t.Fatalf("%g flushes ran beside the writes, want several", n)
 	}
+}
+
+// numberedSeries returns n label sets m{i="0"} to m{i="n-1"}.
+func numberedSeries(n int) []labels.Labels {
+	lsets := make([]labels.Labels, n)
+	for i := range lsets {
+		lsets[i] = labels.FromStrings("__name__", "m", "i", fmt.Sprint(i))
+	}
+	return lsets
 }
 
 // TestCutKeepsClonesIntact checks that a series' appender, emptied by a cut
@@ -211,10 +217,7 @@ func TestFlushCutsInParallel(t *testing.T) {
 	const series, rounds = 5000, 3
 	db := openTestDB(t, objstore.NewMemoryBucket(), DefaultOptions())
 	defer db.Close() // before maxBatchBytes is restored
-	lsets := make([]labels.Labels, series)
-	for i := range lsets {
-		lsets[i] = labels.FromStrings("__name__", "m", "i", fmt.Sprint(i))
-	}
+	lsets := numberedSeries(series)
 	m := labels.MustNewMatcher(labels.MatchEqual, "__name__", "m")
 	const perRound = 4
 	for r := range rounds {
@@ -307,8 +310,8 @@ func TestRunQuietWhenStoppedDuringFlush(t *testing.T) {
 		t.Fatal(err)
 	}
 	app := db.Appender(context.Background())
-	for i := range 100 {
-		if _, err := app.Append(0, labels.FromStrings("__name__", "m", "i", fmt.Sprint(i)), 15000, 1); err != nil {
+	for _, ls := range numberedSeries(100) {
+		if _, err := app.Append(0, ls, 15000, 1); err != nil {
 			t.Fatal(err)
 		}
 	}
