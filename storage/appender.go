@@ -100,6 +100,12 @@ func (db *DB) waitErr(ctx context.Context, what string, err error) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
+// Commit's outcomes for a sample that is not applied and not an error.
+var (
+	errCommitConflict = errors.New("commit conflict")
+	errDuplicate      = errors.New("duplicate")
+)
+
 type pendingSample struct {
 	part *headPart
 	s    *memSeries
@@ -381,20 +387,33 @@ func (a *appender) check(s *memSeries, smp sample, maxT int64, rejectOOO bool) e
 // the head's partitions after p, or math.MinInt64.
 func (db *DB) newestInLaterParts(p *headPart, lset labels.Labels) int64 {
 	newest := int64(math.MinInt64)
-	h := lset.Hash()
 	db.head.mu.RLock()
-	defer db.head.mu.RUnlock()
-	for start, q := range db.head.parts {
-		if start <= p.start {
-			continue
-		}
-		if s := q.get(h, lset); s != nil {
-			s.lock()
-			newest = max(newest, s.maxT())
-			s.unlock()
-		}
+	later := db.head.seriesAfterLocked(p, lset, nil)
+	db.head.mu.RUnlock()
+	for _, s := range later {
+		s.lock()
+		newest = max(newest, s.maxT())
+		s.unlock()
 	}
 	return newest
+}
+
+// seriesAfterLocked appends to dst the series lset of each head partition
+// after p, oldest partition first. Callers hold h.mu.
+func (h *head) seriesAfterLocked(p *headPart, lset labels.Labels, dst []*memSeries) []*memSeries {
+	var hash uint64
+	for _, q := range h.sortedPartsLocked() {
+		if q.start <= p.start {
+			continue
+		}
+		if hash == 0 {
+			hash = lset.Hash()
+		}
+		if s := q.get(hash, lset); s != nil {
+			dst = append(dst, s)
+		}
+	}
+	return dst
 }
 
 // Commit applies the transaction's samples to the head, where queries see
@@ -489,12 +508,22 @@ func (a *appender) Commit() error {
 		oldest   = int64(math.MaxInt64)
 		newest   = int64(math.MinInt64)
 		firstErr error
+		later    []*memSeries // the series in later partitions, window 0 only
 	)
 	closing := 0 // samples of partitions a flush closed since Append
 	for _, ps := range a.pending {
 		if ps.part.closed.Load() {
 			closing++
 			continue
+		}
+		later = later[:0]
+		if db.opts.OutOfOrderWindow == 0 && h.maxT.Load() >= ps.part.end {
+			// The series' newest sample may be in a later partition,
+			// where another appender may have put it since Append: held
+			// locked while this sample is applied (earlier partitions'
+			// series are always locked first), so that it is refused as
+			// out of order rather than stored behind it.
+			later = h.seriesAfterLocked(ps.part, ps.s.lset(), later)
 		}
 		s := ps.s
 		s.lock()
@@ -505,19 +534,34 @@ func (a *appender) Commit() error {
 			s = ps.part.revive(s.ref)
 			s.lock()
 		}
-		if ps.smp.t <= s.maxT() && db.opts.OutOfOrderWindow == 0 && !s.isDuplicateLocked(ps.smp) {
-			dropped++ // another appender got a newer sample in first
-			s.unlock()
-			continue
+		seriesNewest := s.maxT()
+		for _, q := range later {
+			q.lock()
+			seriesNewest = max(seriesNewest, q.maxT())
 		}
-		if s.isDuplicateLocked(ps.smp) {
-			s.unlock()
-			continue
+		var err error
+		switch {
+		case ps.smp.t <= seriesNewest && db.opts.OutOfOrderWindow == 0 && !s.isDuplicateLocked(ps.smp):
+			err = errCommitConflict // another appender got a newer sample in first
+		case s.isDuplicateLocked(ps.smp):
+			err = errDuplicate
+		default:
+			// The partition's bounds cover the sample before a flush can
+			// cut it.
+			ps.part.noteTime(ps.smp.t)
+			err = s.appendLocked(ps.smp)
 		}
-		// The partition's bounds cover the sample before a flush can cut it.
-		ps.part.noteTime(ps.smp.t)
-		err := s.appendLocked(ps.smp)
+		for _, q := range later {
+			q.unlock()
+		}
 		s.unlock()
+		switch err {
+		case errCommitConflict:
+			dropped++
+			continue
+		case errDuplicate:
+			continue
+		}
 		if err != nil {
 			if firstErr == nil {
 				firstErr = err

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/prometheus/model/exemplar"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
@@ -293,6 +294,39 @@ func TestOutOfOrderAcrossPartitions(t *testing.T) {
 	}
 	if err := a2.Commit(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestOutOfOrderAcrossPartitionsAtCommit commits, with out-of-order samples
+// refused, a sample older than one another appender committed in the next
+// partition after both were appended: the older one is refused at Commit,
+// as it would have been at Append had the newer one come first.
+func TestOutOfOrderAcrossPartitionsAtCommit(t *testing.T) {
+	opts := DefaultOptions()
+	opts.OutOfOrderWindow = 0
+	db, _ := openMemDB(t, opts)
+	part := opts.PartitionDuration.Milliseconds() * 10
+	b := labels.FromStrings("__name__", "b")
+	older := db.Appender(context.Background())
+	if _, err := older.Append(0, b, part-60_000, 1); err != nil {
+		t.Fatal(err)
+	}
+	newer := db.Appender(context.Background())
+	if _, err := newer.Append(0, b, part+60_000, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := newer.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := older.Commit(); !errors.Is(err, promstorage.ErrOutOfOrderSample) {
+		t.Fatalf("commit of the older sample after the newer one: want out of order, got %v", err)
+	}
+	got := queryFloats(t, db, math.MinInt64, math.MaxInt64, labels.MustNewMatcher(labels.MatchEqual, "__name__", "b"))
+	if want := []tsample{{part + 60_000, 2}}; !sameSamples(got[b.String()], want) {
+		t.Fatalf("b: got %v want %v", got[b.String()], want)
+	}
+	if n := testutil.ToFloat64(db.metrics.rejected.WithLabelValues("commit_conflict")); n != 1 {
+		t.Fatalf("commit_conflict rejections: %g, want 1", n)
 	}
 }
 
