@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -99,12 +100,6 @@ func (db *DB) waitErr(ctx context.Context, what string, err error) error {
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }
-
-// Commit's outcomes for a sample that is not applied and not an error.
-var (
-	errCommitConflict = errors.New("commit conflict")
-	errDuplicate      = errors.New("duplicate")
-)
 
 type pendingSample struct {
 	part *headPart
@@ -399,20 +394,20 @@ func (db *DB) newestInLaterParts(p *headPart, lset labels.Labels) int64 {
 }
 
 // seriesAfterLocked appends to dst the series lset of each head partition
-// after p, oldest partition first. Callers hold h.mu.
+// after p, oldest partition first (the order Commit locks them in). Callers
+// hold h.mu.
 func (h *head) seriesAfterLocked(p *headPart, lset labels.Labels, dst []*memSeries) []*memSeries {
-	var hash uint64
-	for _, q := range h.sortedPartsLocked() {
-		if q.start <= p.start {
+	from := len(dst)
+	hash := lset.Hash()
+	for start, q := range h.parts {
+		if start <= p.start {
 			continue
-		}
-		if hash == 0 {
-			hash = lset.Hash()
 		}
 		if s := q.get(hash, lset); s != nil {
 			dst = append(dst, s)
 		}
 	}
+	slices.SortFunc(dst[from:], func(a, b *memSeries) int { return cmp.Compare(a.part.start, b.part.start) })
 	return dst
 }
 
@@ -539,13 +534,11 @@ func (a *appender) Commit() error {
 			q.lock()
 			seriesNewest = max(seriesNewest, q.maxT())
 		}
+		dup := s.isDuplicateLocked(ps.smp)
+		// Another appender got a newer sample in first.
+		conflict := !dup && ps.smp.t <= seriesNewest && db.opts.OutOfOrderWindow == 0
 		var err error
-		switch {
-		case ps.smp.t <= seriesNewest && db.opts.OutOfOrderWindow == 0 && !s.isDuplicateLocked(ps.smp):
-			err = errCommitConflict // another appender got a newer sample in first
-		case s.isDuplicateLocked(ps.smp):
-			err = errDuplicate
-		default:
+		if !dup && !conflict {
 			// The partition's bounds cover the sample before a flush can
 			// cut it.
 			ps.part.noteTime(ps.smp.t)
@@ -555,11 +548,11 @@ func (a *appender) Commit() error {
 			q.unlock()
 		}
 		s.unlock()
-		switch err {
-		case errCommitConflict:
-			dropped++
+		if dup {
 			continue
-		case errDuplicate:
+		}
+		if conflict {
+			dropped++
 			continue
 		}
 		if err != nil {
