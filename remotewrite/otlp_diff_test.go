@@ -447,6 +447,15 @@ func (g *otlpGen) attrs(m pcommon.Map, n int) {
 	for range g.r.IntN(n + 1) {
 		g.value(m.PutEmpty(genKeys[g.r.IntN(len(genKeys))]), 0)
 	}
+	if g.pick(8) {
+		// More attributes than lblBuilder looks through one by one: names
+		// that collide once sanitised, out of the order of their sanitised
+		// names, and empty values among them.
+		for range lblIndexFrom + 1 + g.r.IntN(60) {
+			k := []string{"w.", "w-", "w", "w_", "W.", "w..", "w.-."}[g.r.IntN(7)] + strconv.Itoa(g.r.IntN(25))
+			m.PutStr(k, genStrings[g.r.IntN(len(genStrings))])
+		}
+	}
 }
 
 // time returns a point time near the base, rarely 0 or in ns past 2^63.

@@ -123,7 +123,10 @@ type otlpTranslator struct {
 
 	sorted, base, out []labels.Label
 	// mapped is sorted with the names sanitised (mapNames).
-	mapped   []labels.Label
+	mapped []labels.Label
+	// order and joined are joinCollisions' buffers.
+	order    []int32
+	joined   []labels.Label
 	b        lblBuilder
 	exs, sel []exemplar.Exemplar
 	exsb     labels.ScratchBuilder
@@ -213,13 +216,15 @@ func (t *otlpTranslator) translate(ctx context.Context, m *otlpMetrics, sink otl
 func (t *otlpTranslator) release() {
 	t.ctx, t.sink, t.scope = nil, nil, nil
 	t.job, t.instance = "", ""
-	clear(t.names)
 	if len(t.names) > 1024 {
-		t.names = map[string]string{}
+		t.names = map[string]string{} // not cleared: its buckets would stay
+	} else {
+		clear(t.names)
 	}
 	clear(t.seen)
 	clear(t.sorted[:cap(t.sorted)])
 	clear(t.mapped[:cap(t.mapped)])
+	clear(t.joined[:cap(t.joined)])
 	clear(t.base[:cap(t.base)])
 	clear(t.out[:cap(t.out)])
 	clear(t.promoted[:cap(t.promoted)])
@@ -393,18 +398,7 @@ func (t *otlpTranslator) attributes(attrs []otlpAttr, ignore int, withPromoted, 
 	} else if inOrder {
 		t.b.reset(t.mapped)
 	} else {
-		t.b.reset(nil)
-		for i, l := range t.sorted {
-			name := t.mapped[i].Name
-			if prev := t.b.get(name); prev != "" {
-				if t.warnOn {
-					t.warn("OTLP attribute %q collides with another as label %q after name sanitization, values are concatenated with ';'", l.Name, name)
-				}
-				t.b.set(name, prev+";"+l.Value)
-			} else {
-				t.b.set(name, l.Value)
-			}
-		}
+		t.b.reset(t.joinCollisions())
 	}
 	if withPromoted {
 		for _, l := range t.promoted {
@@ -449,6 +443,46 @@ func (t *otlpTranslator) mapNames() (inOrder bool, err error) {
 		t.mapped = append(t.mapped, labels.Label{Name: name, Value: l.Value})
 	}
 	return inOrder, nil
+}
+
+// joinCollisions returns t.mapped with the labels whose sanitised names
+// collide joined into one, sorted by name: each name's values are joined
+// by ";" in the order of the attributes' own names, an empty one only
+// after a value that is not (as the upstream translator joins them one
+// attribute at a time). It takes time in proportion to the attributes'
+// size, however many collide.
+func (t *otlpTranslator) joinCollisions() []labels.Label {
+	// The sort is stable: colliding labels stay in the order of the
+	// attributes' names, which is the order their values are joined in.
+	t.order = t.order[:0]
+	for i := range t.mapped {
+		t.order = append(t.order, int32(i))
+	}
+	slices.SortStableFunc(t.order, func(a, b int32) int { return strings.Compare(t.mapped[a].Name, t.mapped[b].Name) })
+	t.joined = t.joined[:0]
+	for i := 0; i < len(t.order); {
+		l := t.mapped[t.order[i]]
+		j := i + 1
+		for j < len(t.order) && t.mapped[t.order[j]].Name == l.Name {
+			j++
+		}
+		if j > i+1 {
+			var v strings.Builder
+			for _, k := range t.order[i:j] {
+				if v.Len() > 0 {
+					if t.warnOn {
+						t.warn("OTLP attribute %q collides with another as label %q after name sanitization, values are concatenated with ';'", t.sorted[k].Name, l.Name)
+					}
+					v.WriteByte(';')
+				}
+				v.WriteString(t.mapped[k].Value)
+			}
+			l.Value = v.String()
+		}
+		t.joined = append(t.joined, l)
+		i = j
+	}
+	return t.joined
 }
 
 // seriesOf builds the labels of a series of a point into t.out: the
@@ -977,59 +1011,126 @@ func (t *otlpTranslator) targetInfo(attrs []otlpAttr, earliest, latest uint64) e
 
 // lblBuilder builds a label set from a sorted base (which may repeat names
 // and hold empty values, from repeated or empty attributes) and changes to
-// it, as labels.Builder does, into a caller's slice.
+// it, as labels.Builder does, into a caller's slice. Looking a name up
+// costs the same however many labels a request brings: the base is
+// searched by halves, and add and del are indexed by maps once they are
+// longer than a few labels (a request may hold thousands of attributes).
 type lblBuilder struct {
 	base []labels.Label
 	add  []labels.Label
 	del  []string
+	// addAt and deleted index add and del once either is longer than
+	// lblIndexFrom; nil until then.
+	addAt   map[string]int
+	deleted map[string]struct{}
 }
+
+// lblIndexFrom is the length past which add and del are indexed: a few
+// labels are found sooner by comparing each.
+const lblIndexFrom = 16
 
 func (b *lblBuilder) reset(base []labels.Label) {
 	b.base, b.add, b.del = base, b.add[:0], b.del[:0]
+	b.addAt, b.deleted = nil, nil
 	for _, l := range base {
 		if l.Value == "" {
-			b.del = append(b.del, l.Name)
+			b.markDeleted(l.Name)
 		}
 	}
 }
 
 func (b *lblBuilder) release() {
-	b.base = nil
+	b.base, b.addAt, b.deleted = nil, nil, nil
 	clear(b.add[:cap(b.add)])
 	clear(b.del[:cap(b.del)])
 }
 
-func (b *lblBuilder) get(name string) string {
-	for _, l := range b.add {
-		if l.Name == name {
-			return l.Value
+// addIndex returns the index of name in add, or -1.
+func (b *lblBuilder) addIndex(name string) int {
+	if b.addAt != nil {
+		if i, ok := b.addAt[name]; ok {
+			return i
+		}
+		return -1
+	}
+	for i := range b.add {
+		if b.add[i].Name == name {
+			return i
 		}
 	}
-	if slices.Contains(b.del, name) {
+	return -1
+}
+
+func (b *lblBuilder) isDeleted(name string) bool {
+	if b.deleted != nil {
+		_, ok := b.deleted[name]
+		return ok
+	}
+	return slices.Contains(b.del, name)
+}
+
+func (b *lblBuilder) markDeleted(name string) {
+	if b.isDeleted(name) {
+		return
+	}
+	b.del = append(b.del, name)
+	if b.deleted != nil {
+		b.deleted[name] = struct{}{}
+	} else if len(b.del) > lblIndexFrom {
+		b.deleted = make(map[string]struct{}, 2*len(b.del))
+		for _, n := range b.del {
+			b.deleted[n] = struct{}{}
+		}
+	}
+}
+
+func (b *lblBuilder) get(name string) string {
+	if i := b.addIndex(name); i >= 0 {
+		return b.add[i].Value
+	}
+	if b.isDeleted(name) {
 		return ""
 	}
-	for _, l := range b.base {
-		if l.Name == name {
-			return l.Value
-		}
+	// The first base label of the name, as labels() keeps.
+	i, found := slices.BinarySearchFunc(b.base, name, func(l labels.Label, n string) int { return strings.Compare(l.Name, n) })
+	if found {
+		return b.base[i].Value
 	}
 	return ""
 }
 
 // set sets a label; an empty value deletes it.
 func (b *lblBuilder) set(name, value string) {
+	i := b.addIndex(name)
 	if value == "" {
-		b.add = slices.DeleteFunc(b.add, func(l labels.Label) bool { return l.Name == name })
-		b.del = append(b.del, name)
+		if i >= 0 {
+			// Order does not matter in add: labels() sorts it.
+			last := len(b.add) - 1
+			b.add[i] = b.add[last]
+			b.add = b.add[:last]
+			if b.addAt != nil {
+				delete(b.addAt, name)
+				if i < last {
+					b.addAt[b.add[i].Name] = i
+				}
+			}
+		}
+		b.markDeleted(name)
 		return
 	}
-	for i := range b.add {
-		if b.add[i].Name == name {
-			b.add[i].Value = value
-			return
-		}
+	if i >= 0 {
+		b.add[i].Value = value
+		return
 	}
 	b.add = append(b.add, labels.Label{Name: name, Value: value})
+	if b.addAt != nil {
+		b.addAt[name] = len(b.add) - 1
+	} else if len(b.add) > lblIndexFrom {
+		b.addAt = make(map[string]int, 2*len(b.add))
+		for j, l := range b.add {
+			b.addAt[l.Name] = j
+		}
+	}
 }
 
 // labels appends the result to dst, sorted by name: base without the
