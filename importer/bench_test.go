@@ -2,9 +2,14 @@ package importer_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/shaledb/shale/importer"
 	"github.com/shaledb/shale/internal/cputime"
@@ -54,6 +59,33 @@ func BenchmarkImportPrometheus(b *testing.B) {
 			}
 			b.ReportMetric(float64(samples)/wall.Seconds(), "samples/s")
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(samples), "cpu-ns/sample")
+		})
+	}
+}
+
+// BenchmarkDecodeVMLine decodes lines of VictoriaMetrics' export: eight
+// labels and a few samples (a short export window) or 360 (an hour at 10 s).
+//
+//	go test ./importer -run '^$' -bench DecodeVMLine -count 6
+func BenchmarkDecodeVMLine(b *testing.B) {
+	for _, n := range []int{4, 360} {
+		b.Run(fmt.Sprintf("samples=%d", n), func(b *testing.B) {
+			var vals, ts []string
+			for i := range n {
+				vals = append(vals, strconv.FormatFloat(float64(i)*1.25, 'g', -1, 64))
+				ts = append(ts, strconv.Itoa(1_700_000_000_000+i*10_000))
+			}
+			line := []byte(`{"metric":{"__name__":"node_cpu_seconds_total","cpu":"3","instance":"host-17:9100","job":"node",` +
+				`"mode":"iowait","region":"eu-west","env":"prod","team":"infra"},"values":[` + strings.Join(vals, ",") +
+				`],"timestamps":[` + strings.Join(ts, ",") + `]}`)
+			var sb labels.ScratchBuilder
+			b.SetBytes(int64(len(line)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := importer.DecodeVMLine(line, &sb); err != nil {
+					b.Fatal(err)
+				}
+			}
 		})
 	}
 }

@@ -3,6 +3,7 @@ package importer_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"testing"
 
@@ -24,6 +25,11 @@ func FuzzDecodeVMLine(f *testing.F) {
 		`{"metric":{"a":"b"},"values":[1e999],"timestamps":[1]}`,
 		`{"metric":{"a":"b"},"values":[1,2],"timestamps":[1]}`,
 		`not json`,
+		`{"metric":{"a":"1","\u0061":"2"},"values":[1],"timestamps":[1]}`,
+		`{ "metric" : { "__name__" : "x\"y" , "b\\c":null, "é":"\ud83d\ude00", "d":"\u0000\n"} ,"values":[1],"timestamps":[1]}`,
+		"{\"metric\":{\"a\xff\":\"\xfe\"},\"values\":[1],\"timestamps\":[1]}",
+		`{"metric":{"a":1},"values":[1],"timestamps":[1]}`,
+		`{"metric":["a","b"],"values":[1],"timestamps":[1]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -35,6 +41,22 @@ func FuzzDecodeVMLine(f *testing.F) {
 		}
 		if !labelsSorted(ser.Labels) {
 			t.Fatalf("labels not sorted: %s", ser.Labels)
+		}
+		// The labels are the "metric" object as encoding/json reads it
+		// into a map (which would also take a repeated name).
+		var asMap struct {
+			Metric map[string]string `json:"metric"`
+		}
+		if err := json.Unmarshal(line, &asMap); err != nil {
+			t.Fatalf("encoding/json refuses what the decoder took: %v", err)
+		}
+		if ser.Labels.Len() != len(asMap.Metric) {
+			t.Fatalf("labels %s, encoding/json %v", ser.Labels, asMap.Metric)
+		}
+		for k, v := range asMap.Metric {
+			if got, ok := labelValue(ser.Labels, k); !ok || got != v {
+				t.Fatalf("label %q is %q (%v), encoding/json %q", k, got, ok, v)
+			}
 		}
 		for i := 1; i < len(ser.Samples); i++ {
 			if ser.Samples[i].T <= ser.Samples[i-1].T {
@@ -59,6 +81,18 @@ func FuzzDecodeVMLine(f *testing.F) {
 			t.Fatalf("reader gave %d series", len(b))
 		}
 	})
+}
+
+// labelValue returns the value of label name, and whether l has it (its
+// value may be empty).
+func labelValue(l labels.Labels, name string) (string, bool) {
+	v, ok := "", false
+	l.Range(func(x labels.Label) {
+		if x.Name == name {
+			v, ok = x.Value, true
+		}
+	})
+	return v, ok
 }
 
 func labelsSorted(l labels.Labels) bool {

@@ -12,8 +12,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/prometheus/model/labels"
 	promstorage "github.com/prometheus/prometheus/storage"
 
 	"github.com/shaledb/shale/internal/promreg"
@@ -32,12 +34,20 @@ const ImportPath = "/api/v1/import"
 // keeps one value per timestamp). Samples the storage refuses for good
 // (older than the retention, invalid labels) get 400 naming them while the
 // rest is stored; a storage that cannot take samples now gets 503 with
-// Retry-After.
+// Retry-After. A series whose labels the check refuses is refused the same
+// way, and not stored.
 type Handler struct {
 	app    Appendable
+	check  LabelCheck
 	logger *slog.Logger
 	m      handlerMetrics
 }
+
+// LabelCheck checks a series' labels before any of its samples is
+// appended: the server passes remote write's, so that this endpoint keeps
+// the same limits. It returns the reason a refusal is counted by and the
+// error, or "" and nil.
+type LabelCheck func(labels.Labels) (reason string, err error)
 
 type handlerMetrics struct {
 	requests *prometheus.CounterVec
@@ -45,10 +55,11 @@ type handlerMetrics struct {
 	refused  *prometheus.CounterVec
 }
 
-// NewHandler returns the handler, registering its metrics on reg.
-func NewHandler(app Appendable, logger *slog.Logger, reg prometheus.Registerer) (*Handler, error) {
+// NewHandler returns the handler, registering its metrics on reg. check
+// may be nil: then only the storage checks labels.
+func NewHandler(app Appendable, check LabelCheck, logger *slog.Logger, reg prometheus.Registerer) (*Handler, error) {
 	set := promreg.NewSet(reg)
-	h := &Handler{app: app, logger: logger, m: handlerMetrics{
+	h := &Handler{app: app, check: check, logger: logger, m: handlerMetrics{
 		requests: set.CounterVec("shale_import_requests_total", "Requests to /api/v1/import, by status code.", "code"),
 		samples:  set.Counter("shale_import_samples_total", "Samples stored through /api/v1/import."),
 		refused:  set.CounterVec("shale_import_refused_samples_total", "Samples /api/v1/import refused for good, by reason.", "reason"),
@@ -133,7 +144,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (int, string) {
 			h.m.refused.WithLabelValues(k).Add(float64(refused.Reasons[k]))
 			parts = append(parts, fmt.Sprintf("%d %s", refused.Reasons[k], k))
 		}
-		return http.StatusBadRequest, fmt.Sprintf("%d samples refused (%s); the other %d are stored", refused.Total(), strings.Join(parts, ", "), stored)
+		return http.StatusBadRequest, fmt.Sprintf("%d samples refused (%s); the other %d are stored; the first: %s", refused.Total(), strings.Join(parts, ", "), stored, refused.First)
 	}
 	return http.StatusNoContent, ""
 }
@@ -146,12 +157,24 @@ func (h *Handler) commit(r *http.Request, b Batch) (Refused, int, error) {
 	app := h.app.Appender(r.Context())
 	n := 0
 	for _, ser := range b {
+		if h.check != nil {
+			if reason, err := h.check(ser.Labels); err != nil {
+				refused.AddN(false, reason, len(ser.Samples))
+				if refused.First == "" {
+					refused.First = fmt.Sprintf("series %s: %v", truncate(ser.Labels.String(), 256), err)
+				}
+				continue
+			}
+		}
 		var ref promstorage.SeriesRef
 		for _, smp := range ser.Samples {
 			rf, err := app.Append(ref, ser.Labels, 0, smp.T, smp.V)
 			if err != nil {
 				if reason, bad := refusal(err); bad {
 					refused.Add(false, reason)
+					if refused.First == "" {
+						refused.First = err.Error()
+					}
 					continue
 				}
 				_ = app.Rollback()
@@ -166,4 +189,15 @@ func (h *Handler) commit(r *http.Request, b Batch) (Refused, int, error) {
 	}
 	h.logger.Debug("import: batch committed", "samples", n, "duration", time.Since(start))
 	return refused, n, nil
+}
+
+// truncate cuts s to at most n bytes, marking the cut, at a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
 }

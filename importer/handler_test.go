@@ -3,6 +3,8 @@ package importer_test
 import (
 	"bytes"
 	"compress/gzip"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/shaledb/shale/importer"
 	"github.com/shaledb/shale/internal/seriestest"
@@ -37,7 +40,7 @@ func TestHandler(t *testing.T) {
 	opts.Retention = 3 * time.Hour
 	s := openStore(t, t.TempDir(), opts)
 	defer s.stop()
-	h, err := importer.NewHandler(appendable{s.db}, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	h, err := importer.NewHandler(appendable{s.db}, nil, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +113,7 @@ func TestHandler(t *testing.T) {
 func TestHandlerClosedStorage(t *testing.T) {
 	s := openStore(t, t.TempDir(), testStorageOptions())
 	s.stop()
-	h, err := importer.NewHandler(appendable{s.db}, slog.New(slog.DiscardHandler), nil)
+	h, err := importer.NewHandler(appendable{s.db}, nil, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,3 +124,37 @@ func TestHandlerClosedStorage(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestHandlerLabelCheck: a series the label check refuses is counted by
+// the check's reason, named in the answer and not stored; the rest is.
+func TestHandlerLabelCheck(t *testing.T) {
+	s := openStore(t, t.TempDir(), testStorageOptions())
+	defer s.stop()
+	check := func(l labels.Labels) (string, error) {
+		if l.Has("bad") {
+			return "bad_label", errors.New("has a bad label")
+		}
+		return "", nil
+	}
+	h, err := importer.NewHandler(appendable{s.db}, check, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UnixMilli()
+	body := fmt.Sprintf(`{"metric":{"__name__":"a","bad":"1"},"values":[1,2],"timestamps":[%d,%d]}
+{"metric":{"__name__":"b"},"values":[3],"timestamps":[%d]}
+`, now, now+1, now)
+	code, msg := post(t, h, []byte(body), nil)
+	if want := `2 samples refused (2 bad_label); the other 1 are stored; the first: series {__name__="a", bad="1"}: has a bad label`; code != 400 || !strings.Contains(msg, want) {
+		t.Fatalf("got %d %q, want 400 with %q", code, msg, want)
+	}
+	q, err := s.db.Querier(math.MinInt64, math.MaxInt64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	got := seriestest.ReadAll(t, q)
+	if len(got) != 1 || len(got[`{__name__="b"}`]) != 1 {
+		t.Errorf("stored %v", got)
+	}
+}

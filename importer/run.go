@@ -30,6 +30,9 @@ type Source interface {
 type Refused struct {
 	Samples, Histograms int
 	Reasons             map[string]int
+	// First is why the first refused sample was refused, with its series
+	// where the reason alone does not say it; "" where it is not kept.
+	First string
 }
 
 // Add counts one refused sample.
@@ -57,6 +60,9 @@ func (r *Refused) AddN(histogram bool, reason string, n int) {
 func (r Refused) Total() int { return r.Samples + r.Histograms }
 
 func (r *Refused) add(o Refused) {
+	if r.First == "" {
+		r.First = o.First
+	}
 	r.Samples += o.Samples
 	r.Histograms += o.Histograms
 	for k, v := range o.Reasons {

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/prometheus/prometheus/model/labels"
 )
@@ -26,9 +27,98 @@ const MaxVMLineBytes = 64 << 20
 //
 //	{"metric":{"__name__":"up","job":"node"},"values":[1,1,"Infinity"],"timestamps":[1700000000000,1700000015000,1700000030000]}
 type vmLine struct {
-	Metric     map[string]string `json:"metric"`
-	Values     []vmValue         `json:"values"`
-	Timestamps []int64           `json:"timestamps"`
+	Metric     vmMetric  `json:"metric"`
+	Values     []vmValue `json:"values"`
+	Timestamps []int64   `json:"timestamps"`
+}
+
+// vmMetric is a line's "metric" object: label names and values, as
+// written. (Decoded into a map, a name written twice would keep one of its
+// values without a word; DecodeVMLine refuses the line instead.)
+type vmMetric []labels.Label
+
+// UnmarshalJSON reads the object itself: most names and values need no
+// unescaping, and are taken as they are.
+func (m *vmMetric) UnmarshalJSON(b []byte) error {
+	*m = (*m)[:0]
+	b = bytes.TrimSpace(b)
+	if bytes.Equal(b, []byte("null")) {
+		return nil
+	}
+	if len(b) < 2 || b[0] != '{' {
+		return errors.New(`"metric" is not an object`)
+	}
+	// b is valid JSON: the decoder checked it before calling.
+	for i := 1; ; {
+		i = skipSpace(b, i)
+		switch {
+		case i >= len(b):
+			return errors.New(`"metric" ends early`)
+		case b[i] == '}':
+			return nil
+		case b[i] == ',':
+			i++
+			continue
+		}
+		name, next, err := jsonString(b, i)
+		if err != nil {
+			return err
+		}
+		i = skipSpace(b, next)
+		if i >= len(b) || b[i] != ':' {
+			return errors.New(`"metric" is not an object`)
+		}
+		i = skipSpace(b, i+1)
+		var value string
+		switch {
+		case bytes.HasPrefix(b[i:], []byte("null")):
+			i += len("null")
+		case i < len(b) && b[i] == '"':
+			if value, i, err = jsonString(b, i); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("the value of label %q is not a string", name)
+		}
+		*m = append(*m, labels.Label{Name: name, Value: value})
+	}
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// jsonString returns the JSON string that starts at b[i] and the index
+// after it. One without escapes in valid UTF-8 is its bytes; any other is
+// unescaped by encoding/json (which also replaces invalid UTF-8).
+func jsonString(b []byte, i int) (string, int, error) {
+	if i >= len(b) || b[i] != '"' {
+		return "", i, errors.New(`"metric" is not an object of strings`)
+	}
+	plain := true
+	j := i + 1
+	for ; j < len(b) && b[j] != '"'; j++ {
+		if b[j] == '\\' {
+			plain = false
+			j++
+		} else if b[j] >= utf8.RuneSelf {
+			plain = false
+		}
+	}
+	if j >= len(b) {
+		return "", j, errors.New(`"metric" has an unterminated string`)
+	}
+	if plain {
+		return string(b[i+1 : j]), j + 1, nil
+	}
+	var s string
+	if err := json.Unmarshal(b[i:j+1], &s); err != nil {
+		return "", j + 1, err
+	}
+	return s, j + 1, nil
 }
 
 // vmValue is a sample value: a JSON number, or a string for what JSON
@@ -85,11 +175,14 @@ func DecodeVMLine(line []byte, sb *labels.ScratchBuilder) (Series, error) {
 		return Series{}, fmt.Errorf(`"timestamps" has %d elements and "values" %d: they must match`, len(l.Timestamps), len(l.Values))
 	}
 	sb.Reset()
-	for k, v := range l.Metric {
-		sb.Add(k, v)
+	for _, l := range l.Metric {
+		sb.Add(l.Name, l.Value)
 	}
 	sb.Sort()
 	ser := Series{Labels: sb.Labels(), Samples: make([]Sample, len(l.Values))}
+	if name, dup := ser.Labels.HasDuplicateLabelNames(); dup {
+		return Series{}, fmt.Errorf(`label %q appears more than once in "metric"`, name)
+	}
 	sorted := true
 	for i, v := range l.Values {
 		ser.Samples[i] = Sample{T: l.Timestamps[i], V: float64(v)}

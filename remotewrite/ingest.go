@@ -634,6 +634,21 @@ func (h *Handler) buildLabels(sb *labels.ScratchBuilder, dst *labels.Labels, lbl
 	return "", nil
 }
 
+// CheckLabels checks the labels of a series sent by another route (the
+// import endpoint) as those of a remote-write request are checked: the
+// limits of Options, a metric name, no repeated or empty label name, UTF-8.
+// It returns the reason the remote-write metrics count such a refusal by
+// ("limit_labels", "missing_metric_name" ...) and the error, or "" and nil.
+func (h *Handler) CheckLabels(lset labels.Labels) (reason string, err error) {
+	lbls := make([]labels.Label, 0, lset.Len())
+	lset.Range(func(l labels.Label) { lbls = append(lbls, l) })
+	var (
+		sb  labels.ScratchBuilder
+		dst labels.Labels
+	)
+	return h.buildLabels(&sb, &dst, lbls, false, false)
+}
+
 // histogram fills the reused histogram of st from a decoded one. Empty
 // slices stay nil: Validate tells nil custom values from empty ones.
 func (st *reqState) histogram(d *decoder, hr *histRec) (*histogram.Histogram, *histogram.FloatHistogram) {

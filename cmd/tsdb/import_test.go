@@ -202,7 +202,34 @@ func TestImportEndpoint(t *testing.T) {
 	if code, msg := post([]byte("{\"metric\":{\"a\":\"b\"},\"values\":[1],\"timestamps\":[1]}\n{oops\n"), ""); code != 400 || !strings.Contains(msg, "line 2") {
 		t.Fatalf("malformed: %d %s", code, msg)
 	}
+	// Remote write's label checks and limits hold here too: each bad
+	// series is refused whole and named, the good one is stored.
+	var many strings.Builder
+	for i := range 200 {
+		fmt.Fprintf(&many, `,"l%d":"v"`, i)
+	}
+	bad := fmt.Sprintf(`{"metric":{"__name__":"bad","job":"vm"%s},"values":[1,2],"timestamps":[%d,%d]}
+{"metric":{"job":"vm","what":"no name"},"values":[1],"timestamps":[%d]}
+{"metric":{"__name__":"bad","job":"vm","long":%q},"values":[1],"timestamps":[%d]}
+{"metric":{"__name__":"good","job":"vm"},"values":[7],"timestamps":[%d]}
+`, many.String(), base, base+1000, base, strings.Repeat("x", 5000), base, base)
+	code, msg := post([]byte(bad), "")
+	if code != 400 || !strings.Contains(msg, "4 samples refused (1 limit_label_value_length, 2 limit_labels, 1 missing_metric_name); the other 1 are stored; the first: series {__name__=\"bad\"") ||
+		!strings.Contains(msg, "202 labels exceed max_labels_per_series=128") {
+		t.Fatalf("bad labels: %d %s", code, msg)
+	}
+	if code, msg := post([]byte(`{"metric":{"__name__":"dup","a":"1","\u0061":"2"},"values":[1],"timestamps":[1]}`), ""); code != 400 || !strings.Contains(msg, `line 1: label "a" appears more than once in "metric"`) {
+		t.Fatalf("repeated label: %d %s", code, msg)
+	}
 	got := servedSamples(t, s.url, base+2000)
+	for k := range got {
+		if strings.Contains(k, "bad") || strings.Contains(k, "no name") || strings.Contains(k, "dup") {
+			t.Errorf("refused series stored: %.200s", k)
+		}
+	}
+	if g := labels.FromStrings("__name__", "good", "job", "vm").String(); len(got[g]) != 1 {
+		t.Errorf("%s: %d samples stored, want 1", g, len(got[g]))
+	}
 	key := labels.FromStrings("__name__", "imported", "job", "vm").String()
 	want := []seriestest.Point{{T: base, V: math.Float64bits(1)}, {T: base + 1000, V: math.Float64bits(2.5)}, {T: base + 2000, V: math.Float64bits(math.Inf(1))}}
 	seriestest.Compare(t, map[string][]seriestest.Point{key: want}, map[string][]seriestest.Point{key: got[key]})

@@ -240,7 +240,7 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 		if err := mountOTLP(h, rw, cfg.enableOTLP, fileCfg.OTLP, qopts.LookbackDelta); err != nil {
 			return err
 		}
-		imp, err := importer.NewHandler(importAppendable{db}, logger, reg)
+		imp, err := importer.NewHandler(importAppendable{db}, rw.CheckLabels, logger, reg)
 		if err != nil {
 			return fmt.Errorf("import endpoint: %w", err)
 		}
