@@ -524,7 +524,10 @@ func (db *DB) lockWhenWritable(ctx context.Context, stalled func() bool) error {
 func (db *DB) fail(err error) {
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	if db.err == nil || db.err == ErrClosed && err == ErrFenced {
+	// Several writers' goroutines may fail on one cause: only the error
+	// that stops the writer is logged, once.
+	first := db.err == nil || db.err == ErrClosed && err == ErrFenced
+	if first {
 		db.err = err
 	}
 	if db.err == ErrFenced {
@@ -532,10 +535,10 @@ func (db *DB) fail(err error) {
 		case <-db.fenced:
 		default:
 			close(db.fenced)
+			db.logger.Warn("lsm: writer fenced; writes stop", "epoch", db.epoch)
 		}
 		db.s.health.setFenced()
-		db.logger.Warn("lsm: writer fenced; writes stop", "epoch", db.epoch)
-	} else if err != ErrClosed {
+	} else if first && err != ErrClosed {
 		db.logger.Error("lsm: writer stopped", "err", err)
 	}
 	db.releaseWALLocked(db.err)

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -297,4 +299,33 @@ func TestGCProtectsRecentlyDroppedTables(t *testing.T) {
 			t.Fatalf("table %s kept a grace period after it left the manifest", id)
 		}
 	}
+}
+
+// TestFailLogsOnce: the goroutines of a writer that fail on one cause
+// (a full disk fails the WAL's put and a table's) log the error that stops
+// the writer once, and a fenced writer says so once.
+func TestFailLogsOnce(t *testing.T) {
+	for _, cause := range []error{errors.New("no space left on device"), ErrFenced} {
+		var log strings.Builder
+		db, _ := openMemDB(t, testOptions(), Components{Logger: slog.New(slog.NewTextHandler(&syncWriter{w: &log}, nil))})
+		db.fail(cause)
+		db.fail(cause)
+		db.fail(errors.New("a later error"))
+		got := strings.Count(log.String(), "lsm: writer stopped") + strings.Count(log.String(), "lsm: writer fenced")
+		if got != 1 || !strings.Contains(log.String(), cause.Error()) && cause != ErrFenced {
+			t.Errorf("%v: %d lines:\n%s", cause, got, log.String())
+		}
+	}
+}
+
+// syncWriter serialises writes to w.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
