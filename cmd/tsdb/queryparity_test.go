@@ -20,28 +20,42 @@ import (
 	"github.com/shaledb/shale/internal/e2e"
 )
 
-// demoTarget is a scrape target whose exposition changes with each scrape
-// in ways the PromQL language cares about: counters that reset, gauges
-// that go negative or NaN, infinities, a series that ends (Prometheus then
-// writes a staleness marker) and one that comes and goes, a classic
-// histogram, a summary and an info metric to join on.
+// demoTarget is a scrape target, in OpenMetrics, whose exposition changes
+// with each scrape in ways the PromQL language cares about: counters that
+// reset (with a new created time), gauges that go negative or NaN,
+// infinities, a series that ends (Prometheus then writes a staleness
+// marker) and one that comes and goes, a classic histogram, a summary and
+// an info metric to join on. Counters carry exemplars and created times.
 type demoTarget struct {
-	mu sync.Mutex
-	n  int // scrapes served
+	mu      sync.Mutex
+	n       int     // scrapes served
+	created float64 // seconds: half a second before the first scrape
+	resetAt float64 // seconds: half a second before the latest reset of path /b
 }
 
 func (d *demoTarget) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	now := float64(time.Now().UnixMilli()) / 1000
 	d.mu.Lock()
 	d.n++
 	n := d.n
+	if n == 1 {
+		d.created = now - 0.5
+	}
+	if n%15 == 0 || n == 1 {
+		d.resetAt = now - 0.5
+	}
+	created, resetAt := d.created, d.resetAt
 	d.mu.Unlock()
 	f := float64(n)
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
-	p("# TYPE demo_requests_total counter")
-	p(`demo_requests_total{path="/a",code="200"} %d`, 3*n)
+	p("# TYPE demo_requests counter")
+	p(`demo_requests_total{path="/a",code="200"} %d # {trace_id="a%d"} %d %.3f`, 3*n, n, n%5, now)
+	p(`demo_requests_created{path="/a",code="200"} %.3f`, created)
 	p(`demo_requests_total{path="/a",code="500"} %d`, n/4)
-	p(`demo_requests_total{path="/b",code="200"} %d`, (n%15)*7) // resets every 15 scrapes
+	p(`demo_requests_created{path="/a",code="500"} %.3f`, created)
+	p(`demo_requests_total{path="/b",code="200"} %d # {trace_id="b%d",span_id="s"} 0.25`, (n%15)*7, n) // resets every 15 scrapes
+	p(`demo_requests_created{path="/b",code="200"} %.3f`, resetAt)
 	p("# TYPE demo_temperature gauge")
 	p(`demo_temperature{room="kitchen"} %g`, 20+5*math.Sin(f/3))
 	p(`demo_temperature{room="cellar"} %g`, -3.5+f*0.25)
@@ -71,14 +85,17 @@ func (d *demoTarget) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	}
 	p(`demo_latency_seconds_sum %g`, f*1.25)
 	p(`demo_latency_seconds_count %d`, bucket)
+	p(`demo_latency_seconds_created %.3f`, created)
 	p("# TYPE demo_rpc_seconds summary")
 	p(`demo_rpc_seconds{quantile="0.5"} %g`, 0.01*f)
 	p(`demo_rpc_seconds{quantile="0.99"} %g`, 0.1*f)
 	p(`demo_rpc_seconds_sum %g`, 0.05*f*f)
 	p(`demo_rpc_seconds_count %d`, n*10)
-	p("# TYPE demo_build_info gauge")
+	p(`demo_rpc_seconds_created %.3f`, created)
+	p("# TYPE demo_build info")
 	p(`demo_build_info{version="1.2.3",revision="abc"} 1`)
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	p("# EOF")
+	w.Header().Set("Content-Type", "application/openmetrics-text; version=1.0.0; charset=utf-8")
 	_, _ = w.Write([]byte(b.String()))
 }
 
@@ -161,13 +178,14 @@ func parityExprs(at float64) []string {
 
 // TestPrometheus3QueryLanguageParity has Prometheus 3.16 scrape a target
 // whose series change from scrape to scrape (see demoTarget) and send what
-// it scrapes, staleness markers included, to two Shale servers, one by
-// remote write 1.0 and one by 2.0. The whole query language is then asked
-// of all three, instant queries at two times and range queries at three
-// steps, and the answers must be the same: data, errors, warnings and
-// infos. The engine is the same; what this tests is that Shale stores and
-// returns exactly what Prometheus does, including what a series that ended
-// or comes and goes leaves behind.
+// it scrapes, staleness markers, exemplars and the zero samples of created
+// times included, to two Shale servers, one by remote write 1.0 and one by
+// 2.0. The whole query language is then asked of all three, instant
+// queries at two times and range queries at three steps, and the answers
+// must be the same: data, errors, warnings and infos; so must the
+// exemplars. The engine is the same; what this tests is that Shale stores
+// and returns exactly what Prometheus does, including what a series that
+// ended or comes and goes leaves behind.
 func TestPrometheus3QueryLanguageParity(t *testing.T) {
 	skipEndToEnd(t)
 	bin := requirePrometheus3(t)
@@ -175,6 +193,9 @@ func TestPrometheus3QueryLanguageParity(t *testing.T) {
 	const features = "--enable-feature=promql-experimental-functions,promql-duration-expr,promql-extended-range-selectors"
 	s1 := startShale(t, "--storage.path="+t.TempDir(), features)
 	s2 := startShale(t, "--storage.path="+t.TempDir(), features)
+	// Prometheus stores a zero sample at each created time and keeps
+	// exemplars only with these; Shale always does.
+	const promFeatures = features + ",created-timestamp-zero-ingestion,exemplar-storage"
 	target := httptest.NewServer(&demoTarget{})
 	t.Cleanup(target.Close)
 
@@ -187,16 +208,18 @@ scrape_configs:
     static_configs: [{targets: [%q]}]
 remote_write:
   - url: %s/api/v1/write
+    send_exemplars: true
     queue_config: {batch_send_deadline: 100ms, min_shards: 1, max_shards: 1}
   - url: %s/api/v1/write
     protobuf_message: io.prometheus.write.v2.Request
+    send_exemplars: true
     queue_config: {batch_send_deadline: 100ms, min_shards: 1, max_shards: 1}
 `, strings.TrimPrefix(target.URL, "http://"), s1.url, s2.url)
 	prom := e2e.StartProcess(t, exec.Command(bin,
 		"--config.file="+writeFile(t, dir, "prometheus.yml", cfg),
 		"--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr,
-		features,
+		promFeatures,
 		"--log.level=warn"))
 	waitReady(t, prom, "prometheus", addr)
 	urls := []string{"http://" + addr, s1.url, s2.url}
@@ -234,6 +257,10 @@ remote_write:
 				"step": {strconv.FormatFloat(r.step, 'f', -1, 64)}}})
 		}
 	}
+	for _, m := range []string{"demo_requests_total", `demo_requests_total{path="/b"}`, "demo_temperature"} {
+		reqs = append(reqs, request{"/api/v1/query_exemplars", url.Values{"query": {m},
+			"start": {strconv.FormatFloat(at-40, 'f', 3, 64)}, "end": {strconv.FormatFloat(at, 'f', 3, 64)}}})
+	}
 	differ, empty := 0, 0
 	for _, q := range reqs {
 		a := askBoth(t, q.path, q.params, urls...)
@@ -255,9 +282,20 @@ remote_write:
 		}
 	}
 	// The comparison means little if Prometheus answered nothing: most
-	// answers must have data.
+	// answers must have data, a counter's created time must have given a
+	// zero sample, and there must be exemplars.
 	if empty > len(reqs)/4 {
 		t.Errorf("%d of %d answers from Prometheus are empty vectors", empty, len(reqs))
+	}
+	var v []vectorSample
+	queryResult(t, urls[0], "/api/v1/query", url.Values{"query": {`min_over_time(demo_requests_total{path="/a", code="200"}[10m])`},
+		"time": {strconv.FormatFloat(at, 'f', 3, 64)}}, &v)
+	if len(v) != 1 || v[0].Value[1] != "0" {
+		t.Errorf("Prometheus has no zero sample at the created time: %v", v)
+	}
+	if a := askBoth(t, "/api/v1/query_exemplars", url.Values{"query": {"demo_requests_total"}, "start": {strconv.FormatFloat(at-40, 'f', 3, 64)},
+		"end": {strconv.FormatFloat(at, 'f', 3, 64)}}, urls[0]); a[0].Status != "success" || reflect.ValueOf(a[0].Data).Len() != 2 {
+		t.Errorf("Prometheus's exemplars: %+v", a[0])
 	}
 	t.Logf("%d requests compared, %d answers differ, %d empty vectors", len(reqs), differ, empty)
 }
