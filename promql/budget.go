@@ -330,6 +330,11 @@ func (q accountedQuerier) Select(ctx context.Context, sortSeries bool, hints *st
 		series []storage.Series
 		bytes  int64
 	)
+	if l, ok := set.(interface{ Len() int }); ok {
+		// Shale's storage knows how many series it selected: appending
+		// 700k of them one by one allocated five times the slice.
+		series = make([]storage.Series, 0, l.Len())
+	}
 	for set.Next() {
 		s := set.At()
 		bytes += int64(s.Labels().ByteSize()) + perSeries

@@ -626,8 +626,15 @@ func TestSelectSortSeries(t *testing.T) {
 		defer q.Close()
 		var got []string
 		ss := q.Select(context.Background(), sortSeries, hints, m)
+		l, ok := ss.(interface{ Len() int })
+		if !ok || l.Len() != len(want) {
+			t.Fatalf("Len of the selected set: %v, want %d", l, len(want))
+		}
 		for ss.Next() {
 			got = append(got, ss.At().Labels().String())
+			if l.Len() != len(want)-len(got) {
+				t.Fatalf("Len after %d series: %d, want %d", len(got), l.Len(), len(want)-len(got))
+			}
 		}
 		if err := ss.Err(); err != nil {
 			t.Fatal(err)

@@ -434,6 +434,9 @@ func (s *seriesSet) Next() bool {
 	return true
 }
 
+// Len returns how many series Next has yet to give.
+func (s *seriesSet) Len() int { return len(s.series) - s.i }
+
 func (s *seriesSet) At() promstorage.Series            { return s.cur }
 func (s *seriesSet) Err() error                        { return nil }
 func (s *seriesSet) Warnings() annotations.Annotations { return nil }
