@@ -153,6 +153,7 @@ func pos32(n int) uint32 { return uint32(n) }
 func (d *decoder) decode(b []byte, version int) error {
 	d.reset()
 	msgName, seriesField := "WriteRequest", uint64(1)
+	var v2Field uint64 // the first field of a 2.0 Request in a 1.0 one
 	if version == 2 {
 		msgName, seriesField = "Request", 5
 	}
@@ -185,11 +186,24 @@ func (d *decoder) decode(b []byte, version int) error {
 				return err
 			}
 			d.symbols = append(d.symbols, yoloString(s))
+		case version == 2 && field <= 3 && wt == wireBytes:
+			// Reserved in 2.0 so that a 1.0 body decodes to nothing: it
+			// would be stored as nothing, and answered 204.
+			return fmt.Errorf("field %d is reserved in io.prometheus.write.v2.Request and is a prometheus.WriteRequest's: the body looks like remote write 1.0 sent as 2.0 (send Content-Type: %s, or a 2.0 body)", field, ContentTypeV1)
 		default:
+			if version == 1 && v2Field == 0 && (field == 4 || field == 5) && wt == wireBytes {
+				v2Field = field
+			}
 			if i, err = skip(b, i, wt); err != nil {
 				return err
 			}
 		}
+	}
+	if v2Field != 0 && len(d.series) == 0 && len(d.meta) == 0 {
+		// A 2.0 body decodes to nothing as 1.0. (1.0 has no fields 4 and
+		// 5; a body that has them beside 1.0 series is taken, as
+		// protobuf takes unknown fields.)
+		return fmt.Errorf("field %d is not in prometheus.WriteRequest and is an io.prometheus.write.v2.Request's, and nothing else is in the body: it looks like remote write 2.0 sent as 1.0 (send Content-Type: %s)", v2Field, ContentTypeV2)
 	}
 	return nil
 }

@@ -188,6 +188,10 @@ func TestMalformedBodies(t *testing.T) {
 		{"wrong wire type", "application/x-protobuf", snappy.Encode(nil, protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), 5)), "wire type"},
 		{"truncated snappy", "application/x-protobuf", snappy.Encode(nil, good)[:20], "snappy"},
 		{"empty body is a 1.0 request with nothing", "application/x-protobuf", nil, ""},
+		// What promtool 3.16's push metrics sends with
+		// --protobuf_message=io.prometheus.write.v2.Request.
+		{"1.0 body sent as 2.0", ContentTypeV2, snappy.Encode(nil, good), "field 1 is reserved in io.prometheus.write.v2.Request and is a prometheus.WriteRequest's: the body looks like remote write 1.0 sent as 2.0"},
+		{"2.0 body sent as 1.0", "application/x-protobuf", snappy.Encode(nil, goodV2), "field 4 is not in prometheus.WriteRequest and is an io.prometheus.write.v2.Request's, and nothing else is in the body: it looks like remote write 2.0 sent as 1.0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := newRecorder()
@@ -1145,5 +1149,22 @@ func TestConcurrentRequests(t *testing.T) {
 	}
 	if len(rec.refErrors) > 0 {
 		t.Fatalf("ref contract violated: %v", rec.refErrors[:1])
+	}
+}
+
+// TestV1WithUnknownFields: a 1.0 body with series is taken whatever other
+// fields it carries, as protobuf takes unknown fields; only one that holds
+// nothing but 2.0 fields is refused (TestMalformedBodies).
+func TestV1WithUnknownFields(t *testing.T) {
+	good, _ := toV1(nodePayload(3, 2, testNow)).Marshal()
+	body := protowire.AppendTag(slices.Clone(good), 5, protowire.BytesType)
+	body = protowire.AppendBytes(body, []byte("unknown"))
+	body = protowire.AppendTag(body, 4, protowire.BytesType)
+	body = protowire.AppendString(body, "x")
+	rec := newRecorder()
+	h, _ := newTestHandler(t, rec, nil)
+	assertCode(t, post(t, h, "application/x-protobuf", "snappy", snappy.Encode(nil, body)), http.StatusNoContent, "")
+	if samples, _, _ := rec.counts(); samples != 6 {
+		t.Fatalf("%d samples stored, want 6", samples)
 	}
 }
