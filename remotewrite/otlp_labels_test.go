@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
@@ -197,18 +196,8 @@ func BenchmarkOTLPManyAttributes(b *testing.B) {
 			if c.shape == "one" {
 				n = 64000
 			}
-			body := otlpProto(b, manyAttributes(n, c.where, c.shape))
 			oh, _ := newOTLPHandler(b, nopAppendable{}, nil, opts)
-			b.SetBytes(int64(len(body)))
-			for b.Loop() {
-				req := httptest.NewRequest(http.MethodPost, OTLPPath, bytesReader(body))
-				req.Header.Set("Content-Type", ContentTypeOTLPProto)
-				w := httptest.NewRecorder()
-				oh.ServeHTTP(w, req)
-				if w.Code != http.StatusBadRequest {
-					b.Fatalf("status %d: %.300s", w.Code, w.Body)
-				}
-			}
+			postEach(b, oh, ContentTypeOTLPProto, otlpProto(b, manyAttributes(n, c.where, c.shape)), http.StatusBadRequest)
 		})
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -307,25 +306,14 @@ func TestGCProtectsRecentlyDroppedTables(t *testing.T) {
 func TestFailLogsOnce(t *testing.T) {
 	for _, cause := range []error{errors.New("no space left on device"), ErrFenced} {
 		var log strings.Builder
-		db, _ := openMemDB(t, testOptions(), Components{Logger: slog.New(slog.NewTextHandler(&syncWriter{w: &log}, nil))})
+		db := openDB(t, objstore.NewMemoryBucket(), testOptions(), Components{Logger: slog.New(slog.NewTextHandler(&log, nil))})
 		db.fail(cause)
 		db.fail(cause)
 		db.fail(errors.New("a later error"))
+		db.Close() // its goroutines log no more
 		got := strings.Count(log.String(), "lsm: writer stopped") + strings.Count(log.String(), "lsm: writer fenced")
 		if got != 1 || !strings.Contains(log.String(), cause.Error()) && cause != ErrFenced {
 			t.Errorf("%v: %d lines:\n%s", cause, got, log.String())
 		}
 	}
-}
-
-// syncWriter serialises writes to w.
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
 }
