@@ -280,11 +280,6 @@ func (h *Handler) serve(r *http.Request) (version int, res result) {
 	if enc := r.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "snappy") {
 		return version, fail(http.StatusUnsupportedMediaType, "unsupported Content-Encoding %q: only snappy is supported", enc)
 	}
-	if !h.enter() {
-		return version, h.overloaded()
-	}
-	defer h.leave()
-
 	held := h.holdAppender(r)
 	defer held.release()
 
@@ -294,15 +289,15 @@ func (h *Handler) serve(r *http.Request) (version int, res result) {
 	var err error
 	st.body, err = readBody(st.body[:0], r.Body, r.ContentLength, h.opts.MaxCompressedBytes)
 	if err != nil {
-		if errors.Is(err, errBodyTooLarge) {
-			return version, fail(http.StatusRequestEntityTooLarge, "request body exceeds max_compressed_bytes=%d", h.opts.MaxCompressedBytes)
-		}
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return version, fail(http.StatusRequestEntityTooLarge, "request body: %v", err)
-		}
-		return version, fail(http.StatusBadRequest, "read request body: %v", err)
+		return version, bodyError(err, h.opts.MaxCompressedBytes)
 	}
+	// The slot is taken once the body is here: a sender slow to send it
+	// (or one that never does) holds none.
+	if !h.enter() {
+		return version, h.overloaded()
+	}
+	defer h.leave()
+
 	n, err := s2.DecodedLen(st.body)
 	if err != nil {
 		return version, fail(http.StatusBadRequest, "snappy: %v", err)
@@ -401,13 +396,30 @@ func parseContentType(ct string) int {
 
 var errBodyTooLarge = errors.New("body too large")
 
+// bodyError is the answer to a body that could not be read whole.
+func bodyError(err error, limit int64) result {
+	if errors.Is(err, errBodyTooLarge) {
+		return fail(http.StatusRequestEntityTooLarge, "request body exceeds max_compressed_bytes=%d", limit)
+	}
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return fail(http.StatusRequestEntityTooLarge, "request body: %v", err)
+	}
+	return fail(http.StatusBadRequest, "read request body: %v", err)
+}
+
+// maxBodyPrealloc bounds what readBody allocates on a Content-Length's word
+// alone: more is allocated as the bytes arrive, so that a sender that
+// announces max_compressed_bytes and sends nothing costs no more.
+const maxBodyPrealloc = 1 << 20
+
 // readBody reads r into dst (reusing its capacity), failing with
 // errBodyTooLarge once more than limit bytes arrive.
 func readBody(dst []byte, r io.Reader, contentLength, limit int64) ([]byte, error) {
 	if contentLength > limit {
 		return dst, errBodyTooLarge
 	}
-	if contentLength > 0 {
+	if contentLength > 0 && contentLength <= maxBodyPrealloc {
 		if int64(cap(dst)) < contentLength {
 			dst = make([]byte, 0, contentLength)
 		}

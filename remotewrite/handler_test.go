@@ -862,11 +862,12 @@ func TestInflightLimit(t *testing.T) {
 	// the limit by mistake goes on (and fails the assertions) rather than
 	// waiting behind it for good.
 	var first atomic.Bool
-	rec.onAppendable = func() {
+	rec.appendErr = func(labels.Labels, int64) error {
 		if first.CompareAndSwap(false, true) {
 			close(entered)
 			<-release
 		}
+		return nil
 	}
 	h, _ := newTestHandler(t, rec, func(o *Options) { o.MaxInflightRequests = 1; o.RetryAfter = 3 * time.Second })
 	body := encode(t, toV1(nodePayload(1, 1, testNow)))
@@ -893,6 +894,64 @@ func TestInflightLimit(t *testing.T) {
 		t.Fatalf("first request: %d", code)
 	}
 	assertCode(t, post(t, h, "", "snappy", body), http.StatusNoContent, "")
+}
+
+// TestSlowBodyHoldsNoSlot: a request whose body has not arrived holds none
+// of the max_inflight_requests slots, and what is allocated for it goes by
+// the bytes that came, not by the Content-Length it announced.
+func TestSlowBodyHoldsNoSlot(t *testing.T) {
+	rec := newRecorder()
+	h, _ := newTestHandler(t, rec, func(o *Options) { o.MaxInflightRequests = 1 })
+	oh, err := h.OTLP(DefaultOTLPOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := encode(t, toV1(nodePayload(1, 1, testNow)))
+	for _, slow := range []struct {
+		name string
+		h    http.Handler
+		ct   string
+	}{{"remote write", h, "application/x-protobuf"}, {"otlp", oh, ContentTypeOTLPProto}} {
+		t.Run(slow.name, func(t *testing.T) {
+			pr, pw := io.Pipe()
+			t.Cleanup(func() { pw.CloseWithError(io.ErrUnexpectedEOF) })
+			req := httptest.NewRequest(http.MethodPost, "/api/v1/write", pr)
+			req.Header.Set("Content-Type", slow.ct)
+			req.ContentLength = 16 << 20 // announced, never sent
+			done := make(chan int)
+			go func() {
+				resp := httptest.NewRecorder()
+				slow.h.ServeHTTP(resp, req)
+				done <- resp.Code
+			}()
+			if _, err := pw.Write([]byte{0x0a}); err != nil { // the body has begun
+				t.Fatal(err)
+			}
+			// Another sender gets the only slot, over and over.
+			for range 3 {
+				assertCode(t, post(t, h, "", "snappy", body), http.StatusNoContent, "")
+				assertCode(t, post(t, oh, ContentTypeOTLPProto, "", otlpProto(t, otlpPayload(testNow))), http.StatusOK, "")
+			}
+			pw.CloseWithError(io.ErrUnexpectedEOF)
+			if code := <-done; code != http.StatusBadRequest {
+				t.Fatalf("the slow request: %d, want 400", code)
+			}
+		})
+	}
+}
+
+func TestReadBodyAllocatesWhatArrives(t *testing.T) {
+	got, err := readBody(nil, bytes.NewReader([]byte("abc")), 16<<20, 16<<20)
+	if err != nil || string(got) != "abc" || cap(got) > maxBodyPrealloc {
+		t.Fatalf("readBody = %q (cap %d), %v; want \"abc\" in at most %d bytes", got, cap(got), err, maxBodyPrealloc)
+	}
+	got, err = readBody(nil, bytes.NewReader([]byte("abc")), 3, 16<<20)
+	if err != nil || string(got) != "abc" {
+		t.Fatalf("readBody = %q, %v", got, err)
+	}
+	if _, err := readBody(nil, bytes.NewReader(make([]byte, 10)), -1, 5); !errors.Is(err, errBodyTooLarge) {
+		t.Fatalf("over the limit: %v", err)
+	}
 }
 
 func TestPanicIsRecovered(t *testing.T) {

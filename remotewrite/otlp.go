@@ -128,23 +128,29 @@ func (o *OTLPHandler) serve(r *http.Request) (res otlpResult) {
 		res.json = isJSON
 		return res
 	}
-	if !h.enter() {
-		return otlpResult{result: h.overloaded()}
-	}
-	defer h.leave()
-
 	held := h.holdAppender(r)
 	defer held.release()
 
 	st := h.states.Get().(*reqState)
 	defer h.putState(st)
+	var err error
+	st.body, err = readBody(st.body[:0], r.Body, r.ContentLength, h.opts.MaxCompressedBytes)
+	if err != nil {
+		return otlpResult{result: bodyError(err, h.opts.MaxCompressedBytes)}
+	}
+	// As in remote write, the slot is taken once the body is here.
+	if !h.enter() {
+		return otlpResult{result: h.overloaded()}
+	}
+	defer h.leave()
+
 	md := o.requests.Get().(*otlpMetrics)
 	defer func() {
 		md.reset()
 		md.trim(maxPooledElems)
 		o.requests.Put(md)
 	}()
-	if res = o.decode(r, st, md, isJSON, gzipped); res.code != 0 {
+	if res = o.decode(st, md, isJSON, gzipped); res.code != 0 {
 		return res
 	}
 	res = o.ingest(r, st, md, held.take())
@@ -192,22 +198,11 @@ func otlpContentType(ct string) (isJSON, ok bool) {
 	return false, false
 }
 
-// decode reads, decompresses and decodes the body into md; on failure the
-// result has a code.
-func (o *OTLPHandler) decode(r *http.Request, st *reqState, md *otlpMetrics, isJSON, gzipped bool) otlpResult {
+// decode decompresses and decodes the body read into st into md; on
+// failure the result has a code.
+func (o *OTLPHandler) decode(st *reqState, md *otlpMetrics, isJSON, gzipped bool) otlpResult {
 	opts := &o.h.opts
 	var err error
-	st.body, err = readBody(st.body[:0], r.Body, r.ContentLength, opts.MaxCompressedBytes)
-	if err != nil {
-		if errors.Is(err, errBodyTooLarge) {
-			return otlpFail(http.StatusRequestEntityTooLarge, "request body exceeds max_compressed_bytes=%d", opts.MaxCompressedBytes)
-		}
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return otlpFail(http.StatusRequestEntityTooLarge, "request body: %v", err)
-		}
-		return otlpFail(http.StatusBadRequest, "read request body: %v", err)
-	}
 	raw := st.body
 	if gzipped {
 		if st.raw, err = gunzip(st.raw[:0], st.body, opts.MaxDecompressedBytes); err != nil {
