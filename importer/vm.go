@@ -175,8 +175,8 @@ func DecodeVMLine(line []byte, sb *labels.ScratchBuilder) (Series, error) {
 		return Series{}, fmt.Errorf(`"timestamps" has %d elements and "values" %d: they must match`, len(l.Timestamps), len(l.Values))
 	}
 	sb.Reset()
-	for _, l := range l.Metric {
-		sb.Add(l.Name, l.Value)
+	for _, lb := range l.Metric {
+		sb.Add(lb.Name, lb.Value)
 	}
 	sb.Sort()
 	ser := Series{Labels: sb.Labels(), Samples: make([]Sample, len(l.Values))}
