@@ -129,3 +129,20 @@ func BenchmarkOTLPDecode(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkOTLPPromoteAll measures the receiver on 2,000 points of a
+// resource of 24 attributes, as a Kubernetes workload's resource has, with
+// promote_all_resource_attributes: every point's series gets them all, more
+// labels than the label builder looks through one by one.
+//
+//	go test -run '^$' -bench BenchmarkOTLPPromoteAll -benchmem -count 6 ./remotewrite
+func BenchmarkOTLPPromoteAll(b *testing.B) {
+	md := benchOTLPMetrics(2000)
+	attrs := md.ResourceMetrics().At(0).Resource().Attributes()
+	for i := range 22 {
+		attrs.PutStr(fmt.Sprintf("k8s.attribute.%d", i), "value-"+strconv.Itoa(i))
+	}
+	oh, _ := newOTLPHandler(b, nopAppendable{}, nil, func(o *OTLPOptions) { o.PromoteAllResourceAttributes = true })
+	postEach(b, oh, ContentTypeOTLPProto, otlpProto(b, md), http.StatusOK)
+	b.ReportMetric(2000*float64(b.N)/b.Elapsed().Seconds(), "samples/s")
+}

@@ -124,18 +124,19 @@ type otlpTranslator struct {
 	sorted, base, out []labels.Label
 	// mapped is sorted with the names sanitised (mapNames).
 	mapped []labels.Label
-	// order and joined are joinCollisions' buffers.
-	order    []int32
-	joined   []labels.Label
-	b        lblBuilder
-	exs, sel []exemplar.Exemplar
-	exsb     labels.ScratchBuilder
-	hex      [32]byte
-	num      []byte
-	h        histogram.Histogram
-	spans    [2][]histogram.Span
-	deltas   [2][]int64
-	seen     map[targetKey]struct{}
+	// order and joined are joinCollisions' buffers, merged
+	// withPromoted's.
+	order          []int32
+	joined, merged []labels.Label
+	b              lblBuilder
+	exs, sel       []exemplar.Exemplar
+	exsb           labels.ScratchBuilder
+	hex            [32]byte
+	num            []byte
+	h              histogram.Histogram
+	spans          [2][]histogram.Span
+	deltas         [2][]int64
+	seen           map[targetKey]struct{}
 }
 
 type targetKey struct {
@@ -225,6 +226,7 @@ func (t *otlpTranslator) release() {
 	clear(t.sorted[:cap(t.sorted)])
 	clear(t.mapped[:cap(t.mapped)])
 	clear(t.joined[:cap(t.joined)])
+	clear(t.merged[:cap(t.merged)])
 	clear(t.base[:cap(t.base)])
 	clear(t.out[:cap(t.out)])
 	clear(t.promoted[:cap(t.promoted)])
@@ -400,12 +402,8 @@ func (t *otlpTranslator) attributes(attrs []otlpAttr, ignore int, withPromoted, 
 	} else {
 		t.b.reset(t.joinCollisions())
 	}
-	if withPromoted {
-		for _, l := range t.promoted {
-			if t.b.get(l.Name) == "" {
-				t.b.set(l.Name, l.Value)
-			}
-		}
+	if withPromoted && len(t.promoted) > 0 {
+		t.b.reset(t.withPromoted(t.b.base))
 	}
 	if t.job != "" {
 		t.b.set(model.JobLabel, t.job)
@@ -483,6 +481,37 @@ func (t *otlpTranslator) joinCollisions() []labels.Label {
 		i = j
 	}
 	return t.joined
+}
+
+// withPromoted returns base, sorted by name, with the promoted resource
+// attributes merged in, sorted too: a promoted label goes where base has no
+// label of its name, or one with an empty value (an attribute without a
+// value, which drops every label of its name), as getting and setting each
+// in the builder would put it, in one pass.
+func (t *otlpTranslator) withPromoted(base []labels.Label) []labels.Label {
+	out, pr := t.merged[:0], t.promoted
+	for i := 0; i < len(base); {
+		name := base[i].Name
+		j, empty := i, false
+		for ; j < len(base) && base[j].Name == name; j++ {
+			empty = empty || base[j].Value == ""
+		}
+		for len(pr) > 0 && pr[0].Name < name {
+			out, pr = append(out, pr[0]), pr[1:]
+		}
+		if len(pr) > 0 && pr[0].Name == name {
+			if empty {
+				out = append(out, pr[0])
+				pr, i = pr[1:], j
+				continue
+			}
+			pr = pr[1:]
+		}
+		out = append(out, base[i:j]...)
+		i = j
+	}
+	t.merged = append(out, pr...)
+	return t.merged
 }
 
 // seriesOf builds the labels of a series of a point into t.out: the
