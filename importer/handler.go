@@ -2,6 +2,7 @@ package importer
 
 import (
 	"compress/gzip"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -154,7 +155,10 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (int, string) {
 func (h *Handler) commit(r *http.Request, b Batch) (Refused, int, error) {
 	start := time.Now()
 	var refused Refused
-	app := h.app.Appender(r.Context())
+	// Not the request's context: a body that fails to arrive ends it (the
+	// server cancels it on a read error), and the lines read before are
+	// still committed, as the answer says. The storage bounds the wait.
+	app := h.app.Appender(context.WithoutCancel(r.Context()))
 	n := 0
 	for _, ser := range b {
 		if h.check != nil {

@@ -3,6 +3,7 @@ package importer_test
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -120,6 +122,50 @@ func TestHandlerClosedStorage(t *testing.T) {
 	code, msg := post(t, h, []byte(`{"metric":{"a":"b"},"values":[1],"timestamps":[1]}`), nil)
 	if code/100 != 5 || !strings.Contains(msg, storage.ErrClosed.Error()) {
 		t.Fatalf("got %d %q", code, msg)
+	}
+}
+
+// cutBody returns data, then fails as a body that stopped arriving does,
+// cancelling the request as the server does on a read error.
+type cutBody struct {
+	r      io.Reader
+	cancel context.CancelFunc
+}
+
+func (b *cutBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err == io.EOF {
+		b.cancel()
+		return n, os.ErrDeadlineExceeded
+	}
+	return n, err
+}
+
+// TestHandlerBodyCut: a body that stops arriving (--web.read-timeout) gets
+// 400 naming the read error, and the lines before it are stored.
+func TestHandlerBodyCut(t *testing.T) {
+	s := openStore(t, t.TempDir(), testStorageOptions())
+	defer s.stop()
+	h, err := importer.NewHandler(appendable{s.db}, nil, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	body := `{"metric":{"__name__":"cut"},"values":[1,2],"timestamps":[1000,2000]}` + "\n"
+	req := httptest.NewRequestWithContext(ctx, http.MethodPost, importer.ImportPath, &cutBody{r: strings.NewReader(body), cancel: cancel})
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "i/o timeout") {
+		t.Fatalf("got %d %q, want 400 naming the timeout", rec.Code, rec.Body.String())
+	}
+	q, err := s.db.Querier(math.MinInt64, math.MaxInt64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if got := seriestest.ReadAll(t, q)[`{__name__="cut"}`]; len(got) != 2 {
+		t.Fatalf("stored %d samples of the line before the cut, want 2", len(got))
 	}
 }
 
