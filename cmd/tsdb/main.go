@@ -32,6 +32,8 @@ type config struct {
 	listenAddress   string
 	webConfigFile   string
 	shutdownTimeout time.Duration
+	readTimeout     time.Duration
+	maxConnections  int
 	enableAdmin     bool
 	enableOTLP      bool
 	configFile      string
@@ -107,6 +109,10 @@ func parseFlags(args []string) (*config, error) {
 		Default("").StringVar(&cfg.webConfigFile)
 	app.Flag("web.shutdown-timeout", "Bound of a shutdown (SIGTERM): in-flight requests get up to half of it, then the flush of the head the rest, whatever the object store does.").
 		Default("30s").DurationVar(&cfg.shutdownTimeout)
+	app.Flag("web.read-timeout", "Longest a request's body may take to arrive (an import's: between two reads), and how long an idle connection stays open. 0: no bound.").
+		Default("5m").DurationVar(&cfg.readTimeout)
+	app.Flag("web.max-connections", "Most connections held open at once; more wait until one closes. 0 picks half the process' open-file limit, keeping the rest for the object store's files; -1: no limit.").
+		Default("0").IntVar(&cfg.maxConnections)
 	app.Flag("web.enable-admin-api", "Enable the admin endpoints under /api/v1/admin/tsdb (delete_series). Writer mode only.").
 		Default("false").BoolVar(&cfg.enableAdmin)
 	app.Flag("web.enable-otlp-receiver", "Serve the OTLP/HTTP metrics receiver at /api/v1/otlp/v1/metrics (writer mode; settings in the otlp section of --config.file). On by default; --no-web.enable-otlp-receiver turns it off.").

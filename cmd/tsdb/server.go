@@ -359,6 +359,20 @@ type httpServer struct {
 	// the first request that does.
 	quit     context.CancelFunc
 	quitting atomic.Bool
+
+	// connLimit is --web.max-connections as resolved against the
+	// open-file limit fdSoft (0: no limit).
+	connLimit      int
+	fdSoft, fdHard uint64
+}
+
+// headerTimeout is how long a request's headers may take: 30 s, or the
+// read timeout when that is shorter.
+func headerTimeout(read time.Duration) time.Duration {
+	if read > 0 && read < 30*time.Second {
+		return read
+	}
+	return 30 * time.Second
 }
 
 func newHTTPServer(cfg *config, reg *prometheus.Registry, logger *slog.Logger) (*httpServer, error) {
@@ -388,7 +402,16 @@ func newHTTPServer(cfg *config, reg *prometheus.Registry, logger *slog.Logger) (
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	base, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
-	h.srv = &http.Server{Handler: withRoutePrefix(routePrefix(cfg.routePrefix, ext), mux), ReadHeaderTimeout: 30 * time.Second, BaseContext: func(net.Listener) context.Context { return base }}
+	streaming := func(r *http.Request) bool { return r.URL.Path == importer.ImportPath }
+	h.connLimit, h.fdSoft, h.fdHard = maxConnections(cfg.maxConnections)
+	h.srv = &http.Server{
+		Handler:           withRoutePrefix(routePrefix(cfg.routePrefix, ext), withStreamingDeadline(mux, cfg.readTimeout, streaming)),
+		ReadHeaderTimeout: headerTimeout(cfg.readTimeout),
+		ReadTimeout:       cfg.readTimeout,
+		IdleTimeout:       cfg.readTimeout,
+		ConnState:         newConnGauge(reg, h.connLimit).track,
+		BaseContext:       func(net.Listener) context.Context { return base },
+	}
 	return h, nil
 }
 
@@ -450,9 +473,10 @@ func (h *httpServer) start() error {
 	h.ln = ln
 	go func() {
 		webCfg := h.cfg.webConfigFile
-		h.serveErr <- web.Serve(ln, h.srv, &web.FlagConfig{WebConfigFile: &webCfg}, h.logger)
+		h.serveErr <- web.Serve(limitListener(ln, h.connLimit), h.srv, &web.FlagConfig{WebConfigFile: &webCfg}, h.logger)
 	}()
-	h.logger.Info("listening", "address", ln.Addr().String(), "mode", h.cfg.mode)
+	h.logger.Info("listening", "address", ln.Addr().String(), "mode", h.cfg.mode,
+		"max_connections", h.connLimit, "open_file_limit", fmt.Sprintf("soft=%d hard=%d", h.fdSoft, h.fdHard))
 	return nil
 }
 
@@ -498,6 +522,8 @@ func configYAML(cfg *config, fc fileConfig) string {
 func flagMap(cfg *config) map[string]string {
 	return map[string]string{
 		"web.listen-address":            cfg.listenAddress,
+		"web.read-timeout":              cfg.readTimeout.String(),
+		"web.max-connections":           fmt.Sprint(cfg.maxConnections),
 		"web.enable-admin-api":          fmt.Sprint(cfg.enableAdmin),
 		"web.external-url":              cfg.externalURL,
 		"web.route-prefix":              cfg.routePrefix,
