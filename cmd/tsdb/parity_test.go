@@ -109,7 +109,16 @@ remote_write:
 		"--enable-feature=metadata-wal-records",
 		"--log.level=warn"))
 	waitReady(t, prom, "prometheus", addr)
-	urls := []string{"http://" + addr, s.url}
+	// A second Prometheus holds nothing and reads everything from Shale
+	// by remote read (streamed chunks): it must answer as the first does.
+	readerAddr := "127.0.0.1:" + strconv.Itoa(e2e.FreePort(t))
+	reader := e2e.StartProcess(t, exec.Command(bin,
+		"--config.file="+writeFile(t, dir, "reader.yml", fmt.Sprintf("remote_read:\n  - url: %s/api/v1/read\n    read_recent: true\n", s.url)),
+		"--storage.tsdb.path="+filepath.Join(dir, "reader"),
+		"--web.listen-address="+readerAddr,
+		"--log.level=warn"))
+	waitReady(t, reader, "prometheus (remote read)", readerAddr)
+	urls := []string{"http://" + addr, s.url, "http://" + readerAddr}
 
 	// 40 scrapes in Shale, then a time 2.5 s before the newest: every
 	// scrape up to it has arrived whole.
@@ -182,6 +191,11 @@ remote_write:
 				sa, _ := json.Marshal(a[1])
 				t.Errorf("%s %s:\nPrometheus: %.600s\nShale:      %.600s", q.path, e, pa, sa)
 			}
+			if !reflect.DeepEqual(a[0], a[2]) {
+				pa, _ := json.Marshal(a[0])
+				ra, _ := json.Marshal(a[2])
+				t.Errorf("%s %s:\nPrometheus:                      %.600s\nPrometheus reading from Shale: %.600s", q.path, e, pa, ra)
+			}
 			compared++
 		}
 	}
@@ -215,7 +229,7 @@ remote_write:
 		{"/api/v1/metadata", url.Values{"metric": {counters[0]}}},
 		{"/api/v1/metadata", url.Values{"metric": {gauges[0]}}},
 	} {
-		a := askBoth(t, q.path, q.params, urls...)
+		a := askBoth(t, q.path, q.params, urls[:2]...)
 		if q.path == "/api/v1/series" {
 			// In no particular order: Prometheus lists the series of its
 			// head in the order it created them, Shale sorted by labels.
