@@ -78,6 +78,7 @@ func TestHandler(t *testing.T) {
 		{name: "null value", body: []byte(`{"metric":{"a":"b"},"values":[null],"timestamps":[1]}`), code: 400, msg: "null"},
 		{name: "bad gzip", body: []byte("not gzip"), hdr: map[string]string{"Content-Encoding": "gzip"}, code: 400, msg: "gzip"},
 		{name: "unknown encoding", body: []byte(good), hdr: map[string]string{"Content-Encoding": "br"}, code: 415},
+		{name: "too far in the future", body: []byte(line("h", "1", now*1_000_000)), code: 400, msg: "1 samples refused (1 too far in the future)", stored: map[string]int{`{__name__="h", job="j"}`: 0}},
 		{name: "older than retention", body: []byte(line("g", "1,2", now-4*3600_000, now)), code: 400, msg: "1 samples refused (1 older than the retention)", stored: map[string]int{`{__name__="g", job="j"}`: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -162,6 +162,10 @@ func IsOverloaded(err error) bool {
 // rejectReason names the label value of the *_rejected_total metrics for an
 // error the storage returned for bad data.
 func rejectReason(err error) string {
+	var named interface{ RejectReason() string }
+	if errors.As(err, &named) {
+		return named.RejectReason()
+	}
 	switch {
 	case errors.Is(err, storage.ErrOutOfOrderSample), errors.Is(err, storage.ErrOutOfOrderExemplar):
 		return "out_of_order"

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -35,6 +36,21 @@ var ErrInvalidSeries error = dataError("invalid series labels")
 
 // ErrInvalidHistogram marks a native histogram that fails validation.
 var ErrInvalidHistogram error = dataError("invalid native histogram")
+
+// ErrTooFarInFuture marks a sample further ahead of the server's clock than
+// Options.TooFarInFuture. It is bad data (400) that the remote-write
+// receiver counts as too_far_in_future.
+var ErrTooFarInFuture error = futureError("too far in the future")
+
+type futureError string
+
+func (e futureError) Error() string { return string(e) }
+
+// BadData marks the error for the remote-write layer (400, not 5xx).
+func (futureError) BadData() bool { return true }
+
+// RejectReason names the error in the receivers' refusal metrics.
+func (futureError) RejectReason() string { return "too_far_in_future" }
 
 // ErrUnavailable marks a commit that the object store could not make durable
 // within Options.WriteTimeout, or that was refused because the store has
@@ -129,6 +145,9 @@ type appender struct {
 	// expected: the WAL was told this appender's record is on its way
 	// (lsm.DB.ExpectLog); Commit appends it or Commit and Rollback withdraw it.
 	expected bool
+	// latest is the newest sample time the appender takes (see
+	// latestAccepted); 0 until its first append.
+	latest int64
 	// newestPending is the newest pending sample time by labels hash, kept
 	// from the first start-time zero sample of the transaction on (see
 	// IngestAppender.stZero).
@@ -207,6 +226,11 @@ func (a *appender) Append(ref promstorage.SeriesRef, lset labels.Labels, st, t i
 		}
 	}
 	db := a.db
+	if t > a.latestAccepted() {
+		db.metrics.rejected.WithLabelValues("too_far_in_future").Inc()
+		return 0, fmt.Errorf("%w: sample at %s is more than %s ahead of the server's clock (a timestamp in the wrong unit?)",
+			ErrTooFarInFuture, timeString(t), db.opts.TooFarInFuture)
+	}
 	maxT := db.head.maxT.Load()
 	if minT := db.oldestAccepted(maxT); t < minT {
 		db.metrics.rejected.WithLabelValues("out_of_bounds").Inc()
@@ -242,6 +266,28 @@ func (a *appender) Append(ref promstorage.SeriesRef, lset labels.Labels, st, t i
 		a.queueMetadata(family, opts.Metadata, false)
 	}
 	return promstorage.SeriesRef(s.ref) + 1, nil
+}
+
+// latestAccepted is the newest sample time the appender takes: the
+// server's clock at its first append plus Options.TooFarInFuture. One read of
+// the clock serves the whole transaction.
+func (a *appender) latestAccepted() int64 {
+	if a.latest == 0 {
+		a.latest = math.MaxInt64
+		if d := a.db.opts.TooFarInFuture; d > 0 {
+			a.latest = a.db.now().Add(d).UnixMilli()
+		}
+	}
+	return a.latest
+}
+
+// timeString formats a sample time for an error: RFC 3339 when it is a date
+// people use, the milliseconds otherwise.
+func timeString(t int64) string {
+	if t > 0 && t < 253402300800000 { // year 10000
+		return time.UnixMilli(t).UTC().Format(time.RFC3339Nano)
+	}
+	return strconv.FormatInt(t, 10) + " ms"
 }
 
 // recordNewSeries writes the forward-index entries of the series of the

@@ -15,7 +15,8 @@ type metrics struct {
 	// rejected's reasons name the error returned, in Prometheus' words:
 	// out_of_bounds (ErrOutOfBounds: outside the time range the head
 	// accepts), too_old (ErrTooOldSample: outside the out-of-order window),
-	// out_of_order, duplicate, invalid_labels, commit_conflict. The
+	// out_of_order, duplicate, invalid_labels, too_far_in_future
+	// (ErrTooFarInFuture), commit_conflict. The
 	// remote-write receiver counts the same errors under the same names
 	// (docs/remotewrite.md).
 	rejected          *prometheus.CounterVec

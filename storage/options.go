@@ -28,6 +28,12 @@ type Options struct {
 	// its series index and is written out, merged with what it held, at the
 	// next flush. Zero rejects samples older than their series' newest.
 	OutOfOrderWindow time.Duration
+	// TooFarInFuture refuses samples more than this ahead of the server's
+	// clock: one sample stamped in nanoseconds instead of milliseconds, or by
+	// a host whose clock is a year ahead, would otherwise become the newest
+	// sample, and every sample on time would then fall behind the
+	// out-of-order window and the retention. Zero takes any time.
+	TooFarInFuture time.Duration
 	// WAL makes every committed append durable in the object store before
 	// Commit returns (through the LSM's write-ahead log).
 	WAL bool
@@ -55,6 +61,7 @@ func DefaultOptions() Options {
 		HeadFlushInterval: 5 * time.Minute,
 		HeadFlushSamples:  24_000_000,
 		OutOfOrderWindow:  10 * time.Minute,
+		TooFarInFuture:    10 * time.Minute,
 		WAL:               true,
 		Retention:         15 * 24 * time.Hour,
 		WriteTimeout:      10 * time.Second,
@@ -76,6 +83,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("head flush samples %d: must not be negative", o.HeadFlushSamples)
 	case o.OutOfOrderWindow < 0:
 		return fmt.Errorf("out-of-order window %s: must not be negative", o.OutOfOrderWindow)
+	case o.TooFarInFuture < 0:
+		return fmt.Errorf("too far in future %s: must not be negative", o.TooFarInFuture)
 	case o.WriteTimeout < 0:
 		return fmt.Errorf("write timeout %s: must not be negative", o.WriteTimeout)
 	case o.Retention < 0:

@@ -221,14 +221,22 @@ func TestImportEndpoint(t *testing.T) {
 	if code, msg := post([]byte(`{"metric":{"__name__":"dup","a":"1","\u0061":"2"},"values":[1],"timestamps":[1]}`), ""); code != 400 || !strings.Contains(msg, `line 1: label "a" appears more than once in "metric"`) {
 		t.Fatalf("repeated label: %d %s", code, msg)
 	}
+	// A timestamp in nanoseconds is refused (max_future_skew), and does not
+	// stop the samples on time that come after it.
+	if code, msg := post([]byte(fmt.Sprintf(`{"metric":{"__name__":"ns","job":"vm"},"values":[1],"timestamps":[%d]}`, time.Now().UnixNano())), ""); code != 400 || !strings.Contains(msg, "1 too far in the future") {
+		t.Fatalf("timestamp in nanoseconds: %d %s", code, msg)
+	}
+	if code, msg := post([]byte(fmt.Sprintf(`{"metric":{"__name__":"good","job":"vm"},"values":[8],"timestamps":[%d]}`, base+1000)), ""); code != http.StatusNoContent {
+		t.Fatalf("a sample on time after one too far ahead: %d %s", code, msg)
+	}
 	got := servedSamples(t, s.url, base+2000)
 	for k := range got {
-		if strings.Contains(k, "bad") || strings.Contains(k, "no name") || strings.Contains(k, "dup") {
+		if strings.Contains(k, "bad") || strings.Contains(k, "no name") || strings.Contains(k, "dup") || strings.Contains(k, `"ns"`) {
 			t.Errorf("refused series stored: %.200s", k)
 		}
 	}
-	if g := labels.FromStrings("__name__", "good", "job", "vm").String(); len(got[g]) != 1 {
-		t.Errorf("%s: %d samples stored, want 1", g, len(got[g]))
+	if g := labels.FromStrings("__name__", "good", "job", "vm").String(); len(got[g]) != 2 {
+		t.Errorf("%s: %d samples stored, want 2", g, len(got[g]))
 	}
 	key := labels.FromStrings("__name__", "imported", "job", "vm").String()
 	want := []seriestest.Point{{T: base, V: math.Float64bits(1)}, {T: base + 1000, V: math.Float64bits(2.5)}, {T: base + 2000, V: math.Float64bits(math.Inf(1))}}

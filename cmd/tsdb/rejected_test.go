@@ -22,8 +22,8 @@ import (
 )
 
 // TestRejectedReasonsAgree sends samples the storage refuses, one out of
-// bounds (older than retention) and one out of order (out-of-order samples
-// off), and checks that the receiver's and the storage's rejected counters
+// bounds (older than retention), one out of order (out-of-order samples
+// off) and one too far in the future (a timestamp in nanoseconds), and checks that the receiver's and the storage's rejected counters
 // give each the same reason.
 func TestRejectedReasonsAgree(t *testing.T) {
 	ctx := context.Background()
@@ -67,13 +67,18 @@ func TestRejectedReasonsAgree(t *testing.T) {
 	write(http.StatusBadRequest,
 		series("a", t0-(48*time.Hour).Milliseconds()), // older than the retention of a day
 		series("b", t0-time.Minute.Milliseconds()),    // older than b's newest sample
+		series("c", t0*1_000_000),                     // nanoseconds: 57,000 years ahead
 	)
+	// The sample far ahead did not become the newest: samples on time are
+	// still taken.
+	write(http.StatusNoContent, series("a", t0+1000), series("c", t0))
 
 	want := `
 # HELP shale_remotewrite_samples_rejected_total Float samples received but not written, by reason.
 # TYPE shale_remotewrite_samples_rejected_total counter
 shale_remotewrite_samples_rejected_total{reason="out_of_bounds"} 1
 shale_remotewrite_samples_rejected_total{reason="out_of_order"} 1
+shale_remotewrite_samples_rejected_total{reason="too_far_in_future"} 1
 # HELP shale_storage_samples_rejected_total Samples refused, by reason.
 # TYPE shale_storage_samples_rejected_total counter
 shale_storage_samples_rejected_total{reason="out_of_bounds"} 1

@@ -74,6 +74,9 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 		return err
 	}
 	sopts := storageOptions(cfg)
+	// One bound on time ahead for every way samples come in: the import
+	// endpoint and rules write through the storage's check only.
+	sopts.TooFarInFuture = max(fileCfg.RemoteWrite.MaxFutureSkew, time.Millisecond)
 	if err := sopts.Validate(); err != nil {
 		return fmt.Errorf("storage settings: %w", err)
 	}
