@@ -272,11 +272,18 @@ func (a *appender) Append(ref promstorage.SeriesRef, lset labels.Labels, st, t i
 // server's clock at its first append plus Options.TooFarInFuture. One read of
 // the clock serves the whole transaction.
 func (a *appender) latestAccepted() int64 {
-	if a.latest == 0 {
-		a.latest = math.MaxInt64
-		if d := a.db.opts.TooFarInFuture; d > 0 {
-			a.latest = a.db.now().Add(d).UnixMilli()
-		}
+	if a.latest != 0 {
+		return a.latest
+	}
+	return a.readClock()
+}
+
+// readClock sets and returns a.latest (kept apart so that latestAccepted,
+// called for every sample, is inlined).
+func (a *appender) readClock() int64 {
+	a.latest = math.MaxInt64
+	if d := a.db.opts.TooFarInFuture; d > 0 {
+		a.latest = a.db.now().Add(d).UnixMilli()
 	}
 	return a.latest
 }
