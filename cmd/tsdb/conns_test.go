@@ -52,6 +52,32 @@ func flood(t *testing.T, addr string, n int) []net.Conn {
 	return conns
 }
 
+// rawConn is a connection to addr, closed when the test ends, on which a
+// test writes requests as they go over the wire.
+type rawConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func dialRaw(t *testing.T, addr string) *rawConn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &rawConn{Conn: c, r: bufio.NewReader(c)}
+}
+
+// roundTrip writes req and reads the answer, waiting at most 30 s.
+func (c *rawConn) roundTrip(req string) (*http.Response, error) {
+	if _, err := io.WriteString(c, req); err != nil {
+		return nil, err
+	}
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	return http.ReadResponse(c.r, nil)
+}
+
 // A flood of idle connections to a server whose open-file limit is low
 // must not take the descriptors its object store needs: a sender whose
 // connection was open before goes on writing, durably, and reading.
@@ -122,17 +148,11 @@ func TestConnectionLimit(t *testing.T) {
 	http.DefaultClient.CloseIdleConnections()
 	addr := strings.TrimPrefix(s.url, "http://")
 
-	held := make([]net.Conn, 2)
+	held := make([]*rawConn, 2)
 	for i := range held {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		held[i] = c
+		held[i] = dialRaw(t, addr)
 		// A request answered shows the server took the connection.
-		fmt.Fprintf(c, "GET /-/healthy HTTP/1.1\r\nHost: %s\r\n\r\n", addr)
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		resp, err := held[i].roundTrip("GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n")
 		if err != nil {
 			t.Fatalf("held connection %d: %v", i, err)
 		}
@@ -164,33 +184,20 @@ func TestReadTimeout(t *testing.T) {
 	noKeepAlive := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 
 	t.Run("idle connection", func(t *testing.T) {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		fmt.Fprintf(c, "GET /-/healthy HTTP/1.1\r\nHost: %s\r\n\r\n", addr)
-		br := bufio.NewReader(c)
-		resp, err := http.ReadResponse(br, nil)
+		c := dialRaw(t, addr)
+		resp, err := c.roundTrip("GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n")
 		if err != nil {
 			t.Fatal(err)
 		}
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
-		if _, err := br.ReadByte(); err != io.EOF {
+		if _, err := c.r.ReadByte(); err != io.EOF {
 			t.Fatalf("idle connection: want it closed by the server (EOF), got %v", err)
 		}
 	})
 	t.Run("slow body", func(t *testing.T) {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		fmt.Fprintf(c, "POST /api/v1/write HTTP/1.1\r\nHost: %s\r\nContent-Type: application/x-protobuf\r\nContent-Encoding: snappy\r\nContent-Length: 1000\r\n\r\nabc", addr)
-		_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		resp, err := dialRaw(t, addr).roundTrip("POST /api/v1/write HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\nContent-Encoding: snappy\r\nContent-Length: 1000\r\n\r\nabc")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode < 400 {
@@ -243,15 +250,8 @@ func TestReadTimeout(t *testing.T) {
 		}
 	})
 	t.Run("import that stops", func(t *testing.T) {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
 		line := fmt.Sprintf(`{"metric":{"__name__":"stalled_import"},"values":[1],"timestamps":[%d]}`+"\n", time.Now().UnixMilli())
-		fmt.Fprintf(c, "POST /api/v1/import HTTP/1.1\r\nHost: %s\r\nContent-Length: 100000\r\n\r\n%s", addr, line)
-		_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		resp, err := dialRaw(t, addr).roundTrip("POST /api/v1/import HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n" + line)
 		if err != nil {
 			t.Fatal(err)
 		}
