@@ -60,6 +60,10 @@ type DB struct {
 	follow  followed
 	changes changeHook
 
+	// waitingHook, when set (tests), is called as a late sample starts
+	// waiting for a write-out (waitWrittenOut).
+	waitingHook func()
+
 	closeOnce sync.Once
 	closed    chan struct{}
 	bgDone    chan struct{}

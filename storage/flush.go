@@ -93,6 +93,19 @@ func (db *DB) flushHeadLocked(ctx context.Context, mode closeMode) error {
 			closing = append(closing, p)
 		}
 	}
+	if len(closing) > 0 && mode == closeOld {
+		// Late samples for the partitions closing wait for this (not at
+		// a shutdown's flush, after which nothing may open them again).
+		// Runs after the partitions left the head (or opened again).
+		done := make(chan struct{})
+		h.writtenOut = done
+		defer func() {
+			h.mu.Lock()
+			h.writtenOut = nil
+			h.mu.Unlock()
+			close(done)
+		}()
+	}
 	h.mu.Unlock()
 
 	st, err := db.writeCuts(ctx, parts, maxT)

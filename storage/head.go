@@ -25,6 +25,10 @@ type head struct {
 	// also guards parts.
 	mu    sync.RWMutex
 	parts map[int64]*headPart
+	// writtenOut, under mu, is closed when the flush that is writing
+	// partitions out for good has ended (nil when none is): a late sample
+	// for such a partition waits for it rather than be refused.
+	writtenOut chan struct{}
 
 	// maxT is the newest sample time committed to the head.
 	maxT atomic.Int64
