@@ -52,6 +52,12 @@ type FilesystemBucket struct {
 	// mu orders IfMatch puts (exclusive: compare then rename) against every
 	// other change of a name (shared: a single rename, link or unlink).
 	mu sync.RWMutex
+	// pruneMu keeps directories in place while files are made in them: a
+	// create holds it shared from making the directory until its file has
+	// a name (an unnamed file does not keep a directory from looking
+	// empty), and Delete drops empty directories only if it can take it
+	// exclusively at once.
+	pruneMu sync.RWMutex
 	// noXattr is set once the filesystem refused an extended attribute.
 	noXattr atomic.Bool
 	// unnamed: creates if absent write an unnamed file and link it
@@ -414,6 +420,8 @@ func (b *FilesystemBucket) writeDurable(ctx context.Context, name string, f *os.
 // putUnnamed is Put if absent through an unnamed file: written and fsynced,
 // then linked to its name, which it gets only if free.
 func (b *FilesystemBucket) putUnnamed(ctx context.Context, name, final, dir string, r io.Reader, size int64) (Attributes, error) {
+	b.pruneMu.RLock() // dir stays until the file is linked
+	defer b.pruneMu.RUnlock()
 	f, err := b.create(dir, openUnnamed)
 	if err == errUnnamedUnsupported {
 		return Attributes{}, err // nothing read: Put takes a temporary name
@@ -429,8 +437,9 @@ func (b *FilesystemBucket) putUnnamed(ctx context.Context, name, final, dir stri
 	if err := ctx.Err(); err != nil {
 		return Attributes{}, fmt.Errorf("put %s: %w", name, err)
 	}
-	// The folder holds no name of the file until the link, so a Delete may
-	// prune it as empty meanwhile: it is made again.
+	// The folder holds no name of the file until the link; pruneMu keeps
+	// this bucket's Deletes from pruning it meanwhile, and if anything
+	// else removed it, it is made again.
 	for range 8 {
 		b.mu.RLock()
 		err = linkUnnamed(f, final)
@@ -455,13 +464,15 @@ func (b *FilesystemBucket) putUnnamed(ctx context.Context, name, final, dir stri
 // parents of every directory it creates) first. A concurrent Delete may remove
 // a directory it just created, so that case is retried.
 func (b *FilesystemBucket) createTemp(dir string) (*os.File, error) {
+	b.pruneMu.RLock() // dir stays until the file has its name
+	defer b.pruneMu.RUnlock()
 	return b.create(dir, func(dir string) (*os.File, error) {
 		return os.CreateTemp(dir, TempFilePrefix+"*")
 	})
 }
 
 // create makes a new file in dir with open, creating dir as createTemp
-// does.
+// does: a directory a concurrent Delete removes is made again.
 func (b *FilesystemBucket) create(dir string, open func(dir string) (*os.File, error)) (*os.File, error) {
 	var lastErr error
 	for range 8 {
@@ -479,7 +490,9 @@ func (b *FilesystemBucket) create(dir string, open func(dir string) (*os.File, e
 		if err == nil {
 			return f, nil
 		}
-		if !errors.Is(err, fs.ErrNotExist) {
+		// ext4 answers EPERM, not ENOENT, to an unnamed file (O_TMPFILE)
+		// in a directory removed after the lookup found it.
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.EPERM) {
 			return nil, err
 		}
 		lastErr = err
@@ -562,12 +575,16 @@ func (b *FilesystemBucket) Delete(ctx context.Context, name string) error {
 	if err := syncDir(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("delete %s: fsync directory: %w", name, err)
 	}
-	// Best effort: drop directories left empty, up to the root.
-	for dir != b.root && strings.HasPrefix(dir, b.root) {
-		if os.Remove(dir) != nil {
-			break
+	// Best effort: drop directories left empty, up to the root, unless a
+	// create is under way (its directory may be one of them).
+	if b.pruneMu.TryLock() {
+		for dir != b.root && strings.HasPrefix(dir, b.root) {
+			if os.Remove(dir) != nil {
+				break
+			}
+			dir = filepath.Dir(dir)
 		}
-		dir = filepath.Dir(dir)
+		b.pruneMu.Unlock()
 	}
 	return nil
 }
