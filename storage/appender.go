@@ -40,14 +40,10 @@ var ErrInvalidHistogram error = dataError("invalid native histogram")
 // ErrTooFarInFuture marks a sample further ahead of the server's clock than
 // Options.TooFarInFuture. It is bad data (400) that the remote-write
 // receiver counts as too_far_in_future.
-var ErrTooFarInFuture error = futureError("too far in the future")
+var ErrTooFarInFuture error = futureError{"too far in the future"}
 
-type futureError string
-
-func (e futureError) Error() string { return string(e) }
-
-// BadData marks the error for the remote-write layer (400, not 5xx).
-func (futureError) BadData() bool { return true }
+// futureError is the dataError that names its refusal reason.
+type futureError struct{ dataError }
 
 // RejectReason names the error in the receivers' refusal metrics.
 func (futureError) RejectReason() string { return "too_far_in_future" }

@@ -39,32 +39,26 @@ func limitListener(ln net.Listener, n int) net.Listener {
 	return netutil.LimitListener(ln, n)
 }
 
-// connGauge counts the server's open connections through
-// http.Server.ConnState.
-type connGauge struct {
-	open prometheus.Gauge
-}
-
-func newConnGauge(reg prometheus.Registerer, limit int) *connGauge {
-	g := &connGauge{open: prometheus.NewGauge(prometheus.GaugeOpts{
+// connTracker registers the gauges of the server's connections and
+// returns the http.Server.ConnState hook that keeps the count.
+func connTracker(reg prometheus.Registerer, limit int) func(net.Conn, http.ConnState) {
+	open := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "shale_http_connections_open",
 		Help: "HTTP connections the server holds open.",
-	})}
+	})
 	lim := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "shale_http_connections_limit",
 		Help: "Most HTTP connections held at once (--web.max-connections); 0: no limit.",
 	})
 	lim.Set(float64(limit))
-	reg.MustRegister(g.open, lim)
-	return g
-}
-
-func (g *connGauge) track(_ net.Conn, s http.ConnState) {
-	switch s {
-	case http.StateNew:
-		g.open.Inc()
-	case http.StateClosed, http.StateHijacked:
-		g.open.Dec()
+	reg.MustRegister(open, lim)
+	return func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			open.Inc()
+		case http.StateClosed, http.StateHijacked:
+			open.Dec()
+		}
 	}
 }
 

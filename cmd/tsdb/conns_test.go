@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -13,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/golang/snappy"
 	"github.com/prometheus/prometheus/prompb"
 
 	"github.com/shaledb/shale/internal/e2e"
@@ -106,19 +104,15 @@ func TestConnectionFloodLeavesStorageItsFiles(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		req, _ := http.NewRequest(http.MethodPost, s.url+"/api/v1/write", bytes.NewReader(snappy.Encode(nil, raw)))
-		req.Header.Set("Content-Type", "application/x-protobuf")
-		req.Header.Set("Content-Encoding", "snappy")
-		resp, err := sender.Do(req)
+		req, err := snappyWriteRequest(s.url+"/api/v1/write", raw)
 		if err != nil {
 			t.Fatal(err)
 		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusNoContent {
-			t.Errorf("remote write: %d %s", resp.StatusCode, body)
+		code, body := sendWith(t, sender, req)
+		if code != http.StatusNoContent {
+			t.Errorf("remote write: %d %s", code, body)
 		}
-		return resp.StatusCode
+		return code
 	}
 	write(1)
 
@@ -209,14 +203,10 @@ func TestReadTimeout(t *testing.T) {
 	})
 	t.Run("long query", func(t *testing.T) {
 		start := time.Now()
-		resp, err := noKeepAlive.PostForm(s.url+"/api/v1/query", url.Values{"query": {"count_over_time(vector(1)[50d:1s])"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"value":[`) {
-			t.Fatalf("query of %s: %d %s", time.Since(start), resp.StatusCode, body)
+		req, _ := http.NewRequest(http.MethodPost, s.url+"/api/v1/query", strings.NewReader(url.Values{"query": {"count_over_time(vector(1)[50d:1s])"}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if code, body := sendWith(t, noKeepAlive, req); code != http.StatusOK || !strings.Contains(body, `"value":[`) {
+			t.Fatalf("query of %s: %d %s", time.Since(start), code, body)
 		}
 		t.Logf("query took %s", time.Since(start))
 	})
@@ -232,14 +222,9 @@ func TestReadTimeout(t *testing.T) {
 			}
 			pw.Close()
 		}()
-		resp, err := noKeepAlive.Post(s.url+"/api/v1/import", "application/json", pr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusNoContent {
-			t.Fatalf("import over 2.4 s with a read timeout of 1 s: %d %s", resp.StatusCode, body)
+		req, _ := http.NewRequest(http.MethodPost, s.url+"/api/v1/import", pr)
+		if code, body := sendWith(t, noKeepAlive, req); code != http.StatusNoContent {
+			t.Fatalf("import over 2.4 s with a read timeout of 1 s: %d %s", code, body)
 		}
 		var out []struct {
 			Value [2]any `json:"value"`

@@ -137,15 +137,25 @@ func rawRemoteWrite(base string, req *prompb.WriteRequest) (int, http.Header, st
 	return postSnappy(base+"/api/v1/write", raw)
 }
 
-// postSnappy posts a marshalled 1.0 write request, snappy-compressed.
-func postSnappy(u string, raw []byte) (int, http.Header, string, error) {
+// snappyWriteRequest is a POST to u of a marshalled 1.0 write request,
+// snappy-compressed.
+func snappyWriteRequest(u string, raw []byte) (*http.Request, error) {
 	hreq, err := http.NewRequest(http.MethodPost, u, bytes.NewReader(snappy.Encode(nil, raw)))
 	if err != nil {
-		return 0, nil, "", err
+		return nil, err
 	}
 	hreq.Header.Set("Content-Type", "application/x-protobuf")
 	hreq.Header.Set("Content-Encoding", "snappy")
 	hreq.Header.Set("X-Prometheus-Remote-Write-Version", "0.1.0")
+	return hreq, nil
+}
+
+// postSnappy posts a marshalled 1.0 write request, snappy-compressed.
+func postSnappy(u string, raw []byte) (int, http.Header, string, error) {
+	hreq, err := snappyWriteRequest(u, raw)
+	if err != nil {
+		return 0, nil, "", err
+	}
 	resp, err := http.DefaultClient.Do(hreq)
 	if err != nil {
 		return 0, nil, "", err
@@ -159,7 +169,13 @@ func postSnappy(u string, raw []byte) (int, http.Header, string, error) {
 // gets no answer fails the test.
 func send(t testing.TB, req *http.Request) (int, string) {
 	t.Helper()
-	resp, err := http.DefaultClient.Do(req)
+	return sendWith(t, http.DefaultClient, req)
+}
+
+// sendWith is send through c.
+func sendWith(t testing.TB, c *http.Client, req *http.Request) (int, string) {
+	t.Helper()
+	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

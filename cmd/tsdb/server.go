@@ -412,7 +412,7 @@ func newHTTPServer(cfg *config, reg *prometheus.Registry, logger *slog.Logger) (
 		ReadHeaderTimeout: headerTimeout(cfg.readTimeout),
 		ReadTimeout:       cfg.readTimeout,
 		IdleTimeout:       cfg.readTimeout,
-		ConnState:         newConnGauge(reg, h.connLimit).track,
+		ConnState:         connTracker(reg, h.connLimit),
 		BaseContext:       func(net.Listener) context.Context { return base },
 	}
 	return h, nil
