@@ -89,6 +89,7 @@ type DB struct {
 
 	inflightMu sync.Mutex
 	inflight   map[string]bool // tables being written, protected from GC
+	pins       map[string]int  // tables of checkpoints being written, the same
 
 	// What GC needs to keep objects for readers on older manifests: when
 	// each table left the manifest and when the replay position moved.
@@ -142,6 +143,7 @@ func Open(ctx context.Context, bucket objstore.Bucket, prefix string, opts Optio
 		runsKick:  make(chan struct{}, 1),
 		busyRuns:  map[uint64]bool{},
 		inflight:  map[string]bool{},
+		pins:      map[string]int{},
 		droppedAt: map[string]time.Time{},
 	}
 	db.s.health = newHealth(db.clock, db.logger, m)

@@ -12,8 +12,8 @@ import (
 const gcParallel = 16
 
 // CollectGarbage deletes objects that the latest manifest no longer needs
-// and that are older than Options.GCGracePeriod: tables no manifest
-// references, WAL objects at or below both the replay position and the log
+// and that are older than Options.GCGracePeriod: tables neither a manifest
+// nor a checkpoint references, WAL objects at or below both the replay position and the log
 // position (TruncateLog), and manifests
 // older than the newest Options.ManifestsToKeep. It returns how many objects
 // it deleted.
@@ -86,6 +86,19 @@ func (db *DB) collectGarbage(ctx context.Context, grace, walGrace time.Duration)
 				live[t.ID] = true
 			}
 		}
+	}
+	// Checkpoints keep their tables. One being written pinned its tables,
+	// from the manifest in memory, before its object existed, and unpins
+	// them once it does: a checkpoint made from a manifest older than mine
+	// is pinned still or listed below, and one made from a newer manifest
+	// holds only tables mine has or the protected set had.
+	db.inflightMu.Lock()
+	for id := range db.pins {
+		live[id] = true
+	}
+	db.inflightMu.Unlock()
+	if err := s.checkpointTables(ctx, live); err != nil {
+		return 0, fmt.Errorf("lsm gc: %w", err)
 	}
 	// A reader may hold any manifest of the last grace period: a table is
 	// garbage once it left the manifest more than a grace period ago. Tables

@@ -250,6 +250,10 @@ type ReaderOptions struct {
 	ReplayWAL bool
 	// RetryBackoff is the first pause between retries of a transient error.
 	RetryBackoff time.Duration
+	// Checkpoint, if set, makes the reader read that checkpoint (see
+	// DB.Checkpoint) and nothing newer: it neither polls nor reads WAL
+	// objects.
+	Checkpoint string
 }
 
 // DefaultReaderOptions returns the default reader settings.
@@ -264,6 +268,11 @@ func (o *ReaderOptions) Validate() error {
 	}
 	if o.RetryBackoff <= 0 {
 		return fmt.Errorf("lsm reader options: RetryBackoff must be positive")
+	}
+	if o.Checkpoint != "" {
+		if err := ValidCheckpointName(o.Checkpoint); err != nil {
+			return fmt.Errorf("lsm reader options: %w", err)
+		}
 	}
 	return nil
 }

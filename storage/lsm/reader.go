@@ -58,6 +58,14 @@ func OpenReader(ctx context.Context, bucket objstore.Bucket, prefix string, opts
 		v:       &view{man: &manifest{}},
 		leaseID: newLeaseID(),
 	}
+	if opts.Checkpoint != "" {
+		m, err := r.s.readCheckpoint(ctx, opts.Checkpoint)
+		if err != nil {
+			return nil, fmt.Errorf("lsm reader: %w", err)
+		}
+		r.v, r.snap, r.refreshedAt = &view{man: m}, m.LastSeq, r.clock.Now()
+		return r, nil
+	}
 	if err := r.Refresh(ctx); err != nil {
 		return nil, err
 	}
@@ -77,8 +85,12 @@ func OpenReader(ctx context.Context, bucket objstore.Bucket, prefix string, opts
 }
 
 // Refresh loads the newest manifest and, with ReplayWAL, the WAL objects
-// written since the last refresh.
+// written since the last refresh. A reader of a checkpoint has nothing to
+// load.
 func (r *Reader) Refresh(ctx context.Context) error {
+	if r.opts.Checkpoint != "" {
+		return nil // a checkpoint does not change
+	}
 	r.refreshMu.Lock()
 	defer r.refreshMu.Unlock()
 	// The lease is written before the first manifest is read, so a writer
@@ -251,6 +263,8 @@ func (r *Reader) Close() error {
 		r.cancel()
 		r.wg.Wait()
 	}
-	r.dropLease()
+	if r.opts.Checkpoint == "" {
+		r.dropLease() // a reader of a checkpoint wrote none
+	}
 	return nil
 }

@@ -1,0 +1,202 @@
+package lsm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/shaledb/shale/storage/objstore"
+)
+
+// TestCheckpointKeepsItsTables writes, checkpoints, then overwrites, deletes
+// and compacts everything away with garbage collection at zero grace: the
+// checkpoint still reads as it was (its tables stay), the writer reads the
+// new state, and once the checkpoint is deleted the next collection frees
+// the tables only it kept.
+func TestCheckpointKeepsItsTables(t *testing.T) {
+	ctx := context.Background()
+	opts := testOptions()
+	opts.GCGracePeriod, opts.WALGCGracePeriod = 0, 0
+	opts.L0CompactionTrigger, opts.SizeRatio = 1, 100 // compact into one run
+	db, b := openMemDB(t, opts, Components{})
+	for i := range 200 {
+		if err := db.Put(ctx, roundKey(i), fmt.Appendf(nil, "old%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The last ten are only in the memtable (and WAL): the checkpoint
+	// flushes them.
+	for i := 200; i < 210; i++ {
+		if err := db.Put(ctx, roundKey(i), fmt.Appendf(nil, "old%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info, err := db.Checkpoint(ctx, "before")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Name != "before" || info.Tables == 0 || info.Bytes == 0 {
+		t.Fatalf("checkpoint info %+v", info)
+	}
+	if _, err := db.Checkpoint(ctx, "before"); !errors.Is(err, ErrCheckpointExists) {
+		t.Fatalf("second checkpoint of the same name: %v, want ErrCheckpointExists", err)
+	}
+	for _, bad := range []string{"", "../x", "a/b", "-x", "x y", string(make([]byte, 129))} {
+		if _, err := db.Checkpoint(ctx, bad); err == nil {
+			t.Errorf("checkpoint named %q was taken", bad)
+		}
+	}
+
+	for i := range 210 {
+		if i%2 == 0 {
+			err = db.Delete(ctx, roundKey(i))
+		} else {
+			err = db.Put(ctx, roundKey(i), []byte("new"))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Compact(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.CollectGarbage(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cm, err := db.s.readCheckpoint(ctx, "before")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := 0
+	for id := range cm.tableIDs() {
+		if !db.manifestNow().tableIDs()[id] {
+			kept++
+			if _, err := b.Attributes(ctx, db.s.paths.sst(id)); err != nil {
+				t.Fatalf("table %s of the checkpoint: %v", id, err)
+			}
+		}
+	}
+	if kept == 0 {
+		t.Fatal("the compaction left every table of the checkpoint in the manifest: nothing tested")
+	}
+
+	check := func(r interface {
+		Get(context.Context, []byte) ([]byte, bool, error)
+	}, what string, want func(i int) (string, bool)) {
+		t.Helper()
+		for i := range 210 {
+			v, ok := mustGet(t, r, string(roundKey(i)))
+			if wv, wok := want(i); v != wv || ok != wok {
+				t.Fatalf("%s: key %d = %q %v, want %q %v", what, i, v, ok, wv, wok)
+			}
+		}
+	}
+	old := func(i int) (string, bool) { return fmt.Sprintf("old%d", i), true }
+	cr, err := OpenReader(ctx, b, "db", ReaderOptions{RetryBackoff: time.Millisecond, Checkpoint: "before"}, Components{Merge: concatMerge})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cr.Close()
+	check(cr, "checkpoint reader", old)
+	check(db, "writer", func(i int) (string, bool) {
+		if i%2 == 0 {
+			return "", false
+		}
+		return "new", true
+	})
+
+	list, err := ListCheckpoints(ctx, b, "db")
+	if err != nil || len(list) != 1 || list[0].Name != "before" || list[0].Tables != info.Tables || list[0].Created.IsZero() {
+		t.Fatalf("ListCheckpoints = %+v, %v", list, err)
+	}
+	tablesBefore := countObjects(t, b, "db/sst/")
+	if err := DeleteCheckpoint(ctx, b, "db", "before"); err != nil {
+		t.Fatal(err)
+	}
+	if err := DeleteCheckpoint(ctx, b, "db", "before"); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("deleting a missing checkpoint: %v, want ErrNotFound", err)
+	}
+	if _, err := db.CollectGarbage(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after := countObjects(t, b, "db/sst/"); after >= tablesBefore {
+		t.Fatalf("tables after the checkpoint's deletion: %d, before %d: none freed", after, tablesBefore)
+	}
+}
+
+// TestCheckpointCopy copies a checkpoint to another bucket, refuses to copy
+// over a database, and opens a writer on the copy that reads the
+// checkpoint's data and takes new writes.
+func TestCheckpointCopy(t *testing.T) {
+	ctx := context.Background()
+	opts := testOptions()
+	db, b := openMemDB(t, opts, Components{})
+	for i := range 300 {
+		if err := db.Put(ctx, roundKey(i), fmt.Appendf(nil, "v%d", i)); err != nil {
+			t.Fatal(err)
+		}
+		if i%100 == 99 {
+			if err := db.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := db.Checkpoint(ctx, "c1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Put(ctx, roundKey(0), []byte("later")); err != nil {
+		t.Fatal(err)
+	}
+
+	dst := objstore.NewMemoryBucket()
+	st, err := CopyCheckpoint(ctx, b, "db", "c1", dst, "copy", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Tables == 0 || st.Bytes == 0 {
+		t.Fatalf("copy stats %+v", st)
+	}
+	if _, err := CopyCheckpoint(ctx, b, "db", "c1", dst, "copy", nil); !errors.Is(err, ErrDestinationNotEmpty) {
+		t.Fatalf("copy over a database: %v, want ErrDestinationNotEmpty", err)
+	}
+	if _, err := CopyCheckpoint(ctx, b, "db", "nosuch", dst, "other", nil); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("copy of a missing checkpoint: %v, want ErrNotFound", err)
+	}
+
+	w, err := Open(ctx, dst, "copy", opts, Components{Merge: concatMerge})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for i := range 300 {
+		if v, ok := mustGet(t, w, string(roundKey(i))); !ok || v != fmt.Sprintf("v%d", i) {
+			t.Fatalf("copy: key %d = %q %v", i, v, ok)
+		}
+	}
+	if err := w.Put(ctx, roundKey(1000), []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := mustGet(t, w, string(roundKey(1000))); !ok || v != "x" {
+		t.Fatalf("write to the copy: %q %v", v, ok)
+	}
+}
+
+func countObjects(t *testing.T, b objstore.Bucket, prefix string) int {
+	t.Helper()
+	page, err := b.List(context.Background(), prefix, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(page.Objects)
+}
