@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/prometheus/model/timestamp"
 )
@@ -58,16 +60,28 @@ func (a *API) cleanTombstones(*http.Request) result {
 	return result{}
 }
 
-// snapshot answers as Prometheus does, but a snapshot of an object-store
-// database is a copy of its bucket prefix, which is not done here.
+// snapshot answers as Prometheus does: the name of the new snapshot, a
+// time and a random number. Shale's is a checkpoint in the object store
+// (docs/operations.md, Backups), not a folder.
 func (a *API) snapshot(r *http.Request) result {
 	if !a.opts.EnableAdmin {
 		return fail(errAdminDisabled)
 	}
+	skipHead := false
 	if s := r.FormValue("skip_head"); s != "" {
-		if _, err := strconv.ParseBool(s); err != nil {
+		var err error
+		if skipHead, err = strconv.ParseBool(s); err != nil {
 			return fail(invalidParam(fmt.Errorf("unable to parse boolean: %w", err), "skip_head"))
 		}
 	}
-	return fail(internalError(fmt.Errorf("create snapshot: %w", errUnsupported)))
+	if a.comps.Snapshotter == nil {
+		return fail(internalError(fmt.Errorf("create snapshot: %w", errUnsupported)))
+	}
+	name := fmt.Sprintf("%s-%016x", time.Now().UTC().Format("20060102T150405Z0700"), rand.Uint64())
+	if err := a.comps.Snapshotter.Snapshot(r.Context(), name, !skipHead); err != nil {
+		return fail(internalError(fmt.Errorf("create snapshot: %w", err)))
+	}
+	return ok(struct {
+		Name string `json:"name"`
+	}{name})
 }

@@ -2,9 +2,11 @@ package promql
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -318,6 +320,48 @@ func TestAdmin(t *testing.T) {
 		require.Equal(t, http.StatusNoContent, code)
 		require.Equal(t, 1, deleter.cleaned)
 	})
+
+	t.Run("with snapshotter", func(t *testing.T) {
+		snap := &recordingSnapshotter{}
+		ts := newTestServer(t, func(o *Options, c *Components) {
+			o.EnableAdmin = true
+			c.Snapshotter = snap
+		})
+		// Named as Prometheus names them: UTC time, then 16 hex digits.
+		name := regexp.MustCompile(`^\{"status":"success","data":\{"name":"(\d{8}T\d{6}Z-[0-9a-f]{16})"\}\}$`)
+		for _, c := range []struct {
+			method, path string
+			withHead     bool
+		}{
+			{"POST", "/api/v1/admin/tsdb/snapshot", true},
+			{"PUT", "/api/v1/admin/tsdb/snapshot?skip_head=true", false},
+			{"POST", "/api/v1/admin/tsdb/snapshot?skip_head=0", true},
+		} {
+			code, _, body := ts.do(t, c.method, c.path, nil, nil)
+			require.Equal(t, http.StatusOK, code, body)
+			m := name.FindStringSubmatch(body)
+			require.NotNil(t, m, body)
+			require.Equal(t, m[1], snap.names[len(snap.names)-1])
+			require.Equal(t, c.withHead, snap.withHead[len(snap.withHead)-1], c.path)
+		}
+		require.NotEqual(t, snap.names[0], snap.names[1])
+
+		snap.err = errors.New("object store down")
+		code, _, body := ts.do(t, "POST", "/api/v1/admin/tsdb/snapshot", nil, nil)
+		require.Equal(t, http.StatusInternalServerError, code)
+		require.Equal(t, `{"status":"error","errorType":"internal","error":"create snapshot: object store down"}`, body)
+	})
+}
+
+type recordingSnapshotter struct {
+	names    []string
+	withHead []bool
+	err      error
+}
+
+func (s *recordingSnapshotter) Snapshot(_ context.Context, name string, withHead bool) error {
+	s.names, s.withHead = append(s.names, name), append(s.withHead, withHead)
+	return s.err
 }
 
 type recordingDeleter struct {

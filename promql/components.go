@@ -26,6 +26,9 @@ type Components struct {
 	// Deleter serves POST /api/v1/admin/tsdb/delete_series when
 	// Options.EnableAdmin is set. Nil answers that endpoint with an error.
 	Deleter SeriesDeleter
+	// Snapshotter serves POST /api/v1/admin/tsdb/snapshot when
+	// Options.EnableAdmin is set. Nil answers that endpoint with an error.
+	Snapshotter Snapshotter
 	// Changes reports changes to the stored data by time range
 	// (storage.DB does). With it, and Options.ResultsCacheSize, range
 	// queries go through the results cache; without it there is no cache,
@@ -115,6 +118,13 @@ type SeriesDeleter interface {
 	// Delete removes the samples in [mint, maxt] (ms, both inclusive) of all
 	// series matching every matcher. Later queries must not return them.
 	Delete(ctx context.Context, mint, maxt int64, ms ...*labels.Matcher) error
+}
+
+// Snapshotter keeps the stored data under a name, for the admin API.
+type Snapshotter interface {
+	// Snapshot keeps the data as it is now under name; withHead includes
+	// the samples not yet written out of memory.
+	Snapshot(ctx context.Context, name string, withHead bool) error
 }
 
 // TombstoneCleaner is implemented by a SeriesDeleter that can reclaim the

@@ -60,3 +60,13 @@ func (b *boolValue) Set(s string) error {
 }
 
 func (b *boolValue) String() string { return strconv.FormatBool(bool(*b)) }
+
+// formatBytes writes n in the largest power-of-1024 unit it has one of.
+func formatBytes(n int64) string {
+	for i := 3; i >= 0; i-- {
+		if u := byteUnits[i]; n >= u.mult {
+			return strconv.FormatFloat(float64(n)/float64(u.mult), 'f', 1, 64) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10) + "B"
+}

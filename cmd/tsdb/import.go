@@ -94,18 +94,25 @@ func parseImportFlags(args []string) (*importConfig, error) {
 	vm := app.Command("vm", "Import VictoriaMetrics' JSON-line export (/api/v1/export): one {\"metric\":{...},\"values\":[...],\"timestamps\":[...]} a line; gzip accepted.")
 	vm.Arg("file", "The JSON-line file (- for standard input).").Required().StringVar(&cfg.path)
 
-	// Without a source kingpin prints the usage and exits 0.
-	if !slices.ContainsFunc(args, func(a string) bool {
-		return slices.Contains([]string{"prometheus", "openmetrics", "vm", "help"}, a) || strings.HasPrefix(a, "--help") || a == "-h"
-	}) {
-		return nil, errors.New("name what to import: prometheus, openmetrics or vm (tsdb import --help)")
-	}
-	cmd, err := app.Parse(args)
+	cmd, err := parseCommand(app, args, "name what to import: prometheus, openmetrics or vm (tsdb import --help)")
 	if err != nil {
 		return nil, err
 	}
 	cfg.source = cmd
 	return cfg, nil
+}
+
+// parseCommand parses args with app, whose commands are the first
+// argument's choices, and returns the command given. Without one it fails
+// with missing where kingpin would print the usage and exit 0.
+func parseCommand(app *kingpin.Application, args []string, missing string) (string, error) {
+	named := slices.ContainsFunc(args, func(a string) bool {
+		return app.GetCommand(a) != nil || a == "help" || strings.HasPrefix(a, "--help") || a == "-h"
+	})
+	if !named {
+		return "", errors.New(missing)
+	}
+	return app.Parse(args)
 }
 
 // importMain runs tsdb import with args (those after "import") and returns

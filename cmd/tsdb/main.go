@@ -98,7 +98,8 @@ func parseFlags(args []string) (*config, error) {
 	cfg := &config{log: promslog.Config{}}
 	app := kingpin.New("tsdb", "Shale: a Prometheus-compatible time-series database whose durable state lives only in object storage.\n\n"+
 		"Remote-write to /api/v1/write (remote write 1.0 and 2.0); query with the Prometheus HTTP API under /api/v1.\n\n"+
-		"tsdb import prometheus|openmetrics|vm ... imports history (tsdb import --help).")
+		"tsdb import prometheus|openmetrics|vm ... imports history (tsdb import --help); "+
+		"tsdb snapshot list|delete|copy ... manages snapshots (tsdb snapshot --help).")
 	app.HelpFlag.Short('h')
 	app.Version(readBuildInfo().String())
 	sd := storage.DefaultOptions()
@@ -239,6 +240,9 @@ func (cfg *config) applyQueryLimits(o *promql.Options) {
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == importCommand {
 		os.Exit(importMain(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == snapshotCommand {
+		os.Exit(snapshotMain(os.Args[2:], os.Stdout))
 	}
 	cfg, err := parseFlags(os.Args[1:])
 	if err != nil {

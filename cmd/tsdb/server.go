@@ -216,6 +216,7 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 		Cardinality:       promql.HeadCardinality{DB: db},
 		Metadata:          db,
 		Deleter:           deleterFor(db, cfg.mode),
+		Snapshotter:       snapshotterFor(db, cfg.mode),
 		Changes:           db,
 		Ready:             h.ready.Load,
 		Logger:            logger,

@@ -1,0 +1,33 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/shaledb/shale/storage/lsm"
+)
+
+// Snapshot keeps the database as it is now under name, as an LSM
+// checkpoint (lsm.DB.Checkpoint): withHead first writes the head's samples
+// out (as Flush does), so that every sample acknowledged before the call is
+// in it; without, it holds what the head had written out already. The
+// checkpoint's objects stay in the store until it is deleted
+// (lsm.DeleteCheckpoint); lsm.CopyCheckpoint makes a database of it
+// elsewhere.
+func (db *DB) Snapshot(ctx context.Context, name string, withHead bool) (lsm.CheckpointInfo, error) {
+	if db.w == nil {
+		return lsm.CheckpointInfo{}, ErrReadOnly
+	}
+	if db.isClosed() {
+		return lsm.CheckpointInfo{}, ErrClosed
+	}
+	if err := lsm.ValidCheckpointName(name); err != nil {
+		return lsm.CheckpointInfo{}, err
+	}
+	if withHead {
+		if err := db.flushHead(ctx, closeNone); err != nil {
+			return lsm.CheckpointInfo{}, fmt.Errorf("snapshot %s: write the head out: %w", name, err)
+		}
+	}
+	return db.w.Checkpoint(ctx, name)
+}
