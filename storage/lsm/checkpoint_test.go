@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -199,4 +200,30 @@ func countObjects(t *testing.T, b objstore.Bucket, prefix string) int {
 		t.Fatal(err)
 	}
 	return len(page.Objects)
+}
+
+// TestCheckpointUnreadableStopsGC puts a damaged checkpoint in the store:
+// garbage collection deletes nothing and names it, rather than free tables
+// it might keep, and goes on once it is deleted.
+func TestCheckpointUnreadableStopsGC(t *testing.T) {
+	ctx := context.Background()
+	opts := testOptions()
+	opts.GCGracePeriod, opts.WALGCGracePeriod = 0, 0
+	db, b := openMemDB(t, opts, Components{})
+	if _, err := objstore.PutBytes(ctx, b, "db/checkpoints/bad.manifest", []byte("not a manifest"), objstore.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := db.CollectGarbage(ctx)
+	if err == nil || !strings.Contains(err.Error(), "checkpoints/bad.manifest") || n != 0 {
+		t.Fatalf("collection with a damaged checkpoint: %d deleted, %v", n, err)
+	}
+	if _, err := ListCheckpoints(ctx, b, "db"); err == nil {
+		t.Fatal("ListCheckpoints took a damaged checkpoint")
+	}
+	if err := DeleteCheckpoint(ctx, b, "db", "bad"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.CollectGarbage(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
