@@ -73,7 +73,8 @@ func TestParseFlags(t *testing.T) {
 	if cfg, err := parseFlags([]string{"--storage.compaction.size-ratio=1.5"}); err != nil || cfg.sizeRatio != 1.5 {
 		t.Fatalf("--storage.compaction.size-ratio=1.5: %v, %v", cfg, err)
 	}
-	for _, bad := range [][]string{{"--mode=primary"}, {"--storage.wal=maybe"}, {"--cache.disk-size=big"}, {"--storage.compaction.size-ratio=x"}, {"--storage.compaction.size-ratio=0"}, {"--storage.compaction.size-ratio=NaN"}} {
+	for _, bad := range [][]string{{"--mode=primary"}, {"--storage.wal=maybe"}, {"--cache.disk-size=big"}, {"--storage.compaction.size-ratio=x"}, {"--storage.compaction.size-ratio=0"}, {"--storage.compaction.size-ratio=NaN"},
+		{"--storage.reader.snapshot=s1"}, {"--mode=reader", "--storage.reader.snapshot=../s1"}} {
 		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("parseFlags(%v) accepted bad input", bad)
 		}

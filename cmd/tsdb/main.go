@@ -55,6 +55,7 @@ type config struct {
 	headFlushInterval time.Duration
 	headFlushSamples  int64
 	readerPoll        time.Duration
+	readerSnapshot    string
 	takeOver          bool
 
 	cacheMemory    kingpinBytes
@@ -153,6 +154,8 @@ func parseFlags(args []string) (*config, error) {
 		Default("false").BoolVar(&cfg.takeOver)
 	app.Flag("storage.reader.poll-interval", "In reader mode, how often to look for the writer's new data.").
 		Default("5s").DurationVar(&cfg.readerPoll)
+	app.Flag("storage.reader.snapshot", "In reader mode, serve this snapshot (tsdb snapshot list) instead of following the writer: the data as it was when the snapshot was taken.").
+		Default("").StringVar(&cfg.readerSnapshot)
 
 	app.Flag("cache.memory-size", "RAM block cache budget (e.g. 512MiB). Default: 512MiB, or an eighth of --memory.limit when that is less.").
 		Default("512MiB").IsSetByUser(&cfg.cacheMemorySet).SetValue(&cfg.cacheMemory)
@@ -208,6 +211,14 @@ func parseFlags(args []string) (*config, error) {
 		return nil, err
 	}
 	cfg.features = parseFeatures(cfg.featureList)
+	if cfg.readerSnapshot != "" {
+		if cfg.mode != "reader" {
+			return nil, errors.New("--storage.reader.snapshot needs --mode=reader")
+		}
+		if err := lsm.ValidCheckpointName(cfg.readerSnapshot); err != nil {
+			return nil, fmt.Errorf("--storage.reader.snapshot: %w", err)
+		}
+	}
 	if !(cfg.sizeRatio > 0) {
 		return nil, fmt.Errorf("--storage.compaction.size-ratio must be positive, got %v", cfg.sizeRatio)
 	}

@@ -169,6 +169,7 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 	if cfg.mode == "reader" {
 		ropts := lsm.DefaultReaderOptions()
 		ropts.PollInterval = cfg.readerPoll
+		ropts.Checkpoint = cfg.readerSnapshot
 		opened, err = openReader(ctx, bucket, prefix, sopts, ropts, blockCache, comps)
 	} else {
 		lopts := lsm.DefaultOptions()
@@ -542,6 +543,8 @@ func flagMap(cfg *config) map[string]string {
 		"storage.compaction.size-ratio": fmt.Sprint(cfg.sizeRatio),
 		"storage.wal.min-interval":      cfg.walMinInterval.String(),
 		"storage.take-over":             fmt.Sprint(cfg.takeOver),
+		"storage.reader.poll-interval":  cfg.readerPoll.String(),
+		"storage.reader.snapshot":       cfg.readerSnapshot,
 		"storage.write-timeout":         cfg.writeTimeout.String(),
 		"storage.retention.time":        cfg.retention.String(),
 		"storage.out-of-order-window":   cfg.oooWindow.String(),

@@ -18,7 +18,8 @@ import (
 // writer on an S3-compatible store, changes the data after it (a delete, a
 // new series), copies the snapshot to a local folder with tsdb snapshot
 // copy and starts a server there: every sample acknowledged before the
-// snapshot is served, nothing after it. Then the snapshot is deleted.
+// snapshot is served, nothing after it; so does a reader of the snapshot
+// in place. Then the snapshot is deleted.
 func TestSnapshotBackupRestore(t *testing.T) {
 	skipEndToEnd(t)
 	t.Parallel()
@@ -69,6 +70,16 @@ func TestSnapshotBackupRestore(t *testing.T) {
 		"time": {strconv.FormatFloat(float64(base+1000)/1000, 'f', 3, 64)}}, &v)
 	if len(v) != 0 {
 		t.Fatalf("a sample written after the snapshot is in it: %v", v)
+	}
+	r.stop(t)
+
+	// A reader serves the snapshot in place, as it was.
+	r = startShale(t, "--objstore.config-file="+objstore, "--mode=reader", "--storage.reader.snapshot="+name)
+	checkLoad(t, r.url, acked, perWorker, base)
+	queryResult(t, r.url, "/api/v1/query", url.Values{"query": {"count_over_time(after_snapshot[1h])"},
+		"time": {strconv.FormatFloat(float64(base+1000)/1000, 'f', 3, 64)}}, &v)
+	if len(v) != 0 {
+		t.Fatalf("the reader of the snapshot serves a sample written after it: %v", v)
 	}
 	r.stop(t)
 
