@@ -176,16 +176,7 @@ func (s *store) checkpointTables(ctx context.Context, live map[string]bool) erro
 }
 
 func (s *store) readCheckpoint(ctx context.Context, name string) (*manifest, error) {
-	obj := s.paths.checkpoint(name)
-	data, err := s.get(ctx, obj)
-	if err != nil {
-		return nil, fmt.Errorf("read checkpoint %s: %w", obj, err)
-	}
-	m, err := decodeManifest(data)
-	if err != nil {
-		return nil, fmt.Errorf("read checkpoint %s: %w", obj, err)
-	}
-	return m, nil
+	return s.readManifestObject(ctx, "checkpoint", s.paths.checkpoint(name))
 }
 
 // standaloneStore is a store for the functions that work on a bucket

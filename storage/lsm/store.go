@@ -252,14 +252,19 @@ func (s *store) newestManifestID(ctx context.Context, after uint64) (uint64, err
 }
 
 func (s *store) readManifest(ctx context.Context, id uint64) (*manifest, error) {
-	name := s.paths.manifest(id)
+	return s.readManifestObject(ctx, "manifest", s.paths.manifest(id))
+}
+
+// readManifestObject reads and decodes the manifest stored as name (a
+// manifest version or a checkpoint: what, in errors).
+func (s *store) readManifestObject(ctx context.Context, what, name string) (*manifest, error) {
 	data, err := s.get(ctx, name)
 	if err != nil {
-		return nil, fmt.Errorf("read manifest %s: %w", name, err)
+		return nil, fmt.Errorf("read %s %s: %w", what, name, err)
 	}
 	m, err := decodeManifest(data)
 	if err != nil {
-		return nil, fmt.Errorf("manifest %s: %w", name, err)
+		return nil, fmt.Errorf("%s %s: %w", what, name, err)
 	}
 	return m, nil
 }
