@@ -1,6 +1,7 @@
 package promql
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strconv"
@@ -44,7 +45,7 @@ func FuzzQueryJSON(f *testing.F) {
 		for range r.IntN(2) {
 			infos = append(infos, randomString(r))
 		}
-		got, ok := appendQueryResponse(nil, &response{Status: "success", Data: d, Warnings: warnings, Infos: infos})
+		got, ok := appendResponse(nil, &response{Status: "success", Data: d, Warnings: warnings, Infos: infos})
 		require.True(t, ok)
 		require.Equal(t, string(upstreamJSON(t, d, warnings, infos)), string(got))
 		// The same encoders serve through json-iterator.
@@ -52,6 +53,48 @@ func FuzzQueryJSON(f *testing.F) {
 		require.NoError(t, err)
 		require.Equal(t, string(got), string(viaIter))
 	})
+}
+
+// FuzzSeriesJSON checks the series API's answer, random label sets with
+// warnings and infos, against the upstream codec.
+func FuzzSeriesJSON(f *testing.F) {
+	for seed := range uint64(32) {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, seed uint64) {
+		r := rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d))
+		sets := []labels.Labels{}
+		for range r.IntN(50) {
+			sets = append(sets, randomLabels(r))
+		}
+		var warnings, infos []string
+		for range r.IntN(3) {
+			warnings = append(warnings, randomString(r))
+		}
+		for range r.IntN(2) {
+			infos = append(infos, randomString(r))
+		}
+		resp := &response{Status: "success", Data: sets, Warnings: warnings, Infos: infos}
+		got, ok := appendResponse(nil, resp)
+		require.True(t, ok)
+		want, err := v1.JSONCodec{}.Encode(&v1.Response{Status: "success", Data: sets, Warnings: warnings, Infos: infos})
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(got))
+		viaIter, err := jsonAPI.Marshal(resp)
+		require.NoError(t, err)
+		require.Equal(t, string(got), string(viaIter))
+	})
+}
+
+// TestSeriesJSONSized checks that the series API's answer is sized up front:
+// one allocation from an empty buffer for label sets without escapes.
+func TestSeriesJSONSized(t *testing.T) {
+	sets := make([]labels.Labels, 5000)
+	for i := range sets {
+		sets[i] = labels.FromStrings("__name__", "node_cpu_seconds_total", "cpu", strconv.Itoa(i%64), "instance", fmt.Sprintf("host-%05d:9100", i/64), "mode", "idle")
+	}
+	resp := &response{Status: "success", Data: sets}
+	require.Equal(t, 1.0, testing.AllocsPerRun(3, func() { appendResponse(nil, resp) }))
 }
 
 var awkward = []string{"", "a", "job", "__name__", "<b>&", `"q"`, `back\slash`, "tab\there", "new\nline", "\x00\x01\x1f\x7f", "é€𝄞", "\xff\xfe", "\u2028\u2029", "le"}

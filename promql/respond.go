@@ -172,7 +172,7 @@ const maxPooledAnswer = 4 << 20
 // written.
 func encode(resp *response) ([]byte, func(), error) {
 	bp := answerBuffers.Get().(*[]byte)
-	if b, ok := appendQueryResponse((*bp)[:0], resp); ok {
+	if b, ok := appendResponse((*bp)[:0], resp); ok {
 		return b, func() {
 			if cap(b) <= maxPooledAnswer {
 				*bp = b
