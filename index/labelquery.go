@@ -155,6 +155,9 @@ func LabelValuesFor(ctx context.Context, r Reader, name string, ms ...*labels.Ma
 		}
 		return slices.Sorted(maps.Keys(seen)), nil
 	}
+	if vi, ok := r.(ValuesIntersecter); ok {
+		return vi.ValuesIntersecting(ctx, name, values, p)
+	}
 	for i, v := range values {
 		if i%checkContextEvery == 0 && ctx.Err() != nil {
 			return nil, ctx.Err()

@@ -429,6 +429,30 @@ func (ix *MemIndex) Postings(_ context.Context, name, value string) (*roaring.Bi
 	return roaring.New(), nil
 }
 
+// ValuesIntersecting implements ValuesIntersecter: the postings are read
+// in place, a few values per hold of the lock, not copied.
+func (ix *MemIndex) ValuesIntersecting(ctx context.Context, name string, values []string, p *roaring.Bitmap) ([]string, error) {
+	var out []string
+	for start := 0; start < len(values); start += checkContextEvery {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		ix.mu.RLock()
+		np := ix.postings[name]
+		if np == nil {
+			ix.mu.RUnlock()
+			return nil, nil
+		}
+		for _, v := range values[start:min(start+checkContextEvery, len(values))] {
+			if ps, ok := np.values[v]; ok && ps.intersects(p) {
+				out = append(out, v)
+			}
+		}
+		ix.mu.RUnlock()
+	}
+	return out, nil
+}
+
 // PostingsForValues implements MultiPostingsReader.
 func (ix *MemIndex) PostingsForValues(ctx context.Context, name string, values []string) (*roaring.Bitmap, error) {
 	if len(values) == 0 {
@@ -668,6 +692,17 @@ func (p posting) clone() *roaring.Bitmap {
 		return roaring.BitmapOf(p.one)
 	}
 	return p.bm.Clone()
+}
+
+// intersects reports whether the pair has a series in other. Roaring's
+// Intersects builds the intersection of run containers (an 8 KiB bitmap a
+// pair, most of a Grafana variable's query); AndCardinality counts it in
+// place.
+func (p posting) intersects(other *roaring.Bitmap) bool {
+	if p.bm == nil {
+		return other.Contains(p.one)
+	}
+	return p.bm.AndCardinality(other) > 0
 }
 
 func (p posting) card() uint64 {

@@ -553,3 +553,56 @@ func TestUnionStats(t *testing.T) {
 		}
 	}
 }
+
+// TestValuesIntersecting checks the head index's in-place intersection of a
+// label's postings with a selection against a brute-force one, for pairs of
+// one series, of a few and of many (run containers), and selections of
+// every shape.
+func TestValuesIntersecting(t *testing.T) {
+	ctx := context.Background()
+	ix := NewMemIndex()
+	sizes := map[string]int{"one": 1, "few": 64, "many": 320}
+	refsOf := map[string][]uint32{}
+	for v, n := range sizes {
+		for i := range n {
+			ref := ix.Add(labels.FromStrings("v", v, "i", strconv.Itoa(i)))
+			refsOf[v] = append(refsOf[v], ref)
+		}
+	}
+	values := []string{"few", "many", "missing", "one"}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for c := range 300 {
+		p := roaring.New()
+		for range rng.IntN(4) {
+			v := values[rng.IntN(3)]
+			if v == "missing" {
+				continue
+			}
+			refs := refsOf[v]
+			p.Add(refs[rng.IntN(len(refs))])
+		}
+		if c%10 == 0 {
+			p.AddRange(0, uint64(rng.IntN(600))) // runs
+			p.RunOptimize()
+		}
+		var want []string
+		for _, v := range values {
+			for _, ref := range refsOf[v] {
+				if p.Contains(ref) {
+					want = append(want, v)
+					break
+				}
+			}
+		}
+		got, err := ix.ValuesIntersecting(ctx, "v", values, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("case %d, selection %v: got %v, want %v", c, p.ToArray(), got, want)
+		}
+	}
+	if got, err := ix.ValuesIntersecting(ctx, "nolabel", values, roaring.BitmapOf(1)); err != nil || len(got) != 0 {
+		t.Fatalf("unknown label: %v %v", got, err)
+	}
+}

@@ -52,6 +52,13 @@ type Reader interface {
 	AllPostings(ctx context.Context) (*roaring.Bitmap, error)
 }
 
+// ValuesIntersecter is a Reader that finds, of values of the label name,
+// those whose postings intersect p (in the order of values) without copying
+// the postings. LabelValuesFor uses it when a reader offers it.
+type ValuesIntersecter interface {
+	ValuesIntersecting(ctx context.Context, name string, values []string, p *roaring.Bitmap) ([]string, error)
+}
+
 // SeriesReader is a Reader with a forward index. Select uses it to filter a
 // small candidate set instead of reading many postings lists, and
 // LabelNamesFor and LabelValuesFor use it to read the labels of selected

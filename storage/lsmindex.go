@@ -48,33 +48,54 @@ func (r *lsmIndex) AllPostings(ctx context.Context) (*roaring.Bitmap, error) {
 // ordered scan when they are many, point reads when they are few.
 func (r *lsmIndex) PostingsForValues(ctx context.Context, name string, values []string) (*roaring.Bitmap, error) {
 	out := roaring.New()
+	err := r.eachPostings(ctx, name, values, func(_ string, bm *roaring.Bitmap) { out.Or(bm) })
+	return out, err
+}
+
+// ValuesIntersecting implements index.ValuesIntersecter with the reads of
+// PostingsForValues: one scan of the label's postings for a Grafana
+// variable's hundreds of values, not a read each.
+func (r *lsmIndex) ValuesIntersecting(ctx context.Context, name string, values []string, p *roaring.Bitmap) ([]string, error) {
+	var out []string
+	err := r.eachPostings(ctx, name, values, func(v string, bm *roaring.Bitmap) {
+		if bm.AndCardinality(p) > 0 { // Intersects allocates for run containers
+			out = append(out, v)
+		}
+	})
+	return out, err
+}
+
+// eachPostings calls fn with the postings of each of values (sorted) of the
+// label name that the partition has, in order: point reads for a few
+// values, one ordered scan of the label's postings for many.
+func (r *lsmIndex) eachPostings(ctx context.Context, name string, values []string, fn func(value string, bm *roaring.Bitmap)) error {
 	if len(values) <= 8 {
 		for _, v := range values {
 			bm, err := r.Postings(ctx, name, v)
 			if err != nil {
-				return nil, err
+				return err
 			}
-			out.Or(bm)
+			fn(v, bm)
 		}
-		return out, nil
+		return nil
 	}
 	want := make(map[string]struct{}, len(values))
 	for _, v := range values {
 		want[v] = struct{}{}
 	}
 	pre := postingsNamePrefix(r.part, name)
-	err := r.db.scan(ctx, pre, prefixEnd(pre), func(k, v []byte) error {
-		if _, ok := want[string(k[len(pre):])]; !ok {
+	return r.db.scan(ctx, pre, prefixEnd(pre), func(k, v []byte) error {
+		value := k[len(pre):]
+		if _, ok := want[string(value)]; !ok {
 			return nil
 		}
 		bm, err := index.DecodePostings(v)
 		if err != nil {
-			return fmt.Errorf("postings %q of partition %d: %w", k[len(pre):], r.part, err)
+			return fmt.Errorf("postings %q of partition %d: %w", value, r.part, err)
 		}
-		out.Or(bm)
+		fn(string(value), bm)
 		return nil
 	})
-	return out, err
 }
 
 func (r *lsmIndex) bitmap(ctx context.Context, key []byte) (*roaring.Bitmap, error) {
@@ -103,4 +124,5 @@ func (r *lsmIndex) Series(ctx context.Context, ref uint32, builder *labels.Scrat
 var (
 	_ index.SeriesReader        = (*lsmIndex)(nil)
 	_ index.MultiPostingsReader = (*lsmIndex)(nil)
+	_ index.ValuesIntersecter   = (*lsmIndex)(nil)
 )
