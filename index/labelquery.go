@@ -25,6 +25,9 @@ func LabelNamesFor(ctx context.Context, r Reader, postings *roaring.Bitmap) ([]s
 		return nil, fmt.Errorf("read label names: %w", err)
 	}
 	var out []string
+	if ni, ok := r.(NamesIntersecter); ok {
+		return ni.NamesIntersecting(ctx, names, postings)
+	}
 	if lr, ok := r.(LabelPostingsReader); ok {
 		for _, name := range names {
 			if err := ctx.Err(); err != nil {
@@ -34,7 +37,7 @@ func LabelNamesFor(ctx context.Context, r Reader, postings *roaring.Bitmap) ([]s
 			if err != nil {
 				return nil, fmt.Errorf("read postings of label %q: %w", name, err)
 			}
-			if orEmpty(lp).Intersects(postings) {
+			if intersects(orEmpty(lp), postings) {
 				out = append(out, name)
 			}
 		}
@@ -81,7 +84,7 @@ func anyIntersects(ctx context.Context, r Reader, name string, values []string, 
 		if err != nil {
 			return false, fmt.Errorf("read postings of %s=%q: %w", name, v, err)
 		}
-		if orEmpty(bm).Intersects(postings) {
+		if intersects(orEmpty(bm), postings) {
 			return true, nil
 		}
 	}
@@ -166,7 +169,7 @@ func LabelValuesFor(ctx context.Context, r Reader, name string, ms ...*labels.Ma
 		if err != nil {
 			return nil, fmt.Errorf("read postings of %s=%q: %w", name, v, err)
 		}
-		if orEmpty(bm).Intersects(p) {
+		if intersects(orEmpty(bm), p) {
 			out = append(out, v)
 		}
 	}

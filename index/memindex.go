@@ -453,6 +453,23 @@ func (ix *MemIndex) ValuesIntersecting(ctx context.Context, name string, values 
 	return out, nil
 }
 
+// NamesIntersecting implements NamesIntersecter: each label's postings
+// are read in place, not copied.
+func (ix *MemIndex) NamesIntersecting(ctx context.Context, names []string, p *roaring.Bitmap) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var out []string
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	for _, name := range names {
+		if np := ix.postings[name]; np != nil && intersects(&np.all.Bitmap, p) {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
+
 // PostingsForValues implements MultiPostingsReader.
 func (ix *MemIndex) PostingsForValues(ctx context.Context, name string, values []string) (*roaring.Bitmap, error) {
 	if len(values) == 0 {
@@ -694,15 +711,12 @@ func (p posting) clone() *roaring.Bitmap {
 	return p.bm.Clone()
 }
 
-// intersects reports whether the pair has a series in other. Roaring's
-// Intersects builds the intersection of run containers (an 8 KiB bitmap a
-// pair, most of a Grafana variable's query); AndCardinality counts it in
-// place.
+// intersects reports whether the pair has a series in other.
 func (p posting) intersects(other *roaring.Bitmap) bool {
 	if p.bm == nil {
 		return other.Contains(p.one)
 	}
-	return p.bm.AndCardinality(other) > 0
+	return intersects(&p.bm.Bitmap, other)
 }
 
 func (p posting) card() uint64 {
