@@ -227,3 +227,50 @@ func TestCheckpointUnreadableStopsGC(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCheckpointUnderFaults takes checkpoints and copies them with a fifth
+// of the store's requests failing, before or after they take effect (a
+// put that lands but answers an error): every checkpoint is written once
+// and every copy opens as the database it was, without an error surfacing
+// from the retries.
+func TestCheckpointUnderFaults(t *testing.T) {
+	ctx := context.Background()
+	mem := objstore.NewMemoryBucket()
+	fb := newFaultBucket(mem, 11)
+	opts := testOptions()
+	db := openDB(t, fb, opts, Components{})
+	defer db.Close()
+	fb.setFailProb(0.2)
+	for round := range 4 {
+		for i := range 50 {
+			if err := db.Put(ctx, roundKey(i), fmt.Appendf(nil, "r%d-%d", round, i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		name := fmt.Sprintf("c%d", round)
+		if _, err := db.Checkpoint(ctx, name); err != nil {
+			t.Fatalf("checkpoint %s: %v", name, err)
+		}
+		dst := newFaultBucket(objstore.NewMemoryBucket(), uint64(round))
+		dst.setFailProb(0.2)
+		if _, err := CopyCheckpoint(ctx, fb, "db", name, dst, "db", nil); err != nil {
+			t.Fatalf("copy %s: %v", name, err)
+		}
+		dst.setFailProb(0)
+		r, err := OpenReader(ctx, dst, "db", ReaderOptions{RetryBackoff: time.Millisecond}, Components{Merge: concatMerge})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 50 {
+			if v, ok := mustGet(t, r, string(roundKey(i))); !ok || v != fmt.Sprintf("r%d-%d", round, i) {
+				t.Fatalf("copy of %s: key %d = %q %v", name, i, v, ok)
+			}
+		}
+		r.Close()
+	}
+	fb.setFailProb(0)
+	list, err := ListCheckpoints(ctx, fb, "db")
+	if err != nil || len(list) != 4 {
+		t.Fatalf("checkpoints %+v, %v", list, err)
+	}
+}
