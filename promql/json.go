@@ -73,11 +73,7 @@ func appendResponse(dst []byte, resp *response) ([]byte, bool) {
 		}
 		// Sized up front: 200,000 series are 21 MB of JSON, which grown
 		// by appending was most of the answer's CPU.
-		size := 64
-		for _, ls := range d {
-			size += int(ls.ByteSize()) + 6*ls.Len() + 3
-		}
-		dst = slices.Grow(dst, size)
+		dst = slices.Grow(dst, seriesJSONSize(d))
 		dst = jsonenc.AppendList(append(dst, `{"status":"success","data":`...), d, jsonenc.AppendLabels)
 	default:
 		return dst, false
@@ -96,6 +92,17 @@ func appendResponse(dst []byte, resp *response) ([]byte, bool) {
 		dst = append(append(dst, f.name...), b...)
 	}
 	return append(dst, '}'), true
+}
+
+// seriesJSONSize is the size of the series answer of sets, exact but for
+// escapes: each label's bytes and length prefixes, quotes, colon and comma,
+// each set's braces and comma, and the envelope.
+func seriesJSONSize(sets []labels.Labels) int {
+	size := 64
+	for _, ls := range sets {
+		size += int(ls.ByteSize()) + 6*ls.Len() + 3
+	}
+	return size
 }
 
 func appendVector(dst []byte, v upstream.Vector) []byte {
