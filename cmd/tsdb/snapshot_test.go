@@ -18,8 +18,8 @@ import (
 // writer on an S3-compatible store, changes the data after it (a delete, a
 // new series), copies the snapshot to a local folder with tsdb snapshot
 // copy and starts a server there: every sample acknowledged before the
-// snapshot is served, nothing after it; so does a reader of the snapshot
-// in place. Then the snapshot is deleted.
+// snapshot is served, nothing after it; so do a copy into another bucket
+// and a reader of the snapshot in place. Then the snapshot is deleted.
 func TestSnapshotBackupRestore(t *testing.T) {
 	skipEndToEnd(t)
 	t.Parallel()
@@ -71,6 +71,13 @@ func TestSnapshotBackupRestore(t *testing.T) {
 	if len(v) != 0 {
 		t.Fatalf("a sample written after the snapshot is in it: %v", v)
 	}
+	r.stop(t)
+
+	// The same copied into another bucket of the store: a restore on S3.
+	other := s3ConfigFile(t, "", "restored")
+	snapshotCLI(t, "--objstore.config-file="+objstore, "copy", name, "--to.objstore.config-file="+other)
+	r = startShale(t, "--objstore.config-file="+other)
+	checkLoad(t, r.url, acked, perWorker, base)
 	r.stop(t)
 
 	// A reader serves the snapshot in place, as it was.
