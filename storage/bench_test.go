@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -450,4 +452,42 @@ func benchFlush(b *testing.B, nSeries int) {
 	}
 	b.ReportMetric(float64(wall.Milliseconds())/float64(flushes), "ms/flush")
 	b.ReportMetric(float64(cpu.Milliseconds())/float64(flushes), "cpu-ms/flush")
+}
+
+// BenchmarkSortByLabels sorts series selected in no order by labels, as the
+// series API asks: through the pointers (compare) and as sortByLabels does.
+//
+//	go test -run '^$' -bench BenchmarkSortByLabels ./storage/
+func BenchmarkSortByLabels(b *testing.B) {
+	for _, n := range []int{2000, 20_000, 200_000} {
+		rng := rand.New(rand.NewPCG(1, 2))
+		var sl slab[qSeries]
+		all := make([]*qSeries, n)
+		for i := range all {
+			s := sl.next()
+			s.lset = labels.FromStrings("__name__", fmt.Sprintf("node_metric_%d", i%40), "instance", fmt.Sprintf("host-%05d-a:9100", rng.IntN(5000)),
+				"job", "node", "mode", []string{"idle", "user", "system"}[i%3], "i", strconv.Itoa(i))
+			all[i] = s
+		}
+		perm := rng.Perm(n)
+		work := make([]*qSeries, n)
+		for _, sorter := range []struct {
+			name string
+			sort func([]*qSeries)
+		}{
+			{"compare", func(ss []*qSeries) {
+				slices.SortFunc(ss, func(a, b *qSeries) int { return labels.Compare(a.lset, b.lset) })
+			}},
+			{"sortByLabels", sortByLabels},
+		} {
+			b.Run(fmt.Sprintf("series=%d/%s", n, sorter.name), func(b *testing.B) {
+				for b.Loop() {
+					for i, p := range perm {
+						work[i] = all[p]
+					}
+					sorter.sort(work)
+				}
+			})
+		}
+	}
 }

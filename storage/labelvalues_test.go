@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
+	promstorage "github.com/prometheus/prometheus/storage"
 )
 
 // TestLabelValuesWithMatchers asks a label's values among the series that
@@ -71,4 +72,61 @@ func TestLabelValuesWithMatchers(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("written out")
+}
+
+// TestSeriesAPIListsSeriesWithSamplesInRange asks the series API's select
+// (hints.Func "series") of a writer's head for ranges before, across and
+// after the end of a series that stopped: as Prometheus, a series whose
+// newest sample is older than the range is not listed, in the head and once
+// retired after a write-out.
+func TestSeriesAPIListsSeriesWithSamplesInRange(t *testing.T) {
+	ctx := context.Background()
+	db, _ := openMemDB(t, DefaultOptions())
+	base := time.Now().Add(-time.Hour).Truncate(time.Minute).UnixMilli()
+	stopped := labels.FromStrings("__name__", "up", "job", "stopped")
+	running := labels.FromStrings("__name__", "up", "job", "running")
+	for i := range int64(20) {
+		appendFloats(t, db, running, tsample{base + i*60_000, 1})
+		if i < 10 {
+			appendFloats(t, db, stopped, tsample{base + i*60_000, 1})
+		}
+	}
+	list := func(mint, maxt int64) []string {
+		t.Helper()
+		q, err := db.Querier(mint, maxt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close()
+		ss := q.Select(ctx, true, &promstorage.SelectHints{Start: mint, End: maxt, Func: "series"},
+			labels.MustNewMatcher(labels.MatchEqual, "__name__", "up"))
+		var jobs []string
+		for ss.Next() {
+			jobs = append(jobs, ss.At().Labels().Get("job"))
+		}
+		if err := ss.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return jobs
+	}
+	check := func(where string) {
+		t.Helper()
+		for _, c := range []struct {
+			mint, maxt int64
+			want       []string
+		}{
+			{base, base + 20*60_000, []string{"running", "stopped"}},
+			{base + 9*60_000, base + 20*60_000, []string{"running", "stopped"}}, // its last sample is at the start
+			{base + 9*60_000 + 1, base + 20*60_000, []string{"running"}},
+		} {
+			if got := list(c.mint, c.maxt); !slices.Equal(got, c.want) {
+				t.Fatalf("%s: series in [%d, %d] of the data: %v, want %v", where, (c.mint-base)/60_000, (c.maxt-base)/60_000, got, c.want)
+			}
+		}
+	}
+	check("head")
+	if err := db.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("after a write-out")
 }

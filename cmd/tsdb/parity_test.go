@@ -490,6 +490,13 @@ remote_write:
 				"step": {strconv.FormatFloat(r.step, 'f', -1, 64)}}})
 		}
 	}
+	// The series API lists a series only with samples in the range: the
+	// ended series (scrapes 10 to 25, then a stale marker) in a range that
+	// holds its end and in one after it.
+	for _, start := range []float64{-40, -10, -3} {
+		reqs = append(reqs, request{"/api/v1/series", url.Values{"match[]": {"demo_flap", `{__name__=~"demo_.*",kind!=""}`},
+			"start": {strconv.FormatFloat(at+start, 'f', 3, 64)}, "end": {strconv.FormatFloat(at, 'f', 3, 64)}}})
+	}
 	for _, m := range []string{"demo_requests_total", `demo_requests_total{path="/b"}`, "demo_temperature"} {
 		reqs = append(reqs, request{"/api/v1/query_exemplars", url.Values{"query": {m},
 			"start": {strconv.FormatFloat(at-40, 'f', 3, 64)}, "end": {strconv.FormatFloat(at, 'f', 3, 64)}}})
