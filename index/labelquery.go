@@ -37,7 +37,7 @@ func LabelNamesFor(ctx context.Context, r Reader, postings *roaring.Bitmap) ([]s
 			if err != nil {
 				return nil, fmt.Errorf("read postings of label %q: %w", name, err)
 			}
-			if intersects(orEmpty(lp), postings) {
+			if Intersects(orEmpty(lp), postings) {
 				out = append(out, name)
 			}
 		}
@@ -84,7 +84,7 @@ func anyIntersects(ctx context.Context, r Reader, name string, values []string, 
 		if err != nil {
 			return false, fmt.Errorf("read postings of %s=%q: %w", name, v, err)
 		}
-		if intersects(orEmpty(bm), postings) {
+		if Intersects(orEmpty(bm), postings) {
 			return true, nil
 		}
 	}
@@ -169,7 +169,7 @@ func LabelValuesFor(ctx context.Context, r Reader, name string, ms ...*labels.Ma
 		if err != nil {
 			return nil, fmt.Errorf("read postings of %s=%q: %w", name, v, err)
 		}
-		if intersects(orEmpty(bm), p) {
+		if Intersects(orEmpty(bm), p) {
 			out = append(out, v)
 		}
 	}

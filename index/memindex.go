@@ -463,7 +463,7 @@ func (ix *MemIndex) NamesIntersecting(ctx context.Context, names []string, p *ro
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	for _, name := range names {
-		if np := ix.postings[name]; np != nil && intersects(&np.all.Bitmap, p) {
+		if np := ix.postings[name]; np != nil && Intersects(&np.all.Bitmap, p) {
 			out = append(out, name)
 		}
 	}
@@ -716,7 +716,7 @@ func (p posting) intersects(other *roaring.Bitmap) bool {
 	if p.bm == nil {
 		return other.Contains(p.one)
 	}
-	return intersects(&p.bm.Bitmap, other)
+	return Intersects(&p.bm.Bitmap, other)
 }
 
 func (p posting) card() uint64 {

@@ -66,12 +66,12 @@ type NamesIntersecter interface {
 	NamesIntersecting(ctx context.Context, names []string, p *roaring.Bitmap) ([]string, error)
 }
 
-// intersects reports whether a and b share a ref. Roaring's Intersects
+// Intersects reports whether a and b share a ref. Roaring's own Intersects
 // builds the intersection of run containers (an 8 KiB bitmap for each pair
 // of containers), and postings of series created together are runs;
 // AndCardinality counts it in place. A bitmap has one container per 65,536
 // refs, so counting all of them costs little more than stopping early.
-func intersects(a, b *roaring.Bitmap) bool { return a.AndCardinality(b) > 0 }
+func Intersects(a, b *roaring.Bitmap) bool { return a.AndCardinality(b) > 0 }
 
 // SeriesReader is a Reader with a forward index. Select uses it to filter a
 // small candidate set instead of reading many postings lists, and

@@ -58,7 +58,7 @@ func (r *lsmIndex) PostingsForValues(ctx context.Context, name string, values []
 func (r *lsmIndex) ValuesIntersecting(ctx context.Context, name string, values []string, p *roaring.Bitmap) ([]string, error) {
 	var out []string
 	err := r.eachPostings(ctx, name, values, func(v string, bm *roaring.Bitmap) {
-		if bm.AndCardinality(p) > 0 { // Intersects allocates for run containers
+		if index.Intersects(bm, p) {
 			out = append(out, v)
 		}
 	})

@@ -265,41 +265,33 @@ func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples, s
 				}
 				seg := segs.next()
 				seg.part, seg.ref, seg.head = pv.start, ref, s
-				if withSamples {
-					if s == nil {
-						// Retired: everything it holds is in the LSM.
-						if skipEnded && retiredNewest < mint {
-							continue
-						}
-					} else {
-						// The head's blocks are taken before the LSM is
-						// read, so a flush in between shows samples twice
-						// (merged away) but never loses them.
-						s.lock()
-						if skipEnded && pv.head.newestLocked(s) < mint {
-							s.unlock()
-							continue
-						}
-						var err error
-						buf, err = s.querySourcesLocked(buf[:0])
+				if s == nil {
+					// Retired: everything it holds is in the LSM.
+					if skipEnded && retiredNewest < mint {
+						continue
+					}
+				} else if skipEnded || withSamples {
+					// The head's blocks are taken before the LSM is read,
+					// so a flush in between shows samples twice (merged
+					// away) but never loses them.
+					s.lock()
+					if skipEnded && pv.head.newestLocked(s) < mint {
 						s.unlock()
-						if err != nil {
+						continue
+					}
+					if withSamples {
+						var err error
+						if buf, err = s.querySourcesLocked(buf[:0]); err != nil {
+							s.unlock()
 							return nil, err
 						}
 						seg.srcs = srcs.slice(len(buf))
 						copy(seg.srcs, buf)
 					}
+					s.unlock()
+				}
+				if withSamples {
 					fetch = append(fetch, seg)
-				} else if skipEnded {
-					newest := retiredNewest
-					if s != nil {
-						s.lock()
-						newest = pv.head.newestLocked(s)
-						s.unlock()
-					}
-					if newest < mint {
-						continue
-					}
 				}
 				ps.lsets = append(ps.lsets, pv.head.labelsOf(ref, &lb))
 				ps.segs = append(ps.segs, seg)

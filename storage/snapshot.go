@@ -21,11 +21,12 @@ func (db *DB) Snapshot(ctx context.Context, name string, withHead bool) (lsm.Che
 	if db.isClosed() {
 		return lsm.CheckpointInfo{}, ErrClosed
 	}
+	// A bad name is refused before the head is written out for nothing.
 	if err := lsm.ValidCheckpointName(name); err != nil {
 		return lsm.CheckpointInfo{}, err
 	}
 	if withHead {
-		if err := db.flushHead(ctx, closeNone); err != nil {
+		if err := db.Flush(ctx); err != nil {
 			return lsm.CheckpointInfo{}, fmt.Errorf("snapshot %s: write the head out: %w", name, err)
 		}
 	}

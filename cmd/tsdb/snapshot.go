@@ -18,7 +18,6 @@ import (
 	"github.com/shaledb/shale/promql"
 	"github.com/shaledb/shale/storage"
 	"github.com/shaledb/shale/storage/lsm"
-	"github.com/shaledb/shale/storage/objstore"
 )
 
 // snapshotCommand is the first argument that makes tsdb manage snapshots.
@@ -92,7 +91,7 @@ func runSnapshot(ctx context.Context, cfg *snapshotConfig, stdout io.Writer) err
 	}
 	defer src.bucket.Close()
 	missing := func(err error) error {
-		if objstore.IsNotFound(err) {
+		if errors.Is(err, lsm.ErrNoCheckpoint) {
 			return fmt.Errorf("%s has no snapshot named %q (tsdb snapshot list)", src.where, cfg.name)
 		}
 		return err

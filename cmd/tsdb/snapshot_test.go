@@ -94,6 +94,10 @@ func TestSnapshotBackupRestore(t *testing.T) {
 	if out := snapshotCLI(t, "--objstore.config-file="+objstore, "list"); strings.Contains(out, name) {
 		t.Fatalf("deleted snapshot still listed:\n%s", out)
 	}
+	out, err := exec.Command(tsdbBinary, "snapshot", "--objstore.config-file="+objstore, "copy", name, "--to.storage.path="+t.TempDir()).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "has no snapshot named "+strconv.Quote(name)) {
+		t.Fatalf("copy of a deleted snapshot: %v\n%s", err, out)
+	}
 	w.stop(t)
 }
 

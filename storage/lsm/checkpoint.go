@@ -25,6 +25,10 @@ import (
 // ErrCheckpointExists is returned when a checkpoint of that name exists.
 var ErrCheckpointExists = errors.New("checkpoint exists")
 
+// ErrNoCheckpoint is returned when there is no checkpoint of the name
+// asked for. It wraps objstore.ErrNotFound.
+var ErrNoCheckpoint = fmt.Errorf("no such checkpoint: %w", objstore.ErrNotFound)
+
 // ErrDestinationNotEmpty is returned by CopyCheckpoint when the destination
 // already holds a database.
 var ErrDestinationNotEmpty = errors.New("destination holds a database already")
@@ -176,7 +180,11 @@ func (s *store) checkpointTables(ctx context.Context, live map[string]bool) erro
 }
 
 func (s *store) readCheckpoint(ctx context.Context, name string) (*manifest, error) {
-	return s.readManifestObject(ctx, "checkpoint", s.paths.checkpoint(name))
+	m, err := s.readManifestObject(ctx, "checkpoint", s.paths.checkpoint(name))
+	if objstore.IsNotFound(err) {
+		return nil, fmt.Errorf("checkpoint %s: %w", name, ErrNoCheckpoint)
+	}
+	return m, err
 }
 
 // standaloneStore is a store for the functions that work on a bucket
@@ -210,7 +218,9 @@ func DeleteCheckpoint(ctx context.Context, bucket objstore.Bucket, prefix, name 
 	}
 	s := standaloneStore(bucket, prefix, nil)
 	obj := s.paths.checkpoint(name)
-	if _, err := s.attributes(ctx, obj); err != nil {
+	if _, err := s.attributes(ctx, obj); objstore.IsNotFound(err) {
+		return fmt.Errorf("checkpoint %s: %w", name, ErrNoCheckpoint)
+	} else if err != nil {
 		return fmt.Errorf("checkpoint %s: %w", name, err)
 	}
 	if err := s.retry(ctx, "delete "+obj, true, func() error { return bucket.Delete(ctx, obj) }); err != nil {

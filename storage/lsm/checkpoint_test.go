@@ -122,8 +122,8 @@ func TestCheckpointKeepsItsTables(t *testing.T) {
 	if err := DeleteCheckpoint(ctx, b, "db", "before"); err != nil {
 		t.Fatal(err)
 	}
-	if err := DeleteCheckpoint(ctx, b, "db", "before"); !errors.Is(err, objstore.ErrNotFound) {
-		t.Fatalf("deleting a missing checkpoint: %v, want ErrNotFound", err)
+	if err := DeleteCheckpoint(ctx, b, "db", "before"); !errors.Is(err, ErrNoCheckpoint) || !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("deleting a missing checkpoint: %v, want ErrNoCheckpoint", err)
 	}
 	if _, err := db.CollectGarbage(ctx); err != nil {
 		t.Fatal(err)
@@ -168,8 +168,8 @@ func TestCheckpointCopy(t *testing.T) {
 	if _, err := CopyCheckpoint(ctx, b, "db", "c1", dst, "copy", nil); !errors.Is(err, ErrDestinationNotEmpty) {
 		t.Fatalf("copy over a database: %v, want ErrDestinationNotEmpty", err)
 	}
-	if _, err := CopyCheckpoint(ctx, b, "db", "nosuch", dst, "other", nil); !errors.Is(err, objstore.ErrNotFound) {
-		t.Fatalf("copy of a missing checkpoint: %v, want ErrNotFound", err)
+	if _, err := CopyCheckpoint(ctx, b, "db", "nosuch", dst, "other", nil); !errors.Is(err, ErrNoCheckpoint) {
+		t.Fatalf("copy of a missing checkpoint: %v, want ErrNoCheckpoint", err)
 	}
 
 	w, err := Open(ctx, dst, "copy", opts, Components{Merge: concatMerge})

@@ -13,10 +13,9 @@ const gcParallel = 16
 
 // CollectGarbage deletes objects that the latest manifest no longer needs
 // and that are older than Options.GCGracePeriod: tables neither a manifest
-// nor a checkpoint references, WAL objects at or below both the replay position and the log
-// position (TruncateLog), and manifests
-// older than the newest Options.ManifestsToKeep. It returns how many objects
-// it deleted.
+// nor a checkpoint references, WAL objects at or below both the replay
+// position and the log position (TruncateLog), and manifests older than the
+// newest Options.ManifestsToKeep. It returns how many objects it deleted.
 func (db *DB) CollectGarbage(ctx context.Context) (int, error) {
 	return db.collectGarbage(ctx, db.opts.GCGracePeriod, min(db.opts.GCGracePeriod, db.opts.WALGCGracePeriod))
 }
