@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
+	promstorage "github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 
@@ -373,13 +374,7 @@ func benchSelect(b *testing.B, n int, span time.Duration) {
 //
 //	go test -run '^$' -bench BenchmarkHeadStats -benchmem ./storage/
 func BenchmarkHeadStats(b *testing.B) {
-	n := 100_000
-	if s := os.Getenv("SHALE_BENCH_SERIES"); s != "" {
-		var err error
-		if n, err = strconv.Atoi(s); err != nil || n < 1 {
-			b.Fatalf("SHALE_BENCH_SERIES=%q: want a number >= 1", s)
-		}
-	}
+	n := benchSeries(b, 100_000, 1)
 	opts := DefaultOptions()
 	opts.PartitionDuration = time.Hour
 	db, _ := openMemDB(b, opts)
@@ -490,4 +485,69 @@ func BenchmarkSortByLabels(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkSeriesAPIClosed measures the series API's select over the last
+// hour of a written-out, closed partition of 100k series (SHALE_BENCH_SERIES
+// sets the count), half of which stopped in its first half hour: those are
+// left out by the partition's stored newest times.
+//
+//	go test -run '^$' -bench BenchmarkSeriesAPIClosed -benchmem ./storage/
+func BenchmarkSeriesAPIClosed(b *testing.B) {
+	n := benchSeries(b, 100_000, 1)
+	opts := DefaultOptions()
+	opts.Retention = 0
+	db := openTestDB(b, objstore.NewMemoryBucket(), opts)
+	defer db.Close()
+	lsets := make([]labels.Labels, n)
+	for i := range lsets {
+		lsets[i] = labels.FromStrings("__name__", "bench_metric", "instance", "host-"+strconv.Itoa(i), "job", "bench")
+	}
+	const minute = 60_000
+	for t := int64(0); t < 120*minute; t += 10 * minute {
+		app := db.Appender(context.Background())
+		for i, l := range lsets {
+			if i%2 == 1 && t >= 30*minute {
+				continue // stopped
+			}
+			if _, err := app.Append(0, l, t, 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := app.Commit(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := db.flushHead(context.Background(), closeAll); err != nil {
+		b.Fatal(err)
+	}
+	m := labels.MustNewMatcher(labels.MatchEqual, "__name__", "bench_metric")
+	mint, maxt := int64(60*minute), int64(120*minute)
+	listed := 0
+	for b.Loop() {
+		q, _ := db.Querier(mint, maxt)
+		ss := q.Select(context.Background(), true, &promstorage.SelectHints{Start: mint, End: maxt, Func: "series"}, m)
+		listed = 0
+		for ss.Next() {
+			listed++
+		}
+		if ss.Err() != nil {
+			b.Fatal(ss.Err())
+		}
+	}
+	b.ReportMetric(float64(listed), "series/op")
+}
+
+// benchSeries returns the series count of a benchmark: SHALE_BENCH_SERIES
+// if set (no fewer than least), def otherwise.
+func benchSeries(b *testing.B, def, least int) int {
+	s := os.Getenv("SHALE_BENCH_SERIES")
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < least {
+		b.Fatalf("SHALE_BENCH_SERIES=%q: want a number >= %d", s, least)
+	}
+	return n
 }

@@ -81,7 +81,7 @@ func TestLabelValuesWithMatchers(t *testing.T) {
 // retired after a write-out.
 func TestSeriesAPIListsSeriesWithSamplesInRange(t *testing.T) {
 	ctx := context.Background()
-	db, _ := openMemDB(t, DefaultOptions())
+	db, b := openMemDB(t, DefaultOptions())
 	base := time.Now().Add(-time.Hour).Truncate(time.Minute).UnixMilli()
 	stopped := labels.FromStrings("__name__", "up", "job", "stopped")
 	running := labels.FromStrings("__name__", "up", "job", "running")
@@ -91,7 +91,7 @@ func TestSeriesAPIListsSeriesWithSamplesInRange(t *testing.T) {
 			appendFloats(t, db, stopped, tsample{base + i*60_000, 1})
 		}
 	}
-	list := func(mint, maxt int64) []string {
+	list := func(db *DB, mint, maxt int64) []string {
 		t.Helper()
 		q, err := db.Querier(mint, maxt)
 		if err != nil {
@@ -109,7 +109,7 @@ func TestSeriesAPIListsSeriesWithSamplesInRange(t *testing.T) {
 		}
 		return jobs
 	}
-	check := func(where string) {
+	check := func(where string, db *DB) {
 		t.Helper()
 		for _, c := range []struct {
 			mint, maxt int64
@@ -119,14 +119,53 @@ func TestSeriesAPIListsSeriesWithSamplesInRange(t *testing.T) {
 			{base + 9*60_000, base + 20*60_000, []string{"running", "stopped"}}, // its last sample is at the start
 			{base + 9*60_000 + 1, base + 20*60_000, []string{"running"}},
 		} {
-			if got := list(c.mint, c.maxt); !slices.Equal(got, c.want) {
+			if got := list(db, c.mint, c.maxt); !slices.Equal(got, c.want) {
 				t.Fatalf("%s: series in [%d, %d] of the data: %v, want %v", where, (c.mint-base)/60_000, (c.maxt-base)/60_000, got, c.want)
 			}
 		}
 	}
-	check("head")
+	check("head", db)
 	if err := db.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	check("after a write-out")
+	check("after a write-out", db)
+	// A partition written out and closed is read from the LSM, where the
+	// partition's stored newest times tell the series that ended; by a
+	// writer and by a reader alike.
+	if err := db.flushHead(ctx, closeAll); err != nil {
+		t.Fatal(err)
+	}
+	check("closed", db)
+	r := openTestReader(t, b, DefaultOptions(), nil)
+	defer r.Close()
+	check("closed, on a reader", r)
+	db = reopen(t, db, b, DefaultOptions())
+	defer db.Close()
+	check("closed, after a restart", db)
+}
+
+// TestEndedSeriesEach checks which selected refs of a written-out partition
+// count as ended before a range, across several series-times chunks: known
+// and older than the range; not a series without a recorded time (0), nor
+// one whose chunk has no key.
+func TestEndedSeriesEach(t *testing.T) {
+	const part = 7_200_000
+	refs := []uint32{0, 5, 1023, 1024, 1030, 2050, 4100}
+	e := newEndedSeries(part, refs)
+	if want := []uint32{0, 1, 2, 4}; !slices.Equal(e.chunks, want) {
+		t.Fatalf("chunks %v, want %v", e.chunks, want)
+	}
+	at := func(newest int64) uint32 { return uint32(newest - part + 1) }
+	e.times[0] = make([]uint32, timesChunk)
+	e.times[0][0], e.times[0][5], e.times[0][1023] = at(part+100), 0, at(part+500)
+	e.times[1] = make([]uint32, 7) // the chunk's later series came after its last write
+	e.times[1][0] = at(part + 499)
+	// chunk 2 (ref 2050) has no key
+	e.times[3] = make([]uint32, 5)
+	e.times[3][4] = at(part)
+	var got []uint32
+	e.each(part+500, func(j int) { got = append(got, refs[j]) })
+	if want := []uint32{0, 1024, 4100}; !slices.Equal(got, want) {
+		t.Fatalf("ended before the range: refs %v, want %v", got, want)
+	}
 }

@@ -205,7 +205,8 @@ func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples, s
 	// time), nor listed by the series API: Prometheus lists only series
 	// with a chunk in the range, so one that stopped drops out of Grafana's
 	// label browser once it is older than the range, not when its partition
-	// closes.
+	// closes. In a written-out partition the series API goes by the
+	// partition's stored newest times (endedSeries).
 	skipEnded := !db.readOnly
 	sels := db.prefetchSelect(ctx, parts, ms)
 	sels = slices.Grow(sels, len(parts))[:len(parts)]
@@ -234,6 +235,7 @@ func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples, s
 		lsets []labels.Labels
 		segs  []*qSegment
 		found []bool
+		ended *endedSeries // the series API's, of a written-out partition
 	}
 	var (
 		per   = make([]partSeries, len(parts))
@@ -309,6 +311,12 @@ func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples, s
 			fetch = append(fetch, ps.segs...)
 		}
 		reads = append(reads, labelReads(pv.start, refs, ps.lsets, ps.found)...)
+		if !withSamples && mint > pv.start {
+			// The series API leaves out the series that ended before the
+			// range here too, by the newest times the partition stored.
+			ps.ended = newEndedSeries(pv.start, refs)
+			reads = append(reads, ps.ended.reads(uint64(db.partMs)+1)...)
+		}
 	}
 	// The labels and sample blocks of every partition in one round.
 	if withSamples {
@@ -316,6 +324,11 @@ func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples, s
 	}
 	if err := db.readRanges(ctx, reads); err != nil {
 		return nil, err
+	}
+	for _, ps := range per {
+		if ps.ended != nil {
+			ps.ended.each(mint, func(j int) { ps.found[j] = false })
+		}
 	}
 
 	// A series found in several partitions is one series of the result.

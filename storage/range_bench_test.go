@@ -5,7 +5,6 @@ package storage
 import (
 	"context"
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -39,14 +38,7 @@ import (
 //	SHALE_BENCH_SERIES=1000000 GOMEMLIMIT=14GiB go test -run '^$' -bench 'BenchmarkRangeCost/.*/.*/query=(instant_5m|range_2h)' -benchtime 3x -timeout 3h ./storage/
 //	benchstat -col /query range.txt
 func BenchmarkRangeCost(b *testing.B) {
-	n := 10_000
-	if s := os.Getenv("SHALE_BENCH_SERIES"); s != "" {
-		v, err := strconv.Atoi(s)
-		if err != nil || v < 10 {
-			b.Fatalf("SHALE_BENCH_SERIES=%q: want a number >= 10", s)
-		}
-		n = v
-	}
+	n := benchSeries(b, 10_000, 10)
 	db, newest := rangeCostDB(b, n)
 	eng := promql.NewEngine(promql.EngineOpts{MaxSamples: 1 << 40, Timeout: 10 * time.Minute, LookbackDelta: 5 * time.Minute})
 	// at=head asks at the newest sample, whose partition is in the head

@@ -112,3 +112,64 @@ func (db *DB) loadSeriesTimesLocked(ctx context.Context, p *headPart) error {
 	p.stored = stored
 	return nil
 }
+
+// endedSeries tells which selected series of a written-out partition ended
+// before a range: it reads the partition's series-times keys of the chunks
+// of the selected refs, in the same round as their labels.
+type endedSeries struct {
+	part   int64
+	refs   []uint32 // the partition's selected refs, ascending
+	chunks []uint32 // the distinct chunks of refs, ascending
+	times  [][]uint32
+}
+
+// newEndedSeries returns the endedSeries of refs (sorted, distinct) of the
+// written-out partition part.
+func newEndedSeries(part int64, refs []uint32) *endedSeries {
+	e := &endedSeries{part: part, refs: refs}
+	for _, ref := range refs {
+		if c := ref / timesChunk; len(e.chunks) == 0 || e.chunks[len(e.chunks)-1] != c {
+			e.chunks = append(e.chunks, c)
+		}
+	}
+	e.times = make([][]uint32, len(e.chunks))
+	return e
+}
+
+// reads returns the reads of the series-times keys of e's chunks; an entry
+// must be below limit (the partition's length plus one).
+func (e *endedSeries) reads(limit uint64) []rangeRead {
+	return rangeReads(e.part, subTimes, e.chunks, timesFreeGap, timesReadChunk, false, func() func(int, []byte) error {
+		return func(i int, v []byte) error {
+			t, err := decodeSeriesTimes(nil, v, limit)
+			if err != nil {
+				return fmt.Errorf("partition %d chunk %d: %w", e.part, e.chunks[i], err)
+			}
+			e.times[i] = t
+			return nil
+		}
+	})
+}
+
+// The series-times keys of a range read: neighbours a few chunks apart are
+// read in one scan (a key is a few KiB), at most timesReadChunk at a time.
+const (
+	timesFreeGap   = 4
+	timesReadChunk = 64
+)
+
+// each calls fn with the index in refs of every selected series whose newest
+// sample is known and older than mint. A series whose chunk has no key (a
+// partition written without them) or whose entry is 0 is kept.
+func (e *endedSeries) each(mint int64, fn func(j int)) {
+	c := 0
+	for j, ref := range e.refs {
+		for e.chunks[c] != ref/timesChunk {
+			c++
+		}
+		t := e.times[c]
+		if i := int(ref % timesChunk); i < len(t) && t[i] != 0 && e.part+int64(t[i])-1 < mint {
+			fn(j)
+		}
+	}
+}
