@@ -322,31 +322,9 @@ func BenchmarkSelect(b *testing.B) {
 }
 
 func benchSelect(b *testing.B, n int, span time.Duration) {
-	opts := DefaultOptions()
-	opts.Retention = 0
-	opts.OutOfOrderWindow = 0
-	db := openTestDB(b, objstore.NewMemoryBucket(), opts)
-	defer db.Close()
-	lsets := make([]labels.Labels, n)
-	for i := range lsets {
-		lsets[i] = labels.FromStrings("__name__", "bench_metric", "instance", "host-"+strconv.Itoa(i), "job", "bench")
-	}
-	const step = 30_000 // 30 s scrapes keep the set-up quick
 	end := span.Milliseconds()
-	for t := int64(0); t <= end; t += step {
-		app := db.Appender(context.Background())
-		for _, l := range lsets {
-			if _, err := app.Append(0, l, t, float64(t%1000)); err != nil {
-				b.Fatal(err)
-			}
-		}
-		if err := app.Commit(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if err := db.flushHead(context.Background(), closeAll); err != nil {
-		b.Fatal(err)
-	}
+	// 30 s scrapes keep the set-up quick.
+	db := closedBenchDB(b, n, end, 30_000, func(int, int64) bool { return true })
 	m := labels.MustNewMatcher(labels.MatchEqual, "__name__", "bench_metric")
 	samples := 0
 	for b.Loop() {
@@ -365,6 +343,39 @@ func benchSelect(b *testing.B, n int, span time.Duration) {
 		}
 	}
 	b.ReportMetric(float64(samples), "samples/op")
+}
+
+// closedBenchDB opens a DB on a memory bucket (closed when b ends) with n
+// series of bench_metric, each with a sample every step from 0 to last that
+// write keeps, written out into closed partitions.
+func closedBenchDB(b *testing.B, n int, last, step int64, write func(i int, t int64) bool) *DB {
+	opts := DefaultOptions()
+	opts.Retention = 0
+	opts.OutOfOrderWindow = 0
+	db := openTestDB(b, objstore.NewMemoryBucket(), opts)
+	b.Cleanup(func() { _ = db.Close() })
+	lsets := make([]labels.Labels, n)
+	for i := range lsets {
+		lsets[i] = labels.FromStrings("__name__", "bench_metric", "instance", "host-"+strconv.Itoa(i), "job", "bench")
+	}
+	for t := int64(0); t <= last; t += step {
+		app := db.Appender(context.Background())
+		for i, l := range lsets {
+			if !write(i, t) {
+				continue
+			}
+			if _, err := app.Append(0, l, t, float64(t%1000)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := app.Commit(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := db.flushHead(context.Background(), closeAll); err != nil {
+		b.Fatal(err)
+	}
+	return db
 }
 
 // BenchmarkHeadStats measures /api/v1/status/tsdb's statistics of a head
@@ -494,33 +505,10 @@ func BenchmarkSortByLabels(b *testing.B) {
 //
 //	go test -run '^$' -bench BenchmarkSeriesAPIClosed -benchmem ./storage/
 func BenchmarkSeriesAPIClosed(b *testing.B) {
-	n := benchSeries(b, 100_000, 1)
-	opts := DefaultOptions()
-	opts.Retention = 0
-	db := openTestDB(b, objstore.NewMemoryBucket(), opts)
-	defer db.Close()
-	lsets := make([]labels.Labels, n)
-	for i := range lsets {
-		lsets[i] = labels.FromStrings("__name__", "bench_metric", "instance", "host-"+strconv.Itoa(i), "job", "bench")
-	}
 	const minute = 60_000
-	for t := int64(0); t < 120*minute; t += 10 * minute {
-		app := db.Appender(context.Background())
-		for i, l := range lsets {
-			if i%2 == 1 && t >= 30*minute {
-				continue // stopped
-			}
-			if _, err := app.Append(0, l, t, 1); err != nil {
-				b.Fatal(err)
-			}
-		}
-		if err := app.Commit(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if err := db.flushHead(context.Background(), closeAll); err != nil {
-		b.Fatal(err)
-	}
+	db := closedBenchDB(b, benchSeries(b, 100_000, 1), 110*minute, 10*minute, func(i int, t int64) bool {
+		return i%2 == 0 || t < 30*minute // the odd ones stopped
+	})
 	m := labels.MustNewMatcher(labels.MatchEqual, "__name__", "bench_metric")
 	mint, maxt := int64(60*minute), int64(120*minute)
 	listed := 0
