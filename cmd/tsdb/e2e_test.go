@@ -67,8 +67,13 @@ func startShale(t testing.TB, args ...string) *shale {
 // the route prefix ("" for none).
 func startShaleAt(t testing.TB, prefix string, args ...string) *shale {
 	t.Helper()
-	port := e2e.FreePort(t)
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	return startShaleOn(t, fmt.Sprintf("127.0.0.1:%d", e2e.FreePort(t)), prefix, args...)
+}
+
+// startShaleOn is startShaleAt listening on addr (host:port), so that a
+// server started again after a crash is where its senders left it.
+func startShaleOn(t testing.TB, addr, prefix string, args ...string) *shale {
+	t.Helper()
 	cmd := exec.Command(tsdbBinary, append([]string{"--web.listen-address=" + addr}, args...)...)
 	s := &shale{url: "http://" + addr, proc: e2e.StartProcess(t, cmd)}
 	waitReady(t, s.proc, "tsdb", addr+prefix)
