@@ -280,23 +280,13 @@ func (h *Handler) serve(r *http.Request) (version int, res result) {
 	if enc := r.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "snappy") {
 		return version, fail(http.StatusUnsupportedMediaType, "unsupported Content-Encoding %q: only snappy is supported", enc)
 	}
-	held := h.holdAppender(r)
-	defer held.release()
-
-	st := h.states.Get().(*reqState)
-	defer h.putState(st)
-
+	var a admission
+	defer h.release(&a)
+	if refused, ok := h.admit(r, &a); !ok {
+		return version, refused
+	}
+	st := a.st
 	var err error
-	st.body, err = readBody(st.body[:0], r.Body, r.ContentLength, h.opts.MaxCompressedBytes)
-	if err != nil {
-		return version, bodyError(err, h.opts.MaxCompressedBytes)
-	}
-	// The slot is taken once the body is here: a sender slow to send it
-	// (or one that never does) holds none.
-	if !h.enter() {
-		return version, h.overloaded()
-	}
-	defer h.leave()
 
 	n, err := s2.DecodedLen(st.body)
 	if err != nil {
@@ -325,24 +315,86 @@ func (h *Handler) serve(r *http.Request) (version int, res result) {
 		}
 		return version, fail(http.StatusBadRequest, "decode %s: %v", msgName, err)
 	}
-	res = h.ingest(r, st, version, held.take())
+	res = h.ingest(r, st, version, a.held.take())
+	h.logOutcome(r, "remote write", version, res.code, res.msg, res.code >= 400)
+	return version, res
+}
+
+// logOutcome logs the end of a request that was let in, unless it went
+// well: at debug level when the client went away (or the server is shutting
+// down: nothing of the request was acknowledged, and the sender retries it),
+// an error for a failure (5xx), a warning when rejected says samples were
+// refused; the last two at most once a second each, with how many were
+// left out since the line before.
+func (h *Handler) logOutcome(r *http.Request, what string, version, code int, msg string, rejected bool) {
+	var (
+		level     slog.Level
+		line, key string
+		limit     *logLimiter
+	)
 	switch {
 	case r.Context().Err() != nil:
-		// The client went away (or the server is shutting down): nothing
-		// of the request was acknowledged, and the sender retries it.
-		h.logger.Debug("remote write: request canceled", "version", versionLabel(version), "code", res.code, "err", res.msg)
-	case res.code >= 500:
-		if ok, n := h.failLog.allow(time.Now()); ok {
-			h.logger.Error("remote write: request failed", "version", versionLabel(version), "code", res.code, "err", res.msg,
-				"failed_since_last_line", n)
-		}
-	case res.code >= 400:
-		if ok, n := h.rejectLog.allow(time.Now()); ok {
-			h.logger.Warn("remote write: request partially rejected", "version", versionLabel(version), "code", res.code, "err", res.msg,
-				"rejected_since_last_line", n)
-		}
+		level, line = slog.LevelDebug, ": request canceled"
+	case code >= 500:
+		level, line, key, limit = slog.LevelError, ": request failed", "failed_since_last_line", &h.failLog
+	case rejected:
+		level, line, key, limit = slog.LevelWarn, ": request partially rejected", "rejected_since_last_line", &h.rejectLog
+	default:
+		return // went well: nothing to say, nothing allocated
 	}
-	return version, res
+	attrs := make([]any, 0, 8)
+	if version != 0 {
+		attrs = append(attrs, "version", versionLabel(version))
+	}
+	attrs = append(attrs, "code", code, "err", msg)
+	if limit != nil {
+		ok, n := limit.allow(time.Now())
+		if !ok {
+			return
+		}
+		attrs = append(attrs, key, n)
+	}
+	h.logger.Log(r.Context(), level, what+line, attrs...)
+}
+
+// admission is what a request let in holds: its Appender, opened before the
+// body is read (holdAppender), its pooled state with the body in it, and an
+// in-flight slot.
+type admission struct {
+	held heldAppender
+	st   *reqState
+	slot bool
+}
+
+// admit opens r's Appender, reads its body into a pooled state and takes an
+// in-flight slot, into a; it returns the answer to a request refused on the
+// way and false. The slot is taken once the body is here: a sender slow to
+// send it (or one that never does) holds none. release gives back what a
+// holds, whether or not the request was let in.
+func (h *Handler) admit(r *http.Request, a *admission) (result, bool) {
+	a.held = h.holdAppender(r)
+	a.st = h.states.Get().(*reqState)
+	var err error
+	a.st.body, err = readBody(a.st.body[:0], r.Body, r.ContentLength, h.opts.MaxCompressedBytes)
+	if err != nil {
+		return bodyError(err, h.opts.MaxCompressedBytes), false
+	}
+	if !h.enter() {
+		return h.overloaded(), false
+	}
+	a.slot = true
+	return result{}, true
+}
+
+// release gives back what admit took, in the reverse order.
+func (h *Handler) release(a *admission) {
+	if a.slot {
+		h.leave()
+	}
+	if a.st != nil {
+		h.putState(a.st)
+	}
+	a.held.release()
 }
 
 // heldAppender is a request's Appender until ingest takes it.

@@ -1227,3 +1227,91 @@ func TestV1WithUnknownFields(t *testing.T) {
 		t.Fatalf("%d samples stored, want 6", samples)
 	}
 }
+
+// TestOutcomeLogged checks the log lines of requests let in: a partial
+// rejection is a warning and a failure an error, each at most once a second
+// (the next one counts what was left out), for remote write and OTLP alike,
+// the OTLP warning with its partial success's message.
+func TestOutcomeLogged(t *testing.T) {
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, nil))
+	rec := newRecorder()
+	rec.appendErr = func(lset labels.Labels, _ int64) error {
+		if lset.Get("cpu") == "2" || lset.Get("__name__") == "temperature_celsius" {
+			return storage.ErrOutOfOrderSample
+		}
+		return nil
+	}
+	h, err := NewHandler(rec, DefaultOptions(), Components{Logger: logger, Registerer: prometheus.NewRegistry(),
+		Now: func() time.Time { return time.UnixMilli(testNow) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oh, err := h.OTLP(DefaultOTLPOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		out := strings.Split(strings.TrimSpace(buf.String()), "\n")
+		buf.Reset()
+		if len(out) == 1 && out[0] == "" {
+			return nil
+		}
+		return out
+	}
+	for range 2 {
+		assertCode(t, postSeries(t, h, 2, nodePayload(6, 1, testNow)), http.StatusBadRequest, "out of order")
+	}
+	got := lines()
+	if len(got) != 1 || !strings.Contains(got[0], `level=WARN msg="remote write: request partially rejected" version=2.0 code=400`) ||
+		!strings.Contains(got[0], "rejected_since_last_line=0") {
+		t.Fatalf("two rejected remote writes logged %q, want one warning", got)
+	}
+	w := post(t, oh, ContentTypeOTLPProto, "", otlpProto(t, otlpPayload(testNow)))
+	if w.Code != http.StatusOK {
+		t.Fatalf("OTLP with a rejected point: %d %s", w.Code, w.Body)
+	}
+	if got := lines(); len(got) != 0 {
+		t.Fatalf("a rejection within a second of the last one logged %q", got)
+	}
+	rec.appendErr = nil
+	rec.commitErr = errors.New("disk on fire")
+	assertCode(t, postSeries(t, h, 1, nodePayload(1, 1, testNow)), http.StatusInternalServerError, "disk on fire")
+	got = lines()
+	if len(got) != 1 || !strings.Contains(got[0], `level=ERROR msg="remote write: request failed" version=1.0 code=500`) ||
+		!strings.Contains(got[0], "disk on fire") {
+		t.Fatalf("a failed remote write logged %q, want one error", got)
+	}
+	// A second later an OTLP rejection is logged, with the two left out.
+	h.rejectLog.mu.Lock()
+	h.rejectLog.last = h.rejectLog.last.Add(-logInterval)
+	h.rejectLog.mu.Unlock()
+	rec.commitErr = nil
+	rec.appendErr = func(lset labels.Labels, _ int64) error {
+		if lset.Get("__name__") == "temperature_celsius" {
+			return storage.ErrOutOfOrderSample
+		}
+		return nil
+	}
+	post(t, oh, ContentTypeOTLPProto, "", otlpProto(t, otlpPayload(testNow)))
+	got = lines()
+	if len(got) != 1 || !strings.Contains(got[0], `level=WARN msg="otlp: request partially rejected" code=200`) ||
+		!strings.Contains(got[0], "out of order") || !strings.Contains(got[0], "rejected_since_last_line=2") {
+		t.Fatalf("an OTLP partial success logged %q, want one warning with its message", got)
+	}
+}
+
+// lockedWriter serializes writes to w.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}

@@ -128,21 +128,12 @@ func (o *OTLPHandler) serve(r *http.Request) (res otlpResult) {
 		res.json = isJSON
 		return res
 	}
-	held := h.holdAppender(r)
-	defer held.release()
-
-	st := h.states.Get().(*reqState)
-	defer h.putState(st)
-	var err error
-	st.body, err = readBody(st.body[:0], r.Body, r.ContentLength, h.opts.MaxCompressedBytes)
-	if err != nil {
-		return otlpResult{result: bodyError(err, h.opts.MaxCompressedBytes)}
+	var a admission
+	defer h.release(&a)
+	if refused, ok := h.admit(r, &a); !ok {
+		return otlpResult{result: refused}
 	}
-	// As in remote write, the slot is taken once the body is here.
-	if !h.enter() {
-		return otlpResult{result: h.overloaded()}
-	}
-	defer h.leave()
+	st := a.st
 
 	md := o.requests.Get().(*otlpMetrics)
 	defer func() {
@@ -153,26 +144,13 @@ func (o *OTLPHandler) serve(r *http.Request) (res otlpResult) {
 	if res = o.decode(st, md, isJSON, gzipped); res.code != 0 {
 		return res
 	}
-	res = o.ingest(r, st, md, held.take())
+	res = o.ingest(r, st, md, a.held.take())
 	res.json = isJSON
-	switch {
-	case r.Context().Err() != nil:
-		// The client went away (or the server is shutting down); see
-		// the remote-write handler.
-		h.logger.Debug("otlp: request canceled", "code", res.code, "err", res.msg)
-	case res.code >= 500:
-		if ok, n := h.failLog.allow(time.Now()); ok {
-			h.logger.Error("otlp: request failed", "code", res.code, "err", res.msg, "failed_since_last_line", n)
-		}
-	case res.code >= 400 || res.report != "":
-		if ok, n := h.rejectLog.allow(time.Now()); ok {
-			msg := res.msg
-			if msg == "" {
-				msg = res.report
-			}
-			h.logger.Warn("otlp: request partially rejected", "code", res.code, "err", msg, "rejected_since_last_line", n)
-		}
+	msg := res.msg
+	if msg == "" {
+		msg = res.report // a partial success's rejections
 	}
+	h.logOutcome(r, "otlp", 0, res.code, msg, res.code >= 400 || res.report != "")
 	return res
 }
 
