@@ -286,7 +286,6 @@ func (h *Handler) serve(r *http.Request) (version int, res result) {
 		return version, refused
 	}
 	st := a.st
-	var err error
 
 	n, err := s2.DecodedLen(st.body)
 	if err != nil {
