@@ -169,3 +169,75 @@ func TestEndedSeriesEach(t *testing.T) {
 		t.Fatalf("ended before the range: refs %v, want %v", got, want)
 	}
 }
+
+// TestSeriesAPIOnReaderOfOpenPartition asks a reader's series API for
+// ranges after a series stopped, in a partition the writer still has open:
+// the reader's followed series know the newest time of the head log's
+// samples it applied, and the partition's stored newest times tell about
+// what the writer wrote out, also once the writer truncated its log.
+func TestSeriesAPIOnReaderOfOpenPartition(t *testing.T) {
+	ctx := context.Background()
+	w, b := openMemDB(t, DefaultOptions())
+	base := time.Now().Add(-time.Hour).Truncate(time.Minute).UnixMilli()
+	stopped := labels.FromStrings("__name__", "up", "job", "stopped")
+	running := labels.FromStrings("__name__", "up", "job", "running")
+	write := func(from, to int64) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			appendFloats(t, w, running, tsample{base + i*60_000, 1})
+			if i < 10 {
+				appendFloats(t, w, stopped, tsample{base + i*60_000, 1})
+			}
+		}
+	}
+	write(0, 20)
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	write(20, 25) // in the head log only
+	r := openTestReader(t, b, DefaultOptions(), nil)
+	defer r.Close()
+	list := func(mint, maxt int64) []string {
+		t.Helper()
+		if err := r.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+		q, err := r.Querier(mint, maxt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close()
+		ss := q.Select(ctx, true, &promstorage.SelectHints{Start: mint, End: maxt, Func: "series"},
+			labels.MustNewMatcher(labels.MatchEqual, "__name__", "up"))
+		var jobs []string
+		for ss.Next() {
+			jobs = append(jobs, ss.At().Labels().Get("job"))
+		}
+		if err := ss.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return jobs
+	}
+	check := func(where string, end int64) {
+		t.Helper()
+		for _, c := range []struct {
+			mint int64
+			want []string
+		}{
+			{base, []string{"running", "stopped"}},
+			{base + 9*60_000, []string{"running", "stopped"}},
+			{base + 9*60_000 + 1, []string{"running"}},
+			{base + 22*60_000, []string{"running"}}, // running's newest samples are in the log only
+		} {
+			if got := list(c.mint, base+end*60_000); !slices.Equal(got, c.want) {
+				t.Fatalf("%s: series in [%d, %d] of the data: %v, want %v", where, (c.mint-base)/60_000, end, got, c.want)
+			}
+		}
+	}
+	check("written out, then in the log", 25)
+	write(25, 30)
+	if err := w.Flush(ctx); err != nil { // the log is truncated
+		t.Fatal(err)
+	}
+	check("after the writer truncated its log", 30)
+}

@@ -235,7 +235,7 @@ func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples, s
 		lsets []labels.Labels
 		segs  []*qSegment
 		found []bool
-		ended *endedSeries // the series API's, of a written-out partition
+		ended *endedSeries // the series API's, of a written-out or followed partition
 	}
 	var (
 		per   = make([]partSeries, len(parts))
@@ -258,6 +258,14 @@ func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples, s
 		if pv.head != nil {
 			n := int(bm.GetCardinality())
 			ps.lsets, ps.segs = make([]labels.Labels, 0, n), make([]*qSegment, 0, n)
+			// A reader's followed series know only the newest time of the
+			// head log's samples it applied: for the series API the
+			// partition's stored newest times tell about the rest, read
+			// below as for a written-out partition.
+			var followed *endedSeries
+			if !skipEnded && !withSamples && mint > pv.start {
+				followed = &endedSeries{part: pv.start, refs: make([]uint32, 0, n), mem: make([]int64, 0, n)}
+			}
 			it := bm.Iterator()
 			for it.HasNext() {
 				ref := it.Next()
@@ -295,8 +303,26 @@ func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples, s
 				if withSamples {
 					fetch = append(fetch, seg)
 				}
+				if followed != nil {
+					newest := int64(math.MinInt64)
+					if s != nil {
+						s.lock()
+						newest = s.maxT()
+						s.unlock()
+					}
+					followed.refs = append(followed.refs, ref)
+					followed.mem = append(followed.mem, newest)
+				}
 				ps.lsets = append(ps.lsets, pv.head.labelsOf(ref, &lb))
 				ps.segs = append(ps.segs, seg)
+			}
+			if followed != nil && len(followed.refs) > 0 {
+				followed.setChunks()
+				ps.ended, ps.found = followed, make([]bool, len(followed.refs))
+				for j := range ps.found {
+					ps.found[j] = true
+				}
+				reads = append(reads, followed.reads(uint64(db.partMs)+1)...)
 			}
 			continue
 		}

@@ -121,19 +121,28 @@ type endedSeries struct {
 	refs   []uint32 // the partition's selected refs, ascending
 	chunks []uint32 // the distinct chunks of refs, ascending
 	times  [][]uint32
+	// mem, if set, is the newest time of each ref's samples held in
+	// memory (math.MinInt64 for none): a reader's followed partition.
+	mem []int64
 }
 
 // newEndedSeries returns the endedSeries of refs (sorted, distinct) of the
 // written-out partition part.
 func newEndedSeries(part int64, refs []uint32) *endedSeries {
 	e := &endedSeries{part: part, refs: refs}
-	for _, ref := range refs {
+	e.setChunks()
+	return e
+}
+
+// setChunks sets e's chunks from its refs.
+func (e *endedSeries) setChunks() {
+	e.chunks = e.chunks[:0]
+	for _, ref := range e.refs {
 		if c := ref / timesChunk; len(e.chunks) == 0 || e.chunks[len(e.chunks)-1] != c {
 			e.chunks = append(e.chunks, c)
 		}
 	}
 	e.times = make([][]uint32, len(e.chunks))
-	return e
 }
 
 // reads returns the reads of the series-times keys of e's chunks; an entry
@@ -160,12 +169,16 @@ const (
 
 // each calls fn with the index in refs of every selected series whose newest
 // sample is known and older than mint. A series whose chunk has no key (a
-// partition written without them) or whose entry is 0 is kept.
+// partition written without them) or whose entry is 0 is kept, as is one
+// with samples from mint on in memory.
 func (e *endedSeries) each(mint int64, fn func(j int)) {
 	c := 0
 	for j, ref := range e.refs {
 		for e.chunks[c] != ref/timesChunk {
 			c++
+		}
+		if e.mem != nil && e.mem[j] >= mint {
+			continue
 		}
 		t := e.times[c]
 		if i := int(ref % timesChunk); i < len(t) && t[i] != 0 && e.part+int64(t[i])-1 < mint {
