@@ -91,24 +91,6 @@ func TestSeriesAPIListsSeriesWithSamplesInRange(t *testing.T) {
 			appendFloats(t, db, stopped, tsample{base + i*60_000, 1})
 		}
 	}
-	list := func(db *DB, mint, maxt int64) []string {
-		t.Helper()
-		q, err := db.Querier(mint, maxt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer q.Close()
-		ss := q.Select(ctx, true, &promstorage.SelectHints{Start: mint, End: maxt, Func: "series"},
-			labels.MustNewMatcher(labels.MatchEqual, "__name__", "up"))
-		var jobs []string
-		for ss.Next() {
-			jobs = append(jobs, ss.At().Labels().Get("job"))
-		}
-		if err := ss.Err(); err != nil {
-			t.Fatal(err)
-		}
-		return jobs
-	}
 	check := func(where string, db *DB) {
 		t.Helper()
 		for _, c := range []struct {
@@ -119,7 +101,7 @@ func TestSeriesAPIListsSeriesWithSamplesInRange(t *testing.T) {
 			{base + 9*60_000, base + 20*60_000, []string{"running", "stopped"}}, // its last sample is at the start
 			{base + 9*60_000 + 1, base + 20*60_000, []string{"running"}},
 		} {
-			if got := list(db, c.mint, c.maxt); !slices.Equal(got, c.want) {
+			if got := seriesAPIJobs(t, db, c.mint, c.maxt); !slices.Equal(got, c.want) {
 				t.Fatalf("%s: series in [%d, %d] of the data: %v, want %v", where, (c.mint-base)/60_000, (c.maxt-base)/60_000, got, c.want)
 			}
 		}
@@ -142,6 +124,27 @@ func TestSeriesAPIListsSeriesWithSamplesInRange(t *testing.T) {
 	db = reopen(t, db, b, DefaultOptions())
 	defer db.Close()
 	check("closed, after a restart", db)
+}
+
+// seriesAPIJobs returns the job label of each series of up that db's
+// series-API select (hints.Func "series") lists for [mint, maxt].
+func seriesAPIJobs(t *testing.T, db *DB, mint, maxt int64) []string {
+	t.Helper()
+	q, err := db.Querier(mint, maxt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	ss := q.Select(context.Background(), true, &promstorage.SelectHints{Start: mint, End: maxt, Func: "series"},
+		labels.MustNewMatcher(labels.MatchEqual, "__name__", "up"))
+	var jobs []string
+	for ss.Next() {
+		jobs = append(jobs, ss.At().Labels().Get("job"))
+	}
+	if err := ss.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return jobs
 }
 
 // TestEndedSeriesEach checks which selected refs of a written-out partition
@@ -197,27 +200,6 @@ func TestSeriesAPIOnReaderOfOpenPartition(t *testing.T) {
 	write(20, 25) // in the head log only
 	r := openTestReader(t, b, DefaultOptions(), nil)
 	defer r.Close()
-	list := func(mint, maxt int64) []string {
-		t.Helper()
-		if err := r.Refresh(ctx); err != nil {
-			t.Fatal(err)
-		}
-		q, err := r.Querier(mint, maxt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer q.Close()
-		ss := q.Select(ctx, true, &promstorage.SelectHints{Start: mint, End: maxt, Func: "series"},
-			labels.MustNewMatcher(labels.MatchEqual, "__name__", "up"))
-		var jobs []string
-		for ss.Next() {
-			jobs = append(jobs, ss.At().Labels().Get("job"))
-		}
-		if err := ss.Err(); err != nil {
-			t.Fatal(err)
-		}
-		return jobs
-	}
 	check := func(where string, end int64) {
 		t.Helper()
 		for _, c := range []struct {
@@ -229,7 +211,10 @@ func TestSeriesAPIOnReaderOfOpenPartition(t *testing.T) {
 			{base + 9*60_000 + 1, []string{"running"}},
 			{base + 22*60_000, []string{"running"}}, // running's newest samples are in the log only
 		} {
-			if got := list(c.mint, base+end*60_000); !slices.Equal(got, c.want) {
+			if err := r.Refresh(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := seriesAPIJobs(t, r, c.mint, base+end*60_000); !slices.Equal(got, c.want) {
 				t.Fatalf("%s: series in [%d, %d] of the data: %v, want %v", where, (c.mint-base)/60_000, end, got, c.want)
 			}
 		}

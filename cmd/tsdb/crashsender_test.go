@@ -43,22 +43,8 @@ func runSenderThroughCrashes(t *testing.T, bin, dir string, args []string) {
 	s := startShaleOn(t, shaleAddr, "", args...)
 	promAddr := "127.0.0.1:" + strconv.Itoa(e2e.FreePort(t))
 	promURL := "http://" + promAddr
-	// One shard sends the scrapes in order, so that once a scrape has
-	// arrived every earlier one has too; short back-offs keep the resends
-	// after each restart quick.
-	cfg := fmt.Sprintf(`global:
-  scrape_interval: 1s
-  scrape_native_histograms: true
-  always_scrape_classic_histograms: true
-scrape_configs:
-  - job_name: prom
-    static_configs: [{targets: [%q]}]
-remote_write:
-  - url: %s/api/v1/write
-    protobuf_message: io.prometheus.write.v2.Request
-    send_native_histograms: true
-    queue_config: {batch_send_deadline: 100ms, min_shards: 1, max_shards: 1, min_backoff: 30ms, max_backoff: 500ms}
-`, promAddr, s.url)
+	// Short back-offs keep the resends after each restart quick.
+	cfg := prometheus3SelfConfig(promAddr, s.url, "min_backoff: 30ms, max_backoff: 500ms")
 	prom := e2e.StartProcess(t, exec.Command(bin,
 		"--config.file="+writeFile(t, dir, "prometheus.yml", cfg),
 		"--storage.tsdb.path="+filepath.Join(dir, "prom"),

@@ -40,6 +40,33 @@ func requirePrometheus3(t *testing.T) string {
 	return bin
 }
 
+// prometheus3SelfConfig is the configuration of a Prometheus 3.16 at addr
+// that scrapes itself every second (floats, classic and native histograms,
+// exemplars) and sends it all by remote write 2.0 to the Shale at shaleURL.
+// One shard keeps the samples in order, so that once a sample has arrived
+// every earlier scrape has too; queue adds settings to its queue_config
+// ("key: value, ...").
+func prometheus3SelfConfig(addr, shaleURL, queue string) string {
+	if queue != "" {
+		queue = ", " + queue
+	}
+	return fmt.Sprintf(`global:
+  scrape_interval: 1s
+  scrape_native_histograms: true
+  always_scrape_classic_histograms: true
+scrape_configs:
+  - job_name: prom
+    scrape_protocols: [PrometheusProto, OpenMetricsText1.0.0, PrometheusText0.0.4]
+    static_configs: [{targets: [%q]}]
+remote_write:
+  - url: %s/api/v1/write
+    protobuf_message: io.prometheus.write.v2.Request
+    send_native_histograms: true
+    send_exemplars: true
+    queue_config: {batch_send_deadline: 100ms, min_shards: 1, max_shards: 1%s}
+`, addr, shaleURL, queue)
+}
+
 // apiAnswer is an API answer as both servers send it, decoded generically.
 type apiAnswer struct {
 	Status    string   `json:"status"`
@@ -85,23 +112,7 @@ func TestPrometheus3RemoteWrite2Parity(t *testing.T) {
 
 	dir := t.TempDir()
 	addr := "127.0.0.1:" + strconv.Itoa(e2e.FreePort(t))
-	// One shard keeps the samples in order, so that once a sample has
-	// arrived every earlier scrape has too.
-	cfg := fmt.Sprintf(`global:
-  scrape_interval: 1s
-  scrape_native_histograms: true
-  always_scrape_classic_histograms: true
-scrape_configs:
-  - job_name: prom
-    scrape_protocols: [PrometheusProto, OpenMetricsText1.0.0, PrometheusText0.0.4]
-    static_configs: [{targets: [%q]}]
-remote_write:
-  - url: %s/api/v1/write
-    protobuf_message: io.prometheus.write.v2.Request
-    send_native_histograms: true
-    send_exemplars: true
-    queue_config: {batch_send_deadline: 100ms, min_shards: 1, max_shards: 1}
-`, addr, s.url)
+	cfg := prometheus3SelfConfig(addr, s.url, "")
 	prom := e2e.StartProcess(t, exec.Command(bin,
 		"--config.file="+writeFile(t, dir, "prometheus.yml", cfg),
 		"--storage.tsdb.path="+filepath.Join(dir, "data"),
