@@ -83,14 +83,7 @@ func TestSeriesAPIListsSeriesWithSamplesInRange(t *testing.T) {
 	ctx := context.Background()
 	db, b := openMemDB(t, DefaultOptions())
 	base := time.Now().Add(-time.Hour).Truncate(time.Minute).UnixMilli()
-	stopped := labels.FromStrings("__name__", "up", "job", "stopped")
-	running := labels.FromStrings("__name__", "up", "job", "running")
-	for i := range int64(20) {
-		appendFloats(t, db, running, tsample{base + i*60_000, 1})
-		if i < 10 {
-			appendFloats(t, db, stopped, tsample{base + i*60_000, 1})
-		}
-	}
+	writeRunningAndStopped(t, db, base, 0, 20)
 	check := func(where string, db *DB) {
 		t.Helper()
 		for _, c := range []struct {
@@ -124,6 +117,21 @@ func TestSeriesAPIListsSeriesWithSamplesInRange(t *testing.T) {
 	db = reopen(t, db, b, DefaultOptions())
 	defer db.Close()
 	check("closed, after a restart", db)
+}
+
+// writeRunningAndStopped writes a sample a minute from base for minutes
+// [from, to) of up{job="running"}, and of up{job="stopped"} for those
+// before minute 10.
+func writeRunningAndStopped(t *testing.T, db *DB, base, from, to int64) {
+	t.Helper()
+	stopped := labels.FromStrings("__name__", "up", "job", "stopped")
+	running := labels.FromStrings("__name__", "up", "job", "running")
+	for i := from; i < to; i++ {
+		appendFloats(t, db, running, tsample{base + i*60_000, 1})
+		if i < 10 {
+			appendFloats(t, db, stopped, tsample{base + i*60_000, 1})
+		}
+	}
 }
 
 // seriesAPIJobs returns the job label of each series of up that db's
@@ -182,17 +190,7 @@ func TestSeriesAPIOnReaderOfOpenPartition(t *testing.T) {
 	ctx := context.Background()
 	w, b := openMemDB(t, DefaultOptions())
 	base := time.Now().Add(-time.Hour).Truncate(time.Minute).UnixMilli()
-	stopped := labels.FromStrings("__name__", "up", "job", "stopped")
-	running := labels.FromStrings("__name__", "up", "job", "running")
-	write := func(from, to int64) {
-		t.Helper()
-		for i := from; i < to; i++ {
-			appendFloats(t, w, running, tsample{base + i*60_000, 1})
-			if i < 10 {
-				appendFloats(t, w, stopped, tsample{base + i*60_000, 1})
-			}
-		}
-	}
+	write := func(from, to int64) { writeRunningAndStopped(t, w, base, from, to) }
 	write(0, 20)
 	if err := w.Flush(ctx); err != nil {
 		t.Fatal(err)
