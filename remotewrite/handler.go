@@ -44,7 +44,8 @@ type Components struct {
 	// Registerer receives the shale_remotewrite_* metrics; nil registers
 	// nothing.
 	Registerer prometheus.Registerer
-	// Now is the clock for the accepted time window; nil means time.Now.
+	// Now is the clock for the accepted time window and for how often
+	// failures are logged; nil means time.Now.
 	Now func() time.Time
 }
 
@@ -347,7 +348,7 @@ func (h *Handler) logOutcome(r *http.Request, what string, version, code int, ms
 	}
 	attrs = append(attrs, "code", code, "err", msg)
 	if limit != nil {
-		ok, n := limit.allow(time.Now())
+		ok, n := limit.allow(h.now())
 		if !ok {
 			return
 		}

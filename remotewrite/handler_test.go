@@ -1230,8 +1230,9 @@ func TestV1WithUnknownFields(t *testing.T) {
 
 // TestOutcomeLogged checks the log lines of requests let in: a partial
 // rejection is a warning and a failure an error, each at most once a second
-// (the next one counts what was left out), for remote write and OTLP alike,
-// the OTLP warning with its partial success's message.
+// of the handler's clock (the next one counts what was left out), for
+// remote write and OTLP alike, the OTLP warning with its partial success's
+// message.
 func TestOutcomeLogged(t *testing.T) {
 	var buf bytes.Buffer
 	var mu sync.Mutex
@@ -1286,9 +1287,7 @@ func TestOutcomeLogged(t *testing.T) {
 		t.Fatalf("a failed remote write logged %q, want one error", got)
 	}
 	// A second later an OTLP rejection is logged, with the two left out.
-	h.rejectLog.mu.Lock()
-	h.rejectLog.last = h.rejectLog.last.Add(-logInterval)
-	h.rejectLog.mu.Unlock()
+	h.now = func() time.Time { return time.UnixMilli(testNow).Add(logInterval) }
 	rec.commitErr = nil
 	rec.appendErr = func(lset labels.Labels, _ int64) error {
 		if lset.Get("__name__") == "temperature_celsius" {
