@@ -262,10 +262,9 @@ func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples, s
 			// head log's samples it applied: for the series API the
 			// partition's stored newest times tell about the rest, read
 			// below as for a written-out partition.
-			var followed *endedSeries
-			if !skipEnded && !withSamples && mint > pv.start {
-				followed = &endedSeries{part: pv.start, refs: make([]uint32, 0, n), mem: make([]int64, 0, n)}
-			}
+			follow := !skipEnded && !withSamples && mint > pv.start
+			var followedRefs []uint32
+			var followedNewest []int64
 			it := bm.Iterator()
 			for it.HasNext() {
 				ref := it.Next()
@@ -275,12 +274,13 @@ func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples, s
 				}
 				seg := segs.next()
 				seg.part, seg.ref, seg.head = pv.start, ref, s
+				inMemory := int64(math.MinInt64) // a followed series' newest time
 				if s == nil {
 					// Retired: everything it holds is in the LSM.
 					if skipEnded && retiredNewest < mint {
 						continue
 					}
-				} else if skipEnded || withSamples {
+				} else if skipEnded || withSamples || follow {
 					// The head's blocks are taken before the LSM is read,
 					// so a flush in between shows samples twice (merged
 					// away) but never loses them.
@@ -298,31 +298,25 @@ func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples, s
 						seg.srcs = srcs.slice(len(buf))
 						copy(seg.srcs, buf)
 					}
+					if follow {
+						inMemory = s.maxT()
+					}
 					s.unlock()
 				}
 				if withSamples {
 					fetch = append(fetch, seg)
 				}
-				if followed != nil {
-					newest := int64(math.MinInt64)
-					if s != nil {
-						s.lock()
-						newest = s.maxT()
-						s.unlock()
-					}
-					followed.refs = append(followed.refs, ref)
-					followed.mem = append(followed.mem, newest)
+				if follow {
+					followedRefs = append(followedRefs, ref)
+					followedNewest = append(followedNewest, inMemory)
 				}
 				ps.lsets = append(ps.lsets, pv.head.labelsOf(ref, &lb))
 				ps.segs = append(ps.segs, seg)
 			}
-			if followed != nil && len(followed.refs) > 0 {
-				followed.setChunks()
-				ps.ended, ps.found = followed, make([]bool, len(followed.refs))
-				for j := range ps.found {
-					ps.found[j] = true
-				}
-				reads = append(reads, followed.reads(uint64(db.partMs)+1)...)
+			if len(followedRefs) > 0 {
+				ps.ended = newEndedSeries(pv.start, followedRefs)
+				ps.ended.mem = followedNewest
+				reads = append(reads, ps.ended.reads(uint64(db.partMs)+1)...)
 			}
 			continue
 		}
@@ -353,7 +347,7 @@ func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples, s
 	}
 	for _, ps := range per {
 		if ps.ended != nil {
-			ps.ended.each(mint, func(j int) { ps.found[j] = false })
+			ps.ended.each(mint, func(j int) { ps.segs[j] = nil })
 		}
 	}
 
@@ -389,8 +383,8 @@ func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples, s
 	}
 	for _, ps := range per {
 		for j, seg := range ps.segs {
-			if ps.found != nil && !ps.found[j] {
-				continue // no forward-index entry
+			if seg == nil || ps.found != nil && !ps.found[j] {
+				continue // ended before the range (series API), or no forward-index entry
 			}
 			add(ps.lsets[j], seg)
 		}

@@ -130,19 +130,13 @@ type endedSeries struct {
 // written-out partition part.
 func newEndedSeries(part int64, refs []uint32) *endedSeries {
 	e := &endedSeries{part: part, refs: refs}
-	e.setChunks()
-	return e
-}
-
-// setChunks sets e's chunks from its refs.
-func (e *endedSeries) setChunks() {
-	e.chunks = e.chunks[:0]
-	for _, ref := range e.refs {
+	for _, ref := range refs {
 		if c := ref / timesChunk; len(e.chunks) == 0 || e.chunks[len(e.chunks)-1] != c {
 			e.chunks = append(e.chunks, c)
 		}
 	}
 	e.times = make([][]uint32, len(e.chunks))
+	return e
 }
 
 // reads returns the reads of the series-times keys of e's chunks; an entry
