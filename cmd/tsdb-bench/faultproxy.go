@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,12 +23,23 @@ const (
 	faultSlowDown                  // answered 503 SlowDown without forwarding
 	faultReset                     // connection reset without forwarding
 	faultDrop                      // forwarded (the store applied it), then the connection reset instead of the answer
+	faultTruncate                  // a GET's answer cut off: its headers and half its body, then a connection reset
+	faultCorrupt                   // a GET's answer with one bit of its body flipped, its length and headers unchanged
 	faultRefused                   // outage: connection reset without forwarding
 	faultHung                      // outage: held until the outage ended or the client gave up, never forwarded
 	numFaultKinds
 )
 
-var faultNames = [numFaultKinds]string{"forwarded", "slowdown", "reset", "drop", "outage-refused", "outage-hung"}
+var faultNames = [numFaultKinds]string{"forwarded", "slowdown", "reset", "drop", "truncate", "corrupt", "outage-refused", "outage-hung"}
+
+// faultMix weighs the kinds of fault a request may get, faultSlowDown to
+// faultCorrupt in order (any scale).
+type faultMix [faultCorrupt - faultSlowDown + 1]float64
+
+// onlyGET reports whether kind is done to GET answers only (those with a
+// body worth cutting or flipping); another request drawn for it is
+// forwarded untouched.
+func (k faultKind) onlyGET() bool { return k == faultTruncate || k == faultCorrupt }
 
 func (k faultKind) String() string { return faultNames[k] }
 
@@ -108,20 +120,20 @@ type faultConfig struct {
 	Latency time.Duration
 	// Rate is the fraction of requests that get a fault, 0..1.
 	Rate float64
-	// Mix weighs the kinds of fault: SlowDown, Reset and Drop (any scale).
-	Mix  [3]float64
+	// Mix weighs the kinds of fault.
+	Mix  faultMix
 	Seed uint64
 }
 
 // defaultFaultConfig is 50 ms of latency and 10 % of requests faulted,
 // evenly split among 503 SlowDown, reset and lost answer.
 func defaultFaultConfig() faultConfig {
-	return faultConfig{Latency: 50 * time.Millisecond, Rate: 0.10, Mix: [3]float64{1, 1, 1}, Seed: 1}
+	return faultConfig{Latency: 50 * time.Millisecond, Rate: 0.10, Mix: faultMix{1, 1, 1}, Seed: 1}
 }
 
 // parseFaultMix parses "slowdown=1,reset=1,drop=1" (missing kinds weigh 0).
-func parseFaultMix(s string) ([3]float64, error) {
-	var mix [3]float64
+func parseFaultMix(s string) (faultMix, error) {
+	var mix faultMix
 	for part := range strings.SplitSeq(s, ",") {
 		if strings.TrimSpace(part) == "" {
 			continue
@@ -131,18 +143,17 @@ func parseFaultMix(s string) ([3]float64, error) {
 		if !ok || err != nil || w < 0 {
 			return mix, fmt.Errorf("fault mix %q: want kind=weight with a weight of at least 0", part)
 		}
-		switch strings.TrimSpace(name) {
-		case "slowdown":
-			mix[0] = w
-		case "reset":
-			mix[1] = w
-		case "drop":
-			mix[2] = w
-		default:
-			return mix, fmt.Errorf("fault mix: unknown kind %q (slowdown, reset, drop)", name)
+		i := slices.Index(faultNames[faultSlowDown:faultCorrupt+1], strings.TrimSpace(name))
+		if i < 0 {
+			return mix, fmt.Errorf("fault mix: unknown kind %q (%s)", name, strings.Join(faultNames[faultSlowDown:faultCorrupt+1], ", "))
 		}
+		mix[i] = w
 	}
-	if mix[0]+mix[1]+mix[2] <= 0 {
+	var total float64
+	for _, w := range mix {
+		total += w
+	}
+	if total <= 0 {
 		return mix, fmt.Errorf("fault mix %q: no kind has a positive weight", s)
 	}
 	return mix, nil
@@ -150,19 +161,25 @@ func parseFaultMix(s string) ([3]float64, error) {
 
 // pickFault maps two uniform draws in [0, 1) to a fault: u decides whether
 // the request gets one (u < rate), v which kind by the weights of mix.
-func pickFault(rate float64, mix [3]float64, u, v float64) faultKind {
+func pickFault(rate float64, mix faultMix, u, v float64) faultKind {
 	if u >= rate {
 		return faultNone
 	}
-	total := mix[0] + mix[1] + mix[2]
-	x := v * total
-	switch {
-	case x < mix[0]:
-		return faultSlowDown
-	case x < mix[0]+mix[1]:
-		return faultReset
+	var total float64
+	for _, w := range mix {
+		total += w
 	}
-	return faultDrop
+	x, last := v*total, 0
+	for i, w := range mix {
+		if w <= 0 {
+			continue
+		}
+		if x < w {
+			return faultSlowDown + faultKind(i)
+		}
+		x, last = x-w, i
+	}
+	return faultSlowDown + faultKind(last) // v*total rounded up to total
 }
 
 // proxyCounts is what the fault proxy saw, by hour since it started.
@@ -329,8 +346,9 @@ func (p *faultProxy) close() {
 }
 
 // decide counts the request and returns what to do with it, the latency to
-// add and the channel that ends a hanging outage.
-func (p *faultProxy) decide(op s3Op) (faultKind, time.Duration, chan struct{}) {
+// add, the channel that ends a hanging outage and a uniform draw in [0, 1)
+// that places a corruption.
+func (p *faultProxy) decide(op s3Op) (faultKind, time.Duration, chan struct{}, float64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	h := max(0, int(p.now().Sub(p.start)/time.Hour))
@@ -346,18 +364,30 @@ func (p *faultProxy) decide(op s3Op) (faultKind, time.Duration, chan struct{}) {
 		k = faultHung
 	default:
 		k = pickFault(p.cfg.Rate, p.cfg.Mix, p.rng.Float64(), p.rng.Float64())
+		if k.onlyGET() && op != opGET {
+			k = faultNone
+		}
 	}
 	p.counts.Faults[k]++
 	if k == faultRefused || k == faultHung {
-		return k, 0, p.outageEnd
+		return k, 0, p.outageEnd, 0
 	}
-	return k, p.cfg.Latency, nil
+	return k, p.cfg.Latency, nil, p.rng.Float64()
+}
+
+// recount moves one request counted as from to to: a GET drawn for a
+// truncation or corruption whose answer had no body to spoil is forwarded.
+func (p *faultProxy) recount(from, to faultKind) {
+	p.mu.Lock()
+	p.counts.Faults[from]--
+	p.counts.Faults[to]++
+	p.mu.Unlock()
 }
 
 func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	t0 := time.Now()
 	op := classifyS3(r.Method, r.URL.Path, r.URL.Query())
-	kind, latency, outageEnd := p.decide(op)
+	kind, latency, outageEnd, draw := p.decide(op)
 	ctx := r.Context()
 	switch kind {
 	case faultRefused:
@@ -411,11 +441,37 @@ func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		resetConn(w)
 		return
 	}
+	if kind.onlyGET() && (resp.StatusCode/100 != 2 || resp.ContentLength < 2) {
+		p.recount(kind, faultNone)
+		kind = faultNone
+	}
 	h := w.Header()
 	for k, vs := range resp.Header {
 		if !hopByHop(k) {
 			h[k] = vs
 		}
+	}
+	switch kind {
+	case faultTruncate:
+		// The client was promised the whole body and gets half of it.
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.CopyN(w, resp.Body, resp.ContentLength/2)
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush() // Hijack drops what the response still buffers
+		}
+		resetConn(w)
+		return
+	case faultCorrupt:
+		body, err := io.ReadAll(resp.Body)
+		if err != nil || int64(len(body)) != resp.ContentLength {
+			resetConn(w)
+			return
+		}
+		bit := int(draw * float64(8*len(body)))
+		body[bit/8] ^= 1 << (bit % 8)
+		w.WriteHeader(resp.StatusCode)
+		_, _ = w.Write(body)
+		return
 	}
 	w.WriteHeader(resp.StatusCode)
 	n, _ := io.Copy(w, resp.Body)

@@ -107,7 +107,7 @@ func isConnError(err error) bool {
 
 func TestFaultProxyForwardsWithLatency(t *testing.T) {
 	be := &recordingBackend{}
-	cfg := faultConfig{Latency: 40 * time.Millisecond, Mix: [3]float64{1, 1, 1}}
+	cfg := faultConfig{Latency: 40 * time.Millisecond, Mix: faultMix{1, 1, 1}}
 	_, base := newTestProxy(t, be, cfg, nil)
 	c := freshClient(t)
 	t0 := time.Now()
@@ -139,7 +139,7 @@ func TestFaultProxyForwardsWithLatency(t *testing.T) {
 // and returns the backend and what the client got.
 func faultedRequest(t *testing.T, kind faultKind, method, path string, body []byte) (*recordingBackend, *http.Response, []byte, error) {
 	t.Helper()
-	var mix [3]float64
+	var mix faultMix
 	mix[kind-faultSlowDown] = 1
 	be := &recordingBackend{}
 	p, base := newTestProxy(t, be, faultConfig{Rate: 1, Mix: mix}, nil)
@@ -199,9 +199,59 @@ func TestFaultProxyDropAfterApplying(t *testing.T) {
 	}
 }
 
+// A truncated GET ends in a connection error after half the body the
+// headers promised; anything but a GET with a body is forwarded untouched
+// and counted so.
+func TestFaultProxyTruncate(t *testing.T) {
+	be := &recordingBackend{}
+	p, base := newTestProxy(t, be, faultConfig{Rate: 1, Mix: faultMix{faultTruncate - faultSlowDown: 1}}, nil)
+	c := freshClient(t)
+	resp, body, err := do(t, c, http.MethodGet, base+"/bucket/some/key", nil)
+	if err == nil || !isConnError(err) {
+		t.Fatalf("error %v, want a connection error", err)
+	}
+	want := "answer to GET /bucket/some/key"
+	if resp.ContentLength != int64(len(want)) || string(body) != want[:len(want)/2] {
+		t.Errorf("got %q of a promised %d bytes, want %q", body, resp.ContentLength, want[:len(want)/2])
+	}
+	if _, body, err := do(t, c, http.MethodPut, base+"/bucket/k", []byte("x")); err != nil || string(body) != "answer to PUT /bucket/k" {
+		t.Errorf("PUT: %q, %v; want it forwarded", body, err)
+	}
+	if got := p.snapshot().Faults; got[faultTruncate] != 1 || got[faultNone] != 1 {
+		t.Errorf("faults %v, want one truncated and one forwarded", got)
+	}
+}
+
+// A corrupted GET has its length and headers but one bit of its body
+// flipped.
+func TestFaultProxyCorrupt(t *testing.T) {
+	be := &recordingBackend{}
+	p, base := newTestProxy(t, be, faultConfig{Rate: 1, Mix: faultMix{faultCorrupt - faultSlowDown: 1}}, nil)
+	resp, body, err := do(t, freshClient(t), http.MethodGet, base+"/bucket/some/key", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []byte("answer to GET /bucket/some/key")
+	if resp.StatusCode != 200 || len(body) != len(want) || resp.Header.Get("ETag") != `"abc"` {
+		t.Fatalf("answer %d %q %v", resp.StatusCode, body, resp.Header)
+	}
+	var bits int
+	for i := range body {
+		for x := body[i] ^ want[i]; x != 0; x &= x - 1 {
+			bits++
+		}
+	}
+	if bits != 1 {
+		t.Errorf("body %q differs from %q in %d bits, want 1", body, want, bits)
+	}
+	if got := p.snapshot().Faults; got[faultCorrupt] != 1 {
+		t.Errorf("faults %v, want one corrupted", got)
+	}
+}
+
 func TestFaultProxyOutageRefuses(t *testing.T) {
 	be := &recordingBackend{}
-	p, base := newTestProxy(t, be, faultConfig{Mix: [3]float64{1, 1, 1}}, nil)
+	p, base := newTestProxy(t, be, faultConfig{Mix: faultMix{1, 1, 1}}, nil)
 	c := &http.Client{} // pooled connections, as a real client has
 	defer c.CloseIdleConnections()
 	if _, _, err := do(t, c, http.MethodGet, base+"/bucket/a", nil); err != nil {
@@ -228,7 +278,7 @@ func TestFaultProxyOutageRefuses(t *testing.T) {
 
 func TestFaultProxyOutageHangs(t *testing.T) {
 	be := &recordingBackend{}
-	p, base := newTestProxy(t, be, faultConfig{Mix: [3]float64{1, 1, 1}}, nil)
+	p, base := newTestProxy(t, be, faultConfig{Mix: faultMix{1, 1, 1}}, nil)
 	held := make(chan struct{}, 1)
 	p.holding = func() { held <- struct{}{} }
 	p.startOutage(outageHang)
@@ -276,7 +326,7 @@ func TestFaultProxyCountsByOperationAndHour(t *testing.T) {
 	var mu sync.Mutex
 	now := time.Unix(1_790_000_000, 0)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	p, base := newTestProxy(t, be, faultConfig{Mix: [3]float64{1, 1, 1}}, clock)
+	p, base := newTestProxy(t, be, faultConfig{Mix: faultMix{1, 1, 1}}, clock)
 	c := freshClient(t)
 	reqs := []struct{ method, path string }{
 		{"GET", "/bucket/wal/000001"},
@@ -344,7 +394,7 @@ func TestClassifyS3(t *testing.T) {
 }
 
 func TestPickFault(t *testing.T) {
-	mix := [3]float64{1, 2, 1}
+	mix := faultMix{1, 2, 1}
 	f := func(rate, u, v float64, want faultKind) {
 		t.Helper()
 		if got := pickFault(rate, mix, u, v); got != want {
@@ -360,14 +410,26 @@ func TestPickFault(t *testing.T) {
 	f(0.1, 0.09, 0.74, faultReset)
 	f(0.1, 0.09, 0.75, faultDrop)
 	f(1, 0.99, 0.99, faultDrop)
+	// A kind of weight 0 is never drawn, not even by a draw rounded up to
+	// the total.
+	mix = faultMix{0, 0, 0, 1, 3}
+	f(1, 0, 0, faultTruncate)
+	f(1, 0, 0.249, faultTruncate)
+	f(1, 0, 0.25, faultCorrupt)
+	f(1, 0, 1, faultCorrupt)
+	mix = faultMix{1, 0, 0, 0, 0}
+	f(1, 0, 1, faultSlowDown)
 }
 
 func TestParseFaultMix(t *testing.T) {
-	if m, err := parseFaultMix("slowdown=1,reset=1,drop=1"); err != nil || m != [3]float64{1, 1, 1} {
+	if m, err := parseFaultMix("slowdown=1,reset=1,drop=1"); err != nil || m != (faultMix{1, 1, 1}) {
 		t.Errorf("default mix: %v, %v", m, err)
 	}
-	if m, err := parseFaultMix("drop=2"); err != nil || m != [3]float64{0, 0, 2} {
+	if m, err := parseFaultMix("drop=2"); err != nil || m != (faultMix{0, 0, 2}) {
 		t.Errorf("drop only: %v, %v", m, err)
+	}
+	if m, err := parseFaultMix("truncate=1, corrupt=3"); err != nil || m != (faultMix{0, 0, 0, 1, 3}) {
+		t.Errorf("truncate and corrupt: %v, %v", m, err)
 	}
 	for _, bad := range []string{"", "slowdown=0", "boom=1", "reset=-1", "reset"} {
 		if _, err := parseFaultMix(bad); err == nil {
@@ -399,7 +461,7 @@ func TestFaultProxyWithS3(t *testing.T) {
 	if err := srv.MakeBucket(ctx, "soak-test"); err != nil {
 		t.Fatal(err)
 	}
-	p, err := newFaultProxy(srv.Endpoint, faultConfig{Mix: [3]float64{1, 0, 0}}, nil)
+	p, err := newFaultProxy(srv.Endpoint, faultConfig{Mix: faultMix{1, 0, 0}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -429,16 +491,16 @@ func TestFaultProxyWithS3(t *testing.T) {
 	if tot[opPUT] != 1 || tot[opGET] != 1 || tot[opLIST] != 1 || tot[opDELETE] != 1 {
 		t.Errorf("counted %v, want one PUT, GET, LIST and DELETE", tot)
 	}
-	for _, mix := range [][3]float64{{1, 0, 0}, {0, 1, 0}} {
+	for _, mix := range []faultMix{{1, 0, 0}, {0, 1, 0}} {
 		p.setFaults(faultConfig{Rate: 1, Mix: mix})
 		_, err := objstore.ReadAll(ctx, b, "wal/1")
 		if !objstore.IsTransient(err) {
 			t.Errorf("mix %v: error %v, want a transient one", mix, err)
 		}
 	}
-	p.setFaults(faultConfig{Rate: 1, Mix: [3]float64{0, 0, 1}})
+	p.setFaults(faultConfig{Rate: 1, Mix: faultMix{0, 0, 1}})
 	_, err = objstore.PutBytes(ctx, b, "wal/2", []byte("two"), objstore.PutOptions{})
-	p.setFaults(faultConfig{Mix: [3]float64{1, 0, 0}})
+	p.setFaults(faultConfig{Mix: faultMix{1, 0, 0}})
 	got, rerr := objstore.ReadAll(ctx, b, "wal/2")
 	if err == nil || rerr != nil || string(got) != "two" {
 		t.Errorf("lost answer: put error %v, then read %q, %v; want an error and the object stored", err, got, rerr)

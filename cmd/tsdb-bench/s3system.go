@@ -38,7 +38,7 @@ func startS3Backend(ctx context.Context, o *options, dir string) (*s3Backend, er
 		b.stop()
 		return nil, err
 	}
-	proxy, err := newFaultProxy(srv.Endpoint, faultConfig{Latency: o.s3Latency, Mix: [3]float64{1, 1, 1}, Seed: 1}, nil)
+	proxy, err := newFaultProxy(srv.Endpoint, faultConfig{Latency: o.s3Latency, Mix: faultMix{1, 1, 1}, Seed: 1}, nil)
 	if err != nil {
 		b.stop()
 		return nil, err

@@ -78,7 +78,7 @@ func addSoakFlags(fs *flag.FlagSet, c *soakConfig) {
 	fs.StringVar(&c.OutageMode, "outage-mode", "refuse", "soak: refuse (every request gets a connection reset) or hang (requests get no answer until the store is back, then a reset)")
 	fs.DurationVar(&c.Faults.Latency, "store-latency", d.Latency, "soak and coldwarm: latency the fault proxy adds to every object-store request")
 	fs.Float64Var(&c.Faults.Rate, "fault-rate", d.Rate, "soak: fraction of object-store requests that get a fault")
-	fs.StringVar(&c.FaultMix, "fault-mix", "slowdown=1,reset=1,drop=1", "soak: weights of the faults: 503 SlowDown, connection reset before forwarding, answer dropped after the store applied the request")
+	fs.StringVar(&c.FaultMix, "fault-mix", "slowdown=1,reset=1,drop=1", "soak: weights of the faults: slowdown (503 SlowDown), reset (connection reset before forwarding), drop (answer dropped after the store applied the request), truncate (a GET answer cut off halfway), corrupt (a GET answer with one bit flipped)")
 	fs.StringVar(&c.VersityGW, "versitygw-bin", ".tools/versitygw", "soak, coldwarm and the shale-s3 system: versitygw binary (make tools)")
 	fs.DurationVar(&c.SampleEvery, "sample-every", 5*time.Second, "soak: period of the RSS and L0-table samples")
 	fs.DurationVar(&c.ReadyEvery, "ready-every", 250*time.Millisecond, "soak: period of the /-/ready polls")
@@ -557,10 +557,13 @@ func (r *soakRun) progress() {
 		}
 	}
 	c := r.proxy.snapshot()
+	var faults int64
+	for k := faultSlowDown; k < numFaultKinds; k++ {
+		faults += c.Faults[k]
+	}
 	_, gen := r.proc.running()
 	fmt.Fprintf(os.Stderr, "[soak] %s/%s  requests acknowledged %d  failed attempts %d  store faults %d  writer start %d\n",
-		r.since().Round(time.Second), r.o.load.Duration, acked, bad,
-		c.Faults[faultSlowDown]+c.Faults[faultReset]+c.Faults[faultDrop]+c.Faults[faultRefused]+c.Faults[faultHung], gen)
+		r.since().Round(time.Second), r.o.load.Duration, acked, bad, faults, gen)
 }
 
 // finalPhase turns the faults off, restarts the writer cleanly and reads

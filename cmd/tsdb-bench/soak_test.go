@@ -106,7 +106,7 @@ func TestSoakFlags(t *testing.T) {
 			t.Fatalf("%v: %v", tc.args, err)
 		}
 		if o.load.Duration != tc.dur || o.soak.Kills != tc.kills || o.soak.Terms != 1 || o.soak.Faults.Rate != 0.1 ||
-			o.soak.Faults.Latency != 50*time.Millisecond || o.soak.Faults.Mix != [3]float64{1, 1, 1} {
+			o.soak.Faults.Latency != 50*time.Millisecond || o.soak.Faults.Mix != (faultMix{1, 1, 1}) {
 			t.Errorf("%v: duration %s, kills %d, settings %+v", tc.args, o.load.Duration, o.soak.Kills, o.soak)
 		}
 	}
