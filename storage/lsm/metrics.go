@@ -15,6 +15,7 @@ type metrics struct {
 	bytesWritten    *prometheus.CounterVec
 	bytesRead       prometheus.Counter
 	putsLanded      prometheus.Counter
+	corruptReads    prometheus.Counter
 	writerState     *prometheus.GaugeVec
 	lastPersist     prometheus.Gauge
 	l0Tables        prometheus.Gauge
@@ -35,6 +36,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		bytesRead:    set.Counter("shale_lsm_object_read_bytes_total", "Bytes read from the object store."),
 		putsLanded: set.Counter("shale_lsm_conditional_puts_landed_total",
 			"Conditional puts that failed or lost their answer but had landed, as a read-back showed."),
+		corruptReads: set.Counter("shale_lsm_corrupt_reads_total",
+			"Object-store answers (whole objects or ranges of a table) whose bytes failed their checksum and were read again."),
 		writerState: set.GaugeVec("shale_lsm_writer_state",
 			"1 for the writer's current state: ok, retrying (object store requests failing), stuck (failing for 10s or more) or fenced.", "state"),
 		lastPersist: set.Gauge("shale_lsm_last_persist_timestamp_seconds",

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shaledb/shale/cache"
+	"github.com/shaledb/shale/corrupt"
 	"github.com/shaledb/shale/storage/lsm/sst"
 	"github.com/shaledb/shale/storage/objstore"
 )
@@ -110,6 +111,37 @@ func (s *store) retryWith(ctx context.Context, what string, persistent, write bo
 	}
 }
 
+// corruptRereads is how many times a whole object whose bytes fail their
+// checksum is read again before the corruption is reported, as for ranges
+// of a table: one answer spoiled on the way must not keep a restarted
+// writer from replaying its WAL.
+const corruptRereads = sst.CorruptRereads
+
+// getChecked reads name whole and returns what decode makes of its bytes,
+// reading it again, up to corruptRereads times, while decode finds them
+// corrupt (an error wrapping corrupt.Err).
+func getChecked[T any](ctx context.Context, s *store, name string, decode func([]byte) (T, error)) (T, error) {
+	for attempt := 0; ; attempt++ {
+		data, err := s.get(ctx, name)
+		if err != nil {
+			var zero T
+			return zero, err
+		}
+		v, err := decode(data)
+		if err == nil || !errors.Is(err, corrupt.Err) || attempt == corruptRereads {
+			return v, err
+		}
+		s.corruptRead(name, err)
+	}
+}
+
+// corruptRead counts and logs a read of name whose bytes failed their
+// checksum and is made again.
+func (s *store) corruptRead(name string, err error) {
+	s.metrics.corruptReads.Inc()
+	s.logger.Warn("lsm: object store answer failed its checksum; reading it again", "object", name, "err", err)
+}
+
 func (s *store) get(ctx context.Context, name string) ([]byte, error) {
 	var data []byte
 	err := s.retry(ctx, "get "+name, false, func() error {
@@ -142,19 +174,25 @@ func (s *store) putIfAbsent(ctx context.Context, kind, name string, data []byte,
 		if !objstore.IsPreconditionFailed(err) || !checkOutcome {
 			return err
 		}
-		existing, gerr := objstore.ReadAll(ctx, s.bucket, name)
-		if gerr != nil {
-			if objstore.IsNotFound(gerr) {
-				// Deleted between the put and the read: not ours to take.
+		// Different bytes are another writer's, unless the answer was
+		// spoiled on the way: those are read again first.
+		for attempt := 0; ; attempt++ {
+			existing, gerr := objstore.ReadAll(ctx, s.bucket, name)
+			if gerr != nil {
+				if objstore.IsNotFound(gerr) {
+					// Deleted between the put and the read: not ours to take.
+					return err
+				}
+				return fmt.Errorf("check the outcome of a conditional put: %w", gerr)
+			}
+			if bytes.Equal(existing, data) {
+				landed = true
+				return nil
+			}
+			if attempt == corruptRereads || len(existing) != len(data) {
 				return err
 			}
-			return fmt.Errorf("check the outcome of a conditional put: %w", gerr)
 		}
-		if bytes.Equal(existing, data) {
-			landed = true
-			return nil
-		}
-		return err
 	})
 	if landed {
 		s.metrics.putsLanded.Inc()
@@ -258,11 +296,7 @@ func (s *store) readManifest(ctx context.Context, id uint64) (*manifest, error) 
 // readManifestObject reads and decodes the manifest stored as name (a
 // manifest version or a checkpoint: what, in errors).
 func (s *store) readManifestObject(ctx context.Context, what, name string) (*manifest, error) {
-	data, err := s.get(ctx, name)
-	if err != nil {
-		return nil, fmt.Errorf("read %s %s: %w", what, name, err)
-	}
-	m, err := decodeManifest(data)
+	m, err := getChecked(ctx, s, name, decodeManifest)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", what, name, err)
 	}
@@ -273,15 +307,18 @@ func (s *store) readManifestObject(ctx context.Context, what, name string) (*man
 // records.
 func (s *store) readWAL(ctx context.Context, id uint64) (uint64, []entry, error) {
 	name := s.paths.wal(id)
-	data, err := s.get(ctx, name)
-	if err != nil {
-		return 0, nil, fmt.Errorf("read wal %s: %w", name, err)
+	type wal struct {
+		epoch uint64
+		ents  []entry
 	}
-	epoch, ents, err := decodeWAL(data, nil)
+	w, err := getChecked(ctx, s, name, func(data []byte) (w wal, err error) {
+		w.epoch, w.ents, err = decodeWAL(data, nil)
+		return w, err
+	})
 	if err != nil {
 		return 0, nil, fmt.Errorf("wal %s: %w", name, err)
 	}
-	return epoch, ents, nil
+	return w.epoch, w.ents, nil
 }
 
 // walIDs lists the ids of WAL objects with id > after, ascending.
@@ -376,6 +413,10 @@ type readable struct {
 }
 
 func (r *readable) Size() int64 { return r.size }
+
+// Reread is told by the table that bytes this read failed their checksum
+// (sst.RereadObserver).
+func (r *readable) Reread(err error) { r.s.corruptRead(r.name, err) }
 
 func (r *readable) ReadAt(ctx context.Context, off, length int64) ([]byte, error) {
 	var data []byte

@@ -1,6 +1,7 @@
 package objstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -36,6 +37,10 @@ type Fault struct {
 	// failure after it took effect: a write that happened but whose answer
 	// was lost.
 	AfterApply bool
+	// Corrupt makes a matching Get or GetRange succeed with one bit of the
+	// bytes it returns flipped, as an answer spoiled on the way; Err and
+	// AfterApply are then unused. Other operations it leaves alone.
+	Corrupt bool
 }
 
 type faultRule struct {
@@ -167,10 +172,16 @@ func (f *FaultBucket) ResetCounts() {
 	f.mu.Unlock()
 }
 
-// before counts the call, waits the latency and decides whether it fails.
-// It returns the error to report (nil: none) and whether to apply the call
-// to the inner bucket.
-func (f *FaultBucket) before(ctx context.Context, op Op, name string) (injected error, apply bool, err error) {
+// verdict is what before decided for one call.
+type verdict struct {
+	injected error   // the error to report (nil: none)
+	apply    bool    // whether to apply the call to the inner bucket
+	spoil    bool    // whether to flip a bit of what a read returns
+	at       float64 // where, as a fraction of its length
+}
+
+// before counts the call, waits the latency and decides what happens to it.
+func (f *FaultBucket) before(ctx context.Context, op Op, name string) (verdict, error) {
 	f.mu.Lock()
 	f.requests[op]++
 	delay, ok := f.opLatency[op]
@@ -180,14 +191,14 @@ func (f *FaultBucket) before(ctx context.Context, op Op, name string) (injected 
 	f.mu.Unlock()
 
 	if err := ctx.Err(); err != nil {
-		return nil, false, fmt.Errorf("%s %s: %w", op, name, err)
+		return verdict{}, fmt.Errorf("%s %s: %w", op, name, err)
 	}
 	if delay > 0 {
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, false, fmt.Errorf("%s %s: %w", op, name, ctx.Err())
+			return verdict{}, fmt.Errorf("%s %s: %w", op, name, ctx.Err())
 		case <-t.C:
 		}
 	}
@@ -196,6 +207,9 @@ func (f *FaultBucket) before(ctx context.Context, op Op, name string) (injected 
 	defer f.mu.Unlock()
 	for _, r := range f.rules {
 		if r.left == 0 || (len(r.Ops) > 0 && !slices.Contains(r.Ops, op)) {
+			continue
+		}
+		if r.Corrupt && op != OpGet && op != OpGetRange {
 			continue
 		}
 		if r.Match != nil && !r.Match(op, name) {
@@ -208,14 +222,18 @@ func (f *FaultBucket) before(ctx context.Context, op Op, name string) (injected 
 			r.left--
 		}
 		f.injected[op]++
-		if r.Err == nil {
-			injected = fmt.Errorf("%s %s: %w: %w", op, name, ErrTransient, ErrInjected)
-		} else {
-			injected = fmt.Errorf("%s %s: injected: %w", op, name, r.Err)
+		if r.Corrupt {
+			return verdict{apply: true, spoil: true, at: f.rng.Float64()}, nil
 		}
-		return injected, r.AfterApply, nil
+		v := verdict{apply: r.AfterApply}
+		if r.Err == nil {
+			v.injected = fmt.Errorf("%s %s: %w: %w", op, name, ErrTransient, ErrInjected)
+		} else {
+			v.injected = fmt.Errorf("%s %s: injected: %w", op, name, r.Err)
+		}
+		return v, nil
 	}
-	return nil, true, nil
+	return verdict{apply: true}, nil
 }
 
 func (f *FaultBucket) Get(ctx context.Context, name string) (io.ReadCloser, error) {
@@ -229,21 +247,33 @@ func (f *FaultBucket) GetRange(ctx context.Context, name string, off, length int
 // read is Get and GetRange: open, called unless a fault says not to apply
 // the operation, opens the reader; an injected error closes it.
 func (f *FaultBucket) read(ctx context.Context, op Op, name string, open func() (io.ReadCloser, error)) (io.ReadCloser, error) {
-	injected, apply, err := f.before(ctx, op, name)
+	v, err := f.before(ctx, op, name)
 	if err != nil {
 		return nil, err
 	}
 	var rc io.ReadCloser
-	if apply {
+	if v.apply {
 		if rc, err = open(); err != nil {
 			return nil, err
 		}
 	}
-	if injected != nil {
+	if v.injected != nil {
 		if rc != nil {
 			rc.Close()
 		}
-		return nil, injected
+		return nil, v.injected
+	}
+	if v.spoil {
+		defer rc.Close()
+		b, err := io.ReadAll(rc)
+		if err != nil {
+			return nil, err
+		}
+		if len(b) > 0 {
+			bit := int(v.at * float64(8*len(b)))
+			b[bit/8] ^= 1 << (bit % 8)
+		}
+		return io.NopCloser(bytes.NewReader(b)), nil
 	}
 	return rc, nil
 }
@@ -253,18 +283,18 @@ func (f *FaultBucket) read(ctx context.Context, op Op, name string, open func() 
 // takes the place of its result.
 func faulted[T any](ctx context.Context, f *FaultBucket, op Op, name string, call func() (T, error)) (T, error) {
 	var zero T
-	injected, apply, err := f.before(ctx, op, name)
+	vd, err := f.before(ctx, op, name)
 	if err != nil {
 		return zero, err
 	}
 	var v T
-	if apply {
+	if vd.apply {
 		if v, err = call(); err != nil {
 			return zero, err
 		}
 	}
-	if injected != nil {
-		return zero, injected
+	if vd.injected != nil {
+		return zero, vd.injected
 	}
 	return v, nil
 }
@@ -278,16 +308,16 @@ func (f *FaultBucket) Put(ctx context.Context, name string, r io.Reader, size in
 }
 
 func (f *FaultBucket) Delete(ctx context.Context, name string) error {
-	injected, apply, err := f.before(ctx, OpDelete, name)
+	v, err := f.before(ctx, OpDelete, name)
 	if err != nil {
 		return err
 	}
-	if apply {
+	if v.apply {
 		if err := f.inner.Delete(ctx, name); err != nil {
 			return err
 		}
 	}
-	return injected
+	return v.injected
 }
 
 func (f *FaultBucket) List(ctx context.Context, prefix, startAfter string, limit int) (ListPage, error) {

@@ -135,6 +135,46 @@ func TestFaultApplyThenFail(t *testing.T) {
 	}
 }
 
+// A Corrupt rule spoils the bytes of reads by one bit, Times of them, and
+// leaves the other operations and the stored object alone.
+func TestFaultCorrupt(t *testing.T) {
+	ctx := t.Context()
+	mem := NewMemoryBucket()
+	f := NewFaultBucket(mem)
+	want := []byte("the bytes as they are stored")
+	if _, err := PutBytes(ctx, f, "x", want, PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.Inject(Fault{Corrupt: true, Times: 2})
+	if _, err := f.Attributes(ctx, "x"); err != nil {
+		t.Fatalf("attributes: %v", err)
+	}
+	bitsOff := func(got []byte, want []byte) int {
+		n := 0
+		for i := range got {
+			for x := got[i] ^ want[i]; x != 0; x &= x - 1 {
+				n++
+			}
+		}
+		return n
+	}
+	got, err := ReadAll(ctx, f, "x")
+	if err != nil || len(got) != len(want) || bitsOff(got, want) != 1 {
+		t.Fatalf("spoiled get: %q, %v; want one bit off %q", got, err, want)
+	}
+	got, err = ReadRange(ctx, f, "x", 4, 5)
+	if err != nil || len(got) != 5 || bitsOff(got, want[4:9]) != 1 {
+		t.Fatalf("spoiled ranged get: %q, %v; want one bit off %q", got, err, want[4:9])
+	}
+	if got, err := ReadAll(ctx, f, "x"); err != nil || string(got) != string(want) {
+		t.Fatalf("third get: %q, %v; want the stored bytes", got, err)
+	}
+	if f.Injected(OpGet) != 1 || f.Injected(OpGetRange) != 1 || f.Injected(OpAttributes) != 0 {
+		t.Errorf("injected get %d, ranged %d, attributes %d; want 1, 1, 0",
+			f.Injected(OpGet), f.Injected(OpGetRange), f.Injected(OpAttributes))
+	}
+}
+
 func TestFaultLatency(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := NewFaultBucket(NewMemoryBucket())

@@ -105,14 +105,28 @@ func decodeBlock(raw []byte, clone bool) ([]byte, error) {
 // reuse when it is large enough, for a caller done with reuse's previous
 // content.
 func decodeBlockReuse(raw []byte, clone bool, reuse []byte) ([]byte, error) {
+	if err := checkBlock(raw); err != nil {
+		return nil, err
+	}
+	return unwrapBlock(raw, clone, reuse)
+}
+
+// checkBlock checks the length and checksum of an on-disk block.
+func checkBlock(raw []byte) error {
 	if len(raw) < blockTrailerLen {
-		return nil, corruptf("block of %d bytes is shorter than its trailer", len(raw))
+		return corruptf("block of %d bytes is shorter than its trailer", len(raw))
 	}
 	body := raw[:len(raw)-4]
 	want := binary.LittleEndian.Uint32(raw[len(raw)-4:])
 	if got := crc32.Checksum(body, castagnoli); got != want {
-		return nil, corruptf("block checksum mismatch: stored %08x, computed %08x", want, got)
+		return corruptf("block checksum mismatch: stored %08x, computed %08x", want, got)
 	}
+	return nil
+}
+
+// unwrapBlock is decodeBlockReuse of a block that checkBlock passed.
+func unwrapBlock(raw []byte, clone bool, reuse []byte) ([]byte, error) {
+	body := raw[:len(raw)-4]
 	typ := Compression(body[len(body)-1])
 	payload := body[:len(body)-1]
 	if typ == CompressionNone {

@@ -40,10 +40,11 @@ type Iter struct {
 	misses  atomic.Int64 // cache misses loaded for this iterator
 
 	// Without a cache (or for a scan), the raw bytes of blocks [runFirst,
-	// runLast].
-	run      []byte
-	runFirst int
-	runLast  int
+	// runLast], and whether their checksums passed (readBlocks).
+	run        []byte
+	runChecked bool
+	runFirst   int
+	runLast    int
 
 	scan  bool   // read past the cache; see NewScanIter
 	whole bool   // load the range at the first positioning; see NewRangeIter
@@ -219,18 +220,18 @@ func (it *Iter) fetchUncached(i int) ([]byte, error) {
 		it.run = nil
 		j := it.t.runEnd(i, it.lastBlock, it.nextRun, it.iv)
 		it.growReadahead()
-		raw, err := it.t.readRange(it.ctx, i, j)
+		raw, checked, err := it.t.readBlocks(it.ctx, i, j)
 		if err != nil {
 			return nil, err
 		}
-		it.run, it.runFirst, it.runLast = raw, i, j
+		it.run, it.runChecked, it.runFirst, it.runLast = raw, checked, i, j
 	}
 	base := hs[it.runFirst].off
 	raw := it.run[hs[i].off-base : hs[i].end()-base]
 	if !it.scan {
-		return decodeBlock(raw, false)
+		return decodeRead(raw, it.runChecked, false, nil)
 	}
-	content, err := decodeBlockReuse(raw, false, it.dec)
+	content, err := decodeRead(raw, it.runChecked, false, it.dec)
 	if err == nil && len(content) > 0 && len(raw) > 0 && &content[0] != &raw[0] {
 		it.dec = content
 	}

@@ -191,14 +191,14 @@ func (t *Table) missingRuns(first, last int, s Stasher, bridge int64, iv *Interv
 // prefetchRun reads blocks [i, j] in one read and caches them, through s
 // when it is not nil.
 func (t *Table) prefetchRun(ctx context.Context, i, j int, s Stasher) error {
-	raw, err := t.readRange(ctx, i, j)
+	raw, checked, err := t.readBlocks(ctx, i, j)
 	if err != nil {
 		return fmt.Errorf("sst %s: prefetch blocks %d-%d: %w", t.id, i, j, err)
 	}
 	hs := t.ix.handles
 	base := hs[i].off
 	for k := i; k <= j; k++ {
-		content, err := decodeBlock(raw[hs[k].off-base:hs[k].end()-base], true)
+		content, err := decodeRead(raw[hs[k].off-base:hs[k].end()-base], checked, true, nil)
 		if err != nil {
 			return fmt.Errorf("sst %s: prefetch data block %d: %w", t.id, k, err)
 		}

@@ -3,6 +3,7 @@ package sst
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -46,7 +47,22 @@ func Open(ctx context.Context, r Readable, id string, c cache.Cache) (*Table, er
 // and footer: Info.MetaSize, which a manifest can keep), so that a cold open
 // reads exactly that region in one round trip however large the index and
 // filter are. A metaSize of 0, or a wrong one, only costs what Open costs.
+//
+// Meta blocks whose bytes fail their checksum are read again, up to
+// CorruptRereads times, and never cached.
 func OpenHint(ctx context.Context, r Readable, id string, c cache.Cache, metaSize int64) (*Table, error) {
+	for attempt := 0; ; attempt++ {
+		t, err := openOnce(ctx, r, id, c, metaSize)
+		if err == nil || !errors.Is(err, ErrCorrupt) || attempt == CorruptRereads {
+			return t, err
+		}
+		if o, ok := r.(RereadObserver); ok {
+			o.Reread(err)
+		}
+	}
+}
+
+func openOnce(ctx context.Context, r Readable, id string, c cache.Cache, metaSize int64) (*Table, error) {
 	size := r.Size()
 	if size < footerLen {
 		return nil, fmt.Errorf("sst %s: %w", id, corruptf("table of %d bytes is shorter than its footer", size))
@@ -61,6 +77,9 @@ func OpenHint(ctx context.Context, r Readable, id string, c cache.Cache, metaSiz
 		b, err := m.read(ctx, footerOff, footerOff, footerLen)
 		if err != nil {
 			return nil, err
+		}
+		if _, err := decodeFooter(b, size); err != nil {
+			return nil, err // not cached
 		}
 		return cloneExact(b), nil
 	})
@@ -283,11 +302,70 @@ func (t *Table) runEnd(i, last int, budget int64, iv *Interval) int {
 
 // readBlock reads and decodes block i alone.
 func (t *Table) readBlock(ctx context.Context, i int) ([]byte, error) {
-	raw, err := t.readRange(ctx, i, i)
+	raw, checked, err := t.readBlocks(ctx, i, i)
 	if err != nil {
 		return nil, err
 	}
-	return decodeBlock(raw, false)
+	return decodeRead(raw, checked, false, nil)
+}
+
+// CorruptRereads is how many times a read whose bytes fail their checksum is
+// made again before the corruption is reported. Bytes can be spoiled on the
+// way (a proxy, a network card, a node of the store) and be whole at rest;
+// bytes corrupt at rest fail every read and are reported after these.
+const CorruptRereads = 2
+
+// RereadObserver is implemented by a Readable that wants to know when bytes
+// it served failed their checksum and are read again.
+type RereadObserver interface {
+	// Reread is told of a read whose bytes failed their checksum (err says
+	// which) and that is about to be made again.
+	Reread(err error)
+}
+
+// reread tells t's Readable, if it listens, that a read failed with err and
+// is made again.
+func (t *Table) reread(err error) {
+	if o, ok := t.r.(RereadObserver); ok {
+		o.Reread(err)
+	}
+}
+
+// readBlocks reads the bytes of blocks [i, j] in one ranged read and checks
+// each block's checksum, reading the range again, up to CorruptRereads
+// times, while one fails. checked says that all passed; when one still
+// fails, the bytes are returned as read for its decode to report (a block
+// corrupt at rest fails only the reads that need it).
+func (t *Table) readBlocks(ctx context.Context, i, j int) (raw []byte, checked bool, err error) {
+	hs := t.ix.handles
+	base := hs[i].off
+	for attempt := 0; ; attempt++ {
+		if raw, err = t.readRange(ctx, i, j); err != nil {
+			return nil, false, err
+		}
+		k := i
+		for ; k <= j; k++ {
+			if err = checkBlock(raw[hs[k].off-base : hs[k].end()-base]); err != nil {
+				break
+			}
+		}
+		if k > j {
+			return raw, true, nil
+		}
+		if attempt == CorruptRereads {
+			return raw, false, nil
+		}
+		t.reread(fmt.Errorf("sst %s: block %d of blocks %d-%d [%d,+%d): %w", t.id, k, i, j, base, hs[j].end()-base, err))
+	}
+}
+
+// decodeRead returns the content of a block of a range readBlocks returned,
+// skipping the checksum when readBlocks checked it.
+func decodeRead(raw []byte, checked, clone bool, reuse []byte) ([]byte, error) {
+	if checked {
+		return unwrapBlock(raw, clone, reuse)
+	}
+	return decodeBlockReuse(raw, clone, reuse)
 }
 
 // readRange reads the bytes of blocks [i, j] in one ranged read.
@@ -307,18 +385,18 @@ func (t *Table) readRange(ctx context.Context, i, j int) ([]byte, error) {
 // cache and returns block i. A later block that fails to decode is left out,
 // to fail when it is read on its own.
 func (t *Table) readRun(ctx context.Context, i, j int) ([]byte, error) {
-	raw, err := t.readRange(ctx, i, j)
+	raw, checked, err := t.readBlocks(ctx, i, j)
 	if err != nil {
 		return nil, err
 	}
 	hs := t.ix.handles
 	base := hs[i].off
-	first, err := decodeBlock(raw[:hs[i].len], true)
+	first, err := decodeRead(raw[:hs[i].len], checked, true, nil)
 	if err != nil {
 		return nil, err
 	}
 	for k := i + 1; k <= j; k++ {
-		content, err := decodeBlock(raw[hs[k].off-base:hs[k].end()-base], true)
+		content, err := decodeRead(raw[hs[k].off-base:hs[k].end()-base], checked, true, nil)
 		if err != nil {
 			continue
 		}
