@@ -25,21 +25,27 @@ const (
 	faultDrop                      // forwarded (the store applied it), then the connection reset instead of the answer
 	faultTruncate                  // a GET's answer cut off: its headers and half its body, then a connection reset
 	faultCorrupt                   // a GET's answer with one bit of its body flipped, its length and headers unchanged
+	faultStall                     // a GET's answer stalls: its headers and half its body, then nothing until the client gives up
 	faultRefused                   // outage: connection reset without forwarding
 	faultHung                      // outage: held until the outage ended or the client gave up, never forwarded
 	numFaultKinds
 )
 
-var faultNames = [numFaultKinds]string{"forwarded", "slowdown", "reset", "drop", "truncate", "corrupt", "outage-refused", "outage-hung"}
+var faultNames = [numFaultKinds]string{"forwarded", "slowdown", "reset", "drop", "truncate", "corrupt", "stall", "outage-refused", "outage-hung"}
+
+// lastMixed is the last kind of fault a mix weighs.
+const lastMixed = faultStall
 
 // faultMix weighs the kinds of fault a request may get, faultSlowDown to
-// faultCorrupt in order (any scale).
-type faultMix [faultCorrupt - faultSlowDown + 1]float64
+// lastMixed in order (any scale).
+type faultMix [lastMixed - faultSlowDown + 1]float64
 
 // onlyGET reports whether kind is done to GET answers only (those with a
 // body worth cutting or flipping); another request drawn for it is
 // forwarded untouched.
-func (k faultKind) onlyGET() bool { return k == faultTruncate || k == faultCorrupt }
+func (k faultKind) onlyGET() bool {
+	return k == faultTruncate || k == faultCorrupt || k == faultStall
+}
 
 func (k faultKind) String() string { return faultNames[k] }
 
@@ -143,9 +149,9 @@ func parseFaultMix(s string) (faultMix, error) {
 		if !ok || err != nil || w < 0 {
 			return mix, fmt.Errorf("fault mix %q: want kind=weight with a weight of at least 0", part)
 		}
-		i := slices.Index(faultNames[faultSlowDown:faultCorrupt+1], strings.TrimSpace(name))
+		i := slices.Index(faultNames[faultSlowDown:lastMixed+1], strings.TrimSpace(name))
 		if i < 0 {
-			return mix, fmt.Errorf("fault mix: unknown kind %q (%s)", name, strings.Join(faultNames[faultSlowDown:faultCorrupt+1], ", "))
+			return mix, fmt.Errorf("fault mix: unknown kind %q (%s)", name, strings.Join(faultNames[faultSlowDown:lastMixed+1], ", "))
 		}
 		mix[i] = w
 	}
@@ -458,6 +464,20 @@ func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.CopyN(w, resp.Body, resp.ContentLength/2)
 		if f, ok := w.(http.Flusher); ok {
 			f.Flush() // Hijack drops what the response still buffers
+		}
+		resetConn(w)
+		return
+	case faultStall:
+		// The answer starts and then nothing comes, the connection open:
+		// a client without a read deadline waits for ever.
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.CopyN(w, resp.Body, resp.ContentLength/2)
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+		select {
+		case <-ctx.Done():
+		case <-p.closed:
 		}
 		resetConn(w)
 		return

@@ -222,6 +222,45 @@ func TestFaultProxyTruncate(t *testing.T) {
 	}
 }
 
+// A stalled GET sends its headers and half its body, then nothing, the
+// connection open until the client gives up.
+func TestFaultProxyStall(t *testing.T) {
+	be := &recordingBackend{}
+	p, base := newTestProxy(t, be, faultConfig{Rate: 1, Mix: faultMix{faultStall - faultSlowDown: 1}}, nil)
+	req, err := http.NewRequest(http.MethodGet, base+"/bucket/some/key", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := freshClient(t).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	want := "answer to GET /bucket/some/key"
+	got := make([]byte, len(want)/2)
+	if _, err := io.ReadFull(resp.Body, got); err != nil || string(got) != want[:len(want)/2] {
+		t.Fatalf("first half %q, %v; want %q", got, err, want[:len(want)/2])
+	}
+	// Nothing more comes: a read waits until the client closes the body.
+	read := make(chan error, 1)
+	go func() {
+		_, err := resp.Body.Read(make([]byte, 1))
+		read <- err
+	}()
+	select {
+	case err := <-read:
+		t.Fatalf("read after the first half returned %v, want it to wait", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	resp.Body.Close()
+	if err := <-read; err == nil {
+		t.Fatal("read of a closed stalled body returned no error")
+	}
+	if got := p.snapshot().Faults; got[faultStall] != 1 {
+		t.Errorf("faults %v, want one stalled", got)
+	}
+}
+
 // A corrupted GET has its length and headers but one bit of its body
 // flipped.
 func TestFaultProxyCorrupt(t *testing.T) {
@@ -428,7 +467,7 @@ func TestParseFaultMix(t *testing.T) {
 	if m, err := parseFaultMix("drop=2"); err != nil || m != (faultMix{0, 0, 2}) {
 		t.Errorf("drop only: %v, %v", m, err)
 	}
-	if m, err := parseFaultMix("truncate=1, corrupt=3"); err != nil || m != (faultMix{0, 0, 0, 1, 3}) {
+	if m, err := parseFaultMix("truncate=1, corrupt=3,stall=2"); err != nil || m != (faultMix{0, 0, 0, 1, 3, 2}) {
 		t.Errorf("truncate and corrupt: %v, %v", m, err)
 	}
 	for _, bad := range []string{"", "slowdown=0", "boom=1", "reset=-1", "reset"} {

@@ -78,7 +78,7 @@ func addSoakFlags(fs *flag.FlagSet, c *soakConfig) {
 	fs.StringVar(&c.OutageMode, "outage-mode", "refuse", "soak: refuse (every request gets a connection reset) or hang (requests get no answer until the store is back, then a reset)")
 	fs.DurationVar(&c.Faults.Latency, "store-latency", d.Latency, "soak and coldwarm: latency the fault proxy adds to every object-store request")
 	fs.Float64Var(&c.Faults.Rate, "fault-rate", d.Rate, "soak: fraction of object-store requests that get a fault")
-	fs.StringVar(&c.FaultMix, "fault-mix", "slowdown=1,reset=1,drop=1", "soak: weights of the faults: slowdown (503 SlowDown), reset (connection reset before forwarding), drop (answer dropped after the store applied the request), truncate (a GET answer cut off halfway), corrupt (a GET answer with one bit flipped)")
+	fs.StringVar(&c.FaultMix, "fault-mix", "slowdown=1,reset=1,drop=1", "soak: weights of the faults: slowdown (503 SlowDown), reset (connection reset before forwarding), drop (answer dropped after the store applied the request), truncate (a GET answer cut off halfway), corrupt (a GET answer with one bit flipped), stall (a GET answer that stops halfway, the connection left open)")
 	fs.StringVar(&c.VersityGW, "versitygw-bin", ".tools/versitygw", "soak, coldwarm and the shale-s3 system: versitygw binary (make tools)")
 	fs.DurationVar(&c.SampleEvery, "sample-every", 5*time.Second, "soak: period of the RSS and L0-table samples")
 	fs.DurationVar(&c.ReadyEvery, "ready-every", 250*time.Millisecond, "soak: period of the /-/ready polls")

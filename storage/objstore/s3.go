@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -127,7 +128,25 @@ type S3Bucket struct {
 	idle     interface{ CloseIdleConnections() } // nil if the HTTP client cannot
 	bucket   string
 	partSize int64
+	// answerIdle and uploadIdle bound the wait for the next byte of an
+	// answer's body, and for the store to take the next byte of an upload.
+	answerIdle, uploadIdle time.Duration
 }
+
+// answerIdleTimeout is how long an answer's body may go without a byte
+// before its read fails, as a transient error that is retried. A connection
+// that stalls halfway through an answer (a load balancer or NAT that dropped
+// it, a store node that hangs) would otherwise hold the read for as long as
+// the connection stays open, and with it a writer's WAL replay or
+// compaction, whose context does not end. S3 sends a body's bytes in well
+// under a second and advises retrying a small read slower than about 2 s; a
+// restarted writer's replay waits this long for each answer that stalls.
+const answerIdleTimeout = 5 * time.Second
+
+// uploadIdleTimeout is how long the store may take no byte of an upload's
+// body before the put fails (transient, retried); longer than for answers,
+// as a put sent again costs its whole body.
+const uploadIdleTimeout = 15 * time.Second
 
 // NewS3Bucket returns a bucket for cfg. It makes no request: a wrong bucket or
 // credentials show up on first use.
@@ -177,7 +196,8 @@ func NewS3Bucket(ctx context.Context, cfg S3Config) (*S3Bucket, error) {
 		}
 		o.UsePathStyle = cfg.ForcePathStyle
 	})
-	return &S3Bucket{client: client, idle: closer, bucket: cfg.Bucket, partSize: cfg.PartSize}, nil
+	return &S3Bucket{client: client, idle: closer, bucket: cfg.Bucket, partSize: cfg.PartSize,
+		answerIdle: answerIdleTimeout, uploadIdle: uploadIdleTimeout}, nil
 }
 
 // BucketName returns the S3 bucket's name.
@@ -237,26 +257,50 @@ func (b *S3Bucket) Get(ctx context.Context, name string) (io.ReadCloser, error) 
 	if err != nil {
 		return nil, s3Error(ctx, "get", name, err)
 	}
-	return &s3Body{out.Body, ctx, name}, nil
+	return newS3Body(out.Body, ctx, name, b.answerIdle), nil
 }
 
-// s3Body classifies the errors of a response body that breaks off.
+// s3Body classifies the errors of a response body that breaks off, and
+// closes one that stalls: a Read that waits more than idle for a byte fails.
 type s3Body struct {
-	io.ReadCloser
-	ctx  context.Context
-	name string
+	body    io.ReadCloser
+	ctx     context.Context
+	name    string
+	idle    time.Duration
+	timer   *time.Timer
+	stalled atomic.Bool
+}
+
+func newS3Body(body io.ReadCloser, ctx context.Context, name string, idle time.Duration) *s3Body {
+	r := &s3Body{body: body, ctx: ctx, name: name, idle: idle}
+	r.timer = time.AfterFunc(idle, func() {
+		r.stalled.Store(true)
+		_ = r.body.Close() // ends a Read blocked on the connection
+	})
+	r.timer.Stop() // armed by each Read
+	return r
 }
 
 func (r *s3Body) Read(p []byte) (int, error) {
-	n, err := r.ReadCloser.Read(p)
+	r.timer.Reset(r.idle)
+	n, err := r.body.Read(p)
+	r.timer.Stop()
 	if err != nil && err != io.EOF {
-		if cerr := r.ctx.Err(); cerr != nil {
+		switch cerr := r.ctx.Err(); {
+		case r.stalled.Load():
+			err = Transient(fmt.Errorf("s3 read %s: no byte of the answer for %s: %w", r.name, r.idle, err))
+		case cerr != nil:
 			err = fmt.Errorf("s3 read %s: %w: %w", r.name, cerr, err)
-		} else {
+		default:
 			err = Transient(fmt.Errorf("s3 read %s: %w", r.name, err))
 		}
 	}
 	return n, err
+}
+
+func (r *s3Body) Close() error {
+	r.timer.Stop()
+	return r.body.Close()
 }
 
 func (b *S3Bucket) GetRange(ctx context.Context, name string, off, length int64) (io.ReadCloser, error) {
@@ -287,7 +331,7 @@ func (b *S3Bucket) GetRange(ctx context.Context, name string, off, length int64)
 		}
 		return nil, err
 	}
-	return &s3Body{out.Body, ctx, name}, nil
+	return newS3Body(out.Body, ctx, name, b.answerIdle), nil
 }
 
 func (b *S3Bucket) Attributes(ctx context.Context, name string) (Attributes, error) {
@@ -377,18 +421,69 @@ func (b *S3Bucket) put(ctx context.Context, name string, r io.Reader, size int64
 
 func (b *S3Bucket) putSingle(ctx context.Context, name string, body io.ReadSeeker, size int64, opts PutOptions) (Attributes, error) {
 	ifNoneMatch, ifMatch := conditions(opts)
-	out, err := b.client.PutObject(ctx, &s3.PutObjectInput{
+	w := b.watchUpload(ctx, body)
+	out, err := b.client.PutObject(w.ctx, &s3.PutObjectInput{
 		Bucket:        &b.bucket,
 		Key:           &name,
-		Body:          body,
+		Body:          w,
 		ContentLength: aws.Int64(size),
 		IfNoneMatch:   ifNoneMatch,
 		IfMatch:       ifMatch,
 	})
-	if err != nil {
-		return Attributes{}, s3Error(ctx, "put", name, err)
+	if err = w.done(ctx, "put", name, err); err != nil {
+		return Attributes{}, err
 	}
 	return Attributes{Name: name, Size: size, ETag: aws.ToString(out.ETag)}, nil
+}
+
+// errUploadStalled cancels an upload the store stopped taking.
+var errUploadStalled = errors.New("the store took no byte of the body")
+
+// uploadWatch is an upload's body whose every Read, as the transport sends
+// it, re-arms a timer that cancels the request once the store has taken no
+// byte for the bucket's idle time: a store that stops reading a body, the
+// connection left open, would otherwise hold the put, and the writer's WAL
+// with it, for as long as the connection stays open. Once the body is read
+// to its end (all of it handed to the connection), the transport's wait for
+// the answer's headers takes over.
+type uploadWatch struct {
+	io.ReadSeeker
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	idle   time.Duration
+	timer  *time.Timer
+}
+
+func (b *S3Bucket) watchUpload(ctx context.Context, body io.ReadSeeker) *uploadWatch {
+	w := &uploadWatch{ReadSeeker: body, idle: b.uploadIdle}
+	w.ctx, w.cancel = context.WithCancelCause(ctx)
+	w.timer = time.AfterFunc(w.idle, func() { w.cancel(errUploadStalled) })
+	return w
+}
+
+func (w *uploadWatch) Read(p []byte) (int, error) {
+	w.timer.Reset(w.idle)
+	n, err := w.ReadSeeker.Read(p)
+	if err == io.EOF {
+		w.timer.Stop() // re-armed if the body is read again (a signature, a retry)
+	}
+	return n, err
+}
+
+// done ends the watch of a request made with w.ctx and classifies its
+// error: a stalled upload is transient, whatever the client made of its
+// cancellation.
+func (w *uploadWatch) done(ctx context.Context, op, name string, err error) error {
+	w.timer.Stop()
+	stalled := errors.Is(context.Cause(w.ctx), errUploadStalled)
+	w.cancel(nil)
+	if err == nil {
+		return nil
+	}
+	if stalled && ctx.Err() == nil {
+		return Transient(fmt.Errorf("s3 %s %s: %w for %s: %w", op, name, errUploadStalled, w.idle, err))
+	}
+	return s3Error(ctx, op, name, err)
 }
 
 // putMultipart uploads buf (one full part already read) and the rest of r in
@@ -422,16 +517,17 @@ func (b *S3Bucket) putMultipart(ctx context.Context, name string, buf []byte, r 
 		if num > maxS3Parts {
 			return Attributes{}, fmt.Errorf("s3 put %s: more than %d parts of %d bytes", name, maxS3Parts, b.partSize)
 		}
-		out, err := b.client.UploadPart(ctx, &s3.UploadPartInput{
+		w := b.watchUpload(ctx, bytes.NewReader(part))
+		out, err := b.client.UploadPart(w.ctx, &s3.UploadPartInput{
 			Bucket:        &b.bucket,
 			Key:           &name,
 			UploadId:      uploadID,
 			PartNumber:    aws.Int32(num),
-			Body:          bytes.NewReader(part),
+			Body:          w,
 			ContentLength: aws.Int64(int64(len(part))),
 		})
-		if err != nil {
-			return Attributes{}, s3Error(ctx, "upload part "+strconv.Itoa(int(num))+" of", name, err)
+		if err = w.done(ctx, "upload part "+strconv.Itoa(int(num))+" of", name, err); err != nil {
+			return Attributes{}, err
 		}
 		parts = append(parts, types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(num)})
 		total += int64(len(part))

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -302,6 +303,106 @@ func TestS3BrokenBodyIsTransient(t *testing.T) {
 	defer rc.Close()
 	if _, err := io.ReadAll(rc); !objstore.IsTransient(err) {
 		t.Fatalf("read error %v is not transient", err)
+	}
+}
+
+// An answer whose body stops coming, the connection left open, fails the
+// read after the idle timeout as a transient error; a slow body that keeps
+// coming does not, however long it takes in all.
+func TestS3StalledBodyFails(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "10")
+		w.WriteHeader(http.StatusOK)
+		if strings.HasSuffix(r.URL.Path, "/slow") {
+			for range 10 {
+				w.Write([]byte("x"))
+				w.(http.Flusher).Flush()
+				time.Sleep(40 * time.Millisecond) // the pace of the answer, not a wait for a condition
+			}
+			return
+		}
+		w.Write([]byte("half "))
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
+	b := newS3Client(t, srv.URL).(*objstore.S3Bucket)
+	const idle = 200 * time.Millisecond
+	objstore.SetIdleTimeouts(b, idle, idle)
+
+	t0 := time.Now()
+	_, err := objstore.ReadAll(t.Context(), b, "stalls")
+	if !objstore.IsTransient(err) || !strings.Contains(err.Error(), "no byte of the answer") {
+		t.Fatalf("stalled body: %v, want a transient error naming the stall", err)
+	}
+	if took := time.Since(t0); took > 10*idle {
+		t.Errorf("stalled body failed after %s, want about %s", took, idle)
+	}
+	_, err = objstore.ReadRange(t.Context(), b, "stalls", 0, 10)
+	if !objstore.IsTransient(err) {
+		t.Fatalf("stalled ranged body: %v, want transient", err)
+	}
+	if got, err := objstore.ReadAll(t.Context(), b, "slow"); err != nil || string(got) != "xxxxxxxxxx" {
+		t.Fatalf("slow body (400 ms in all, a byte every 40 ms): %q, %v", got, err)
+	}
+}
+
+// A store that stops taking an upload's body, the connection left open,
+// fails the put after the idle timeout as a transient error; one that takes
+// it slowly but steadily does not.
+func TestS3StalledUploadFails(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/slow") {
+			buf := make([]byte, 256<<10)
+			for {
+				if _, err := io.ReadFull(r.Body, buf); err != nil {
+					break
+				}
+				time.Sleep(20 * time.Millisecond) // the pace of the store, not a wait for a condition
+			}
+			w.Header().Set("ETag", `"e"`)
+			return
+		}
+		select { // takes none of the body
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
+	cfg := objstore.DefaultS3Config()
+	cfg.Bucket, cfg.Endpoint, cfg.ForcePathStyle = "b", srv.URL, true
+	cfg.AccessKeyID, cfg.SecretAccessKey = "k", "s"
+	cfg.PartSize = 64 << 20 // one PUT
+	b, err := objstore.NewS3Bucket(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	const idle = 300 * time.Millisecond
+	objstore.SetIdleTimeouts(b, idle, idle)
+
+	// More than the connection's buffers hold, so that the sender blocks.
+	body := make([]byte, 48<<20)
+	t0 := time.Now()
+	_, err = objstore.PutBytes(t.Context(), b, "stalls", body, objstore.PutOptions{})
+	if !objstore.IsTransient(err) || !strings.Contains(err.Error(), "took no byte") {
+		t.Fatalf("stalled upload: %v, want a transient error naming the stall", err)
+	}
+	if took := time.Since(t0); took > 20*idle {
+		t.Errorf("stalled upload failed after %s, want about %s", took, idle)
+	}
+	// 8 MiB at 256 KiB every 20 ms: about 0.7 s in all, more than the idle
+	// time, with the connection's buffers draining after the last byte is
+	// handed over.
+	if _, err := objstore.PutBytes(t.Context(), b, "slow", body[:8<<20], objstore.PutOptions{}); err != nil {
+		t.Fatalf("slow upload: %v", err)
 	}
 }
 
