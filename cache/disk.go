@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -32,7 +33,7 @@ import (
 type diskTier struct {
 	dir        string
 	lock       *os.File
-	budget     int64
+	budget     atomic.Int64 // lowered when the disk has less room (fitBudget, shrinkFull)
 	segSize    int64
 	queueBytes int64
 	log        *slog.Logger
@@ -116,7 +117,6 @@ func parseSegmentName(name string) (uint64, bool) {
 func openDiskTier(opts Options, log *slog.Logger, ctr *counters) (*diskTier, error) {
 	d := &diskTier{
 		dir:        opts.DiskPath,
-		budget:     opts.DiskBytes,
 		segSize:    opts.segmentBytes(),
 		queueBytes: opts.DiskWriteQueueBytes,
 		log:        log,
@@ -135,12 +135,88 @@ func openDiskTier(opts Options, log *slog.Logger, ctr *counters) (*diskTier, err
 		return nil, err
 	}
 	d.lock = lock
+	d.budget.Store(opts.DiskBytes)
+	d.fitBudget(opts)
 	if err := d.load(); err != nil {
 		d.closeFiles()
 		return nil, err
 	}
 	go d.run()
 	return d, nil
+}
+
+// writeAt writes to a segment file; a variable for tests (a full disk).
+var writeAt = (*os.File).WriteAt
+
+// statFree returns the bytes an unprivileged writer may still write on the
+// filesystem of dir; ok is false where it cannot tell. A variable for tests.
+var statFree = freeBytes
+
+// fitBudget lowers the budget, and the segment size with it, to what the
+// folder's filesystem has room for: its free space and the segment files
+// already there, less a twentieth left to the filesystem and its other
+// users. A budget larger than the disk (the default --cache.disk-size on a
+// small disk) would otherwise fill it and then fail every write, the tier
+// never evicting because it is under its budget.
+func (d *diskTier) fitBudget(opts Options) {
+	free, ok := statFree(d.dir)
+	if !ok {
+		return
+	}
+	room := free + d.segmentFileBytes()
+	limit := max(room-room/20, 2*minSegmentBytes)
+	if limit >= d.budget.Load() {
+		return
+	}
+	d.budget.Store(limit)
+	o := opts
+	o.DiskBytes = limit
+	d.segSize = min(o.segmentBytes(), limit/2)
+	d.log.Warn("cache: the disk tier's folder has room for less than its budget (--cache.disk-size); the tier uses what there is",
+		"folder", d.dir, "budget", opts.DiskBytes, "room", room, "using", limit)
+}
+
+// segmentFileBytes sums the sizes of the segment files in the folder,
+// finished or not.
+func (d *diskTier) segmentFileBytes() int64 {
+	entries, err := os.ReadDir(d.dir)
+	if err != nil {
+		return 0
+	}
+	var n int64
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), segmentPrefix) || !e.Type().IsRegular() {
+			continue
+		}
+		if info, err := e.Info(); err == nil {
+			n += info.Size()
+		}
+	}
+	return n
+}
+
+// shrinkFull lowers the budget when the disk filled up before the tier
+// reached it (another user of the disk took the room): the active segment
+// is finished (or dropped, when even its footer does not fit), and the
+// oldest segments are evicted until the tier holds an eighth less than it
+// did, so that writes find room again.
+func (d *diskTier) shrinkFull() {
+	d.finishActive()
+	d.mu.Lock()
+	limit := max(d.bytes-d.bytes/8, 2*d.segSize)
+	shrunk := limit < d.budget.Load()
+	if shrunk {
+		d.budget.Store(limit)
+	}
+	var victims []*segment
+	for d.bytes > limit && len(d.order) > 1 {
+		victims = append(victims, d.evictOldestLocked())
+	}
+	d.mu.Unlock()
+	d.dispose(victims)
+	if shrunk {
+		d.log.Warn("cache: the disk tier's folder is full; its budget shrinks to what it holds", "folder", d.dir, "budget", limit)
+	}
 }
 
 // load rebuilds the index from the finished segments in the directory,
@@ -175,7 +251,7 @@ func (d *diskTier) load() error {
 	}
 	var victims []*segment
 	d.mu.Lock()
-	for d.bytes > d.budget && len(d.order) > 0 {
+	for d.bytes > d.budget.Load() && len(d.order) > 0 {
 		victims = append(victims, d.evictOldestLocked())
 	}
 	d.mu.Unlock()
@@ -503,6 +579,9 @@ func (d *diskTier) handle(req writeReq) {
 	d.pending.Add(-int64(len(req.value)))
 	if err := d.write(req.key, req.value, req.class); err != nil {
 		d.ctr.diskDrops[dropError].Add(1)
+		if errors.Is(err, syscall.ENOSPC) {
+			d.shrinkFull()
+		}
 		if !d.errorLogged {
 			d.log.Error("cache: disk tier write failed; further failures are only counted until one succeeds", "err", err)
 			d.errorLogged = true
@@ -536,7 +615,7 @@ func (d *diskTier) write(key string, value []byte, class Class) error {
 	}
 	var victims []*segment
 	d.mu.Lock()
-	for d.bytes+charge > d.budget && len(d.order) > 1 {
+	for d.bytes+charge > d.budget.Load() && len(d.order) > 1 {
 		victims = append(victims, d.evictOldestLocked())
 	}
 	d.mu.Unlock()
@@ -546,10 +625,10 @@ func (d *diskTier) write(key string, value []byte, class Class) error {
 	// The value is written from where it lies: copied into d.buf, the
 	// largest value (a whole table, several MiB) stayed allocated.
 	d.buf = appendRecordHead(d.buf[:0], key, value, class)
-	if _, err := seg.f.WriteAt(d.buf, seg.size); err != nil {
+	if _, err := writeAt(seg.f, d.buf, seg.size); err != nil {
 		return fmt.Errorf("cache: write segment %d: %w", seg.id, err)
 	}
-	if _, err := seg.f.WriteAt(value, seg.size+int64(len(d.buf))); err != nil {
+	if _, err := writeAt(seg.f, value, seg.size+int64(len(d.buf))); err != nil {
 		return fmt.Errorf("cache: write segment %d: %w", seg.id, err)
 	}
 	loc := diskLoc{seg: seg.id, off: uint32(seg.size), size: uint32(n), class: class}
@@ -573,7 +652,7 @@ func (d *diskTier) startSegment() error {
 	if err != nil {
 		return fmt.Errorf("cache: create segment: %w", err)
 	}
-	if _, err := f.Write(appendSegmentHeader(nil, id)); err != nil {
+	if _, err := writeAt(f, appendSegmentHeader(nil, id), 0); err != nil {
 		f.Close()
 		os.Remove(path)
 		return fmt.Errorf("cache: write segment header: %w", err)
@@ -600,7 +679,7 @@ func (d *diskTier) seal() {
 	}
 	seg.locs = nil
 	d.buf = appendFooter(d.buf[:0], recs, uint32(seg.size))
-	_, err := seg.f.WriteAt(d.buf, seg.size)
+	_, err := writeAt(seg.f, d.buf, seg.size)
 	if err == nil {
 		seg.size += int64(len(d.buf))
 		tmp := filepath.Join(d.dir, segmentName(seg.id, false))

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -488,4 +489,84 @@ func TestDiskTierCloseAfterDirectoryRemoved(t *testing.T) {
 	if s := c.Stats(); s.Disk.Entries != 0 {
 		t.Fatalf("%d blocks indexed after the segment was dropped", s.Disk.Entries)
 	}
+}
+
+// withDisk makes the disk tier's files live on a disk of capacity bytes for
+// the rest of the test: statFree tells what is free when known is set, and
+// writes that would take the folder's files past capacity fail with ENOSPC.
+func withDisk(t *testing.T, dir string, capacity int64, known bool) {
+	t.Helper()
+	used := func() int64 {
+		var n int64
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if info, err := e.Info(); err == nil && info.Mode().IsRegular() {
+				n += info.Size()
+			}
+		}
+		return n
+	}
+	oldWrite, oldFree := writeAt, statFree
+	t.Cleanup(func() { writeAt, statFree = oldWrite, oldFree })
+	writeAt = func(f *os.File, b []byte, off int64) (int, error) {
+		info, err := f.Stat()
+		if err != nil {
+			return 0, err
+		}
+		if grow := off + int64(len(b)) - info.Size(); grow > 0 && used()+grow > capacity {
+			return 0, &os.PathError{Op: "write", Path: f.Name(), Err: syscall.ENOSPC}
+		}
+		return f.WriteAt(b, off)
+	}
+	statFree = func(string) (int64, bool) { return capacity - used(), known }
+}
+
+// A budget larger than the disk: the tier uses what the disk has room for,
+// known at open, and keeps writing, evicting its oldest segments.
+func TestDiskTierBudgetFitsTheDisk(t *testing.T) {
+	o := diskOptions(t)
+	o.DiskBytes = 16 << 30 // the default, on a disk of 300 KiB
+	withDisk(t, o.DiskPath, 300<<10, true)
+	c := newTestCache(t, o)
+	if b := c.Stats().Disk.Budget; b > 300<<10 || b < 200<<10 {
+		t.Fatalf("budget %d on a disk of %d bytes", b, 300<<10)
+	}
+	const n, size = 300, 4000
+	for i := range n {
+		c.Set(testKey(i), testValue(i, size), ClassData)
+		c.Flush()
+	}
+	s := c.Stats()
+	if drops := c.ctr.diskDrops[dropError].Load(); drops != 0 || s.DiskWrites != n {
+		t.Fatalf("%d writes, %d failed; want all %d written", s.DiskWrites, drops, n)
+	}
+	if s.Disk.Bytes > s.Disk.Budget {
+		t.Errorf("%d bytes over the budget of %d", s.Disk.Bytes, s.Disk.Budget)
+	}
+	mustGet(t, c, testKey(n-1), testValue(n-1, size))
+}
+
+// A disk that fills up under the tier (its room unknown at open, or taken
+// by another user): writes that fail for want of room shrink the budget and
+// evict the oldest segments, and later writes find room again.
+func TestDiskTierDiskFull(t *testing.T) {
+	o := diskOptions(t)
+	o.DiskBytes = 16 << 20
+	o.DiskSegmentBytes = 32 << 10
+	withDisk(t, o.DiskPath, 300<<10, false)
+	c := newTestCache(t, o)
+	const n, size = 300, 4000 // 1.2 MB on a disk of 300 KiB
+	for i := range n {
+		c.Set(testKey(i), testValue(i, size), ClassData)
+		c.Flush()
+	}
+	s := c.Stats()
+	if s.Disk.Budget >= o.DiskBytes {
+		t.Errorf("budget %d after the disk filled, want less than %d", s.Disk.Budget, o.DiskBytes)
+	}
+	// Without the shrink, every write after the first 75 or so fails.
+	if s.DiskWrites < n*3/4 {
+		t.Errorf("%d of %d writes made (%d failed): the tier did not make room", s.DiskWrites, n, c.ctr.diskDrops[dropError].Load())
+	}
+	mustGet(t, c, testKey(n-1), testValue(n-1, size))
 }

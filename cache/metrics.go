@@ -77,7 +77,7 @@ func newCollector(c *Tiered) *collector {
 			"Bytes charged to a tier's budget (memory: keys, values and per-entry overhead; disk: segment file bytes).",
 			[]string{"tier"}, nil),
 		budget: prometheus.NewDesc("shale_cache_budget_bytes",
-			"A tier's budget (memory: --cache.memory-size, lowered while the process nears --memory.limit; disk: --cache.disk-size).",
+			"A tier's budget (memory: --cache.memory-size, lowered while the process nears --memory.limit; disk: --cache.disk-size, lower when the disk has less room).",
 			[]string{"tier"}, nil),
 		entries: prometheus.NewDesc("shale_cache_entries",
 			"Blocks held by a tier.", []string{"tier"}, nil),
@@ -130,7 +130,7 @@ func (m *collector) Collect(ch chan<- prometheus.Metric) {
 	if m.c.disk != nil {
 		d := m.c.disk.stats()
 		ch <- prometheus.MustNewConstMetric(m.bytes, prometheus.GaugeValue, float64(d.bytes), tierNames[tierDisk])
-		ch <- prometheus.MustNewConstMetric(m.budget, prometheus.GaugeValue, float64(m.c.disk.budget), tierNames[tierDisk])
+		ch <- prometheus.MustNewConstMetric(m.budget, prometheus.GaugeValue, float64(m.c.disk.budget.Load()), tierNames[tierDisk])
 		ch <- prometheus.MustNewConstMetric(m.entries, prometheus.GaugeValue, float64(d.entries), tierNames[tierDisk])
 		ch <- prometheus.MustNewConstMetric(m.diskWrites, prometheus.CounterValue, float64(ctr.diskWrites.Load()))
 		for r := range numDropReasons {

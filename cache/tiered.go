@@ -235,7 +235,7 @@ func (c *Tiered) Stats() Stats {
 	if c.disk != nil {
 		d := c.disk.stats()
 		s.Disk.Bytes, s.Disk.Entries = d.bytes, d.entries
-		s.Disk.Budget = c.disk.budget
+		s.Disk.Budget = c.disk.budget.Load()
 	}
 	s.Disk.Evictions = c.ctr.evictions[tierDisk].Load()
 	s.Loads = c.ctr.loads.Load()
