@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -286,14 +285,9 @@ func (db *DB) bumpEpoch(ctx context.Context) error {
 // replayWAL loads WAL objects (ReplayAfter, fence) into memtables, but for
 // those void by the replay rule (walFilter).
 func (db *DB) replayWAL(ctx context.Context, fence uint64) error {
-	ids, err := db.s.walIDs(ctx, db.man.ReplayAfter)
-	if err != nil {
-		return fmt.Errorf("lsm open: %w", err)
-	}
-	below, _ := slices.BinarySearch(ids, fence) // ids ascend
-	ids = ids[:below]
+	ids := claimedWALs(db.man.ReplayAfter, fence)
 	var filter walFilter
-	err = db.s.readWALs(ctx, ids, func(id, epoch uint64, ents []entry) error {
+	err := db.s.readWALs(ctx, ids, func(id, epoch uint64, ents []entry) error {
 		if epoch > db.epoch {
 			return fmt.Errorf("wal %d is of writer epoch %d, after this writer's %d: %w", id, epoch, db.epoch, ErrFenced)
 		}

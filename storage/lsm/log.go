@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 )
 
 // The log: records of the caller's own that the WAL makes durable like any
@@ -171,17 +170,11 @@ func (db *DB) ReplayLog(ctx context.Context, fn func(rec []byte) error) error {
 	db.mu.Lock()
 	after, fence := db.man.LogAfter, db.logFence
 	db.mu.Unlock()
-	ids, err := db.s.walIDs(ctx, after)
-	if err != nil {
-		return fmt.Errorf("lsm: replay log: %w", err)
-	}
-	below, _ := slices.BinarySearch(ids, fence) // ids ascend
-	ids = ids[:below]
 	var (
 		fnErr  error
 		filter walFilter
 	)
-	err = db.s.readWALs(ctx, ids, func(_, epoch uint64, ents []entry) error {
+	err := db.s.readWALs(ctx, claimedWALs(after, fence), func(_, epoch uint64, ents []entry) error {
 		if !filter.admit(epoch) {
 			return nil
 		}

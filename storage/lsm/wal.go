@@ -310,6 +310,22 @@ func (db *DB) releaseWALLocked(err error) {
 	}
 }
 
+// claimedWALs returns the WAL ids in (after, fence), after at or past the
+// manifest's positions when the writer opened: claimWAL left an object
+// under each (an earlier writer's, or a plug), so a replay reads them all
+// rather than a listing's. A store may list an object late, and one a
+// listing left out was skipped, with the acknowledged writes it held.
+func claimedWALs(after, fence uint64) []uint64 {
+	if fence <= after+1 {
+		return nil
+	}
+	ids := make([]uint64, 0, fence-after-1)
+	for id := after + 1; id < fence; id++ {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
 // claimWAL takes every WAL id after the manifest's positions up to the
 // returned one, exclusive, which is this writer's first WAL object: an id
 // with no object gets an empty object of this writer's epoch (a plug),
