@@ -319,3 +319,35 @@ func TestReplayDoesNotTrustLateListings(t *testing.T) {
 		t.Errorf("log replayed %q, want all 20 records", got)
 	}
 }
+
+// TestOpenDoesNotTrustLateManifestListings: a writer opened on a store that
+// does not list the newest manifest yet opens on it all the same (before, it
+// lost every race to write the next version and failed to open) and sees
+// the tables it names.
+func TestOpenDoesNotTrustLateManifestListings(t *testing.T) {
+	ctx := context.Background()
+	mem := objstore.NewMemoryBucket()
+	db := openDB(t, mem, testOptions(), Components{})
+	writeKeys(t, db, "k", 10)
+	if err := db.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	page, err := mem.List(ctx, "db/manifest/", "", 0)
+	if err != nil || len(page.Objects) < 2 {
+		t.Fatalf("%d manifests, %v; want two or more", len(page.Objects), err)
+	}
+	late := map[string]bool{page.Objects[len(page.Objects)-1].Name: true} // the flush's
+	db, err = Open(ctx, lateLister{mem, func(name string) bool { return late[name] }}, "db", testOptions(), Components{Merge: concatMerge})
+	if err != nil {
+		t.Fatalf("open with the newest manifests not listed yet: %v", err)
+	}
+	defer db.Close()
+	for i := range 10 {
+		if _, ok := mustGet(t, db, fmt.Sprintf("k%04d", i)); !ok {
+			t.Errorf("k%04d gone", i)
+		}
+	}
+}

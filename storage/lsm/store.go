@@ -259,19 +259,36 @@ func (s *store) latestManifest(ctx context.Context) (uint64, *manifest, error) {
 	if err != nil {
 		return 0, nil, fmt.Errorf("list manifests: %w", err)
 	}
+	var id uint64
 	for i := len(objs) - 1; i >= 0; i-- {
-		id, ok := s.paths.parseManifest(objs[i].Name)
-		if !ok {
-			continue
+		if n, ok := s.paths.parseManifest(objs[i].Name); ok {
+			id = n
+			break
 		}
-		m, err := s.readManifest(ctx, id)
-		if objstore.IsNotFound(err) {
-			// Collected between list and get: a newer one exists.
-			return s.latestManifest(ctx)
-		}
-		return id, m, err
 	}
-	return 0, &manifest{}, nil
+	// Versions are written one after another, each create-if-absent under
+	// the next id: asking for the next ones catches up with a store that
+	// lists new objects late, where a writer's open took the listed one for
+	// the newest and lost every race to write the next.
+	for {
+		_, err := s.attributes(ctx, s.paths.manifest(id+1))
+		if objstore.IsNotFound(err) {
+			break
+		}
+		if err != nil {
+			return 0, nil, fmt.Errorf("manifest %d: %w", id+1, err)
+		}
+		id++
+	}
+	if id == 0 {
+		return 0, &manifest{}, nil
+	}
+	m, err := s.readManifest(ctx, id)
+	if objstore.IsNotFound(err) {
+		// Collected between list and get: a newer one exists.
+		return s.latestManifest(ctx)
+	}
+	return id, m, err
 }
 
 // manifestsAfter lists the ids of manifests newer than id.
