@@ -149,6 +149,9 @@ func Open(ctx context.Context, bucket objstore.Bucket, prefix string, opts Optio
 	if err := db.checkLiveWriter(ctx); err != nil {
 		return nil, err
 	}
+	if err := db.checkConditionalPuts(ctx); err != nil {
+		return nil, err
+	}
 	if err := db.bumpEpoch(ctx); err != nil {
 		return nil, err
 	}

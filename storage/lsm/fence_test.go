@@ -3,6 +3,7 @@ package lsm
 import (
 	"context"
 	"errors"
+	"io"
 	"testing"
 
 	"github.com/shaledb/shale/storage/objstore"
@@ -29,4 +30,32 @@ func TestCheckFencedIdleWriter(t *testing.T) {
 		t.Fatalf("newest writer: %v", err)
 	}
 	_ = first.Close()
+}
+
+// unconditional is a store that ignores create-if-absent: every put
+// replaces, as older S3-compatible servers do with If-None-Match.
+type unconditional struct{ objstore.Bucket }
+
+func (b unconditional) Put(ctx context.Context, name string, r io.Reader, size int64, opts objstore.PutOptions) (objstore.Attributes, error) {
+	opts.IfAbsent = false
+	return b.Bucket.Put(ctx, name, r, size, opts)
+}
+
+// A writer refuses to open on a store that ignores create-if-absent puts,
+// on which its fencing and crash recovery rest, and says so; it leaves
+// nothing behind.
+func TestOpenRefusesStoreWithoutConditionalPuts(t *testing.T) {
+	ctx := context.Background()
+	mem := objstore.NewMemoryBucket()
+	_, err := Open(ctx, unconditional{mem}, "db", testOptions(), Components{Merge: concatMerge})
+	if !errors.Is(err, ErrNoConditionalWrites) {
+		t.Fatalf("open on a store without create-if-absent: %v, want ErrNoConditionalWrites", err)
+	}
+	if page, err := mem.List(ctx, "", "", 0); err != nil || len(page.Objects) != 0 {
+		t.Fatalf("left %d objects (%v): %v", len(page.Objects), page.Objects, err)
+	}
+	db := openDB(t, mem, testOptions(), Components{})
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
 }

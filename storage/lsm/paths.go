@@ -15,6 +15,7 @@ import (
 //	<prefix>/wal/<id:020d>.wal
 //	<prefix>/sst/<table id>.sst
 //	<prefix>/readers/<reader id>     lease of a live reader (empty object)
+//	<prefix>/probe/<table id>        a writer's check of create-if-absent puts, deleted at once
 //
 // With an empty prefix the names start at "manifest/", "wal/", "sst/" and
 // "readers/".
@@ -34,6 +35,7 @@ func (p paths) sstDir() string         { return p.root + "sst/" }
 func (p paths) readersDir() string     { return p.root + "readers/" }
 func (p paths) lease(id string) string { return p.readersDir() + id }
 func (p paths) writerLease() string    { return p.root + "writer" }
+func (p paths) probe(id string) string { return p.root + "probe/" + id }
 
 func (p paths) manifest(id uint64) string {
 	return fmt.Sprintf("%s%020d.manifest", p.manifestDir(), id)
