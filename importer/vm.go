@@ -165,8 +165,10 @@ func DecodeVMLine(line []byte, sb *labels.ScratchBuilder) (Series, error) {
 	if err := dec.Decode(&l); err != nil {
 		return Series{}, fmt.Errorf("invalid JSON: %w", err)
 	}
-	if dec.More() {
-		return Series{}, errors.New("more than one JSON object on the line")
+	// Anything but JSON whitespace after the object (another object, a
+	// stray brace) is refused, as encoding/json's Unmarshal refuses it.
+	if rest := bytes.TrimLeft(line[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
+		return Series{}, fmt.Errorf("%q after the JSON object: one object per line", rest[:min(len(rest), 16)])
 	}
 	if len(l.Metric) == 0 {
 		return Series{}, errors.New(`missing or empty "metric"`)
