@@ -56,9 +56,7 @@ func OpenHint(ctx context.Context, r Readable, id string, c cache.Cache, metaSiz
 		if err == nil || !errors.Is(err, ErrCorrupt) || attempt == CorruptRereads {
 			return t, err
 		}
-		if o, ok := r.(RereadObserver); ok {
-			o.Reread(err)
-		}
+		reread(r, err)
 	}
 }
 
@@ -323,10 +321,10 @@ type RereadObserver interface {
 	Reread(err error)
 }
 
-// reread tells t's Readable, if it listens, that a read failed with err and
-// is made again.
-func (t *Table) reread(err error) {
-	if o, ok := t.r.(RereadObserver); ok {
+// reread tells r, if it listens, that a read failed with err and is made
+// again.
+func reread(r Readable, err error) {
+	if o, ok := r.(RereadObserver); ok {
 		o.Reread(err)
 	}
 }
@@ -355,7 +353,7 @@ func (t *Table) readBlocks(ctx context.Context, i, j int) (raw []byte, checked b
 		if attempt == CorruptRereads {
 			return raw, false, nil
 		}
-		t.reread(fmt.Errorf("sst %s: block %d of blocks %d-%d [%d,+%d): %w", t.id, k, i, j, base, hs[j].end()-base, err))
+		reread(t.r, fmt.Errorf("sst %s: block %d of blocks %d-%d [%d,+%d): %w", t.id, k, i, j, base, hs[j].end()-base, err))
 	}
 }
 
