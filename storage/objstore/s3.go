@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -331,7 +333,70 @@ func (b *S3Bucket) GetRange(ctx context.Context, name string, off, length int64)
 		}
 		return nil, err
 	}
-	return newS3Body(out.Body, ctx, name, b.answerIdle), nil
+	return answerRange(name, newS3Body(out.Body, ctx, name, b.answerIdle), aws.ToString(out.ContentRange), off, length)
+}
+
+// answerRange checks that an answer to a ranged GET holds the range asked
+// for. HTTP lets a server ignore Range and answer 200 with the whole object,
+// without Content-Range (RFC 9110, 14.2), and some S3-compatible stores and
+// caching proxies in front of them do: then the first off bytes are read
+// and dropped and the answer cut at length, once a warning has said so (every
+// ranged read then costs the object up to its range's end). An answer whose
+// Content-Range starts elsewhere is refused, as a transient error.
+func answerRange(name string, body io.ReadCloser, contentRange string, off, length int64) (io.ReadCloser, error) {
+	if contentRange != "" {
+		start, ok := rangeStart(contentRange)
+		if !ok || start != off {
+			body.Close()
+			return nil, Transient(fmt.Errorf("s3 get %s: asked for bytes from %d, the answer holds %q", name, off, contentRange))
+		}
+		return body, nil
+	}
+	var r io.Reader = body
+	if off > 0 {
+		rangeIgnored.Do(func() {
+			slog.Warn("objstore: the store answered a ranged read with the whole object; every ranged read will fetch its object up to the range's end", "object", name)
+		})
+		// S3 has no byte at off in an object of off bytes or fewer.
+		var first [1]byte
+		n, err := io.CopyN(io.Discard, body, off)
+		if err == nil {
+			_, err = io.ReadFull(body, first[:])
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			body.Close()
+			return nil, fmt.Errorf("s3 get %s: offset %d past size %d: %w", name, off, n, ErrInvalidRange)
+		}
+		if err != nil {
+			body.Close()
+			return nil, err
+		}
+		r = io.MultiReader(bytes.NewReader(first[:]), body)
+	}
+	if length >= 0 {
+		r = io.LimitReader(r, length)
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{r, body}, nil
+}
+
+// rangeIgnored makes the warning that a store ignores Range once a process.
+var rangeIgnored sync.Once
+
+// rangeStart returns the first byte of a Content-Range "bytes a-b/size".
+func rangeStart(cr string) (int64, bool) {
+	rest, ok := strings.CutPrefix(cr, "bytes ")
+	if !ok {
+		return 0, false
+	}
+	a, _, ok := strings.Cut(rest, "-")
+	if !ok {
+		return 0, false
+	}
+	start, err := strconv.ParseInt(a, 10, 64)
+	return start, err == nil && start >= 0
 }
 
 func (b *S3Bucket) Attributes(ctx context.Context, name string) (Attributes, error) {

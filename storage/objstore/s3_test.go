@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -439,5 +440,76 @@ func TestS3DefaultCredentialChain(t *testing.T) {
 	defer bad.Close()
 	if _, err := bad.Attributes(t.Context(), "k"); err == nil || objstore.IsTransient(err) || objstore.IsNotFound(err) {
 		t.Fatalf("wrong secret gave %v", err)
+	}
+}
+
+// HTTP lets a server ignore Range and answer 200 with the whole object, and
+// some S3-compatible stores and caching proxies do: ranged reads still
+// return the bytes asked for, and the ranges S3 refuses are refused. An
+// answer whose Content-Range starts elsewhere than asked is refused.
+func TestS3RangeIgnored(t *testing.T) {
+	data := []byte("0123456789abcdefghijklmnopqrstuvwxyz")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/misplaced"):
+			w.Header().Set("Content-Range", fmt.Sprintf("bytes 0-9/%d", len(data)))
+			w.Header().Set("Content-Length", "10")
+			w.WriteHeader(http.StatusPartialContent)
+			w.Write(data[:10])
+		case strings.HasSuffix(r.URL.Path, "/empty"):
+			w.Header().Set("Content-Length", "0")
+		default:
+			w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+			if r.Method != http.MethodHead {
+				w.Write(data)
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	b := newS3Client(t, srv.URL)
+	n := int64(len(data))
+	for _, tc := range []struct {
+		off, length int64
+		want        []byte
+		err         error
+	}{
+		{off: 0, length: -1, want: data},
+		{off: 0, length: 5, want: data[:5]},
+		{off: 10, length: 20, want: data[10:30]},
+		{off: 30, length: -1, want: data[30:]},
+		{off: 30, length: 50, want: data[30:]},
+		{off: n - 1, length: 1, want: data[n-1:]},
+		{off: 5, length: 0, want: nil},
+		{off: n, length: 1, err: objstore.ErrInvalidRange},
+		{off: n, length: -1, err: objstore.ErrInvalidRange},
+		{off: n + 10, length: 3, err: objstore.ErrInvalidRange},
+	} {
+		what := fmt.Sprintf("range [%d,+%d)", tc.off, tc.length)
+		got, err := objstore.ReadRange(t.Context(), b, "whole", tc.off, tc.length)
+		if tc.err != nil {
+			if !errors.Is(err, tc.err) {
+				t.Fatalf("%s: %v, want %v", what, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || !bytes.Equal(got, tc.want) {
+			t.Fatalf("%s: %q, %v; want %q", what, got, err, tc.want)
+		}
+	}
+	// A reader that reads to the end of its body gets the range only.
+	rc, err := b.GetRange(t.Context(), "whole", 3, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil || string(got) != "3456" {
+		t.Fatalf("read to the end of [3,+4): %q, %v", got, err)
+	}
+	if got, err := objstore.ReadRange(t.Context(), b, "empty", 0, 10); err != nil || len(got) != 0 {
+		t.Fatalf("empty object: %q, %v", got, err)
+	}
+	if _, err := objstore.ReadRange(t.Context(), b, "misplaced", 20, 10); !objstore.IsTransient(err) || !strings.Contains(err.Error(), "bytes 0-9/36") {
+		t.Fatalf("answer of another range: %v, want a transient error naming it", err)
 	}
 }
