@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/shaledb/shale/storage/objstore"
 )
@@ -55,6 +57,38 @@ func TestOpenRefusesStoreWithoutConditionalPuts(t *testing.T) {
 		t.Fatalf("left %d objects (%v): %v", len(page.Objects), page.Objects, err)
 	}
 	db := openDB(t, mem, testOptions(), Components{})
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A writer whose credentials may not delete (a policy without
+// s3:DeleteObject, a bucket under object lock) still opens and writes: the
+// create-if-absent probe it cannot delete is left behind with a warning,
+// and only garbage collection waits for deletes to be allowed.
+func TestOpenOnStoreThatRefusesDeletes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	fb := objstore.NewFaultBucket(objstore.NewMemoryBucket())
+	fb.Inject(objstore.Fault{Ops: []objstore.Op{objstore.OpDelete}, Err: errors.New("AccessDenied: Access Denied")})
+	db, err := Open(ctx, fb, "db", testOptions(), Components{Merge: concatMerge})
+	if err != nil {
+		t.Fatalf("open on a store that refuses deletes: %v", err)
+	}
+	if err := db.Put(ctx, []byte("k"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := mustGet(t, db, "k"); !ok || v != "v" {
+		t.Fatalf("k = %q, %v", v, ok)
+	}
+	// The flush leaves WAL objects to collect: the collection fails,
+	// naming the refusal, rather than retrying until the writer stops.
+	if err := db.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.collectGarbage(ctx, 0, 0); err == nil || !strings.Contains(err.Error(), "AccessDenied") {
+		t.Fatalf("garbage collection on a store that refuses deletes: %v, want the refusal", err)
+	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}

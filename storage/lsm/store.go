@@ -244,8 +244,15 @@ func (s *store) list(ctx context.Context, dir, startAfter string) ([]objstore.At
 	return out, err
 }
 
+// delete deletes name. Unlike the writer's other requests it is not retried
+// until it succeeds: every delete is garbage collection or best effort (a
+// lease, the open's probe), and a store that refuses deletes (a policy
+// without them, a bucket under object lock) must not keep a writer from
+// opening, writing or closing. Transient failures are retried as a query's
+// reads are; what still fails is the caller's to log, and garbage collection
+// tries again at its next run.
 func (s *store) delete(ctx context.Context, name string) error {
-	err := s.retry(ctx, "delete "+name, true, func() error { return s.bucket.Delete(ctx, name) })
+	err := s.retryFetch(ctx, "delete "+name, func() error { return s.bucket.Delete(ctx, name) })
 	if objstore.IsNotFound(err) {
 		return nil
 	}
