@@ -14,6 +14,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -53,6 +54,10 @@ type soakConfig struct {
 	// final read-back checks, spread evenly; negative: all, 0: none.
 	ReadBackShards int
 	HeapProfile    bool // save the writer's heap profile when its RSS passes that of the last one
+	// Reader runs a read replica (--mode=reader) beside the writer, through
+	// the same faulty store; it is queried during the run and read back at
+	// the end.
+	Reader bool
 	// DataOffset shifts the data time from the wall clock: a sample is sent
 	// when the wall clock reaches its timestamp less DataOffset, and the
 	// queries ask about the wall clock plus DataOffset. A negative offset
@@ -88,6 +93,7 @@ func addSoakFlags(fs *flag.FlagSet, c *soakConfig) {
 	fs.DurationVar(&c.ReadWindow, "read-window", time.Hour, "soak: data-time range of each read-back query")
 	fs.IntVar(&c.ReadBackShards, "read-back-shards", -1, "soak: remote-write shards (series sent in one request) whose every acknowledged sample the final read-back checks, spread evenly; negative: all; 0: no read-back")
 	fs.DurationVar(&c.DataOffset, "data-offset", 0, "soak: data time less wall time (e.g. -50m: the samples sent at 02:50 are stamped 02:00, so a run started then crosses the partition boundary at 02:00 data time after 10 minutes); at most 0")
+	fs.BoolVar(&c.Reader, "reader", false, "soak: also run a read replica (--mode=reader) on the bucket, through the same faulty store: it is queried during the run, restarted if it exits, and every acknowledged sample is read back from it too once it has caught up with the writer")
 	fs.BoolVar(&c.HeapProfile, "heap-profile", false, "soak: save the writer's heap profile (/debug/pprof/heap) as heap-peak.pb.gz under -out whenever its RSS is above that of the last one saved, at most once a minute")
 }
 
@@ -249,6 +255,7 @@ type soakRun struct {
 
 	proxy    *faultProxy
 	proc     *shaleProc
+	reader   *shaleProc // nil without -reader
 	load     *soakLoad
 	book     *ackBook
 	series   *soakSeries
@@ -261,10 +268,17 @@ type soakRun struct {
 	firstQueryErr string
 	events        []soakEventRecord
 
-	readBack    *readBackResult
-	interrupted bool
-	notes       []string
-	elapsed     time.Duration // of the load
+	readBack *readBackResult
+	// The read replica's: its queries during the load, its read-back, and
+	// how long it took to catch up with the writer at the end (-1: it
+	// did not within the bound).
+	readerQueries       []queryPoint
+	firstReaderQueryErr string
+	readerReadBack      *readBackResult
+	readerCaughtUp      time.Duration
+	interrupted         bool
+	notes               []string
+	elapsed             time.Duration // of the load
 	// The proxy's counts at the end of the load (the final restart and
 	// the read-back left out), over proxySpan.
 	proxyCounts proxyCounts
@@ -388,6 +402,30 @@ func runSoak(ctx context.Context, o *options, stdout io.Writer) error {
 		return fmt.Errorf("the writer did not become ready (see %s): %w", r.proc.logPath, err)
 	}
 
+	var readerBase string
+	if sc.Reader {
+		rport, err := freePort()
+		if err != nil {
+			return err
+		}
+		readerBase = fmt.Sprintf("http://127.0.0.1:%d", rport)
+		rargs := []string{"--mode=reader", "--web.listen-address=127.0.0.1:" + fmt.Sprint(rport), "--objstore.config-file=" + cfgPath,
+			"--storage.retention.time=0", "--log.level=info"}
+		r.reader = newShaleProc(shaleBin, rargs, readerBase, filepath.Join(dir, "reader.log"))
+		defer func() {
+			if ex, _, _, ok := r.reader.signal(syscall.SIGKILL, "SIGKILL", 10*time.Second); ok {
+				r.note("killed the reader (pid %d) on the way out", ex.Pid)
+			}
+		}()
+		fmt.Fprintf(os.Stderr, "[soak] starting the read replica (log %s)\n", r.reader.logPath)
+		if _, err := r.reader.start(); err != nil {
+			return err
+		}
+		if err := r.reader.waitReady(ctx, 5*time.Minute); err != nil {
+			return fmt.Errorf("the reader did not become ready (see %s): %w", r.reader.logPath, err)
+		}
+	}
+
 	r.start = time.Now()
 	r.proxy.setFaults(sc.Faults)
 	t0 := r.start.Truncate(cfg.Interval).Add(cfg.Interval).UnixMilli()
@@ -405,7 +443,11 @@ func runSoak(ctx context.Context, o *options, stdout io.Writer) error {
 	defer stopMon()
 	var loadWG, monWG sync.WaitGroup
 	loadWG.Go(func() { r.load.run(loadCtx) })
-	loadWG.Go(func() { r.queryLoop(loadCtx, base, cfg.Interval) })
+	loadWG.Go(func() { r.queryLoop(loadCtx, base, cfg.Interval, &r.queries, &r.firstQueryErr) })
+	if r.reader != nil {
+		loadWG.Go(func() { r.queryLoop(loadCtx, readerBase, cfg.Interval, &r.readerQueries, &r.firstReaderQueryErr) })
+		monWG.Go(func() { r.superviseReader(monCtx) })
+	}
 	monWG.Go(func() { r.pollReady(monCtx, base) })
 	monWG.Go(func() { r.sampleResources(monCtx, base) })
 	defer func() { stopLoad(); loadWG.Wait(); stopMon(); monWG.Wait() }()
@@ -613,6 +655,9 @@ func (r *soakRun) finalPhase(ctx context.Context, bucketDir string) {
 	t0 := time.Now()
 	r.readBack = readBack(ctx, r.book, r.series, apiQuery(client, r.proc.base), r.sc.ReadWindow, r.start, time.Second, shards)
 	r.readBack.Took = time.Since(t0)
+	if r.reader != nil {
+		r.readBackReader(ctx, client, shards)
+	}
 	client.CloseIdleConnections()
 	ex, took, forced, ok := r.proc.signal(syscall.SIGTERM, "SIGTERM", 2*time.Minute)
 	if ok {
@@ -620,8 +665,9 @@ func (r *soakRun) finalPhase(ctx context.Context, bucketDir string) {
 	}
 }
 
-// queryLoop runs the query set round after round until ctx ends.
-func (r *soakRun) queryLoop(ctx context.Context, base string, interval time.Duration) {
+// queryLoop runs the query set against base round after round until ctx
+// ends, recording each query in points and the first error in firstErr.
+func (r *soakRun) queryLoop(ctx context.Context, base string, interval time.Duration, points *[]queryPoint, firstErr *string) {
 	client := &http.Client{Timeout: time.Minute}
 	defer client.CloseIdleConnections()
 	qs := querySet()
@@ -635,9 +681,9 @@ func (r *soakRun) queryLoop(ctx context.Context, base string, interval time.Dura
 				return
 			}
 			r.mu.Lock()
-			r.queries = append(r.queries, queryPoint{at: r.since(), latency: res.Latency, ok: res.Err == "", kind: res.Kind})
-			if res.Err != "" && r.firstQueryErr == "" {
-				r.firstQueryErr = q.Name + ": " + res.Err
+			*points = append(*points, queryPoint{at: r.since(), latency: res.Latency, ok: res.Err == "", kind: res.Kind})
+			if res.Err != "" && *firstErr == "" {
+				*firstErr = q.Name + ": " + res.Err
 			}
 			r.mu.Unlock()
 		}
@@ -808,4 +854,106 @@ func pickShards(n, want int) []int {
 		out = append(out, i*(n-1)/(want-1))
 	}
 	return out
+}
+
+// readerUnplanned is the event kind of a read replica's exit the harness
+// did not cause.
+const readerUnplanned = "reader unplanned exit"
+
+// superviseReader records every exit of the read replica the harness did
+// not cause and starts it again, after a pause that doubles while it keeps
+// exiting within 30 s of its start, until ctx ends.
+func (r *soakRun) superviseReader(ctx context.Context) {
+	delay := time.Second
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ex := <-r.reader.unplanned:
+			up := ex.At.Sub(ex.Started)
+			idx := r.addEvent(soakEventRecord{Kind: readerUnplanned, Start: ex.At.Sub(r.start), Ref: -1, Exit: &ex})
+			r.note("the reader (start %d, pid %d) exited on its own after %s: %s; %s", ex.Gen, ex.Pid, up.Round(time.Second), ex.status(), ex.LastError)
+			if up < 30*time.Second {
+				delay = min(2*delay, 30*time.Second)
+			} else {
+				delay = time.Second
+			}
+			if !sleepCtx(ctx, delay) {
+				return
+			}
+			at, err := r.reader.start()
+			r.mu.Lock()
+			if err != nil {
+				r.events[idx].Note = "restart failed: " + err.Error()
+			} else {
+				r.events[idx].Ref = at.Sub(r.start)
+			}
+			r.mu.Unlock()
+		}
+	}
+}
+
+// readBackReader waits, up to two minutes, until the read replica has read
+// every write the writer has made (its last sequence number), then reads
+// the shards back from it as from the writer, and stops it.
+func (r *soakRun) readBackReader(ctx context.Context, client *http.Client, shards []int) {
+	if err := r.reader.waitReady(ctx, 2*time.Minute); err != nil {
+		r.note("reader read-back skipped: %v", err)
+		return
+	}
+	t0 := time.Now()
+	r.readerCaughtUp = -1
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	var writerSeq, readerSeq uint64
+	for time.Since(t0) < 2*time.Minute {
+		var werr, rerr error
+		writerSeq, werr = lastSeq(ctx, client, r.proc.base)
+		readerSeq, rerr = lastSeq(ctx, client, r.reader.base)
+		if werr == nil && rerr == nil && readerSeq >= writerSeq {
+			r.readerCaughtUp = time.Since(t0)
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+	if r.readerCaughtUp < 0 {
+		r.note("the reader had not caught up after 2m (its last sequence number %d, the writer's %d); reading it back all the same", readerSeq, writerSeq)
+	}
+	fmt.Fprintf(os.Stderr, "[soak] reading the same shards back from the read replica\n")
+	t1 := time.Now()
+	r.readerReadBack = readBack(ctx, r.book, r.series, apiQuery(client, r.reader.base), r.sc.ReadWindow, r.start, time.Second, shards)
+	r.readerReadBack.Took = time.Since(t1)
+	if ex, took, forced, ok := r.reader.signal(syscall.SIGTERM, "SIGTERM", 2*time.Minute); ok {
+		r.addEvent(soakEventRecord{Kind: "reader stop", Start: r.since() - took, Ref: -1, Exit: &ex, Took: took, Forced: forced})
+	}
+}
+
+// lastSeq returns the last sequence number a Shale process has applied
+// (/api/v1/status/storage).
+func lastSeq(ctx context.Context, client *http.Client, base string) (uint64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/v1/status/storage", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("%s: HTTP %d", req.URL, resp.StatusCode)
+	}
+	var st struct {
+		Data struct {
+			LastSeq uint64 `json:"lastSeq"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return 0, fmt.Errorf("%s: %w", req.URL, err)
+	}
+	return st.Data.LastSeq, nil
 }

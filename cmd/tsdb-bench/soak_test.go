@@ -528,6 +528,35 @@ func TestSoakReport(t *testing.T) {
 	if err := r.writeReport(&stdout); err == nil || !strings.Contains(stdout.String(), "FAIL: no read-back") {
 		t.Errorf("read-back missing though asked for: %v\n%s", err, stdout.String())
 	}
+
+	// A read replica's exits, its lag at the end and its losses fail the
+	// soak as the writer's do.
+	r.sc.Reader = true
+	r.readBack = &readBackResult{Acked: 40, Found: 40, Queries: 6}
+	r.events = append(r.events, soakEventRecord{Kind: readerUnplanned, Start: 90 * s, Ref: 91 * s, Exit: &procExit{Code: 1}})
+	r.readerQueries = []queryPoint{{at: s, latency: 3 * time.Millisecond, ok: true}}
+	r.readerReadBack, r.readerCaughtUp = &readBackResult{Acked: 40, Found: 38, Lost: 2, Queries: 6}, -1
+	stdout.Reset()
+	err = r.writeReport(&stdout)
+	if err == nil || err.Error() != "soak failed: reader: 1 unplanned exits, reader: did not catch up, reader: 2 lost" {
+		t.Errorf("reader failures: %v, want them named", err)
+	}
+	for _, want := range []string{
+		"| reader: unplanned exits | 1 (exit 1 ×1), each restarted by the harness |",
+		"| reader: caught up with the writer at the end | not within 2m |",
+		"| reader: acknowledged samples lost | 2 |",
+		"| reader: query errors | 0 |",
+	} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	r.events, r.readerCaughtUp = r.events[:1], 2*s
+	r.readerReadBack = &readBackResult{Acked: 40, Found: 40, Queries: 6}
+	stdout.Reset()
+	if err := r.writeReport(&stdout); err != nil || !strings.Contains(stdout.String(), "| reader: caught up with the writer at the end | in 2.00s |") {
+		t.Errorf("clean run with a reader: %v\n%s", err, stdout.String())
+	}
 }
 
 func TestPickShards(t *testing.T) {

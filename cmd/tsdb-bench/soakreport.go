@@ -186,27 +186,10 @@ func (r *soakRun) figures(attempts []rwAttempt, ackTimes []float32, gaveUp, reje
 		add("read-back", "not done (see notes)")
 		bad = append(bad, "no read-back")
 	} else {
-		if rb.Shards < rb.OfShards {
-			add("read-back", fmt.Sprintf("every acknowledged sample of %d of the %d shards (series groups sent in one request), in %s", rb.Shards, rb.OfShards, fmtDur(rb.Took)))
-		} else {
-			add("read-back", fmt.Sprintf("every acknowledged sample, in %s", fmtDur(rb.Took)))
-		}
-		add("acknowledged samples lost", fmtInt(rb.Lost))
-		add("duplicated samples (two at one series and timestamp)", fmtInt(rb.Duplicated))
-		add("altered samples (value differs from what was sent)", fmtInt(rb.Altered))
-		add("unexpected samples (series or timestamp never sent)", fmtInt(rb.Unexpected))
-		add("stored though never acknowledged (allowed)", fmtInt(rb.Unacked))
-		if rb.Unverified > 0 || rb.QueryErrors > 0 {
-			add("acknowledged samples not verified (read-back query failed)", fmt.Sprintf("%s (%d of %d queries failed)", fmtInt(rb.Unverified), rb.QueryErrors, rb.Queries))
-		}
-		for _, c := range []struct {
-			n    int64
-			name string
-		}{{rb.Lost, "lost"}, {rb.Duplicated, "duplicated"}, {rb.Altered, "altered"}, {rb.Unexpected, "unexpected"}, {rb.Unverified, "unverified"}} {
-			if c.n > 0 {
-				bad = append(bad, fmt.Sprintf("%d %s", c.n, c.name))
-			}
-		}
+		bad = append(bad, readBackRows(rb, "", add)...)
+	}
+	if r.sc.Reader {
+		bad = append(bad, r.readerRows(add)...)
 	}
 	add("writer restarts by the harness", fmt.Sprintf("%d after SIGKILL, %d after SIGTERM", kills, terms))
 	f.kills, f.terms = kills, terms
@@ -345,6 +328,75 @@ func (r *soakRun) figures(attempts []rwAttempt, ackTimes []float32, gaveUp, reje
 		f.verdict = "FAIL: " + strings.Join(bad, ", ") + "."
 	}
 	return f
+}
+
+// readBackRows adds the rows of a read-back, each name prefixed with who
+// (empty: the writer), and returns what in it fails the soak.
+func readBackRows(rb *readBackResult, who string, add func(k, v string)) (bad []string) {
+	if rb.Shards < rb.OfShards {
+		add(who+"read-back", fmt.Sprintf("every acknowledged sample of %d of the %d shards (series groups sent in one request), in %s", rb.Shards, rb.OfShards, fmtDur(rb.Took)))
+	} else {
+		add(who+"read-back", fmt.Sprintf("every acknowledged sample, in %s", fmtDur(rb.Took)))
+	}
+	add(who+"acknowledged samples lost", fmtInt(rb.Lost))
+	add(who+"duplicated samples (two at one series and timestamp)", fmtInt(rb.Duplicated))
+	add(who+"altered samples (value differs from what was sent)", fmtInt(rb.Altered))
+	add(who+"unexpected samples (series or timestamp never sent)", fmtInt(rb.Unexpected))
+	add(who+"stored though never acknowledged (allowed)", fmtInt(rb.Unacked))
+	if rb.Unverified > 0 || rb.QueryErrors > 0 {
+		add(who+"acknowledged samples not verified (read-back query failed)", fmt.Sprintf("%s (%d of %d queries failed)", fmtInt(rb.Unverified), rb.QueryErrors, rb.Queries))
+	}
+	for _, c := range []struct {
+		n    int64
+		name string
+	}{{rb.Lost, "lost"}, {rb.Duplicated, "duplicated"}, {rb.Altered, "altered"}, {rb.Unexpected, "unexpected"}, {rb.Unverified, "unverified"}} {
+		if c.n > 0 {
+			bad = append(bad, fmt.Sprintf("%s%d %s", who, c.n, c.name))
+		}
+	}
+	return bad
+}
+
+// readerRows adds the read replica's rows and returns what in them fails
+// the soak: an exit of its own, not catching up with the writer at the end,
+// and what fails a read-back. Its query errors are reported, as the
+// writer's are: queries fail while the store is away.
+func (r *soakRun) readerRows(add func(k, v string)) (bad []string) {
+	var exits []string
+	for _, e := range r.events {
+		if e.Kind == readerUnplanned {
+			exits = append(exits, e.Exit.status())
+		}
+	}
+	u := "0"
+	if len(exits) > 0 {
+		u = fmt.Sprintf("%d (%s), each restarted by the harness", len(exits), countStrings(exits))
+		bad = append(bad, fmt.Sprintf("reader: %d unplanned exits", len(exits)))
+	}
+	add("reader: unplanned exits", u)
+	var qok []float64
+	for _, q := range r.readerQueries {
+		if q.ok {
+			qok = append(qok, float64(q.latency)/float64(time.Millisecond))
+		}
+	}
+	add("reader: query p50 / p99 (successful)", fmt.Sprintf("%s / %s ms over %d queries", fmtNum(percentile(qok, 50)), fmtNum(percentile(qok, 99)), len(qok)))
+	add("reader: query errors", queryErrors(r.readerQueries, r.firstReaderQueryErr))
+	rb := r.readerReadBack
+	if rb == nil {
+		if r.readBack != nil {
+			add("reader: read-back", "not done (see notes)")
+			bad = append(bad, "reader: no read-back")
+		}
+		return bad
+	}
+	if r.readerCaughtUp >= 0 {
+		add("reader: caught up with the writer at the end", "in "+fmtDur(r.readerCaughtUp))
+	} else {
+		add("reader: caught up with the writer at the end", "not within 2m")
+		bad = append(bad, "reader: did not catch up")
+	}
+	return append(bad, readBackRows(rb, "reader: ", add)...)
 }
 
 func countStrings(xs []string) string {
