@@ -224,3 +224,64 @@ func TestSeriesAPIOnReaderOfOpenPartition(t *testing.T) {
 	}
 	check("after the writer truncated its log", 30)
 }
+
+// The label APIs read only partitions with data in the range, as
+// Prometheus reads only the blocks whose time bounds overlap it: a range
+// before a partition's first sample or after its last lists nothing.
+func TestLabelAPIsSkipPartitionsWithoutDataInRange(t *testing.T) {
+	ctx := context.Background()
+	db, b := openMemDB(t, DefaultOptions())
+	p := time.Now().Truncate(2 * time.Hour).Add(-2 * time.Hour).UnixMilli()
+	late := labels.FromStrings("__name__", "up", "job", "late")
+	for i := int64(30); i < 40; i++ {
+		appendFloats(t, db, late, tsample{p + i*60_000, 1})
+	}
+	check := func(where string, db *DB) {
+		t.Helper()
+		for _, c := range []struct {
+			from, to int64 // minutes into the partition
+			want     []string
+		}{
+			{0, 29, nil},
+			{40, 119, nil},
+			{0, 30, []string{"late"}},
+			{39, 50, []string{"late"}},
+		} {
+			q, err := db.Querier(p+c.from*60_000, p+c.to*60_000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			values, _, err := q.LabelValues(ctx, "job", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			names, _, err := q.LabelNames(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			q.Close()
+			wantNames := []string{"__name__", "job"}
+			if c.want == nil {
+				wantNames = nil
+			}
+			if !slices.Equal(values, c.want) || !slices.Equal(names, wantNames) {
+				t.Fatalf("%s: minutes [%d, %d]: job values %v, names %v; want %v, %v", where, c.from, c.to, values, names, c.want, wantNames)
+			}
+		}
+	}
+	check("head", db)
+	if err := db.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("after a write-out", db)
+	if err := db.flushHead(ctx, closeAll); err != nil {
+		t.Fatal(err)
+	}
+	check("closed", db)
+	r := openTestReader(t, b, DefaultOptions(), nil)
+	defer r.Close()
+	check("closed, on a reader", r)
+	db = reopen(t, db, b, DefaultOptions())
+	defer db.Close()
+	check("closed, after a restart", db)
+}

@@ -437,7 +437,9 @@ func (q *querier) LabelNames(ctx context.Context, hints *promstorage.LabelHints,
 }
 
 // mergePartitions merges the sorted lists read returns for the index of each
-// partition of the querier's range, cut to hints' limit.
+// partition with data in the querier's range, cut to hints' limit. A
+// partition whose samples all lie outside the range is not read, as
+// Prometheus reads only the blocks whose time bounds overlap it.
 func (q *querier) mergePartitions(ctx context.Context, hints *promstorage.LabelHints, read func(index.Reader) ([]string, error)) ([]string, annotations.Annotations, error) {
 	parts, err := q.db.partitions(ctx, q.mint, q.maxt)
 	if err != nil {
@@ -445,6 +447,9 @@ func (q *querier) mergePartitions(ctx context.Context, hints *promstorage.LabelH
 	}
 	var out []string
 	for _, pv := range parts {
+		if !q.db.mayHold(pv, q.mint, q.maxt) {
+			continue
+		}
 		list, err := read(q.db.indexReader(pv))
 		if err != nil {
 			return nil, nil, err
