@@ -318,58 +318,46 @@ func ratio(a, b float64) string {
 
 // perQueryTable renders warm and cold p50 by query range (medians of runs).
 func perQueryTable(runs [][]*sysResult) string {
-	if len(runs) == 0 {
-		return ""
-	}
-	keys := []string{"1h", "6h", "24h", "instant"}
-	var b strings.Builder
-	b.WriteString("| system | range | warm p50 ms | cold p50 ms |\n|---|---|---:|---:|\n")
-	for i, r0 := range runs[0] {
-		if r0.PerRange == nil {
-			continue
-		}
-		for _, k := range keys {
-			var warm, cold []float64
-			for _, run := range runs {
-				if v, ok := run[i].PerRange[k]; ok {
-					warm = append(warm, v[0])
-					cold = append(cold, v[1])
-				}
-			}
-			if len(warm) == 0 {
-				continue
-			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", r0.Name, k, fmtNum(median(warm)), fmtNum(median(cold)))
-		}
-	}
-	return b.String()
+	return pairTable(runs, "| system | range | warm p50 ms | cold p50 ms |\n|---|---|---:|---:|\n",
+		[]string{"1h", "6h", "24h", "instant"}, func(r *sysResult) map[string][2]float64 { return r.PerRange })
 }
 
 // refreshTable renders the first evaluation and the refresh p50 of the
 // dashboard by panel range (medians of runs).
 func refreshTable(runs [][]*sysResult, ranges []time.Duration) string {
+	keys := make([]string, len(ranges))
+	for i, rg := range ranges {
+		keys[i] = fmtRange(rg)
+	}
+	return pairTable(runs, "| system | range | first evaluation ms | refresh p50 ms |\n|---|---|---:|---:|\n",
+		keys, func(r *sysResult) map[string][2]float64 { return r.RefreshByRange })
+}
+
+// pairTable renders below header a row for each system and key of the
+// systems whose figures (by) were measured: the medians over runs of the
+// two figures by holds under the key. A key no run measured has no row.
+func pairTable(runs [][]*sysResult, header string, keys []string, by func(*sysResult) map[string][2]float64) string {
 	if len(runs) == 0 {
 		return ""
 	}
 	var b strings.Builder
-	b.WriteString("| system | range | first evaluation ms | refresh p50 ms |\n|---|---|---:|---:|\n")
+	b.WriteString(header)
 	for i, r0 := range runs[0] {
-		if r0.RefreshByRange == nil {
+		if by(r0) == nil {
 			continue
 		}
-		for _, rg := range ranges {
-			k := fmtRange(rg)
-			var first, p50 []float64
+		for _, k := range keys {
+			var first, second []float64
 			for _, run := range runs {
 				if i < len(run) && run[i] != nil {
-					if v, ok := run[i].RefreshByRange[k]; ok {
+					if v, ok := by(run[i])[k]; ok {
 						first = append(first, v[0])
-						p50 = append(p50, v[1])
+						second = append(second, v[1])
 					}
 				}
 			}
 			if len(first) > 0 {
-				fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", r0.Name, k, fmtNum(median(first)), fmtNum(median(p50)))
+				fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", r0.Name, k, fmtNum(median(first)), fmtNum(median(second)))
 			}
 		}
 	}
