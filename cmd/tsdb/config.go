@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/alecthomas/kingpin/v2"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/shaledb/shale/promql"
@@ -92,6 +93,15 @@ type openedBucket struct {
 	// where says, in logs and errors, where the data is:
 	// s3:<bucket>/<prefix> or filesystem:<path>.
 	where string
+}
+
+// bucketFlags adds to a subcommand the server's flags that say which object
+// store openBucket opens.
+func bucketFlags(app *kingpin.Application, storagePath, configPath *string) {
+	app.Flag("storage.path", "Folder of the local object store (as the server's flag), used when no --objstore.config-file is given.").
+		Default("data").StringVar(storagePath)
+	app.Flag("objstore.config-file", "Object store config file (as the server's flag).").
+		Default("").StringVar(configPath)
 }
 
 // openBucket opens the object store: the local folder storagePath, or what

@@ -65,10 +65,7 @@ func parseImportFlags(args []string) (*importConfig, error) {
 		Default("2").EnumVar(&cfg.rwVersion, "1", "2")
 	app.Flag("remote-write.batch-samples", "Most samples in one remote-write request with --url.").
 		Default("20000").IntVar(&cfg.remoteBatchSize)
-	app.Flag("storage.path", "Folder of the local object store (as the server's flag), used when no --objstore.config-file is given.").
-		Default("data").StringVar(&cfg.storagePath)
-	app.Flag("objstore.config-file", "Object store config file (as the server's flag).").
-		Default("").StringVar(&cfg.objstoreConfig)
+	bucketFlags(app, &cfg.storagePath, &cfg.objstoreConfig)
 	app.Flag("storage.wal", "Count a batch as stored only once it is durable in the object store (as the server's flag). Off: faster, and a killed import loses what it had not written out yet (run it again).").
 		Default("true").SetValue(&cfg.wal)
 	app.Flag("storage.wal.flush-interval", "Group-commit interval of the write-ahead log (as the server's flag; 0: automatic).").

@@ -39,10 +39,7 @@ func parseSnapshotFlags(args []string) (*snapshotConfig, error) {
 	app := kingpin.New("tsdb snapshot", "Manage the snapshots of a Shale database: POST /api/v1/admin/tsdb/snapshot (with --web.enable-admin-api) takes one; "+
 		"it keeps the data as it was in the object store until it is deleted. Copying it makes a database of its own, which a server started on it serves (a backup, or a restore).")
 	app.HelpFlag.Short('h')
-	app.Flag("storage.path", "Folder of the local object store (as the server's flag), used when no --objstore.config-file is given.").
-		Default("data").StringVar(&cfg.storagePath)
-	app.Flag("objstore.config-file", "Object store config file (as the server's flag).").
-		Default("").StringVar(&cfg.objstoreConfig)
+	bucketFlags(app, &cfg.storagePath, &cfg.objstoreConfig)
 	promslogflag.AddFlags(app, &cfg.log)
 
 	app.Command("list", "List the snapshots: name, when it was taken, its tables and their size.")
