@@ -294,16 +294,7 @@ func (it *Iterator) AtHistogram(h *histogram.Histogram) (t int64, rh *histogram.
 	if !it.inHist || it.cur != chunkenc.ValHistogram {
 		return it.AtT(), nil
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			// Malformed chunk bytes behind a valid checksum: end the
-			// iteration with an error, and give the caller a histogram.
-			it.fail(corruptf("histogram part %d: %v", it.pi-1, r))
-			if t, rh = it.lastT, h; rh == nil {
-				rh = &histogram.Histogram{}
-			}
-		}
-	}()
+	defer recoverAt(it, &t, &rh, h)
 	return it.hit.AtHistogram(h)
 }
 
@@ -314,15 +305,22 @@ func (it *Iterator) AtFloatHistogram(fh *histogram.FloatHistogram) (t int64, rfh
 	if !it.inHist || it.cur == chunkenc.ValFloat || it.cur == chunkenc.ValNone {
 		return it.AtT(), nil
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			it.fail(corruptf("histogram part %d: %v", it.pi-1, r))
-			if t, rfh = it.lastT, fh; rfh == nil {
-				rfh = &histogram.FloatHistogram{}
-			}
-		}
-	}()
+	defer recoverAt(it, &t, &rfh, fh)
 	return it.hit.AtFloatHistogram(fh)
+}
+
+// recoverAt, deferred by AtHistogram and AtFloatHistogram, turns a panic
+// of the chunkenc iterator on malformed chunk bytes behind a valid checksum
+// into the end of the iteration with an error, and still gives the caller a
+// histogram: reuse, or a new one.
+func recoverAt[H any](it *Iterator, t *int64, out **H, reuse *H) {
+	if r := recover(); r != nil {
+		it.fail(corruptf("histogram part %d: %v", it.pi-1, r))
+		*t, *out = it.lastT, reuse
+		if reuse == nil {
+			*out = new(H)
+		}
+	}
 }
 
 // AtT returns the current sample's timestamp.

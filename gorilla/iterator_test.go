@@ -508,3 +508,46 @@ func TestAppenderReset(t *testing.T) {
 	}
 	checkSamples(t, c.Iterator(nil), cts, cvs)
 }
+
+// panickyIterator is a chunkenc iterator whose histogram reads panic, as
+// chunkenc's do on some malformed chunk bytes.
+type panickyIterator struct{ chunkenc.Iterator }
+
+func (panickyIterator) AtHistogram(*histogram.Histogram) (int64, *histogram.Histogram) {
+	panic("malformed")
+}
+
+func (panickyIterator) AtFloatHistogram(*histogram.FloatHistogram) (int64, *histogram.FloatHistogram) {
+	panic("malformed")
+}
+
+// TestAtHistogramPanic checks that a panic of a histogram read ends the
+// iteration with an error wrapping ErrCorrupt and still gives the caller
+// the last timestamp and a histogram: the one passed in, or a new one.
+func TestAtHistogramPanic(t *testing.T) {
+	at := func(t *testing.T, read func(*Iterator) (int64, bool)) {
+		t.Helper()
+		it := &Iterator{hit: panickyIterator{}, inHist: true, cur: chunkenc.ValHistogram, lastT: 42, pi: 1}
+		ts, ok := read(it)
+		if ts != 42 || !ok {
+			t.Errorf("got t=%d, histogram given back %v; want 42, true", ts, ok)
+		}
+		if err := it.Err(); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("Err() = %v, want ErrCorrupt", err)
+		}
+	}
+	var h histogram.Histogram
+	var fh histogram.FloatHistogram
+	t.Run("histogram/reuse", func(t *testing.T) {
+		at(t, func(it *Iterator) (int64, bool) { ts, got := it.AtHistogram(&h); return ts, got == &h })
+	})
+	t.Run("histogram/nil", func(t *testing.T) {
+		at(t, func(it *Iterator) (int64, bool) { ts, got := it.AtHistogram(nil); return ts, got != nil })
+	})
+	t.Run("float/reuse", func(t *testing.T) {
+		at(t, func(it *Iterator) (int64, bool) { ts, got := it.AtFloatHistogram(&fh); return ts, got == &fh })
+	})
+	t.Run("float/nil", func(t *testing.T) {
+		at(t, func(it *Iterator) (int64, bool) { ts, got := it.AtFloatHistogram(nil); return ts, got != nil })
+	})
+}
