@@ -152,52 +152,41 @@ func pos32(n int) uint32 { return uint32(n) }
 // symbols may come before or after the series that use them.
 func (d *decoder) decode(b []byte, version int) error {
 	d.reset()
-	msgName, seriesField := "WriteRequest", uint64(1)
+	f := &fieldReader{b: b, msg: "WriteRequest"}
+	seriesField := uint64(1)
 	var v2Field uint64 // the first field of a 2.0 Request in a 1.0 one
 	if version == 2 {
-		msgName, seriesField = "Request", 5
+		f.msg, seriesField = "Request", 5
 	}
-	for i := 0; i < len(b); {
-		field, wt, next, err := tag(b, i)
-		if err != nil {
-			return err
-		}
-		i = next
+	for f.next() {
 		switch {
-		case field == seriesField:
-			var msg []byte
-			if msg, i, err = bytesField(b, i, wt, msgName, field); err != nil {
-				return err
+		case f.field == seriesField:
+			if msg := f.bytes(); f.err == nil {
+				f.err = d.timeseries(msg, version)
 			}
-			if err := d.timeseries(msg, version); err != nil {
-				return err
+		case f.field == 3 && version == 1: // metadata
+			if msg := f.bytes(); f.err == nil {
+				if err := d.metadataV1(msg); err != nil {
+					f.err = fmt.Errorf("metadata %d: %w", len(d.meta), err)
+				}
 			}
-		case field == 3 && version == 1: // metadata
-			var msg []byte
-			if msg, i, err = bytesField(b, i, wt, msgName, field); err != nil {
-				return err
+		case f.field == 4 && version == 2: // symbols
+			if s := f.bytes(); f.err == nil {
+				d.symbols = append(d.symbols, yoloString(s))
 			}
-			if err := d.metadataV1(msg); err != nil {
-				return fmt.Errorf("metadata %d: %w", len(d.meta), err)
-			}
-		case field == 4 && version == 2: // symbols
-			var s []byte
-			if s, i, err = bytesField(b, i, wt, msgName, field); err != nil {
-				return err
-			}
-			d.symbols = append(d.symbols, yoloString(s))
-		case version == 2 && field <= 3 && wt == wireBytes:
+		case version == 2 && f.field <= 3 && f.wt == wireBytes:
 			// Reserved in 2.0 so that a 1.0 body decodes to nothing: it
 			// would be stored as nothing, and answered 204.
-			return fmt.Errorf("field %d is reserved in io.prometheus.write.v2.Request and is a prometheus.WriteRequest's: the body looks like remote write 1.0 sent as 2.0 (send Content-Type: %s, or a 2.0 body)", field, ContentTypeV1)
+			return fmt.Errorf("field %d is reserved in io.prometheus.write.v2.Request and is a prometheus.WriteRequest's: the body looks like remote write 1.0 sent as 2.0 (send Content-Type: %s, or a 2.0 body)", f.field, ContentTypeV1)
 		default:
-			if version == 1 && v2Field == 0 && (field == 4 || field == 5) && wt == wireBytes {
-				v2Field = field
+			if version == 1 && v2Field == 0 && (f.field == 4 || f.field == 5) && f.wt == wireBytes {
+				v2Field = f.field
 			}
-			if i, err = skip(b, i, wt); err != nil {
-				return err
-			}
+			f.skip()
 		}
+	}
+	if f.err != nil {
+		return f.err
 	}
 	if v2Field != 0 && len(d.series) == 0 && len(d.meta) == 0 {
 		// A 2.0 body decodes to nothing as 1.0. (1.0 has no fields 4 and
@@ -243,30 +232,20 @@ func (d *decoder) seriesV1(b []byte, s *seriesRec) error {
 	// and lengths under 128), which makes every name and value valid UTF-8
 	// without checking strings one by one.
 	lblLo, lblHi, adjacent := -1, -1, true
-	for i := 0; i < len(b); {
-		start := i
-		field, wt, next, err := tag(b, i)
-		if err != nil {
-			return err
-		}
-		i = next
-		if field < 1 || field > 4 {
-			if i, err = skip(b, i, wt); err != nil {
-				return err
-			}
+	f := &fieldReader{b: b, msg: "TimeSeries"}
+	for start := 0; f.next(); start = f.i {
+		if f.field < 1 || f.field > 4 {
+			f.skip()
 			continue
 		}
-		if wt != wireBytes {
-			return wrongType("TimeSeries", field, wt)
+		msg := f.bytes()
+		if f.err != nil {
+			break
 		}
-		var msg []byte
-		if msg, i, err = lenDelim(b, i); err != nil {
-			return err
-		}
-		switch field {
+		switch f.field {
 		case 1:
-			var l labels.Label
-			if l, err = labelPair(msg); err != nil {
+			l, err := labelPair(msg)
+			if err != nil {
 				return fmt.Errorf("label %d: %w", len(d.labels)-int(s.labels.lo), err)
 			}
 			d.labels = append(d.labels, l)
@@ -275,17 +254,17 @@ func (d *decoder) seriesV1(b []byte, s *seriesRec) error {
 			} else if start != lblHi {
 				adjacent = false
 			}
-			lblHi = i
+			lblHi = f.i
 		case 2:
-			err = d.sample(msg, false)
+			f.err = d.sample(msg, false)
 		case 3:
-			err = d.exemplar(msg, 1)
+			f.err = d.exemplar(msg, 1)
 		case 4:
-			err = d.histogram(msg, false)
+			f.err = d.histogram(msg, false)
 		}
-		if err != nil {
-			return err
-		}
+	}
+	if f.err != nil {
+		return f.err
 	}
 	s.labels.hi = pos32(len(d.labels))
 	s.asciiLabels = lblLo >= 0 && adjacent && isASCII(b[lblLo:lblHi])
@@ -296,51 +275,37 @@ func (d *decoder) seriesV1(b []byte, s *seriesRec) error {
 // arrays, as seriesV1.
 func (d *decoder) seriesV2(b []byte, s *seriesRec) error {
 	s.labels.lo = pos32(len(d.refs))
-	for i := 0; i < len(b); {
-		field, wt, next, err := tag(b, i)
-		if err != nil {
-			return err
-		}
-		i = next
-		switch field {
+	f := &fieldReader{b: b, msg: "TimeSeries"}
+	for f.next() {
+		switch f.field {
 		case 1:
-			i, err = appendUint32s(&d.refs, b, i, wt)
+			f.i, f.err = appendUint32s(&d.refs, f.b, f.i, f.wt)
 		case 2, 3, 4, 5:
-			if wt != wireBytes {
-				return wrongType("TimeSeries", field, wt)
+			msg := f.bytes()
+			if f.err != nil {
+				break
 			}
-			var msg []byte
-			if msg, i, err = lenDelim(b, i); err != nil {
-				return err
-			}
-			switch field {
+			switch f.field {
 			case 2:
-				err = d.sample(msg, true)
+				f.err = d.sample(msg, true)
 			case 3:
-				err = d.histogram(msg, true)
+				f.err = d.histogram(msg, true)
 			case 4:
-				err = d.exemplar(msg, 2)
+				f.err = d.exemplar(msg, 2)
 			case 5:
-				err = metadataV2(msg, s)
+				f.err = metadataV2(msg, s)
 			}
 		case 6:
-			s.createdTS, i, err = int64Field(b, i, wt, "TimeSeries", field)
+			s.createdTS = int64(f.varint())
 		default:
-			i, err = skip(b, i, wt)
+			f.skip()
 		}
-		if err != nil {
-			return err
-		}
+	}
+	if f.err != nil {
+		return f.err
 	}
 	s.labels.hi = pos32(len(d.refs))
 	return nil
-}
-
-// int64Field reads an int64 field (a timestamp) of message msg whose key
-// gave wire type wt.
-func int64Field(b []byte, i, wt int, msg string, field uint64) (int64, int, error) {
-	v, i, err := varintField(b, i, wt, msg, field)
-	return int64(v), i, err
 }
 
 // isASCII reports whether every byte of b is below 0x80.
@@ -366,29 +331,18 @@ func labelPair(b []byte) (labels.Label, error) {
 		}
 	}
 	var l labels.Label
-	for i := 0; i < len(b); {
-		field, wt, next, err := tag(b, i)
-		if err != nil {
-			return l, err
-		}
-		i = next
-		if field == 1 || field == 2 {
-			var s []byte
-			if s, i, err = bytesField(b, i, wt, "Label", field); err != nil {
-				return l, err
-			}
-			if field == 1 {
-				l.Name = yoloString(s)
-			} else {
-				l.Value = yoloString(s)
-			}
-			continue
-		}
-		if i, err = skip(b, i, wt); err != nil {
-			return l, err
+	f := &fieldReader{b: b, msg: "Label"}
+	for f.next() {
+		switch f.field {
+		case 1:
+			l.Name = yoloString(f.bytes())
+		case 2:
+			l.Value = yoloString(f.bytes())
+		default:
+			f.skip()
 		}
 	}
-	return l, nil
+	return l, f.err
 }
 
 // sample decodes a Sample; withST also reads start_timestamp (2.0).
@@ -402,25 +356,21 @@ func (d *decoder) sample(b []byte, withST bool) error {
 		}
 	}
 	var s sample
-	for i := 0; i < len(b); {
-		field, wt, next, err := tag(b, i)
-		if err != nil {
-			return err
-		}
-		i = next
+	f := &fieldReader{b: b, msg: "Sample"}
+	for f.next() {
 		switch {
-		case field == 1:
-			s.v, i, err = doubleField(b, i, wt, "Sample", field)
-		case field == 2:
-			s.t, i, err = int64Field(b, i, wt, "Sample", field)
-		case field == 3 && withST:
-			s.st, i, err = int64Field(b, i, wt, "Sample", field)
+		case f.field == 1:
+			s.v = f.double()
+		case f.field == 2:
+			s.t = int64(f.varint())
+		case f.field == 3 && withST:
+			s.st = int64(f.varint())
 		default:
-			i, err = skip(b, i, wt)
+			f.skip()
 		}
-		if err != nil {
-			return err
-		}
+	}
+	if f.err != nil {
+		return f.err
 	}
 	d.samples = append(d.samples, s)
 	return nil
@@ -430,37 +380,33 @@ func (d *decoder) sample(b []byte, withST bool) error {
 // references in 2.0.
 func (d *decoder) exemplar(b []byte, version int) error {
 	e := exemplarRec{labels: rng{d.exLabelsEnd(version), 0}}
-	for i := 0; i < len(b); {
-		field, wt, next, err := tag(b, i)
-		if err != nil {
-			return err
-		}
-		i = next
-		switch field {
+	f := &fieldReader{b: b, msg: "Exemplar"}
+	for f.next() {
+		switch f.field {
 		case 1:
 			if version == 2 {
-				i, err = appendUint32s(&d.exRefs, b, i, wt)
-			} else {
-				var msg []byte
-				if msg, i, err = bytesField(b, i, wt, "Exemplar", field); err != nil {
-					return err
-				}
-				var l labels.Label
-				if l, err = labelPair(msg); err != nil {
-					return fmt.Errorf("exemplar label: %w", err)
-				}
-				d.exLabels = append(d.exLabels, l)
+				f.i, f.err = appendUint32s(&d.exRefs, f.b, f.i, f.wt)
+				break
 			}
+			msg := f.bytes()
+			if f.err != nil {
+				break
+			}
+			l, err := labelPair(msg)
+			if err != nil {
+				return fmt.Errorf("exemplar label: %w", err)
+			}
+			d.exLabels = append(d.exLabels, l)
 		case 2:
-			e.v, i, err = doubleField(b, i, wt, "Exemplar", field)
+			e.v = f.double()
 		case 3:
-			e.ts, i, err = int64Field(b, i, wt, "Exemplar", field)
+			e.ts = int64(f.varint())
 		default:
-			i, err = skip(b, i, wt)
+			f.skip()
 		}
-		if err != nil {
-			return err
-		}
+	}
+	if f.err != nil {
+		return f.err
 	}
 	e.labels.hi = d.exLabelsEnd(version)
 	d.exemplars = append(d.exemplars, e)
@@ -476,37 +422,29 @@ func (d *decoder) exLabelsEnd(version int) uint32 {
 	return pos32(len(d.exLabels))
 }
 
+// metricType reads the metric type of a metadata message: an enum, which is
+// an int32 on the wire.
+func (f *fieldReader) metricType() uint64 { return uint64(uint32(f.varint())) }
+
 func (d *decoder) metadataV1(b []byte) error {
 	var m metaRec
-	for i := 0; i < len(b); {
-		field, wt, next, err := tag(b, i)
-		if err != nil {
-			return err
-		}
-		i = next
-		switch field {
+	f := &fieldReader{b: b, msg: "MetricMetadata"}
+	for f.next() {
+		switch f.field {
 		case 1:
-			m.typ, i, err = varintField(b, i, wt, "MetricMetadata", field)
-			m.typ = uint64(uint32(m.typ)) // enums are int32 on the wire
-		case 2, 4, 5:
-			var s []byte
-			if s, i, err = bytesField(b, i, wt, "MetricMetadata", field); err != nil {
-				return err
-			}
-			switch field {
-			case 2:
-				m.family = yoloString(s)
-			case 4:
-				m.help = yoloString(s)
-			case 5:
-				m.unit = yoloString(s)
-			}
+			m.typ = f.metricType()
+		case 2:
+			m.family = yoloString(f.bytes())
+		case 4:
+			m.help = yoloString(f.bytes())
+		case 5:
+			m.unit = yoloString(f.bytes())
 		default:
-			i, err = skip(b, i, wt)
+			f.skip()
 		}
-		if err != nil {
-			return err
-		}
+	}
+	if f.err != nil {
+		return f.err
 	}
 	d.meta = append(d.meta, m)
 	return nil
@@ -514,31 +452,20 @@ func (d *decoder) metadataV1(b []byte) error {
 
 func metadataV2(b []byte, s *seriesRec) error {
 	s.hasMeta = true
-	for i := 0; i < len(b); {
-		field, wt, next, err := tag(b, i)
-		if err != nil {
-			return err
-		}
-		i = next
-		var v uint64
-		switch field {
+	f := &fieldReader{b: b, msg: "Metadata"}
+	for f.next() {
+		switch f.field {
 		case 1:
-			v, i, err = varintField(b, i, wt, "Metadata", field)
-			s.metaType = uint64(uint32(v))
+			s.metaType = f.metricType()
 		case 3:
-			v, i, err = varintField(b, i, wt, "Metadata", field)
-			s.helpRef = ref32(v)
+			s.helpRef = ref32(f.varint())
 		case 4:
-			v, i, err = varintField(b, i, wt, "Metadata", field)
-			s.unitRef = ref32(v)
+			s.unitRef = ref32(f.varint())
 		default:
-			i, err = skip(b, i, wt)
-		}
-		if err != nil {
-			return err
+			f.skip()
 		}
 	}
-	return nil
+	return f.err
 }
 
 // histogram decodes a Histogram message, the same in 1.0 and 2.0 except for
@@ -553,97 +480,60 @@ func (d *decoder) histogram(b []byte, withST bool) error {
 		negCounts: rng{pos32(len(d.negCounts)), 0},
 		custom:    rng{pos32(len(d.custom)), 0},
 	}
-	for i := 0; i < len(b); {
-		field, wt, next, err := tag(b, i)
-		if err != nil {
-			return err
-		}
-		i = next
-		switch field {
-		case 1, 4, 6, 14, 15, 17: // varints
-			if field == 17 && !withST {
-				if i, err = skip(b, i, wt); err != nil {
-					return err
-				}
-				continue
-			}
-			if wt != wireVarint {
-				return wrongType("Histogram", field, wt)
-			}
-			var v uint64
-			if v, i, err = uvarint(b, i); err != nil {
-				return err
-			}
-			switch field {
-			case 1: // oneof count: the last one set wins
-				h.countInt, h.countFloat, h.isFloat = v, 0, false
-			case 4:
-				h.schema = zigzag32(v)
-			case 6: // oneof zero_count
-				h.zeroCountInt, h.zeroCountFloat = v, 0
-			case 14:
-				h.resetHint = uint64(uint32(v))
-			case 15:
-				h.t = int64(v)
-			case 17:
-				h.st = int64(v)
-			}
-		case 2, 3, 5, 7: // doubles
-			if wt != wireFixed64 {
-				return wrongType("Histogram", field, wt)
-			}
-			var v float64
-			if v, i, err = double(b, i); err != nil {
-				return err
-			}
-			switch field {
-			case 2:
-				h.countFloat, h.countInt, h.isFloat = v, 0, true
-			case 3:
-				h.sum = v
-			case 5:
-				h.zeroThreshold = v
-			case 7:
-				h.zeroCountFloat, h.zeroCountInt = v, 0
-			}
+	f := &fieldReader{b: b, msg: "Histogram"}
+	for f.next() {
+		switch f.field {
+		case 1: // oneof count: the last one set wins
+			h.countInt, h.countFloat, h.isFloat = f.varint(), 0, false
+		case 2:
+			h.countFloat, h.countInt, h.isFloat = f.double(), 0, true
+		case 3:
+			h.sum = f.double()
+		case 4:
+			h.schema = zigzag32(f.varint())
+		case 5:
+			h.zeroThreshold = f.double()
+		case 6: // oneof zero_count
+			h.zeroCountInt, h.zeroCountFloat = f.varint(), 0
+		case 7:
+			h.zeroCountFloat, h.zeroCountInt = f.double(), 0
 		case 8, 11: // spans
-			var msg []byte
-			if msg, i, err = bytesField(b, i, wt, "Histogram", field); err != nil {
-				return err
+			msg := f.bytes()
+			if f.err != nil {
+				break
 			}
 			var sp histogram.Span
-			if sp, err = bucketSpan(msg); err != nil {
-				return err
-			}
-			if field == 8 {
+			if sp, f.err = bucketSpan(msg); f.field == 8 {
 				d.negSpans = append(d.negSpans, sp)
 			} else {
 				d.posSpans = append(d.posSpans, sp)
 			}
-		case 9, 12: // sint64 deltas, packed or not
-			dst := &d.negDeltas
-			if field == 12 {
-				dst = &d.posDeltas
-			}
-			if i, err = appendSint64s(dst, b, i, wt); err != nil {
-				return err
-			}
-		case 10, 13, 16: // doubles, packed or not
-			dst := &d.negCounts
-			switch field {
-			case 13:
-				dst = &d.posCounts
-			case 16:
-				dst = &d.custom
-			}
-			if i, err = appendDoubles(dst, b, i, wt); err != nil {
-				return err
+		case 9: // sint64 deltas, packed or not
+			f.i, f.err = appendSint64s(&d.negDeltas, f.b, f.i, f.wt)
+		case 12:
+			f.i, f.err = appendSint64s(&d.posDeltas, f.b, f.i, f.wt)
+		case 10: // doubles, packed or not
+			f.i, f.err = appendDoubles(&d.negCounts, f.b, f.i, f.wt)
+		case 13:
+			f.i, f.err = appendDoubles(&d.posCounts, f.b, f.i, f.wt)
+		case 16:
+			f.i, f.err = appendDoubles(&d.custom, f.b, f.i, f.wt)
+		case 14:
+			h.resetHint = uint64(uint32(f.varint()))
+		case 15:
+			h.t = int64(f.varint())
+		case 17:
+			if withST {
+				h.st = int64(f.varint())
+			} else {
+				f.skip()
 			}
 		default:
-			if i, err = skip(b, i, wt); err != nil {
-				return err
-			}
+			f.skip()
 		}
+	}
+	if f.err != nil {
+		return f.err
 	}
 	h.posSpans.hi = pos32(len(d.posSpans))
 	h.negSpans.hi = pos32(len(d.negSpans))
@@ -658,32 +548,18 @@ func (d *decoder) histogram(b []byte, withST bool) error {
 
 func bucketSpan(b []byte) (histogram.Span, error) {
 	var s histogram.Span
-	for i := 0; i < len(b); {
-		field, wt, next, err := tag(b, i)
-		if err != nil {
-			return s, err
-		}
-		i = next
-		if field == 1 || field == 2 {
-			if wt != wireVarint {
-				return s, wrongType("BucketSpan", field, wt)
-			}
-			var v uint64
-			if v, i, err = uvarint(b, i); err != nil {
-				return s, err
-			}
-			if field == 1 {
-				s.Offset = zigzag32(v)
-			} else {
-				s.Length = uint32(v)
-			}
-			continue
-		}
-		if i, err = skip(b, i, wt); err != nil {
-			return s, err
+	f := &fieldReader{b: b, msg: "BucketSpan"}
+	for f.next() {
+		switch f.field {
+		case 1:
+			s.Offset = zigzag32(f.varint())
+		case 2:
+			s.Length = uint32(f.varint())
+		default:
+			f.skip()
 		}
 	}
-	return s, nil
+	return s, f.err
 }
 
 // appendSint64s appends the elements of a repeated sint64 field, packed or
