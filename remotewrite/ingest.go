@@ -122,6 +122,16 @@ func (l *ledger) rejectStoredExemplar(ls labels.Labels, err error, msg string) {
 	l.reject(kindExemplars, reason, 1)
 }
 
+// inWindow reports whether time at is within [minT, maxT], and rejects the
+// item of kind k if not.
+func (l *ledger) inWindow(k kind, ls labels.Labels, at int64) bool {
+	if at >= l.minT && at <= l.maxT {
+		return true
+	}
+	l.rejectOutsideWindow(k, ls, at)
+	return false
+}
+
 // rejectOutsideWindow rejects an item at time at, outside [minT, maxT].
 func (l *ledger) rejectOutsideWindow(k kind, ls labels.Labels, at int64) {
 	o := &l.h.opts
@@ -272,8 +282,7 @@ func (t *txn) appendOneSeries(s *seriesRec, sl *seriesSlot) error {
 func (t *txn) appendSamples(s *seriesRec, ls labels.Labels, ref SeriesRef) (SeriesRef, error) {
 	for i := s.samples.lo; i < s.samples.hi; i++ {
 		smp := &t.d.samples[i]
-		if smp.t < t.minT || smp.t > t.maxT {
-			t.rejectOutsideWindow(kindSamples, ls, smp.t)
+		if !t.inWindow(kindSamples, ls, smp.t) {
 			continue
 		}
 		newRef, err := t.app.Append(ref, ls, startTime(smp.st, s.createdTS), smp.t, smp.v)
@@ -292,8 +301,7 @@ func (t *txn) appendSamples(s *seriesRec, ls labels.Labels, ref SeriesRef) (Seri
 func (t *txn) appendHistograms(s *seriesRec, ls labels.Labels, ref SeriesRef) (SeriesRef, error) {
 	for i := s.histograms.lo; i < s.histograms.hi; i++ {
 		hr := &t.d.hists[i]
-		if hr.t < t.minT || hr.t > t.maxT {
-			t.rejectOutsideWindow(kindHistograms, ls, hr.t)
+		if !t.inWindow(kindHistograms, ls, hr.t) {
 			continue
 		}
 		h, fh := t.st.histogram(t.d, hr)

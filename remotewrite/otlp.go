@@ -331,8 +331,7 @@ func (a *otlpAppender) add(lbls []labels.Label, st, t int64, v float64, h *histo
 		return nil
 	}
 	lset := *ls
-	if t < a.minT || t > a.maxT {
-		a.rejectOutsideWindow(k, lset, t)
+	if !a.inWindow(k, lset, t) {
 		a.reject(kindExemplars, "rejected_sample", len(exs))
 		return nil
 	}
