@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 	promstorage "github.com/prometheus/prometheus/storage"
+
+	"github.com/shaledb/shale/storage/objstore"
 )
 
 // TestLabelValuesWithMatchers asks a label's values among the series that
@@ -80,7 +82,6 @@ func TestLabelValuesWithMatchers(t *testing.T) {
 // newest sample is older than the range is not listed, in the head and once
 // retired after a write-out.
 func TestSeriesAPIListsSeriesWithSamplesInRange(t *testing.T) {
-	ctx := context.Background()
 	db, b := openMemDB(t, DefaultOptions())
 	base := time.Now().Add(-time.Hour).Truncate(time.Minute).UnixMilli()
 	writeRunningAndStopped(t, db, base, 0, 20)
@@ -99,14 +100,22 @@ func TestSeriesAPIListsSeriesWithSamplesInRange(t *testing.T) {
 			}
 		}
 	}
+	// A partition written out and closed is read from the LSM, where the
+	// partition's stored newest times tell the series that ended; by a
+	// writer and by a reader alike.
+	checkThroughWriteOut(t, db, b, check)
+}
+
+// checkThroughWriteOut calls check on db with its data in the head, written
+// out, in a closed partition, then on a reader of b and on db restarted.
+func checkThroughWriteOut(t *testing.T, db *DB, b objstore.Bucket, check func(where string, db *DB)) {
+	t.Helper()
+	ctx := context.Background()
 	check("head", db)
 	if err := db.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
 	check("after a write-out", db)
-	// A partition written out and closed is read from the LSM, where the
-	// partition's stored newest times tell the series that ended; by a
-	// writer and by a reader alike.
 	if err := db.flushHead(ctx, closeAll); err != nil {
 		t.Fatal(err)
 	}
@@ -269,19 +278,5 @@ func TestLabelAPIsSkipPartitionsWithoutDataInRange(t *testing.T) {
 			}
 		}
 	}
-	check("head", db)
-	if err := db.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	check("after a write-out", db)
-	if err := db.flushHead(ctx, closeAll); err != nil {
-		t.Fatal(err)
-	}
-	check("closed", db)
-	r := openTestReader(t, b, DefaultOptions(), nil)
-	defer r.Close()
-	check("closed, on a reader", r)
-	db = reopen(t, db, b, DefaultOptions())
-	defer db.Close()
-	check("closed, after a restart", db)
+	checkThroughWriteOut(t, db, b, check)
 }

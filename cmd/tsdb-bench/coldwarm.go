@@ -338,15 +338,6 @@ func countSeries(ctx context.Context, client *http.Client, base, expr string, en
 	}
 	q := benchQuery{Name: "count", Expr: "count(last_over_time(" + sel + "[6h]))"}
 	path, v := queryParams(q, end, time.Minute)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path+"?"+v.Encode(), nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
 	var body struct {
 		Status string `json:"status"`
 		Data   struct {
@@ -355,7 +346,7 @@ func countSeries(ctx context.Context, client *http.Client, base, expr string, en
 			} `json:"result"`
 		} `json:"data"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+	if err := fetchJSON(ctx, client, http.MethodPost, base+path+"?"+v.Encode(), &body); err != nil {
 		return 0, fmt.Errorf("count query: %w", err)
 	}
 	if body.Status != "success" || len(body.Data.Result) != 1 {

@@ -935,25 +935,36 @@ func (r *soakRun) readBackReader(ctx context.Context, client *http.Client, shard
 // lastSeq returns the last sequence number a Shale process has applied
 // (/api/v1/status/storage).
 func lastSeq(ctx context.Context, client *http.Client, base string) (uint64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/v1/status/storage", nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("%s: HTTP %d", req.URL, resp.StatusCode)
-	}
 	var st struct {
 		Data struct {
 			LastSeq uint64 `json:"lastSeq"`
 		} `json:"data"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return 0, fmt.Errorf("%s: %w", req.URL, err)
+	if err := fetchJSON(ctx, client, http.MethodGet, base+"/api/v1/status/storage", &st); err != nil {
+		return 0, err
 	}
 	return st.Data.LastSeq, nil
+}
+
+// fetchJSON sends a request without a body to url and decodes the JSON of
+// its answer into v; an answer with a status other than 200 is an error
+// that quotes its start.
+func fetchJSON(ctx context.Context, client *http.Client, method, url string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, method, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
+		return fmt.Errorf("%s %s: HTTP %d: %s", method, req.URL.Path, resp.StatusCode, body)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		return fmt.Errorf("%s %s: %w", method, req.URL.Path, err)
+	}
+	return nil
 }

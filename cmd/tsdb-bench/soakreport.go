@@ -238,13 +238,7 @@ func (r *soakRun) figures(attempts []rwAttempt, ackTimes []float32, gaveUp, reje
 		ack[i] = float64(v)
 	}
 	add("time to acknowledge p99 (retries included)", fmt.Sprintf("%s ms (max %s ms)", fmtNum(percentile(ack, 99)), fmtNum(percentile(ack, 100))))
-	var qok []float64
-	for _, q := range r.queries {
-		if q.ok {
-			qok = append(qok, float64(q.latency)/float64(time.Millisecond))
-		}
-	}
-	add("query p50 / p99 (dashboards and alerts, successful)", fmt.Sprintf("%s / %s ms over %d queries", fmtNum(percentile(qok, 50)), fmtNum(percentile(qok, 99)), len(qok)))
+	add("query p50 / p99 (dashboards and alerts, successful)", queryLatencies(r.queries))
 	add("query errors", queryErrors(r.queries, r.firstQueryErr))
 	var rss, l0 []float64
 	for _, s := range r.samples {
@@ -374,13 +368,7 @@ func (r *soakRun) readerRows(add func(k, v string)) (bad []string) {
 		bad = append(bad, fmt.Sprintf("reader: %d unplanned exits", len(exits)))
 	}
 	add("reader: unplanned exits", u)
-	var qok []float64
-	for _, q := range r.readerQueries {
-		if q.ok {
-			qok = append(qok, float64(q.latency)/float64(time.Millisecond))
-		}
-	}
-	add("reader: query p50 / p99 (successful)", fmt.Sprintf("%s / %s ms over %d queries", fmtNum(percentile(qok, 50)), fmtNum(percentile(qok, 99)), len(qok)))
+	add("reader: query p50 / p99 (successful)", queryLatencies(r.readerQueries))
 	add("reader: query errors", queryErrors(r.readerQueries, r.firstReaderQueryErr))
 	rb := r.readerReadBack
 	if rb == nil {
@@ -805,6 +793,17 @@ func maxCores(samples []resSample, width time.Duration) float64 {
 
 // queryErrors says how many queries failed, how (most frequent kind
 // first), and the first failure's message.
+// queryLatencies gives the p50 and p99 of the successful queries of qs.
+func queryLatencies(qs []queryPoint) string {
+	var ok []float64
+	for _, q := range qs {
+		if q.ok {
+			ok = append(ok, float64(q.latency)/float64(time.Millisecond))
+		}
+	}
+	return fmt.Sprintf("%s / %s ms over %d queries", fmtNum(percentile(ok, 50)), fmtNum(percentile(ok, 99)), len(ok))
+}
+
 func queryErrors(qs []queryPoint, first string) string {
 	kinds := map[string]int{}
 	n := 0
