@@ -113,6 +113,10 @@ type DB struct {
 	// logFence is this writer's first WAL id (claimWAL): log records of
 	// earlier writers sit in WAL ids below it (ReplayLog).
 	logFence uint64
+	// replayedLog holds the log records of the WAL objects the open's
+	// replay read, from its first on, for ReplayLog to take rather than
+	// read the objects again (keptLog); nil once taken or truncated.
+	replayedLog []keptWAL
 }
 
 // Open opens the writer of prefix in bucket, fencing any previous writer:
@@ -290,9 +294,21 @@ func (db *DB) bumpEpoch(ctx context.Context) error {
 func (db *DB) replayWAL(ctx context.Context, fence uint64) error {
 	ids := claimedWALs(db.man.ReplayAfter, fence)
 	var filter walFilter
+	keep := db.opts.KeepLog
+	var kept int64
 	err := db.s.readWALs(ctx, ids, func(id, epoch uint64, ents []entry) error {
 		if epoch > db.epoch {
 			return fmt.Errorf("wal %d is of writer epoch %d, after this writer's %d: %w", id, epoch, db.epoch, ErrFenced)
+		}
+		if keep {
+			// Every object, void or not and with log records or none,
+			// so that the kept ids run on without a gap.
+			k, size := keepLog(id, epoch, ents)
+			if kept += size; kept > keptLogBytes {
+				keep = false
+			} else {
+				db.replayedLog = append(db.replayedLog, k)
+			}
 		}
 		if !filter.admit(epoch) {
 			db.logger.Info("lsm: wal object after one its writer never stored is void", "wal", id, "epoch", epoch)

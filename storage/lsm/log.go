@@ -148,6 +148,9 @@ func (db *DB) TruncateLog(ctx context.Context, mark uint64) error {
 	if !db.opts.WALEnabled {
 		return nil
 	}
+	db.mu.Lock()
+	db.replayedLog = nil // ReplayLog was not called, or is not wanted
+	db.mu.Unlock()
 	if err := db.FlushWAL(ctx); err != nil {
 		return err
 	}
@@ -163,18 +166,65 @@ func (db *DB) TruncateLog(ctx context.Context, mark uint64) error {
 	}, nil)
 }
 
+// keptLogBytes bounds the WAL objects whose log records the open's replay
+// keeps for ReplayLog: the objects past it are read again. The replay
+// position trails the WAL by up to Options.MemtableMaxAge, so the objects
+// it replays may hold minutes of samples.
+var keptLogBytes int64 = 64 << 20
+
+// keptWAL is a WAL object the open's replay read: its id, its writer's
+// epoch and its log records.
+type keptWAL struct {
+	id, epoch uint64
+	ents      []entry
+}
+
+// keepLog returns the log records of a WAL object the open's replay read,
+// and the bytes that keeping them holds (the object's records all: the
+// kept ones share its buffer).
+func keepLog(id, epoch uint64, ents []entry) (keptWAL, int64) {
+	k := keptWAL{id: id, epoch: epoch}
+	var size int64
+	for _, e := range ents {
+		size += int64(len(e.key) + len(e.value))
+		if e.kind == kindLog {
+			k.ents = append(k.ents, e)
+		}
+	}
+	return k, size
+}
+
 // ReplayLog calls fn with each log record that earlier writers of the prefix
 // left and did not truncate, in the order they were logged. Call it after
-// Open, before TruncateLog; rec is valid only during the call.
+// Open, before TruncateLog; rec is valid only during the call. The objects
+// the open's replay read are not read again, up to keptLogBytes of them.
 func (db *DB) ReplayLog(ctx context.Context, fn func(rec []byte) error) error {
 	db.mu.Lock()
 	after, fence := db.man.LogAfter, db.logFence
+	kept := db.replayedLog
+	db.replayedLog = nil
 	db.mu.Unlock()
+	ids := claimedWALs(after, fence)
+	// The kept objects are a run of consecutive ids; those of the log
+	// before and after the run are read.
+	var lo, hi uint64 // the run, [lo, hi]; empty when hi < lo
+	if len(kept) > 0 {
+		lo, hi = kept[0].id, kept[len(kept)-1].id
+	}
+	var before, beyond []uint64
+	for _, id := range ids {
+		switch {
+		case id < lo || hi < lo:
+			before = append(before, id)
+		case id > hi:
+			beyond = append(beyond, id)
+		}
+	}
 	var (
 		fnErr  error
 		filter walFilter
 	)
-	err := db.s.readWALs(ctx, claimedWALs(after, fence), func(_, epoch uint64, ents []entry) error {
+	emit := func(_, epoch uint64, ents []entry) error {
 		if !filter.admit(epoch) {
 			return nil
 		}
@@ -187,7 +237,19 @@ func (db *DB) ReplayLog(ctx context.Context, fn func(rec []byte) error) error {
 			}
 		}
 		return nil
-	})
+	}
+	err := db.s.readWALs(ctx, before, emit)
+	for _, k := range kept {
+		if err != nil {
+			break
+		}
+		if k.id > after && k.id < fence {
+			err = emit(k.id, k.epoch, k.ents)
+		}
+	}
+	if err == nil {
+		err = db.s.readWALs(ctx, beyond, emit)
+	}
 	if err != nil && fnErr == nil {
 		return fmt.Errorf("lsm: replay log: %w", err)
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -349,5 +351,62 @@ func TestOpenDoesNotTrustLateManifestListings(t *testing.T) {
 		if _, ok := mustGet(t, db, fmt.Sprintf("k%04d", i)); !ok {
 			t.Errorf("k%04d gone", i)
 		}
+	}
+}
+
+// A restarted writer reads each WAL object once: the log records of the
+// objects its replay read are kept for ReplayLog, which reads only the
+// objects before the replay position, and the records come back the same,
+// in order. Past keptLogBytes the objects are read again.
+func TestReplayLogReadsReplayedObjectsOnce(t *testing.T) {
+	whole := keptLogBytes
+	for _, budget := range []int64{whole, 300} {
+		t.Run(fmt.Sprint(budget), func(t *testing.T) {
+			defer func(b int64) { keptLogBytes = b }(keptLogBytes)
+			keptLogBytes = budget
+			ctx := context.Background()
+			fb := objstore.NewFaultBucket(objstore.NewMemoryBucket())
+			db := openDB(t, fb, logOptions(), Components{})
+			logRecords(t, db, 0, 10)
+			writeKeys(t, db, "k", 5)
+			if err := db.Flush(ctx); err != nil { // the replay position passes the first records
+				t.Fatal(err)
+			}
+			logRecords(t, db, 10, 30)
+			writeKeys(t, db, "m", 5)
+			crash(db)
+
+			var mu sync.Mutex
+			reads := map[string]int{}
+			fb.Inject(objstore.Fault{Ops: []objstore.Op{objstore.OpGet}, Match: func(_ objstore.Op, name string) bool {
+				if strings.Contains(name, "/wal/") {
+					mu.Lock()
+					reads[name]++
+					mu.Unlock()
+				}
+				return false
+			}})
+			db = openDB(t, fb, logOptions(), Components{})
+			defer db.Close()
+			if got := replayed(t, db); !slices.Equal(got, wantRecords(0, 30)) {
+				t.Fatalf("replayed: %q", got)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			var once, twice int
+			for name, n := range reads {
+				switch n {
+				case 1:
+					once++
+				case 2:
+					twice++
+				default:
+					t.Fatalf("%s read %d times", name, n)
+				}
+			}
+			if budget == whole && twice > 0 || budget < whole && (twice == 0 || once == 0) || once+twice < 20 {
+				t.Fatalf("WAL objects read once %d, twice %d (budget %d)", once, twice, budget)
+			}
+		})
 	}
 }
