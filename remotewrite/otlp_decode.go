@@ -363,7 +363,9 @@ func consumeBytes(b []byte) ([]byte, int) {
 // fields walks the fields of one message: next reads a key, then one of
 // bytes, varint, fixed64, repeated or skip reads its value, checking the
 // wire type. A value that cannot be read is zero, and its error ends the
-// walk (next returns false) and stays in err.
+// walk (next returns false) and stays in err. Take it by address
+// (f := &fields{...}), as the remote-write decoder's fieldReader: a value
+// literal is built aside and copied.
 type fields struct {
 	b   []byte // what follows the last key or value read
 	msg string // the message's name, for errors
@@ -559,7 +561,7 @@ func (d *protoDecoder) request(b []byte) error {
 // message msg, a repeated message or bytes field, passing over the other
 // fields.
 func eachField1(b []byte, msg string, fn func(v []byte) error) error {
-	f := fields{b: b, msg: msg}
+	f := &fields{b: b, msg: msg}
 	for f.next() {
 		if f.num != 1 {
 			f.skip()
@@ -574,7 +576,7 @@ func (d *protoDecoder) resourceMetrics(b []byte) error {
 	m := d.m
 	ri := m.addResource()
 	current, deprecated := false, false
-	f := fields{b: b, msg: "ResourceMetrics"}
+	f := &fields{b: b, msg: "ResourceMetrics"}
 	for f.next() {
 		switch f.num {
 		case 1: // resource: repeated occurrences merge
@@ -619,7 +621,7 @@ func (d *protoDecoder) resourceMetrics(b []byte) error {
 }
 
 func (d *protoDecoder) resource(b []byte) error {
-	f := fields{b: b, msg: "Resource"}
+	f := &fields{b: b, msg: "Resource"}
 	for f.next() {
 		switch f.num {
 		case 1:
@@ -642,7 +644,7 @@ func (d *protoDecoder) resource(b []byte) error {
 // checkEntityRef checks the wire types of an EntityRef, which the
 // translator does not read.
 func checkEntityRef(b []byte) error {
-	f := fields{b: b, msg: "EntityRef"}
+	f := &fields{b: b, msg: "EntityRef"}
 	for f.next() {
 		if f.num >= 1 && f.num <= 4 {
 			f.bytes()
@@ -659,7 +661,7 @@ func (d *protoDecoder) scopeMetrics(b []byte, deprecated bool) error {
 	if !ok {
 		return errOTLPExpansion
 	}
-	f := fields{b: b, msg: "ScopeMetrics"}
+	f := &fields{b: b, msg: "ScopeMetrics"}
 	for f.next() {
 		switch f.num {
 		case 1: // scope: repeated occurrences merge
@@ -685,7 +687,7 @@ func (d *protoDecoder) scopeMetrics(b []byte, deprecated bool) error {
 }
 
 func (d *protoDecoder) scope(s *otlpScope, b []byte) error {
-	f := fields{b: b, msg: "InstrumentationScope"}
+	f := &fields{b: b, msg: "InstrumentationScope"}
 	for f.next() {
 		switch f.num {
 		case 1:
@@ -712,7 +714,7 @@ func (d *protoDecoder) metric(b []byte) error {
 	if !ok {
 		return errOTLPExpansion
 	}
-	f := fields{b: b, msg: "Metric"}
+	f := &fields{b: b, msg: "Metric"}
 	for f.next() {
 		switch f.num {
 		case 1:
@@ -759,7 +761,7 @@ func dataType(num protowire.Number) otlpType {
 func (d *protoDecoder) data(mi int, b []byte) error {
 	m := d.m
 	typ := m.metrics[mi].typ
-	f := fields{b: b, msg: typ.String()}
+	f := &fields{b: b, msg: typ.String()}
 	for f.next() {
 		switch {
 		case f.num == 1:
@@ -805,7 +807,7 @@ func (d *protoDecoder) point(typ otlpType, b []byte) error {
 		return errOTLPExpansion
 	}
 	pf := pointFields[typ]
-	f := fields{b: b, msg: pointMessages[typ]}
+	f := &fields{b: b, msg: pointMessages[typ]}
 	for f.next() {
 		p := &m.points[pi]
 		switch f.num {
@@ -828,7 +830,7 @@ func (d *protoDecoder) point(typ otlpType, b []byte) error {
 				m.points[pi].exemplars.hi = int32(len(m.exemplars))
 			}
 		default:
-			d.pointField(typ, pi, &f)
+			d.pointField(typ, pi, f)
 		}
 	}
 	return f.err
@@ -913,7 +915,7 @@ func (d *protoDecoder) pointField(typ otlpType, pi int, f *fields) {
 // quantile decodes a ValueAtQuantile of summary point p.
 func quantile(m *otlpMetrics, p *otlpPoint, b []byte) error {
 	var q otlpQuantile
-	f := fields{b: b, msg: "ValueAtQuantile"}
+	f := &fields{b: b, msg: "ValueAtQuantile"}
 	for f.next() {
 		switch f.num {
 		case 1:
@@ -960,7 +962,7 @@ func (f *fields) appendFixed64s(dst []uint64, s *span32) []uint64 {
 // buckets decodes the Buckets of an exponential histogram; repeated
 // occurrences merge (offset replaced, counts appended).
 func buckets(counts []uint64, offset *int32, s *span32, b []byte) ([]uint64, error) {
-	f := fields{b: b, msg: "Buckets"}
+	f := &fields{b: b, msg: "Buckets"}
 	for f.next() {
 		switch f.num {
 		case 1:
@@ -994,7 +996,7 @@ func (d *protoDecoder) exemplar(b []byte) error {
 	if !ok {
 		return errOTLPExpansion
 	}
-	f := fields{b: b, msg: "Exemplar"}
+	f := &fields{b: b, msg: "Exemplar"}
 	for f.next() {
 		e := &m.exemplars[ei]
 		switch f.num {
@@ -1080,7 +1082,7 @@ func (m *otlpMetrics) appendKeyValue(dst []otlpAttr, b []byte) ([]otlpAttr, erro
 	}
 	var key string
 	var val anyValue
-	f := fields{b: b, msg: "KeyValue"}
+	f := &fields{b: b, msg: "KeyValue"}
 	for f.next() {
 		switch f.num {
 		case 1:
@@ -1109,7 +1111,7 @@ func decodeAnyValue(v *anyValue, b []byte, depth int) error {
 	if depth > maxOTLPDepth {
 		return errOTLPDepth
 	}
-	f := fields{b: b, msg: "AnyValue"}
+	f := &fields{b: b, msg: "AnyValue"}
 	for f.next() {
 		switch f.num {
 		case 1:
@@ -1163,7 +1165,7 @@ func decodeKVList(b []byte, depth int) (any, error) {
 	err := eachField1(b, "KeyValueList", func(s []byte) error {
 		var key string
 		var v anyValue
-		f := fields{b: s, msg: "KeyValue"}
+		f := &fields{b: s, msg: "KeyValue"}
 		for f.next() {
 			switch f.num {
 			case 1:
