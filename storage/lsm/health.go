@@ -16,7 +16,7 @@ type Health struct {
 	Failing bool
 	// Since is when the failures began; zero when not Failing.
 	Since time.Time
-	// WritesSince is when writes (puts, deletes) began to fail; zero while
+	// WritesSince is when writes (puts, checkpoint deletes) began to fail; zero while
 	// they succeed. A store that takes writes but fails listings (GC, the
 	// fence check) is Failing, yet the writer still persists.
 	WritesSince time.Time
