@@ -530,11 +530,7 @@ func (r *soakRun) eventLoop(ctx context.Context) {
 			r.note("the writer (start %d, pid %d) exited on its own after %s: %s; %s", ex.Gen, ex.Pid,
 				up.Round(time.Second), ex.status(), ex.LastError)
 			if _, gen := r.proc.running(); gen == ex.Gen && restartC == nil {
-				if up < 30*time.Second {
-					restartDelay = min(2*restartDelay, 30*time.Second)
-				} else {
-					restartDelay = time.Second
-				}
+				restartDelay = nextRestartDelay(restartDelay, up)
 				restartC, pendingIdx = time.After(restartDelay), idx
 			}
 		case <-restartC:
@@ -542,15 +538,7 @@ func (r *soakRun) eventLoop(ctx context.Context) {
 			if running, _ := r.proc.running(); running {
 				continue
 			}
-			at, err := r.proc.start()
-			r.mu.Lock()
-			if err != nil {
-				r.events[pendingIdx].Note = "restart failed: " + err.Error()
-			} else {
-				r.events[pendingIdx].Ref = at.Sub(r.start)
-			}
-			r.mu.Unlock()
-			if err == nil {
+			if r.startAgain(r.proc, pendingIdx) == nil {
 				r.note("restarted the writer at %s", r.since().Round(time.Second))
 			}
 		}
@@ -873,24 +861,38 @@ func (r *soakRun) superviseReader(ctx context.Context) {
 			up := ex.At.Sub(ex.Started)
 			idx := r.addEvent(soakEventRecord{Kind: readerUnplanned, Start: ex.At.Sub(r.start), Ref: -1, Exit: &ex})
 			r.note("the reader (start %d, pid %d) exited on its own after %s: %s; %s", ex.Gen, ex.Pid, up.Round(time.Second), ex.status(), ex.LastError)
-			if up < 30*time.Second {
-				delay = min(2*delay, 30*time.Second)
-			} else {
-				delay = time.Second
-			}
+			delay = nextRestartDelay(delay, up)
 			if !sleepCtx(ctx, delay) {
 				return
 			}
-			at, err := r.reader.start()
-			r.mu.Lock()
-			if err != nil {
-				r.events[idx].Note = "restart failed: " + err.Error()
-			} else {
-				r.events[idx].Ref = at.Sub(r.start)
-			}
-			r.mu.Unlock()
+			_ = r.startAgain(r.reader, idx) // a failure is in the event's note
 		}
 	}
+}
+
+// nextRestartDelay is the pause before starting again a process that
+// exited on its own after running for up: it doubles from prev, up to 30 s,
+// while the process keeps exiting within 30 s of its start, and is a second
+// after a longer run.
+func nextRestartDelay(prev, up time.Duration) time.Duration {
+	if up < 30*time.Second {
+		return min(2*prev, 30*time.Second)
+	}
+	return time.Second
+}
+
+// startAgain starts p after an exit recorded as event idx, and records on
+// the event when it started again, or why it could not.
+func (r *soakRun) startAgain(p *shaleProc, idx int) error {
+	at, err := p.start()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		r.events[idx].Note = "restart failed: " + err.Error()
+	} else {
+		r.events[idx].Ref = at.Sub(r.start)
+	}
+	return err
 }
 
 // readBackReader waits, up to two minutes, until the read replica has read

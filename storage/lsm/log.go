@@ -205,18 +205,14 @@ func (db *DB) ReplayLog(ctx context.Context, fn func(rec []byte) error) error {
 	db.replayedLog = nil
 	db.mu.Unlock()
 	ids := claimedWALs(after, fence)
-	// The kept objects are a run of consecutive ids; those of the log
-	// before and after the run are read.
-	var lo, hi uint64 // the run, [lo, hi]; empty when hi < lo
-	if len(kept) > 0 {
-		lo, hi = kept[0].id, kept[len(kept)-1].id
-	}
+	// The kept objects have consecutive ids; the log's ids before and
+	// after them are read (all of them when none was kept).
 	var before, beyond []uint64
 	for _, id := range ids {
 		switch {
-		case id < lo || hi < lo:
+		case len(kept) == 0 || id < kept[0].id:
 			before = append(before, id)
-		case id > hi:
+		case id > kept[len(kept)-1].id:
 			beyond = append(beyond, id)
 		}
 	}
