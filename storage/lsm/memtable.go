@@ -251,21 +251,27 @@ func (m *memtable) empty() bool { return m.count.Load() == 0 && len(m.rangeTombs
 // seek returns the first node at or after (key, seq) in table order: the
 // newest entry of key with seq <= seq, or the next key. key nil seeks to the
 // first node.
+//
+// It returns the level-0 successor it compared, not a fresh load of x's
+// link: the writer may have put a node between x and it since, one that
+// sorts before (key, seq), and a get would stop at it. A node inserted there
+// that sorts at or after (key, seq) is newer than any reader's snapshot.
 func (m *memtable) seek(key []byte, seq uint64) *node {
 	x := &m.head
 	if key == nil {
 		return x.next[0].Load()
 	}
+	var nx *node
 	for level := int(m.height.Load()) - 1; level >= 0; level-- {
 		for {
-			nx := x.next[level].Load()
+			nx = x.next[level].Load()
 			if nx == nil || !entryLess(nx.e.key(), nx.e.seq, key, seq) {
 				break
 			}
 			x = nx
 		}
 	}
-	return x.next[0].Load()
+	return nx
 }
 
 // get appends the entries of key with seq <= snap, newest first.

@@ -81,3 +81,42 @@ func TestMemtableEntriesRoundTrip(t *testing.T) {
 		t.Fatalf("get a at seq 2: %v", got)
 	}
 }
+
+// TestMemtableSeekUnderInsert: a reader seeking a key while the writer
+// inserts smaller keys right before it must land on the key. Each insert
+// becomes the key's predecessor; a seek that loads the predecessor's link
+// again after comparing returned the new, smaller node, so a Get reported an
+// acknowledged key missing.
+func TestMemtableSeekUnderInsert(t *testing.T) {
+	m := newMemtable(time.Unix(0, 0))
+	target := []byte("b")
+	m.add(entry{key: target, value: []byte("v"), seq: 1, kind: kindPut})
+	const inserts = 100000
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		key := make([]byte, 9)
+		key[0] = 'a'
+		for i := 0; i < inserts; i++ {
+			binary.BigEndian.PutUint64(key[1:], uint64(i))
+			m.add(entry{key: key, seq: uint64(i) + 2, kind: kindPut})
+		}
+	}()
+	misses, seeks := 0, 0
+	for running := true; running; seeks++ {
+		select {
+		case <-done:
+			running = false
+		default:
+		}
+		if got := m.get(target, 1, nil); len(got) != 1 {
+			misses++
+		}
+		if n := m.seek(target, ^uint64(0)); n == nil || string(n.e.key()) != "b" {
+			misses++
+		}
+	}
+	if misses > 0 {
+		t.Fatalf("%d of %d seeks of %q, under inserts before it, landed elsewhere", misses, 2*seeks, target)
+	}
+}
