@@ -48,6 +48,32 @@ type futureError struct{ dataError }
 // RejectReason names the error in the receivers' refusal metrics.
 func (futureError) RejectReason() string { return "too_far_in_future" }
 
+// ErrSeriesLimit marks a sample of a new series refused because its head
+// partition holds Options.MaxHeadSeries series already. It is bad data
+// (400): a sender that retried would meet the same limit until the
+// partition ends, and its queue would stall behind the request. The
+// remote-write receiver counts it as series_limit.
+var ErrSeriesLimit = errors.New("series limit reached")
+
+// seriesLimitError is ErrSeriesLimit for one partition.
+type seriesLimitError struct {
+	part  int64 // the partition's start
+	limit int
+}
+
+func (e *seriesLimitError) Error() string {
+	return fmt.Sprintf("%v: the head partition from %s holds %d series, the most allowed; new series are refused until it ends, samples of the series it holds are taken",
+		ErrSeriesLimit, timeString(e.part), e.limit)
+}
+
+func (e *seriesLimitError) Unwrap() error { return ErrSeriesLimit }
+
+// BadData marks the error for the remote-write layer (400, not 5xx).
+func (*seriesLimitError) BadData() bool { return true }
+
+// RejectReason names the error in the receivers' refusal metrics.
+func (*seriesLimitError) RejectReason() string { return "series_limit" }
+
 // ErrUnavailable marks a commit that the object store could not make durable
 // within Options.WriteTimeout, or that was refused because the store has
 // been failing for longer than that. Its samples may still be stored; the
@@ -409,8 +435,11 @@ func (a *appender) series(t int64, lset labels.Labels) (*memSeries, error) {
 			return s, nil
 		}
 	}
-	s, err := p.create(h, lset)
+	s, err := p.create(h, lset, db.opts.MaxHeadSeries)
 	if err != nil {
+		if errors.Is(err, ErrSeriesLimit) {
+			db.metrics.rejected.WithLabelValues("series_limit").Inc()
+		}
 		return nil, err
 	}
 	a.last = s

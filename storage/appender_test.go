@@ -115,7 +115,7 @@ func TestHeadPartHashCollision(t *testing.T) {
 		if s := p.get(h, lset); s != nil {
 			t.Fatalf("%s found before it was created", lset)
 		}
-		s, err := p.create(h, lset)
+		s, err := p.create(h, lset, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -128,7 +128,7 @@ func TestHeadPartHashCollision(t *testing.T) {
 		if s == nil || s.ref != uint32(i) || !labels.Equal(s.lset(), lset) {
 			t.Fatalf("get(%s) = %v, want ref %d", lset, s, i)
 		}
-		if again, err := p.create(h, lset); err != nil || again != s {
+		if again, err := p.create(h, lset, 0); err != nil || again != s {
 			t.Fatalf("create(%s) again = %v, %v; want the series it holds", lset, again, err)
 		}
 		if got := p.idx.Labels(uint32(i)); !labels.Equal(got, lset) {
@@ -364,7 +364,7 @@ func TestSeriesTable(t *testing.T) {
 				if ref := p.dict.get(tc.hash(i), lsets[i], p.idx); ref >= 0 {
 					t.Fatalf("series %d found before it was added", i)
 				}
-				s, err := p.create(tc.hash(i), lsets[i])
+				s, err := p.create(tc.hash(i), lsets[i], 0)
 				if err != nil || s.ref != uint32(i) {
 					t.Fatalf("create(series %d) = %v, %v", i, s, err)
 				}
@@ -400,7 +400,7 @@ func TestHeadSeriesLabels(t *testing.T) {
 	b.Add("cpu", "0")
 	lset := b.Labels()
 	want := lset.Copy()
-	s, err := p.create(lset.Hash(), lset)
+	s, err := p.create(lset.Hash(), lset, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

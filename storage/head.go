@@ -259,10 +259,18 @@ const noCandidate = -2
 // entry is written later, by recordSeries, before any sample of it is
 // logged or written out. lset must be valid labels without empty values; it
 // may alias the caller's buffers.
-func (p *headPart) create(h uint64, lset labels.Labels) (*memSeries, error) {
+func (p *headPart) create(h uint64, lset labels.Labels, limit int) (*memSeries, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if ref := p.lookupLocked(h, lset); ref >= 0 {
+	ref := p.lookupLocked(h, lset)
+	if ref >= 0 && p.series[ref] != nil {
+		return p.series[ref], nil
+	}
+	// A retired series coming back takes memory as a new one does.
+	if limit > 0 && len(p.series)-p.nRetired >= limit {
+		return nil, &seriesLimitError{part: p.start, limit: limit}
+	}
+	if ref >= 0 {
 		return p.reviveLocked(uint32(ref)), nil
 	}
 	return p.createLocked(h, lset)

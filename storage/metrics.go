@@ -16,7 +16,7 @@ type metrics struct {
 	// out_of_bounds (ErrOutOfBounds: outside the time range the head
 	// accepts), too_old (ErrTooOldSample: outside the out-of-order window),
 	// out_of_order, duplicate, invalid_labels, too_far_in_future
-	// (ErrTooFarInFuture), commit_conflict. The
+	// (ErrTooFarInFuture), series_limit (ErrSeriesLimit), commit_conflict. The
 	// remote-write receiver counts the same errors under the same names
 	// (docs/remotewrite.md).
 	rejected          *prometheus.CounterVec
@@ -76,6 +76,9 @@ func (m *metrics) register(db *DB) error {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "shale_storage_head_series", Help: "Series in the head's open partitions.",
 		}, func() float64 { return float64(db.head.numSeries()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "shale_storage_head_series_limit", Help: "The most series a head partition takes (Options.MaxHeadSeries; 0: no limit).",
+		}, func() float64 { return float64(db.opts.MaxHeadSeries) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "shale_storage_head_partitions", Help: "Open partitions in the head.",
 		}, func() float64 {

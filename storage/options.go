@@ -46,6 +46,14 @@ type Options struct {
 	// retry (Unavailable). While the store has been failing for longer than
 	// this, commits fail at once. 0 means no bound.
 	WriteTimeout time.Duration
+	// MaxHeadSeries bounds the series a head partition holds (the series
+	// that had a sample in its time, less those retired): a sample of a new
+	// series beyond it is refused with ErrSeriesLimit, samples of the
+	// series held are taken. It bounds the head's memory when a sender's
+	// label values explode. At a partition boundary the ending partition
+	// keeps its series until it is written out, so the head may hold up to
+	// twice as many for a while. Zero: no bound.
+	MaxHeadSeries int
 }
 
 // DefaultOptions returns the settings a server starts with.
@@ -85,6 +93,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("out-of-order window %s: must not be negative", o.OutOfOrderWindow)
 	case o.TooFarInFuture < 0:
 		return fmt.Errorf("too far in future %s: must not be negative", o.TooFarInFuture)
+	case o.MaxHeadSeries < 0:
+		return fmt.Errorf("max head series %d: must not be negative", o.MaxHeadSeries)
 	case o.WriteTimeout < 0:
 		return fmt.Errorf("write timeout %s: must not be negative", o.WriteTimeout)
 	case o.Retention < 0:

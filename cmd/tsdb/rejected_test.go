@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -87,5 +89,51 @@ shale_storage_samples_rejected_total{reason="out_of_order"} 1
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
 		"shale_remotewrite_samples_rejected_total", "shale_storage_samples_rejected_total"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestMaxHeadSeriesEndToEnd: a server started with --storage.max-head-series
+// answers a request that brings more new series than the limit with 400
+// naming the limit, writes the series it has room for, keeps taking samples
+// of those, and counts the refused ones as series_limit.
+func TestMaxHeadSeriesEndToEnd(t *testing.T) {
+	skipEndToEnd(t)
+	s := startShale(t, "--storage.path="+t.TempDir(), "--storage.max-head-series=100")
+	defer s.stop(t)
+	ts := time.Now().Add(-time.Minute).UnixMilli()
+	batch := loadSeries(150)
+	for i := range batch {
+		batch[i].Samples[0] = prompb.Sample{Timestamp: ts, Value: float64(i)}
+	}
+	code, body, err := remoteWrite(s.url, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != http.StatusBadRequest || !strings.Contains(body, "series limit reached") || !strings.Contains(body, "holds 100 series") {
+		t.Fatalf("150 new series at a limit of 100: %d %q, want 400 naming the limit", code, body)
+	}
+	var vec []struct {
+		Value [2]any `json:"value"`
+	}
+	queryResult(t, s.url, "/api/v1/query", url.Values{"query": {"count(e2e_load)"}, "time": {fmt.Sprintf("%.3f", float64(ts)/1000)}}, &vec)
+	if len(vec) != 1 || vec[0].Value[1] != "100" {
+		t.Fatalf("count(e2e_load) = %v, want 100", vec)
+	}
+	// The series held take samples; the limit does not stop the sender.
+	held := batch[:100]
+	for i := range held {
+		held[i].Samples[0].Timestamp = ts + 15_000
+	}
+	if code, body, err := remoteWrite(s.url, held); err != nil || code != http.StatusNoContent {
+		t.Fatalf("samples of the series held: %d %q %v, want 204", code, body, err)
+	}
+	for name, want := range map[string]string{
+		`shale_remotewrite_samples_rejected_total{reason="series_limit"}`: "50",
+		`shale_storage_samples_rejected_total{reason="series_limit"}`:     "50",
+		"shale_storage_head_series_limit":                                 "100",
+	} {
+		if got := metricValue(t, s.url, name); got != want {
+			t.Errorf("%s = %q, want %s", name, got, want)
+		}
 	}
 }

@@ -55,6 +55,7 @@ func storageOptions(cfg *config) storage.Options {
 	o.HeadFlushInterval = cfg.headFlushInterval
 	o.HeadFlushSamples = cfg.headFlushSamples
 	o.WriteTimeout = cfg.writeTimeout
+	o.MaxHeadSeries = cfg.maxHeadSeries
 	return o
 }
 
@@ -551,6 +552,7 @@ func flagMap(cfg *config) map[string]string {
 		"storage.partition-duration":    cfg.partition.String(),
 		"storage.head-flush-interval":   cfg.headFlushInterval.String(),
 		"storage.head-flush-samples":    fmt.Sprint(cfg.headFlushSamples),
+		"storage.max-head-series":       fmt.Sprint(cfg.maxHeadSeries),
 		"cache.memory-size":             cfg.cacheMemory.String(),
 		"cache.disk-path":               cfg.cacheDiskPath,
 		"cache.disk-size":               cfg.cacheDiskSize.String(),
