@@ -42,10 +42,21 @@ func (a *API) deleteSeries(r *http.Request) result {
 			return fail(internalError(fmt.Errorf("delete series: %w", errUnsupported)))
 		}
 		if err := a.comps.Deleter.Delete(r.Context(), timestamp.FromTime(start), timestamp.FromTime(end), ms...); err != nil {
-			return fail(internalError(err))
+			return fail(adminError(err))
 		}
 	}
 	return result{}
+}
+
+// adminError answers a failed admin operation: 503 when the storage asks to
+// be retried later (its object store is failing: storage.ErrUnavailable),
+// 500 otherwise.
+func adminError(err error) *apiError {
+	var u interface{ Unavailable() bool }
+	if errors.As(err, &u) && u.Unavailable() {
+		return &apiError{errorUnavailable, err}
+	}
+	return internalError(err)
 }
 
 func (a *API) cleanTombstones(*http.Request) result {
@@ -79,7 +90,7 @@ func (a *API) snapshot(r *http.Request) result {
 	}
 	name := fmt.Sprintf("%s-%016x", time.Now().UTC().Format("20060102T150405Z0700"), rand.Uint64())
 	if err := a.comps.Snapshotter.Snapshot(r.Context(), name, !skipHead); err != nil {
-		return fail(internalError(fmt.Errorf("create snapshot: %w", err)))
+		return fail(adminError(fmt.Errorf("create snapshot: %w", err)))
 	}
 	return ok(struct {
 		Name string `json:"name"`

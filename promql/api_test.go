@@ -350,8 +350,22 @@ func TestAdmin(t *testing.T) {
 		code, _, body := ts.do(t, "POST", "/api/v1/admin/tsdb/snapshot", nil, nil)
 		require.Equal(t, http.StatusInternalServerError, code)
 		require.Equal(t, `{"status":"error","errorType":"internal","error":"create snapshot: object store down"}`, body)
+
+		// The storage asks to be retried later: 503, as for a query.
+		snap.err = unavailableErr{}
+		code, _, body = ts.do(t, "POST", "/api/v1/admin/tsdb/snapshot", nil, nil)
+		require.Equal(t, http.StatusServiceUnavailable, code)
+		require.Equal(t, `{"status":"error","errorType":"unavailable","error":"create snapshot: storage unavailable: the object store has been failing for 42s"}`, body)
 	})
 }
+
+// unavailableErr is an error of a storage whose object store is failing.
+type unavailableErr struct{}
+
+func (unavailableErr) Error() string {
+	return "storage unavailable: the object store has been failing for 42s"
+}
+func (unavailableErr) Unavailable() bool { return true }
 
 type recordingSnapshotter struct {
 	names    []string

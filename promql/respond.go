@@ -60,9 +60,12 @@ func invalidParam(err error, name string) *apiError {
 // statusCode is the HTTP status of an error type, as Prometheus answers it,
 // except that a query refused by the memory budget answers 503: Prometheus
 // has no such error and would say 422, which blames the query, while the
-// same query may succeed once fewer run.
+// same query may succeed once fewer run. So does an error of a storage that
+// asks to be retried later (Unavailable() bool: its object store is
+// failing), where Prometheus, whose disk does not go away, has none.
 func statusCode(e *apiError) int {
-	if errors.Is(e.err, ErrMemoryBudget) {
+	var u interface{ Unavailable() bool }
+	if errors.Is(e.err, ErrMemoryBudget) || errors.As(e.err, &u) && u.Unavailable() {
 		return http.StatusServiceUnavailable
 	}
 	switch e.typ {

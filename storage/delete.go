@@ -15,13 +15,17 @@ import (
 // Delete removes the samples in [mint, maxt] (ms, inclusive) of every series
 // matching all of ms. It first flushes the head, so that no head log record
 // can bring deleted samples back after a crash, then rewrites the affected
-// sample blocks. Series stay in the index.
+// sample blocks. Series stay in the index. While the store has been failing
+// for longer than Options.WriteTimeout it fails at once with ErrUnavailable.
 func (db *DB) Delete(ctx context.Context, mint, maxt int64, ms ...*labels.Matcher) error {
 	if db.readOnly {
 		return ErrReadOnly
 	}
 	if db.isClosed() {
 		return ErrClosed
+	}
+	if err := db.checkWritable(); err != nil {
+		return fmt.Errorf("delete: %w", err)
 	}
 	db.flushMu.Lock()
 	defer db.flushMu.Unlock()

@@ -81,6 +81,25 @@ func TestCommitDuringOutage(t *testing.T) {
 			if !errors.Is(err, denied) {
 				t.Fatalf("the error does not carry the store's: %v", err)
 			}
+			// The admin operations that write refuse at once too, rather
+			// than keep their caller until the store is back (a caller
+			// without a deadline of its own waited for ever).
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			for what, op := range map[string]func() error{
+				"snapshot": func() error { _, err := db.Snapshot(ctx, "during-outage", true); return err },
+				"delete": func() error {
+					return db.Delete(ctx, 0, 10000, labels.MustNewMatcher(labels.MatchEqual, "__name__", "none"))
+				},
+			} {
+				start := time.Now()
+				if err := op(); !errors.Is(err, ErrUnavailable) {
+					t.Fatalf("%s while the store has been failing: %v, want ErrUnavailable", what, err)
+				}
+				if took := time.Since(start); took > opts.WriteTimeout {
+					t.Fatalf("%s refused after %v; want at once", what, took)
+				}
+			}
 			remove()
 			e2e.Eventually(t, 10*time.Second, func() bool { return !db.StoreHealth().Failing }, "the writer to recover")
 			if err := commit(3000); err != nil {
