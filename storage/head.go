@@ -258,20 +258,17 @@ const noCandidate = -2
 // appender added it first. A new series gets the next ref; its forward-index
 // entry is written later, by recordSeries, before any sample of it is
 // logged or written out. lset must be valid labels without empty values; it
-// may alias the caller's buffers.
+// may alias the caller's buffers. With limit > 0, a series the partition
+// does not hold is refused (ErrSeriesLimit) once it holds limit series not
+// retired; one it holds, retired or not, is always returned, as get does.
 func (p *headPart) create(h uint64, lset labels.Labels, limit int) (*memSeries, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	ref := p.lookupLocked(h, lset)
-	if ref >= 0 && p.series[ref] != nil {
-		return p.series[ref], nil
+	if ref := p.lookupLocked(h, lset); ref >= 0 {
+		return p.reviveLocked(uint32(ref)), nil
 	}
-	// A retired series coming back takes memory as a new one does.
 	if limit > 0 && len(p.series)-p.nRetired >= limit {
 		return nil, &seriesLimitError{part: p.start, limit: limit}
-	}
-	if ref >= 0 {
-		return p.reviveLocked(uint32(ref)), nil
 	}
 	return p.createLocked(h, lset)
 }
