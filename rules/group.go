@@ -393,7 +393,7 @@ func (g *Group) evalRule(ctx context.Context, i int, ts time.Time, offset time.D
 
 	app := env.appendable.AppenderV2(ctx)
 	written := make(map[string]labels.Labels, len(g.seriesInPreviousEval[i]))
-	var dropped [3]int // out of order, too old, duplicate
+	var dropped [4]int // out of order, too old, duplicate, over the series limit
 	var buf []byte
 	for _, s := range vec {
 		if _, err := app.Append(0, s.metric, 0, s.t, s.f, nil, s.h, appendOpts); err != nil {
@@ -405,6 +405,10 @@ func (g *Group) evalRule(ctx context.Context, i int, ts time.Time, offset time.D
 				dropped[1]++
 			case errors.Is(err, storage.ErrDuplicateSampleForTimestamp):
 				dropped[2]++
+			case overSeriesLimit(err):
+				// A rule whose result has many new series would otherwise
+				// log one line for each at every evaluation.
+				dropped[3]++
 			default:
 				logger.Warn("Rule evaluation result discarded", "err", err, "sample", s.metric.String(), "t", s.t, "value", s.f)
 			}
@@ -413,7 +417,7 @@ func (g *Group) evalRule(ctx context.Context, i int, ts time.Time, offset time.D
 		buf = s.metric.Bytes(buf)
 		written[string(buf)] = s.metric
 	}
-	for k, what := range []string{"out-of-order", "too old", "duplicate-timestamp"} {
+	for k, what := range []string{"out-of-order", "too old", "duplicate-timestamp", "over-the-series-limit"} {
 		if dropped[k] > 0 {
 			logger.Warn("Error on ingesting "+what+" results from rule evaluation", "num_dropped", dropped[k])
 		}
@@ -438,9 +442,20 @@ func (g *Group) evalRule(ctx context.Context, i int, ts time.Time, offset time.D
 	return len(vec)
 }
 
+// overSeriesLimit reports a sample of a new series that the storage refused
+// because it holds as many series as it may take (--storage.max-head-series),
+// which names it by its reject reason.
+func overSeriesLimit(err error) bool {
+	var r interface{ RejectReason() string }
+	return errors.As(err, &r) && r.RejectReason() == "series_limit"
+}
+
+// ignorableAppendError reports an error of a stale marker's append that
+// needs no word: a marker that came too late, or one for a series the
+// storage no longer holds and has no room to create.
 func ignorableAppendError(err error) bool {
 	return errors.Is(err, storage.ErrOutOfOrderSample) || errors.Is(err, storage.ErrTooOldSample) ||
-		errors.Is(err, storage.ErrDuplicateSampleForTimestamp)
+		errors.Is(err, storage.ErrDuplicateSampleForTimestamp) || overSeriesLimit(err)
 }
 
 // cleanupStaleSeries writes stale markers at ts for the series of rules no
