@@ -105,7 +105,16 @@ func (db *DB) setMetadata(ctx context.Context, ms []pendingMetadata, t int64) er
 		if m.family == "" {
 			continue
 		}
-		if cur, ok := s.m[m.family]; ok && cur.md == m.m && cur.part >= part {
+		cur, known := s.m[m.family]
+		if known && cur.md == m.m && cur.part >= part {
+			continue
+		}
+		// Every family has a series: more families than the head takes
+		// series are a sender's names exploding, which the series limit
+		// keeps out of the head but not out of this map (remote write 1.0
+		// sends metadata apart from samples).
+		if !known && db.opts.MaxHeadSeries > 0 && len(s.m) >= db.opts.MaxHeadSeries {
+			db.metrics.metadataRefused.Inc()
 			continue
 		}
 		s.m[m.family] = metaEntry{md: m.m, part: part}

@@ -30,6 +30,7 @@ type metrics struct {
 	flushedBytes      prometheus.Counter
 	flushDuration     prometheus.Histogram
 	seriesRetired     prometheus.Counter
+	metadataRefused   prometheus.Counter
 
 	// gauges read one DB's head: registered by register, dropped by
 	// unregister. The counters above are shared by every DB on the registry
@@ -55,6 +56,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		flushedBytes:      set.Counter("shale_storage_head_flushed_bytes_total", "Bytes of sample blocks written by head flushes."),
 		seriesRetired: set.Counter("shale_storage_head_series_retired_total",
 			"Series of ended head partitions let go once all they held was written out (a late sample brings one back)."),
+		metadataRefused: set.Counter("shale_storage_metadata_refused_total",
+			"Metric families whose metadata was not recorded because as many families as Options.MaxHeadSeries are known."),
 		flushDuration: set.Histogram(prometheus.HistogramOpts{
 			Name: "shale_storage_head_flush_duration_seconds", Help: "Duration of head flushes.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),

@@ -52,7 +52,8 @@ type Options struct {
 	// series held are taken. It bounds the head's memory when a sender's
 	// label values explode. At a partition boundary the ending partition
 	// keeps its series until it is written out, so the head may hold up to
-	// twice as many for a while. Zero: no bound.
+	// twice as many for a while. It also bounds the metric families whose
+	// metadata is kept. Zero: no bound.
 	MaxHeadSeries int
 }
 

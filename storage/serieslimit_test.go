@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/metadata"
 )
 
 // TestMaxHeadSeries: with Options.MaxHeadSeries, a partition that holds that
@@ -84,5 +87,40 @@ func TestMaxHeadSeries(t *testing.T) {
 	}
 	if want := []string{"a", "b", "c"}; !slices.Equal(got, want) {
 		t.Fatalf("first partition holds series %v, want %v", got, want)
+	}
+}
+
+// TestMaxHeadSeriesBoundsMetadata: metadata of metric families, which remote
+// write 1.0 sends apart from samples, is kept for at most
+// Options.MaxHeadSeries families; a known family's metadata still changes.
+func TestMaxHeadSeriesBoundsMetadata(t *testing.T) {
+	ctx := context.Background()
+	opts := DefaultOptions()
+	opts.MaxHeadSeries = 2
+	db, _ := openMemDB(t, opts)
+	put := func(family, help string) {
+		t.Helper()
+		ia := db.IngestAppender(ctx)
+		md := metadata.Metadata{Type: model.MetricTypeGauge, Help: help}
+		if _, err := ia.UpdateMetadata(0, labels.FromStrings("__name__", family), md); err != nil {
+			t.Fatal(err)
+		}
+		if err := ia.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 5 {
+		put("family_"+strconv.Itoa(i), "first")
+	}
+	put("family_0", "second")
+	got, err := db.MetricMetadata(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || len(got["family_0"]) != 1 || got["family_0"][0].Help != "second" || len(got["family_1"]) != 1 {
+		t.Fatalf("metadata %v, want family_0 (changed) and family_1 only", got)
+	}
+	if n := testutil.ToFloat64(db.metrics.metadataRefused); n != 3 {
+		t.Fatalf("metadata refused %v times, want 3", n)
 	}
 }

@@ -141,7 +141,7 @@ func parseFlags(args []string) (*config, error) {
 		Default(strconv.FormatFloat(lsm.DefaultOptions().SizeRatio, 'g', -1, 64)).Float64Var(&cfg.sizeRatio)
 	app.Flag("storage.write-timeout", "How long a remote write may wait for the object store (its samples to become durable with the WAL on). Past it, and at once while the store has been failing for longer, the sender gets 503 with Retry-After and retries. Well under a sender's 30s timeout. 0: no bound.").
 		Default(sd.WriteTimeout.String()).DurationVar(&cfg.writeTimeout)
-	app.Flag("storage.max-head-series", "Most series a head partition holds (those with a sample in its time, --storage.partition-duration): a sample of a new series beyond it is refused with 400, as Mimir refuses series over its limit, while samples of the series held are taken. Bounds the head's memory when a sender's label values explode. 0: no limit.").
+	app.Flag("storage.max-head-series", "Most series a head partition holds (those with a sample in its time, --storage.partition-duration): a sample of a new series beyond it is refused with 400, as Mimir refuses series over its limit, while samples of the series held are taken. Bounds the head's memory when a sender's label values explode; the metric families whose metadata is kept are bounded by the same number. 0: no limit.").
 		Default("0").IntVar(&cfg.maxHeadSeries)
 	app.Flag("storage.retention.time", "How long to keep data (e.g. 15d, 12h); whole partitions older than this are dropped. 0 keeps everything.").
 		Default("15d").SetValue(&cfg.retention)
