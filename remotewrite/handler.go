@@ -58,6 +58,10 @@ type Handler struct {
 	m      *metrics
 	sem    chan struct{}
 	states sync.Pool
+	// bytesMu guards bytesHeld, the bytes the requests let in hold
+	// (max_inflight_bytes).
+	bytesMu   sync.Mutex
+	bytesHeld int64
 	// failLog and rejectLog keep failures from logging a line per request
 	// (an outage answers every request 503).
 	failLog, rejectLog logLimiter
@@ -295,6 +299,9 @@ func (h *Handler) serve(r *http.Request) (version int, res result) {
 	if int64(n) > h.opts.MaxDecompressedBytes {
 		return version, fail(http.StatusRequestEntityTooLarge, "decoded body of %d bytes exceeds max_decompressed_bytes=%d", n, h.opts.MaxDecompressedBytes)
 	}
+	if !h.reserve(&a, int64(len(st.body))+int64(n)) {
+		return version, h.overloadedBytes()
+	}
 	if cap(st.raw) < n {
 		st.forget() // strings of earlier requests point into the old buffer
 		st.raw = make([]byte, n)
@@ -361,9 +368,10 @@ func (h *Handler) logOutcome(r *http.Request, what string, version, code int, ms
 // body is read (holdAppender), its pooled state with the body in it, and an
 // in-flight slot.
 type admission struct {
-	held heldAppender
-	st   *reqState
-	slot bool
+	held  heldAppender
+	st    *reqState
+	slot  bool
+	bytes int64 // counted against max_inflight_bytes
 }
 
 // admit opens r's Appender, reads its body into a pooled state and takes an
@@ -386,8 +394,41 @@ func (h *Handler) admit(r *http.Request, a *admission) (result, bool) {
 	return result{}, true
 }
 
-// release gives back what admit took, in the reverse order.
+// reserve counts n more bytes of a's request against max_inflight_bytes;
+// it refuses them (answer overloadedBytes) when other requests hold some
+// and all would not fit.
+func (h *Handler) reserve(a *admission, n int64) bool {
+	if h.opts.MaxInflightBytes <= 0 {
+		return true
+	}
+	h.bytesMu.Lock()
+	defer h.bytesMu.Unlock()
+	if h.bytesHeld > a.bytes && h.bytesHeld+n > h.opts.MaxInflightBytes {
+		return false
+	}
+	h.bytesHeld += n
+	a.bytes += n
+	h.m.inflightBytes.Set(float64(h.bytesHeld))
+	return true
+}
+
+// overloadedBytes is the answer to a request refused by reserve: 429, with
+// Retry-After.
+func (h *Handler) overloadedBytes() result {
+	res := fail(http.StatusTooManyRequests, "overloaded: the requests in flight hold more than max_inflight_bytes=%d bytes", h.opts.MaxInflightBytes)
+	res.retryAfter = true
+	return res
+}
+
+// release gives back what admit and reserve took, in the reverse order.
 func (h *Handler) release(a *admission) {
+	if a.bytes > 0 {
+		h.bytesMu.Lock()
+		h.bytesHeld -= a.bytes
+		h.m.inflightBytes.Set(float64(h.bytesHeld))
+		h.bytesMu.Unlock()
+		a.bytes = 0
+	}
 	if a.slot {
 		h.leave()
 	}

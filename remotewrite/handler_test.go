@@ -896,6 +896,60 @@ func TestInflightLimit(t *testing.T) {
 	assertCode(t, post(t, h, "", "snappy", body), http.StatusNoContent, "")
 }
 
+// TestInflightBytesLimit: while requests in flight hold max_inflight_bytes,
+// another remote-write or OTLP request is answered 429 with Retry-After;
+// a request alone is let in whatever its size, and what a request held is
+// given back when it ends.
+func TestInflightBytesLimit(t *testing.T) {
+	rec := newRecorder()
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	var first atomic.Bool
+	rec.appendErr = func(labels.Labels, int64) error {
+		if first.CompareAndSwap(false, true) {
+			close(entered)
+			<-release
+		}
+		return nil
+	}
+	reg := prometheus.NewRegistry()
+	h, err := NewHandler(rec, func() Options {
+		o := DefaultOptions()
+		o.MaxInflightBytes, o.RetryAfter = 1, 2*time.Second
+		return o
+	}(), Components{Logger: slog.New(slog.DiscardHandler), Registerer: reg, Now: func() time.Time { return time.UnixMilli(testNow) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oh, err := h.OTLP(DefaultOTLPOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := encode(t, toV1(nodePayload(1, 1, testNow)))
+	done := make(chan int)
+	go func() { done <- post(t, h, "", "snappy", body).Code }() // alone: let in, far over 1 byte
+	<-entered
+	if got := testutil.ToFloat64(h.m.inflightBytes); got <= float64(len(body)) {
+		t.Fatalf("inflight bytes %v while a request of %d compressed bytes is in flight", got, len(body))
+	}
+	resp := post(t, h, "", "snappy", body)
+	assertCode(t, resp, http.StatusTooManyRequests, "max_inflight_bytes=1")
+	if got := resp.Header().Get("Retry-After"); got != "2" {
+		t.Fatalf("Retry-After %q", got)
+	}
+	resp = post(t, oh, ContentTypeOTLPProto, "", otlpProto(t, otlpPayload(testNow)))
+	assertCode(t, resp, http.StatusTooManyRequests, "max_inflight_bytes=1")
+	close(release)
+	if code := <-done; code != http.StatusNoContent {
+		t.Fatalf("first request: %d", code)
+	}
+	if got := testutil.ToFloat64(h.m.inflightBytes); got != 0 {
+		t.Fatalf("inflight bytes %v once every request ended, want 0", got)
+	}
+	assertCode(t, post(t, h, "", "snappy", body), http.StatusNoContent, "")
+	assertCode(t, post(t, oh, ContentTypeOTLPProto, "", otlpProto(t, otlpPayload(testNow))), http.StatusOK, "")
+}
+
 // TestSlowBodyHoldsNoSlot: a request whose body has not arrived holds none
 // of the max_inflight_requests slots, and what is allocated for it goes by
 // the bytes that came, not by the Content-Length it announced.
@@ -1031,6 +1085,7 @@ func TestOptionsValidate(t *testing.T) {
 		{"skew", func(o *Options) { o.MaxFutureSkew = -time.Second }, "max_future_skew"},
 		{"age", func(o *Options) { o.MaxSampleAge = -time.Second }, "max_sample_age"},
 		{"inflight", func(o *Options) { o.MaxInflightRequests = -1 }, "max_inflight_requests"},
+		{"inflight bytes", func(o *Options) { o.MaxInflightBytes = -1 }, "max_inflight_bytes"},
 		{"retry", func(o *Options) { o.RetryAfter = -1 }, "retry_after"},
 		{"messages", func(o *Options) { o.MaxErrorMessages = 0 }, "max_error_messages"},
 	} {

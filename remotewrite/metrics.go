@@ -19,6 +19,8 @@ type metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	inflight prometheus.Gauge
+	// inflightBytes is what the requests let in hold (max_inflight_bytes).
+	inflightBytes prometheus.Gauge
 }
 
 // kindMetrics name the received and rejected counters of each kind
@@ -48,6 +50,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "shale_remotewrite_inflight_requests",
 			Help: "Remote-write requests being processed.",
 		}),
+		inflightBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "shale_remotewrite_inflight_bytes",
+			Help: "Bytes of the remote-write and OTLP requests being decoded and appended, their bodies as received and decompressed (max_inflight_bytes).",
+		}),
 	}
 	for k, km := range kindMetrics {
 		m.received[k] = prometheus.NewCounter(prometheus.CounterOpts{
@@ -71,6 +77,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		promreg.Register(reg, &m.requests),
 		promreg.Register(reg, &m.duration),
 		promreg.Register(reg, &m.inflight),
+		promreg.Register(reg, &m.inflightBytes),
 	)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("remotewrite: register metrics: %w", err)

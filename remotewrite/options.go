@@ -34,6 +34,14 @@ type Options struct {
 	// MaxInflightRequests bounds requests being decoded and appended at
 	// once; one more is answered 429 with Retry-After. 0 means no limit.
 	MaxInflightRequests int `yaml:"max_inflight_requests" json:"max_inflight_requests"`
+	// MaxInflightBytes bounds the memory of the requests being decoded and
+	// appended at once, counting each one's body as received and as
+	// decompressed: one that would go beyond it beside others is answered
+	// 429 with Retry-After, one alone is always let in. Without it,
+	// max_inflight_requests requests of max_compressed_bytes that
+	// decompress to max_decompressed_bytes could hold 20 GiB at once.
+	// 0 means no limit.
+	MaxInflightBytes int64 `yaml:"max_inflight_bytes" json:"max_inflight_bytes"`
 	// RetryAfter is the Retry-After sent with a 429, and with a 503 when the
 	// storage could not make a write durable in time.
 	RetryAfter time.Duration `yaml:"retry_after" json:"retry_after"`
@@ -54,6 +62,7 @@ func DefaultOptions() Options {
 		MaxFutureSkew:        10 * time.Minute,
 		MaxSampleAge:         0,
 		MaxInflightRequests:  256,
+		MaxInflightBytes:     1 << 30,
 		RetryAfter:           time.Second,
 		MaxErrorMessages:     10,
 	}
@@ -84,6 +93,9 @@ func (o Options) Validate() error {
 	}
 	if o.MaxInflightRequests < 0 {
 		errs = append(errs, fmt.Errorf("max_inflight_requests must not be negative, got %d", o.MaxInflightRequests))
+	}
+	if o.MaxInflightBytes < 0 {
+		errs = append(errs, fmt.Errorf("max_inflight_bytes must not be negative, got %d", o.MaxInflightBytes))
 	}
 	if o.RetryAfter < 0 {
 		errs = append(errs, fmt.Errorf("retry_after must not be negative, got %s", o.RetryAfter))

@@ -141,7 +141,7 @@ func (o *OTLPHandler) serve(r *http.Request) (res otlpResult) {
 		md.trim(maxPooledElems)
 		o.requests.Put(md)
 	}()
-	if res = o.decode(st, md, isJSON, gzipped); res.code != 0 {
+	if res = o.decode(&a, md, isJSON, gzipped); res.code != 0 {
 		return res
 	}
 	res = o.ingest(r, st, md, a.held.take())
@@ -178,8 +178,9 @@ func otlpContentType(ct string) (isJSON, ok bool) {
 
 // decode decompresses and decodes the body read into st into md; on
 // failure the result has a code.
-func (o *OTLPHandler) decode(st *reqState, md *otlpMetrics, isJSON, gzipped bool) otlpResult {
+func (o *OTLPHandler) decode(a *admission, md *otlpMetrics, isJSON, gzipped bool) otlpResult {
 	opts := &o.h.opts
+	st := a.st
 	var err error
 	raw := st.body
 	if gzipped {
@@ -192,6 +193,13 @@ func (o *OTLPHandler) decode(st *reqState, md *otlpMetrics, isJSON, gzipped bool
 		raw = st.raw
 	} else if int64(len(raw)) > opts.MaxDecompressedBytes {
 		return otlpFail(http.StatusRequestEntityTooLarge, "request body exceeds max_decompressed_bytes=%d", opts.MaxDecompressedBytes)
+	}
+	held := int64(len(st.body))
+	if gzipped {
+		held += int64(len(raw))
+	}
+	if !o.h.reserve(a, held) {
+		return otlpResult{result: o.h.overloadedBytes()}
 	}
 	if err := decodeOTLP(md, raw, isJSON); err != nil {
 		return otlpFail(http.StatusBadRequest, "%v", err)
