@@ -854,13 +854,12 @@ func TestStorageErrors(t *testing.T) {
 	}
 }
 
-func TestInflightLimit(t *testing.T) {
-	rec := newRecorder()
-	entered := make(chan struct{})
-	release := make(chan struct{})
-	// Only the first request waits for release: a later one that got past
-	// the limit by mistake goes on (and fails the assertions) rather than
-	// waiting behind it for good.
+// blockFirstAppend makes the first append to rec wait: entered is closed
+// once it started, and it goes on once release is closed. Only the first
+// waits: a later request that got past a limit by mistake goes on (and
+// fails the assertions) rather than waiting behind it for good.
+func blockFirstAppend(rec *recorder) (entered, release chan struct{}) {
+	entered, release = make(chan struct{}), make(chan struct{})
 	var first atomic.Bool
 	rec.appendErr = func(labels.Labels, int64) error {
 		if first.CompareAndSwap(false, true) {
@@ -869,6 +868,12 @@ func TestInflightLimit(t *testing.T) {
 		}
 		return nil
 	}
+	return entered, release
+}
+
+func TestInflightLimit(t *testing.T) {
+	rec := newRecorder()
+	entered, release := blockFirstAppend(rec)
 	h, _ := newTestHandler(t, rec, func(o *Options) { o.MaxInflightRequests = 1; o.RetryAfter = 3 * time.Second })
 	body := encode(t, toV1(nodePayload(1, 1, testNow)))
 	done := make(chan int)
@@ -902,25 +907,8 @@ func TestInflightLimit(t *testing.T) {
 // given back when it ends.
 func TestInflightBytesLimit(t *testing.T) {
 	rec := newRecorder()
-	entered := make(chan struct{})
-	release := make(chan struct{})
-	var first atomic.Bool
-	rec.appendErr = func(labels.Labels, int64) error {
-		if first.CompareAndSwap(false, true) {
-			close(entered)
-			<-release
-		}
-		return nil
-	}
-	reg := prometheus.NewRegistry()
-	h, err := NewHandler(rec, func() Options {
-		o := DefaultOptions()
-		o.MaxInflightBytes, o.RetryAfter = 1, 2*time.Second
-		return o
-	}(), Components{Logger: slog.New(slog.DiscardHandler), Registerer: reg, Now: func() time.Time { return time.UnixMilli(testNow) }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	entered, release := blockFirstAppend(rec)
+	h, _ := newTestHandler(t, rec, func(o *Options) { o.MaxInflightBytes, o.RetryAfter = 1, 2*time.Second })
 	oh, err := h.OTLP(DefaultOTLPOptions())
 	if err != nil {
 		t.Fatal(err)
