@@ -299,7 +299,8 @@ func (h *Handler) serve(r *http.Request) (version int, res result) {
 	if int64(n) > h.opts.MaxDecompressedBytes {
 		return version, fail(http.StatusRequestEntityTooLarge, "decoded body of %d bytes exceeds max_decompressed_bytes=%d", n, h.opts.MaxDecompressedBytes)
 	}
-	if !h.reserve(&a, int64(len(st.body))+int64(n)) {
+	// The body was counted as it arrived (readBody).
+	if !h.reserve(&a, int64(n)) {
 		return version, h.overloadedBytes()
 	}
 	if cap(st.raw) < n {
@@ -377,13 +378,17 @@ type admission struct {
 // admit opens r's Appender, reads its body into a pooled state and takes an
 // in-flight slot, into a; it returns the answer to a request refused on the
 // way and false. The slot is taken once the body is here: a sender slow to
-// send it (or one that never does) holds none. release gives back what a
-// holds, whether or not the request was let in.
+// send it (or one that never does) holds none, and of max_inflight_bytes
+// only what it sent. release gives back what a holds, whether or not the
+// request was let in.
 func (h *Handler) admit(r *http.Request, a *admission) (result, bool) {
 	a.held = h.holdAppender(r)
 	a.st = h.states.Get().(*reqState)
 	var err error
-	a.st.body, err = readBody(a.st.body[:0], r.Body, r.ContentLength, h.opts.MaxCompressedBytes)
+	a.st.body, err = readBody(a.st.body[:0], r.Body, r.ContentLength, h.opts.MaxCompressedBytes, h.counter(a))
+	if errors.Is(err, errInflightBytes) {
+		return h.overloadedBytes(), false
+	}
 	if err != nil {
 		return bodyError(err, h.opts.MaxCompressedBytes), false
 	}
@@ -411,6 +416,18 @@ func (h *Handler) reserve(a *admission, n int64) bool {
 	h.m.inflightBytes.Set(float64(h.bytesHeld))
 	return true
 }
+
+// counter returns the function through which readBody counts the bytes of
+// a's request as they arrive (nil without max_inflight_bytes).
+func (h *Handler) counter(a *admission) func(int64) bool {
+	if h.opts.MaxInflightBytes <= 0 {
+		return nil
+	}
+	return func(n int64) bool { return h.reserve(a, n) }
+}
+
+// errInflightBytes ends a readBody whose bytes reserve refused.
+var errInflightBytes = errors.New("over max_inflight_bytes")
 
 // overloadedBytes is the answer to a request refused by reserve: 429, with
 // Retry-After.
@@ -506,11 +523,25 @@ func bodyError(err error, limit int64) result {
 // announces max_compressed_bytes and sends nothing costs no more.
 const maxBodyPrealloc = 1 << 20
 
+// countChunk is how many bytes readBody reads between two calls of count.
+const countChunk = 64 << 10
+
 // readBody reads r into dst (reusing its capacity), failing with
-// errBodyTooLarge once more than limit bytes arrive.
-func readBody(dst []byte, r io.Reader, contentLength, limit int64) ([]byte, error) {
+// errBodyTooLarge once more than limit bytes arrive. count, when not nil,
+// is told of the bytes as they arrive (every countChunk, and at the end);
+// once it refuses them readBody fails with errInflightBytes.
+func readBody(dst []byte, r io.Reader, contentLength, limit int64, count func(int64) bool) ([]byte, error) {
 	if contentLength > limit {
 		return dst, errBodyTooLarge
+	}
+	counted := 0
+	flush := func() bool {
+		if count == nil || len(dst) == counted {
+			return true
+		}
+		ok := count(int64(len(dst) - counted))
+		counted = len(dst)
+		return ok
 	}
 	if contentLength > 0 && contentLength <= maxBodyPrealloc {
 		if int64(cap(dst)) < contentLength {
@@ -518,6 +549,9 @@ func readBody(dst []byte, r io.Reader, contentLength, limit int64) ([]byte, erro
 		}
 		dst = dst[:contentLength]
 		_, err := io.ReadFull(r, dst)
+		if err == nil && !flush() {
+			err = errInflightBytes
+		}
 		return dst, err
 	}
 	if cap(dst) == 0 {
@@ -531,6 +565,9 @@ func readBody(dst []byte, r io.Reader, contentLength, limit int64) ([]byte, erro
 		dst = dst[:len(dst)+n]
 		if int64(len(dst)) > limit {
 			return dst, errBodyTooLarge
+		}
+		if (len(dst)-counted >= countChunk || err == io.EOF) && !flush() {
+			return dst, errInflightBytes
 		}
 		if err == io.EOF {
 			return dst, nil

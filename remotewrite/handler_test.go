@@ -938,6 +938,45 @@ func TestInflightBytesLimit(t *testing.T) {
 	assertCode(t, post(t, oh, ContentTypeOTLPProto, "", otlpProto(t, otlpPayload(testNow))), http.StatusOK, "")
 }
 
+// TestBodyCountedAsItArrives: the bytes of a body still arriving count
+// against max_inflight_bytes, so a flood of large bodies is refused while
+// they come in rather than once they are all held; a request that never
+// got its bytes in gives them back.
+func TestBodyCountedAsItArrives(t *testing.T) {
+	h, _ := newTestHandler(t, newRecorder(), func(o *Options) { o.MaxInflightBytes = 100 << 10 })
+	pr, pw := io.Pipe()
+	t.Cleanup(func() { pw.CloseWithError(io.ErrUnexpectedEOF) })
+	req := httptest.NewRequest(http.MethodPost, "/api/v1/write", pr)
+	req.Header.Set("Content-Type", "application/x-protobuf")
+	done := make(chan int)
+	go func() {
+		resp := httptest.NewRecorder()
+		h.ServeHTTP(resp, req)
+		done <- resp.Code
+	}()
+	// 96 KiB arrive; the byte after them is read only once the handler has
+	// counted them.
+	if _, err := pw.Write(make([]byte, 96<<10)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pw.Write([]byte{0}); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(h.m.inflightBytes); got < 64<<10 {
+		t.Fatalf("inflight bytes %v while 96 KiB of a body arrived, want at least 64 KiB", got)
+	}
+	resp := post(t, h, "", "snappy", make([]byte, 40<<10))
+	assertCode(t, resp, http.StatusTooManyRequests, "max_inflight_bytes=102400")
+	pw.CloseWithError(io.ErrUnexpectedEOF)
+	if code := <-done; code != http.StatusBadRequest {
+		t.Fatalf("the request whose body broke off: %d, want 400", code)
+	}
+	if got := testutil.ToFloat64(h.m.inflightBytes); got != 0 {
+		t.Fatalf("inflight bytes %v once no request is in flight, want 0", got)
+	}
+	assertCode(t, post(t, h, "", "snappy", encode(t, toV1(nodePayload(1, 1, testNow)))), http.StatusNoContent, "")
+}
+
 // TestSlowBodyHoldsNoSlot: a request whose body has not arrived holds none
 // of the max_inflight_requests slots, and what is allocated for it goes by
 // the bytes that came, not by the Content-Length it announced.
@@ -983,16 +1022,52 @@ func TestSlowBodyHoldsNoSlot(t *testing.T) {
 }
 
 func TestReadBodyAllocatesWhatArrives(t *testing.T) {
-	got, err := readBody(nil, bytes.NewReader([]byte("abc")), 16<<20, 16<<20)
+	got, err := readBody(nil, bytes.NewReader([]byte("abc")), 16<<20, 16<<20, nil)
 	if err != nil || string(got) != "abc" || cap(got) > maxBodyPrealloc {
 		t.Fatalf("readBody = %q (cap %d), %v; want \"abc\" in at most %d bytes", got, cap(got), err, maxBodyPrealloc)
 	}
-	got, err = readBody(nil, bytes.NewReader([]byte("abc")), 3, 16<<20)
+	got, err = readBody(nil, bytes.NewReader([]byte("abc")), 3, 16<<20, nil)
 	if err != nil || string(got) != "abc" {
 		t.Fatalf("readBody = %q, %v", got, err)
 	}
-	if _, err := readBody(nil, bytes.NewReader(make([]byte, 10)), -1, 5); !errors.Is(err, errBodyTooLarge) {
+	if _, err := readBody(nil, bytes.NewReader(make([]byte, 10)), -1, 5, nil); !errors.Is(err, errBodyTooLarge) {
 		t.Fatalf("over the limit: %v", err)
+	}
+}
+
+// TestReadBodyCounts: readBody tells its counter of the bytes as they
+// arrive, all of them by the end, and stops once the counter refuses.
+func TestReadBodyCounts(t *testing.T) {
+	body := bytes.Repeat([]byte("x"), 5*countChunk+123)
+	for _, contentLength := range []int64{-1, int64(len(body)), 10} {
+		var total int64
+		calls := 0
+		got, err := readBody(nil, bytes.NewReader(body), contentLength, 16<<20, func(n int64) bool {
+			total += n
+			calls++
+			return true
+		})
+		if contentLength == 10 {
+			// A Content-Length under what arrives: only it is read.
+			if err != nil || len(got) != 10 || total != 10 {
+				t.Fatalf("short Content-Length: %d bytes, counted %d, %v", len(got), total, err)
+			}
+			continue
+		}
+		if err != nil || len(got) != len(body) || total != int64(len(body)) {
+			t.Fatalf("Content-Length %d: read %d, counted %d of %d, %v", contentLength, len(got), total, len(body), err)
+		}
+		if contentLength < 0 && calls < 5 {
+			t.Fatalf("counted in %d calls; want one at least every %d bytes", calls, countChunk)
+		}
+	}
+	calls := 0
+	_, err := readBody(nil, bytes.NewReader(body), -1, 16<<20, func(int64) bool {
+		calls++
+		return calls < 2
+	})
+	if !errors.Is(err, errInflightBytes) || calls != 2 {
+		t.Fatalf("a refusing counter: %v after %d calls, want errInflightBytes after 2", err, calls)
 	}
 }
 

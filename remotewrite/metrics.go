@@ -52,7 +52,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		inflightBytes: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "shale_remotewrite_inflight_bytes",
-			Help: "Bytes of the remote-write and OTLP requests being decoded and appended, their bodies as received and decompressed (max_inflight_bytes).",
+			Help: "Bytes of the remote-write and OTLP requests being received, decoded and appended: their bodies as they arrive and as decompressed (max_inflight_bytes).",
 		}),
 	}
 	for k, km := range kindMetrics {

@@ -34,10 +34,10 @@ type Options struct {
 	// MaxInflightRequests bounds requests being decoded and appended at
 	// once; one more is answered 429 with Retry-After. 0 means no limit.
 	MaxInflightRequests int `yaml:"max_inflight_requests" json:"max_inflight_requests"`
-	// MaxInflightBytes bounds the memory of the requests being decoded and
-	// appended at once, counting each one's body as received and as
-	// decompressed: one that would go beyond it beside others is answered
-	// 429 with Retry-After, one alone is always let in. Without it,
+	// MaxInflightBytes bounds the memory of the requests being received,
+	// decoded and appended at once, counting each one's body as its bytes
+	// arrive and again as decompressed: one that would go beyond it beside
+	// others is answered 429 with Retry-After, one alone is always let in. Without it,
 	// max_inflight_requests requests of max_compressed_bytes that
 	// decompress to max_decompressed_bytes could hold 20 GiB at once.
 	// 0 means no limit.

@@ -184,7 +184,10 @@ func (o *OTLPHandler) decode(a *admission, md *otlpMetrics, isJSON, gzipped bool
 	var err error
 	raw := st.body
 	if gzipped {
-		if st.raw, err = gunzip(st.raw[:0], st.body, opts.MaxDecompressedBytes); err != nil {
+		if st.raw, err = gunzip(st.raw[:0], st.body, opts.MaxDecompressedBytes, o.h.counter(a)); err != nil {
+			if errors.Is(err, errInflightBytes) {
+				return otlpResult{result: o.h.overloadedBytes()}
+			}
 			if errors.Is(err, errBodyTooLarge) {
 				return otlpFail(http.StatusRequestEntityTooLarge, "decompressed body exceeds max_decompressed_bytes=%d", opts.MaxDecompressedBytes)
 			}
@@ -193,13 +196,6 @@ func (o *OTLPHandler) decode(a *admission, md *otlpMetrics, isJSON, gzipped bool
 		raw = st.raw
 	} else if int64(len(raw)) > opts.MaxDecompressedBytes {
 		return otlpFail(http.StatusRequestEntityTooLarge, "request body exceeds max_decompressed_bytes=%d", opts.MaxDecompressedBytes)
-	}
-	held := int64(len(st.body))
-	if gzipped {
-		held += int64(len(raw))
-	}
-	if !o.h.reserve(a, held) {
-		return otlpResult{result: o.h.overloadedBytes()}
 	}
 	if err := decodeOTLP(md, raw, isJSON); err != nil {
 		return otlpFail(http.StatusBadRequest, "%v", err)
@@ -221,14 +217,14 @@ func decodeOTLP(md *otlpMetrics, raw []byte, isJSON bool) error {
 }
 
 // gunzip decompresses src into dst (reusing its capacity), failing with
-// errBodyTooLarge once more than limit bytes come out.
-func gunzip(dst, src []byte, limit int64) ([]byte, error) {
+// errBodyTooLarge once more than limit bytes come out; count is readBody's.
+func gunzip(dst, src []byte, limit int64, count func(int64) bool) ([]byte, error) {
 	zr, err := gzip.NewReader(bytes.NewReader(src))
 	if err != nil {
 		return dst, err
 	}
 	defer zr.Close()
-	return readBody(dst, zr, -1, limit)
+	return readBody(dst, zr, -1, limit, count)
 }
 
 // ingest translates md and appends it. Series and points that are invalid,
