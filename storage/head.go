@@ -262,6 +262,17 @@ const noCandidate = -2
 // does not hold is refused (ErrSeriesLimit) once it holds limit series not
 // retired; one it holds, retired or not, is always returned, as get does.
 func (p *headPart) create(h uint64, lset labels.Labels, limit int) (*memSeries, error) {
+	if limit > 0 {
+		// A partition at its limit refuses under the read lock: a flood
+		// of new series must not queue every appender behind the write
+		// lock.
+		p.mu.RLock()
+		full := p.lookupLocked(h, lset) < 0 && len(p.series)-p.nRetired >= limit
+		p.mu.RUnlock()
+		if full {
+			return nil, &seriesLimitError{part: p.start, limit: limit}
+		}
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if ref := p.lookupLocked(h, lset); ref >= 0 {
