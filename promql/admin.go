@@ -48,12 +48,11 @@ func (a *API) deleteSeries(r *http.Request) result {
 	return result{}
 }
 
-// adminError answers a failed admin operation: 503 when the storage asks to
-// be retried later (its object store is failing: storage.ErrUnavailable),
-// 500 otherwise.
+// adminError answers a failed admin operation: unavailable (503, see
+// statusCode) when the storage asks to be retried later, internal (500)
+// otherwise.
 func adminError(err error) *apiError {
-	var u interface{ Unavailable() bool }
-	if errors.As(err, &u) && u.Unavailable() {
+	if unavailable(err) {
 		return &apiError{errorUnavailable, err}
 	}
 	return internalError(err)

@@ -64,8 +64,7 @@ func invalidParam(err error, name string) *apiError {
 // asks to be retried later (Unavailable() bool: its object store is
 // failing), where Prometheus, whose disk does not go away, has none.
 func statusCode(e *apiError) int {
-	var u interface{ Unavailable() bool }
-	if errors.Is(e.err, ErrMemoryBudget) || errors.As(e.err, &u) && u.Unavailable() {
+	if errors.Is(e.err, ErrMemoryBudget) || unavailable(e.err) {
 		return http.StatusServiceUnavailable
 	}
 	switch e.typ {
@@ -80,6 +79,14 @@ func statusCode(e *apiError) int {
 	default:
 		return http.StatusInternalServerError
 	}
+}
+
+// unavailable reports whether err comes from a storage that asks to be
+// retried later (a method Unavailable() bool that returns true:
+// storage.ErrUnavailable while its object store is failing).
+func unavailable(err error) bool {
+	var u interface{ Unavailable() bool }
+	return errors.As(err, &u) && u.Unavailable()
 }
 
 // queryError is the API error of a failed query or storage call.

@@ -267,7 +267,7 @@ func (p *headPart) create(h uint64, lset labels.Labels, limit int) (*memSeries, 
 		// of new series must not queue every appender behind the write
 		// lock.
 		p.mu.RLock()
-		full := p.lookupLocked(h, lset) < 0 && len(p.series)-p.nRetired >= limit
+		full := p.lookupLocked(h, lset) < 0 && p.fullLocked(limit)
 		p.mu.RUnlock()
 		if full {
 			return nil, &seriesLimitError{part: p.start, limit: limit}
@@ -278,10 +278,16 @@ func (p *headPart) create(h uint64, lset labels.Labels, limit int) (*memSeries, 
 	if ref := p.lookupLocked(h, lset); ref >= 0 {
 		return p.reviveLocked(uint32(ref)), nil
 	}
-	if limit > 0 && len(p.series)-p.nRetired >= limit {
+	if p.fullLocked(limit) {
 		return nil, &seriesLimitError{part: p.start, limit: limit}
 	}
 	return p.createLocked(h, lset)
+}
+
+// fullLocked reports whether the partition holds limit series not retired
+// (never, for limit 0). The caller holds p.mu.
+func (p *headPart) fullLocked(limit int) bool {
+	return limit > 0 && len(p.series)-p.nRetired >= limit
 }
 
 // createLocked adds the series lset, which the partition does not hold,
