@@ -168,8 +168,13 @@ func TestRefusedWritesHeal(t *testing.T) {
 				t.Fatalf("write with a deadline while refused: %v, want %v", err, context.DeadlineExceeded)
 			}
 			cancel()
-			<-refused
+			// A refusal is seen before it is recorded; the retry that
+			// follows comes after, so wait on refusals until health says so.
 			h := db.Health()
+			for !h.Failing {
+				<-refused
+				h = db.Health()
+			}
 			if !h.Failing || !errors.Is(h.Err, denied) || h.Fenced {
 				t.Fatalf("health while refused: %+v", h)
 			}

@@ -3,6 +3,7 @@ package lsm
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/shaledb/shale/cache/cachetest"
@@ -127,8 +128,17 @@ func TestTakeValueOfTables(t *testing.T) {
 		}
 	}
 	// The slice of 500 values aside, taking them allocates nothing.
-	read := testing.AllocsPerRun(10, func() { scan(false) })
-	took := testing.AllocsPerRun(10, func() { scan(true) })
+	// AllocsPerRun counts the process' allocations, background work's
+	// too, so each side takes the least of a few measurements; a copy per
+	// value taken would add 500.
+	least := func(take bool) float64 {
+		n := math.Inf(1)
+		for range 5 {
+			n = min(n, testing.AllocsPerRun(10, func() { scan(take) }))
+		}
+		return n
+	}
+	read, took := least(false), least(true)
 	if extra := took - read - 11; extra > 0 { // append's growth of out
 		t.Errorf("a scan taking its values made %.0f allocations, one reading them %.0f", took, read)
 	}
