@@ -170,6 +170,9 @@ type appender struct {
 	// latest is the newest sample time the appender takes (see
 	// latestAccepted); 0 until its first append.
 	latest int64
+	// recommits is how many commits before this one the samples went
+	// through (see recommit).
+	recommits int
 	// newestPending is the newest pending sample time by labels hash, kept
 	// from the first start-time zero sample of the transaction on (see
 	// IngestAppender.stZero).
@@ -263,6 +266,7 @@ func (a *appender) Append(ref promstorage.SeriesRef, lset labels.Labels, st, t i
 		return 0, err
 	}
 	p := s.part
+	p.noteAppend()
 	smp := sample{t: t, v: v, h: h, fh: fh}
 	if err := a.check(s, smp, maxT, opts.RejectOutOfOrder || a.opts.RejectOutOfOrder); err != nil {
 		return 0, err
@@ -617,10 +621,10 @@ func (a *appender) Commit() error {
 		firstErr error
 		later    []*memSeries // the series in later partitions, window 0 only
 	)
-	closing := 0 // samples of partitions a flush closed since Append
+	var closed []pendingSample // of partitions a flush closed since Append
 	for _, ps := range a.pending {
 		if ps.part.closed.Load() {
-			closing++
+			closed = append(closed, ps)
 			continue
 		}
 		later = later[:0]
@@ -685,7 +689,7 @@ func (a *appender) Commit() error {
 	// Counted under the head's read lock: a flush zeroes the count under
 	// the write lock and drops a flush asked for before that, so the
 	// samples it takes never ask for a second flush right after it.
-	if n := h.unflushed.Add(int64(len(a.pending) - dropped - closing)); db.opts.HeadFlushSamples > 0 && n >= h.flushAt.Load() {
+	if n := h.unflushed.Add(int64(len(a.pending) - dropped - len(closed))); db.opts.HeadFlushSamples > 0 && n >= h.flushAt.Load() {
 		// The threshold follows the series the last flush cut; more may
 		// have come since (the first samples after a start, a new
 		// partition filling): then the bar goes up instead.
@@ -709,12 +713,11 @@ func (a *appender) Commit() error {
 			return db.waitErr(ctx, "log appended samples", err)
 		}
 	}
-	db.metrics.appended.Add(float64(len(a.pending) - dropped - closing))
-	if closing > 0 {
-		// A backfill raced a flush that wrote the partition out: the
-		// sender retries, and the partition opens again.
-		db.metrics.rejected.WithLabelValues("partition_closing").Add(float64(closing))
-		return &unavailableError{msg: fmt.Sprintf("%d of %d samples fell in partitions written out while the request was in flight; retry", closing, len(a.pending))}
+	db.metrics.appended.Add(float64(len(a.pending) - dropped - len(closed)))
+	if len(closed) > 0 {
+		if err := a.recommit(closed); err != nil {
+			return err
+		}
 	}
 	if dropped > 0 {
 		db.metrics.rejected.WithLabelValues("commit_conflict").Add(float64(dropped))
@@ -722,6 +725,55 @@ func (a *appender) Commit() error {
 			return fmt.Errorf("%d of %d samples not stored: %w", dropped, len(a.pending), firstErr)
 		}
 		return fmt.Errorf("%w: %d of %d samples were out of order or too old by the time they were committed", promstorage.ErrOutOfOrderSample, dropped, len(a.pending))
+	}
+	return nil
+}
+
+// maxRecommits is how many times a commit appends again the samples of
+// partitions a flush wrote out while it was in flight, before it gives up
+// and asks the sender to retry.
+const maxRecommits = 3
+
+// recommit appends and commits again, in a transaction of their own, the
+// samples of partitions a flush wrote out between their Append and the
+// commit (a backfill racing the flushes it causes): Append opens the
+// partition again, waiting for the flush to end. Their series are checked
+// again, as a sender's retry would be: a sample now out of order fails the
+// commit as a conflict does. After maxRecommits the sender retries.
+func (a *appender) recommit(closed []pendingSample) error {
+	db := a.db
+	if a.recommits >= maxRecommits {
+		db.metrics.rejected.WithLabelValues("partition_closing").Add(float64(len(closed)))
+		return &unavailableError{msg: fmt.Sprintf("%d of %d samples fell in partitions written out while the request was in flight; retry", len(closed), len(a.pending))}
+	}
+	db.metrics.recommitted.Add(float64(len(closed)))
+	b := &appender{db: db, ctx: a.ctx, opts: a.opts, queued: a.queued, latest: a.latest, recommits: a.recommits + 1}
+	var (
+		refused  int
+		firstErr error
+	)
+	for _, ps := range closed {
+		_, err := b.Append(0, ps.s.lset(), 0, ps.smp.t, ps.smp.v, ps.smp.h, ps.smp.fh, a.opts)
+		switch {
+		case err == nil:
+		case errors.Is(err, promstorage.ErrOutOfBounds):
+			// Newer samples moved the retention past it since its
+			// Append took it: it is dropped as retention drops what it
+			// took before (Prometheus checks the bounds only at Append,
+			// too), counted as out_of_bounds.
+		case errors.Is(err, ErrUnavailable) || errors.Is(err, ErrClosed):
+			_ = b.Rollback()
+			return err
+		default:
+			refused++
+			firstErr = cmp.Or(firstErr, err)
+		}
+	}
+	if err := b.Commit(); err != nil {
+		return err
+	}
+	if refused > 0 {
+		return fmt.Errorf("%d of %d samples not stored: %w", refused, len(a.pending), firstErr)
 	}
 	return nil
 }

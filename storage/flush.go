@@ -88,7 +88,11 @@ func (db *DB) flushHeadLocked(ctx context.Context, mode closeMode) error {
 	var closing []*headPart
 	parts := h.sortedPartsLocked()
 	for _, p := range parts {
-		if mode == closeAll || (mode == closeOld && p.end <= db.minValidTime(maxT)) {
+		// A partition behind the window that took samples since the
+		// last flush (a backfill) is written out but stays open until it
+		// goes a flush without any.
+		appended := p.appended.Swap(false)
+		if mode == closeAll || (mode == closeOld && p.end <= db.minValidTime(maxT) && !appended) {
 			p.closed.Store(true)
 			closing = append(closing, p)
 		}

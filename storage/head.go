@@ -96,6 +96,13 @@ type headPart struct {
 	// closed is still the head's partition of its start, since the head
 	// drops or replaces a partition only once it is closed.
 	closed atomic.Bool
+	// appended is set by each Append into the partition and cleared by
+	// each flush: a flush closes a partition behind the out-of-order
+	// window only once a whole flush interval went by without an Append,
+	// so that a backfill writing into it is not made to open it again
+	// (and to append again the samples of its commits in flight) after
+	// every flush its own samples cause.
+	appended atomic.Bool
 
 	// minT and maxT bound the times of the partition's samples: those
 	// committed since it opened here and those its registry entry recorded
@@ -120,6 +127,13 @@ type headPart struct {
 const seriesLocks = 1024
 
 // noteTime widens p's time bounds to t.
+// noteAppend records an Append into the partition (see appended).
+func (p *headPart) noteAppend() {
+	if !p.appended.Load() { // a load a sample; a store a flush interval
+		p.appended.Store(true)
+	}
+}
+
 func (p *headPart) noteTime(t int64) {
 	for {
 		cur := p.minT.Load()

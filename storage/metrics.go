@@ -31,6 +31,7 @@ type metrics struct {
 	flushDuration     prometheus.Histogram
 	seriesRetired     prometheus.Counter
 	metadataRefused   prometheus.Counter
+	recommitted       prometheus.Counter
 
 	// gauges read one DB's head: registered by register, dropped by
 	// unregister. The counters above are shared by every DB on the registry
@@ -56,6 +57,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		flushedBytes:      set.Counter("shale_storage_head_flushed_bytes_total", "Bytes of sample blocks written by head flushes."),
 		seriesRetired: set.Counter("shale_storage_head_series_retired_total",
 			"Series of ended head partitions let go once all they held was written out (a late sample brings one back)."),
+		recommitted: set.Counter("shale_storage_samples_recommitted_total",
+			"Samples appended again at commit because a flush wrote their partition out while the commit was in flight (a backfill racing the flushes it causes)."),
 		metadataRefused: set.Counter("shale_storage_metadata_refused_total",
 			"Metric families whose metadata was not recorded because as many families as Options.MaxHeadSeries are known."),
 		flushDuration: set.Histogram(prometheus.HistogramOpts{

@@ -62,6 +62,11 @@ func TestLateSampleWaitsForWriteOut(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The partition took a sample since the last flush: this one writes
+	// it out and keeps it open; the next closes it.
+	if err := db.flushHead(ctx, closeOld); err != nil {
+		t.Fatal(err)
+	}
 	waiting := make(chan struct{}, 1)
 	db.waitingHook = func() { waiting <- struct{}{} }
 	g.armed.Store(true)
@@ -99,5 +104,175 @@ func TestLateSampleWaitsForWriteOut(t *testing.T) {
 	defer q.Close()
 	if got := seriestest.ReadAll(t, q)[behind.String()]; len(got) != 2 {
 		t.Fatalf("late series: %d samples, want 2", len(got))
+	}
+}
+
+// TestCommitAfterWriteOut: samples appended to a partition that a flush
+// then writes out for good, before their commit, are appended again at the
+// commit (the partition opens again) rather than answered 503: concurrent
+// backfills met that answer in most requests, each flush they caused
+// closing the partitions of the others' transactions.
+func TestCommitAfterWriteOut(t *testing.T) {
+	for _, wal := range []bool{false, true} {
+		t.Run(map[bool]string{false: "wal=off", true: "wal=on"}[wal], func(t *testing.T) {
+			ctx := context.Background()
+			opts := DefaultOptions()
+			opts.WAL = wal
+			db := openTestDB(t, objstore.NewMemoryBucket(), opts)
+			defer db.Close()
+
+			now := time.Now().UnixMilli()
+			late := now - (3 * time.Hour).Milliseconds() // a partition the flush closes
+			onTime, behind := labels.FromStrings("__name__", "m", "s", "on_time"), labels.FromStrings("__name__", "m", "s", "late")
+			app := db.Appender(ctx)
+			for _, s := range []struct {
+				lset labels.Labels
+				t    int64
+			}{{onTime, now}, {behind, late}} {
+				if _, err := app.Append(0, s.lset, s.t, 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := app.Commit(); err != nil {
+				t.Fatal(err)
+			}
+
+			app = db.Appender(ctx)
+			for i, s := range []struct {
+				lset labels.Labels
+				t    int64
+			}{{behind, late + 1000}, {behind, late + 2000}, {onTime, now + 1000}} {
+				if _, err := app.Append(0, s.lset, s.t, float64(i+2)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The first flush keeps the partition open (appended to
+			// since the flush before); the second closes it.
+			for range 2 {
+				if err := db.flushHead(ctx, closeOld); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := app.Commit(); err != nil {
+				t.Fatalf("commit after the partition was written out: %v", err)
+			}
+			q, err := db.Querier(math.MinInt64, math.MaxInt64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer q.Close()
+			got := seriestest.ReadAll(t, q)
+			if len(got[behind.String()]) != 3 || len(got[onTime.String()]) != 2 {
+				t.Fatalf("late series %d samples, on-time %d; want 3 and 2", len(got[behind.String()]), len(got[onTime.String()]))
+			}
+		})
+	}
+}
+
+// TestRecommitOutOfBounds: a sample appended again at commit that newer
+// samples have since moved out of the retention is dropped as retention
+// drops what it took, not failing the commit (Prometheus checks the bounds
+// only at Append too); the commit's other samples are stored.
+func TestRecommitOutOfBounds(t *testing.T) {
+	ctx := context.Background()
+	opts := DefaultOptions()
+	opts.Retention = 4 * time.Hour
+	db := openTestDB(t, objstore.NewMemoryBucket(), opts)
+	defer db.Close()
+
+	base := time.Now().Add(-10 * time.Hour).UnixMilli()
+	late := base - (3 * time.Hour).Milliseconds()
+	onTime, behind := labels.FromStrings("__name__", "m", "s", "on_time"), labels.FromStrings("__name__", "m", "s", "late")
+	commit := func(lset labels.Labels, at int64) {
+		t.Helper()
+		app := db.Appender(ctx)
+		if _, err := app.Append(0, lset, at, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := app.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit(onTime, base)
+	commit(behind, late)
+	app := db.Appender(ctx)
+	if _, err := app.Append(0, behind, late+1000, 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := app.Append(0, onTime, base+1000, 2); err != nil {
+		t.Fatal(err)
+	}
+	commit(onTime, base+(2*time.Hour).Milliseconds()) // the retention now starts after late
+	// The second flush closes the late partition.
+	for range 2 {
+		if err := db.flushHead(ctx, closeOld); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := app.Commit(); err != nil {
+		t.Fatalf("commit whose written-out sample fell out of the retention meanwhile: %v", err)
+	}
+	q, err := db.Querier(math.MinInt64, math.MaxInt64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if got := seriestest.ReadAll(t, q)[onTime.String()]; len(got) != 3 {
+		t.Fatalf("on-time series: %d samples, want 3", len(got))
+	}
+}
+
+// TestBackfilledPartitionStaysOpen: a flush writes out a partition behind
+// the out-of-order window that took samples since the flush before, but
+// keeps it open, so a backfill writing into it does not open it again after
+// every flush; the first flush it goes without samples closes it.
+func TestBackfilledPartitionStaysOpen(t *testing.T) {
+	ctx := context.Background()
+	db := openTestDB(t, objstore.NewMemoryBucket(), DefaultOptions())
+	defer db.Close()
+	now := time.Now().UnixMilli()
+	late := now - (3 * time.Hour).Milliseconds()
+	lset := labels.FromStrings("__name__", "m")
+	commit := func(at int64) {
+		t.Helper()
+		app := db.Appender(ctx)
+		if _, err := app.Append(0, lset, at, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := app.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open := func() bool {
+		db.head.mu.RLock()
+		defer db.head.mu.RUnlock()
+		p := db.head.parts[db.partitionOf(late)]
+		return p != nil && !p.closed.Load()
+	}
+	flush := func() {
+		t.Helper()
+		if err := db.flushHead(ctx, closeOld); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit(now)
+	for i := range 3 {
+		commit(late + int64(i)*1000)
+		flush()
+		if !open() {
+			t.Fatalf("flush %d closed the partition a backfill writes into", i+1)
+		}
+	}
+	flush()
+	if open() {
+		t.Fatal("a flush after one without samples left the partition open")
+	}
+	q, err := db.Querier(math.MinInt64, math.MaxInt64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if got := seriestest.ReadAll(t, q)[lset.String()]; len(got) != 4 {
+		t.Fatalf("%d samples, want 4", len(got))
 	}
 }
