@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,21 +29,47 @@ const ImportPath = "/api/v1/import"
 
 // Handler serves POST /api/v1/import: VictoriaMetrics' JSON-line format
 // (what its /api/v1/export writes), gzip accepted (Content-Encoding: gzip).
-// It appends through app one batch of lines at a time and answers once
-// every batch is committed (with the storage's WAL on, durable): 204. A
-// malformed line stops the request with 400 naming the line; the lines
-// before it are stored, and sending the whole body again is safe (a series
-// keeps one value per timestamp). Samples the storage refuses for good
-// (older than the retention, invalid labels) get 400 naming them while the
-// rest is stored; a storage that cannot take samples now gets 503 with
-// Retry-After. A series whose labels the check refuses is refused the same
-// way, and not stored.
+// It appends through app at most handlerBatchSamples samples a
+// transaction (a line with more, one series' whole history, is cut) and
+// answers once every batch is committed (with the storage's WAL on,
+// durable): 204. A malformed line stops the request with 400 naming the
+// line; the lines before it are stored, and sending the whole body again is
+// safe (a series keeps one value per timestamp). Samples the storage
+// refuses for good (older than the retention, invalid labels) get 400
+// naming them while the rest is stored; a storage that cannot take samples
+// now gets 503 with Retry-After. A series whose labels the check refuses is
+// refused the same way, and not stored.
+//
+// At most HandlerOptions.MaxConcurrent imports run at once, each holding
+// up to a line (MaxVMLineBytes) and its decoded samples; more wait for a
+// turn, up to QueueWait, then get 503 with Retry-After, as
+// VictoriaMetrics answers inserts beyond -maxConcurrentInserts.
 type Handler struct {
-	app    Appendable
-	check  LabelCheck
-	logger *slog.Logger
-	m      handlerMetrics
+	app       Appendable
+	check     LabelCheck
+	slots     chan struct{}
+	queueWait time.Duration
+	logger    *slog.Logger
+	m         handlerMetrics
 }
+
+// HandlerOptions are the import endpoint's settings.
+type HandlerOptions struct {
+	// Check, when set, checks each series' labels before its samples are
+	// appended; otherwise only the storage checks them.
+	Check LabelCheck
+	// MaxConcurrent is how many imports run at once. 0 picks
+	// DefaultMaxConcurrentImports.
+	MaxConcurrent int
+	// QueueWait is how long an import waits for a turn before it is
+	// answered 503. 0 picks a minute.
+	QueueWait time.Duration
+}
+
+// DefaultMaxConcurrentImports is twice the CPUs the process may use, as
+// VictoriaMetrics bounds its inserts: an import is CPU-bound once its body
+// arrives, so more at once only hold more memory.
+func DefaultMaxConcurrentImports() int { return 2 * runtime.GOMAXPROCS(0) }
 
 // LabelCheck checks a series' labels before any of its samples is
 // appended: the server passes remote write's, so that this endpoint keeps
@@ -54,17 +81,30 @@ type handlerMetrics struct {
 	requests *prometheus.CounterVec
 	samples  prometheus.Counter
 	refused  *prometheus.CounterVec
+	running  prometheus.Gauge
+	waiting  prometheus.Gauge
 }
 
-// NewHandler returns the handler, registering its metrics on reg. check
-// may be nil: then only the storage checks labels.
-func NewHandler(app Appendable, check LabelCheck, logger *slog.Logger, reg prometheus.Registerer) (*Handler, error) {
+// NewHandler returns the handler, registering its metrics on reg.
+func NewHandler(app Appendable, opts HandlerOptions, logger *slog.Logger, reg prometheus.Registerer) (*Handler, error) {
+	if opts.MaxConcurrent < 0 || opts.QueueWait < 0 {
+		return nil, fmt.Errorf("import: negative limit (max concurrent %d, queue wait %v)", opts.MaxConcurrent, opts.QueueWait)
+	}
+	if opts.MaxConcurrent == 0 {
+		opts.MaxConcurrent = DefaultMaxConcurrentImports()
+	}
+	if opts.QueueWait == 0 {
+		opts.QueueWait = time.Minute
+	}
 	set := promreg.NewSet(reg)
-	h := &Handler{app: app, check: check, logger: logger, m: handlerMetrics{
-		requests: set.CounterVec("shale_import_requests_total", "Requests to /api/v1/import, by status code.", "code"),
-		samples:  set.Counter("shale_import_samples_total", "Samples stored through /api/v1/import."),
-		refused:  set.CounterVec("shale_import_refused_samples_total", "Samples /api/v1/import refused for good, by reason.", "reason"),
-	}}
+	h := &Handler{app: app, check: opts.Check, slots: make(chan struct{}, opts.MaxConcurrent), queueWait: opts.QueueWait,
+		logger: logger, m: handlerMetrics{
+			requests: set.CounterVec("shale_import_requests_total", "Requests to /api/v1/import, by status code.", "code"),
+			samples:  set.Counter("shale_import_samples_total", "Samples stored through /api/v1/import."),
+			refused:  set.CounterVec("shale_import_refused_samples_total", "Samples /api/v1/import refused for good, by reason.", "reason"),
+			running:  set.Gauge("shale_import_running_requests", "Requests to /api/v1/import being read and stored (at most --import.max-concurrent)."),
+			waiting:  set.Gauge("shale_import_waiting_requests", "Requests to /api/v1/import waiting for a turn (--import.max-concurrent)."),
+		}}
 	if err := set.Err(); err != nil {
 		return nil, err
 	}
@@ -94,18 +134,28 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (int, string) {
 	if r.Method != http.MethodPost {
 		return http.StatusMethodNotAllowed, "use POST"
 	}
+	enc := strings.ToLower(r.Header.Get("Content-Encoding"))
+	if enc != "" && enc != "identity" && enc != "gzip" {
+		return http.StatusUnsupportedMediaType, fmt.Sprintf("unsupported Content-Encoding %q (gzip or none)", enc)
+	}
+	// The turn is taken before the body is read: what an import holds
+	// (a line, its samples, a transaction) is held from then on.
+	if msg := h.wait(r.Context()); msg != "" {
+		return http.StatusServiceUnavailable, msg
+	}
+	h.m.running.Inc()
+	defer func() {
+		h.m.running.Dec()
+		<-h.slots
+	}()
 	body := io.Reader(r.Body)
-	switch enc := strings.ToLower(r.Header.Get("Content-Encoding")); enc {
-	case "", "identity":
-	case "gzip":
+	if enc == "gzip" {
 		zr, err := gzip.NewReader(r.Body)
 		if err != nil {
 			return http.StatusBadRequest, "gzip: " + err.Error()
 		}
 		defer zr.Close()
 		body = zr
-	default:
-		return http.StatusUnsupportedMediaType, fmt.Sprintf("unsupported Content-Encoding %q (gzip or none)", enc)
 	}
 	vr, err := NewVMReader(body)
 	if err != nil {
@@ -115,8 +165,8 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (int, string) {
 	stored := 0
 	for {
 		b, rerr := vr.Next(handlerBatchSamples)
-		if len(b) > 0 {
-			ref, n, err := h.commit(r, b)
+		for part := range b.split(handlerBatchSamples) {
+			ref, n, err := h.commit(r, part)
 			refused.add(ref)
 			stored += n
 			if err != nil {
@@ -148,6 +198,28 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (int, string) {
 		return http.StatusBadRequest, fmt.Sprintf("%d samples refused (%s); the other %d are stored; the first: %s", refused.Total(), strings.Join(parts, ", "), stored, refused.First)
 	}
 	return http.StatusNoContent, ""
+}
+
+// wait takes a turn to run, waiting up to the queue wait; it returns why
+// not when it cannot.
+func (h *Handler) wait(ctx context.Context) string {
+	select {
+	case h.slots <- struct{}{}:
+		return ""
+	default:
+	}
+	h.m.waiting.Inc()
+	defer h.m.waiting.Dec()
+	t := time.NewTimer(h.queueWait)
+	defer t.Stop()
+	select {
+	case h.slots <- struct{}{}:
+		return ""
+	case <-t.C:
+		return fmt.Sprintf("too many imports at once: %d running, this one waited %v for a turn (--import.max-concurrent); retry", cap(h.slots), h.queueWait)
+	case <-ctx.Done():
+		return fmt.Sprintf("gave up waiting for a turn among %d running imports: %v", cap(h.slots), context.Cause(ctx))
+	}
 }
 
 // commit appends b in one transaction, retrying none of it: the sender

@@ -12,13 +12,17 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/model/labels"
+	promstorage "github.com/prometheus/prometheus/storage"
 
 	"github.com/shaledb/shale/importer"
 	"github.com/shaledb/shale/internal/seriestest"
@@ -42,7 +46,7 @@ func TestHandler(t *testing.T) {
 	opts.Retention = 3 * time.Hour
 	s := openStore(t, t.TempDir(), opts)
 	defer s.stop()
-	h, err := importer.NewHandler(appendable{s.db}, nil, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	h, err := importer.NewHandler(appendable{s.db}, importer.HandlerOptions{}, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +120,7 @@ func TestHandler(t *testing.T) {
 func TestHandlerClosedStorage(t *testing.T) {
 	s := openStore(t, t.TempDir(), testStorageOptions())
 	s.stop()
-	h, err := importer.NewHandler(appendable{s.db}, nil, slog.New(slog.DiscardHandler), nil)
+	h, err := importer.NewHandler(appendable{s.db}, importer.HandlerOptions{}, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +151,7 @@ func (b *cutBody) Read(p []byte) (int, error) {
 func TestHandlerBodyCut(t *testing.T) {
 	s := openStore(t, t.TempDir(), testStorageOptions())
 	defer s.stop()
-	h, err := importer.NewHandler(appendable{s.db}, nil, slog.New(slog.DiscardHandler), nil)
+	h, err := importer.NewHandler(appendable{s.db}, importer.HandlerOptions{}, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +187,7 @@ func TestHandlerLabelCheck(t *testing.T) {
 		}
 		return "", nil
 	}
-	h, err := importer.NewHandler(appendable{s.db}, check, slog.New(slog.DiscardHandler), nil)
+	h, err := importer.NewHandler(appendable{s.db}, importer.HandlerOptions{Check: check}, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,4 +208,176 @@ func TestHandlerLabelCheck(t *testing.T) {
 	if len(got) != 1 || len(got[`{__name__="b"}`]) != 1 {
 		t.Errorf("stored %v", got)
 	}
+}
+
+// commitCounter records the samples of each committed transaction.
+type commitCounter struct {
+	importer.Appendable
+	mu      sync.Mutex
+	commits []int
+}
+
+func (c *commitCounter) Appender(ctx context.Context) importer.Appender {
+	return &countingAppender{Appender: c.Appendable.Appender(ctx), c: c}
+}
+
+type countingAppender struct {
+	importer.Appender
+	c *commitCounter
+	n int
+}
+
+func (a *countingAppender) Append(ref promstorage.SeriesRef, l labels.Labels, st, t int64, v float64) (promstorage.SeriesRef, error) {
+	a.n++
+	return a.Appender.Append(ref, l, st, t, v)
+}
+
+func (a *countingAppender) Commit() error {
+	a.c.mu.Lock()
+	a.c.commits = append(a.c.commits, a.n)
+	a.c.mu.Unlock()
+	return a.Appender.Commit()
+}
+
+// TestHandlerLongLine: a line of one series' whole history (here 40,000
+// samples) is committed in transactions of at most 16,384 samples, so that
+// what a commit holds (and the WAL object it makes) stays bounded; every
+// sample is stored.
+func TestHandlerLongLine(t *testing.T) {
+	s := openStore(t, t.TempDir(), testStorageOptions())
+	defer s.stop()
+	cc := &commitCounter{Appendable: appendable{s.db}}
+	h, err := importer.NewHandler(cc, importer.HandlerOptions{}, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 40_000
+	var vals, ts []string
+	for i := range n {
+		vals = append(vals, strconv.Itoa(i))
+		ts = append(ts, itoa(1_700_000_000_000+int64(i)*1000))
+	}
+	body := `{"metric":{"__name__":"long"},"values":[` + strings.Join(vals, ",") + `],"timestamps":[` + strings.Join(ts, ",") + "]}\n" +
+		`{"metric":{"__name__":"short"},"values":[1],"timestamps":[1700000000000]}` + "\n"
+	if code, msg := post(t, h, []byte(body), nil); code != http.StatusNoContent {
+		t.Fatalf("got %d %q", code, msg)
+	}
+	if want := []int{16384, 16384, 7232, 1}; !slices.Equal(cc.commits, want) {
+		t.Errorf("commits of %v samples, want %v", cc.commits, want)
+	}
+	q, err := s.db.Querier(math.MinInt64, math.MaxInt64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	got := seriestest.ReadAll(t, q)
+	if len(got[`{__name__="long"}`]) != n || len(got[`{__name__="short"}`]) != 1 {
+		t.Fatalf("stored %d and %d samples, want %d and 1", len(got[`{__name__="long"}`]), len(got[`{__name__="short"}`]), n)
+	}
+}
+
+// TestHandlerTurns: no more imports run at once than MaxConcurrent; one
+// beyond waits for a turn and runs when a running one ends, or gets 503
+// with Retry-After (nothing read, nothing stored) when its wait runs out or
+// its sender goes away.
+func TestHandlerTurns(t *testing.T) {
+	s := openStore(t, t.TempDir(), testStorageOptions())
+	defer s.stop()
+	line := func(name string) string {
+		return `{"metric":{"__name__":"` + name + `"},"values":[1],"timestamps":[1700000000000]}` + "\n"
+	}
+	serve := func(h http.Handler, ctx context.Context, body io.Reader) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequestWithContext(ctx, http.MethodPost, importer.ImportPath, body))
+		return rec
+	}
+	// hold starts an import that takes h's only turn and keeps it until
+	// the returned func ends its body; its first bytes are read only once
+	// it runs.
+	hold := func(h http.Handler, name string) (end func() *httptest.ResponseRecorder) {
+		pr, pw := io.Pipe()
+		done := make(chan *httptest.ResponseRecorder, 1)
+		go func() { done <- serve(h, context.Background(), pr) }()
+		if _, err := io.WriteString(pw, `{"metric":{"__name__":"`+name+`"},`); err != nil {
+			t.Fatal(err)
+		}
+		return func() *httptest.ResponseRecorder {
+			if _, err := io.WriteString(pw, `"values":[1],"timestamps":[1700000000000]}`+"\n"); err != nil {
+				t.Fatal(err)
+			}
+			pw.Close()
+			return <-done
+		}
+	}
+	ctx := context.Background()
+
+	short, err := importer.NewHandler(appendable{s.db}, importer.HandlerOptions{MaxConcurrent: 1, QueueWait: time.Nanosecond},
+		slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := hold(short, "first")
+	rec := serve(short, ctx, strings.NewReader(line("late")))
+	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" || !strings.Contains(rec.Body.String(), "too many imports at once") {
+		t.Fatalf("import beyond the limit: %d %q (Retry-After %q)", rec.Code, rec.Body.String(), rec.Header().Get("Retry-After"))
+	}
+	if rec := end(); rec.Code != http.StatusNoContent {
+		t.Fatalf("first import: %d %q", rec.Code, rec.Body.String())
+	}
+
+	reg := prometheus.NewRegistry()
+	long, err := importer.NewHandler(appendable{s.db}, importer.HandlerOptions{MaxConcurrent: 1, QueueWait: time.Hour},
+		slog.New(slog.DiscardHandler), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end = hold(long, "second")
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	rec = serve(long, gone, strings.NewReader(line("gone")))
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "context canceled") {
+		t.Fatalf("import whose sender is gone: %d %q", rec.Code, rec.Body.String())
+	}
+	waiter := make(chan *httptest.ResponseRecorder, 1)
+	go func() { waiter <- serve(long, ctx, strings.NewReader(line("waited"))) }()
+	for gaugeValue(t, reg, "shale_import_waiting_requests") != 1 {
+		runtime.Gosched()
+	}
+	if got := gaugeValue(t, reg, "shale_import_running_requests"); got != 1 {
+		t.Errorf("shale_import_running_requests %v while one runs, want 1", got)
+	}
+	if rec := end(); rec.Code != http.StatusNoContent {
+		t.Fatalf("second import: %d %q", rec.Code, rec.Body.String())
+	}
+	if rec := <-waiter; rec.Code != http.StatusNoContent {
+		t.Fatalf("import that waited for its turn: %d %q", rec.Code, rec.Body.String())
+	}
+
+	q, err := s.db.Querier(math.MinInt64, math.MaxInt64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	got := seriestest.ReadAll(t, q)
+	for name, n := range map[string]int{"first": 1, "second": 1, "waited": 1, "late": 0, "gone": 0} {
+		if k := `{__name__="` + name + `"}`; len(got[k]) != n {
+			t.Errorf("%s: %d samples stored, want %d", name, len(got[k]), n)
+		}
+	}
+}
+
+// gaugeValue returns the value of the gauge name in reg.
+func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
 }

@@ -1,6 +1,7 @@
 package importer
 
 import (
+	"iter"
 	"math"
 
 	"github.com/prometheus/prometheus/model/histogram"
@@ -29,6 +30,33 @@ type Series struct {
 
 // Batch is what a Source hands a Sink at a time.
 type Batch []Series
+
+// split yields b in parts of at most maxSamples samples, cutting a series
+// with more into several, so that one long line (a series' whole history)
+// is committed in bounded transactions.
+func (b Batch) split(maxSamples int) iter.Seq[Batch] {
+	return func(yield func(Batch) bool) {
+		var part Batch
+		n := 0
+		for _, ser := range b {
+			smp := ser.Samples
+			for len(smp) > 0 {
+				k := min(len(smp), maxSamples-n)
+				part = append(part, Series{Labels: ser.Labels, Samples: smp[:k:k]})
+				smp, n = smp[k:], n+k
+				if n == maxSamples {
+					if !yield(part) {
+						return
+					}
+					part, n = nil, 0
+				}
+			}
+		}
+		if len(part) > 0 {
+			yield(part)
+		}
+	}
+}
 
 // samples returns the number of float samples and of histograms in b.
 func (b Batch) samples() (floats, hists int) {

@@ -67,6 +67,8 @@ type config struct {
 
 	memoryLimit kingpinBytes
 
+	maxConcurrentImports int
+
 	featureList []string
 	features    features
 	corsOrigin  string
@@ -172,6 +174,9 @@ func parseFlags(args []string) (*config, error) {
 
 	app.Flag("memory.limit", "Soft limit of the memory the Go runtime may use (heap, stacks, runtime structures), e.g. 2GiB: the garbage collector works harder as the process nears it, and the RAM block cache gives up memory (down to a sixteenth of its budget) while the rest of the process needs it. 0: no limit (or the GOMEMLIMIT environment variable's). Whatever the setting, the GC's headroom is 25% (GOGC in the environment replaces it) of the live heap apart from the RAM block cache, at least 32MiB.").
 		Default("0").SetValue(&cfg.memoryLimit)
+
+	app.Flag("import.max-concurrent", "Most requests to /api/v1/import read and stored at once; more wait up to a minute for a turn, then get 503 with Retry-After. Each holds up to a 64MiB line and its samples. 0 picks twice the CPUs.").
+		Default("0").IntVar(&cfg.maxConcurrentImports)
 
 	app.Flag("query.timeout", "Maximum time a query may take before it is aborted.").
 		Default("2m").Action(cfg.overrideQuery(func(o *promql.Options) { o.QueryTimeout = cfg.queryTimeout })).DurationVar(&cfg.queryTimeout)

@@ -246,7 +246,7 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 		if err := mountOTLP(h, rw, cfg.enableOTLP, fileCfg.OTLP, qopts.LookbackDelta); err != nil {
 			return err
 		}
-		imp, err := importer.NewHandler(importAppendable{db}, rw.CheckLabels, logger, reg)
+		imp, err := importer.NewHandler(importAppendable{db}, importer.HandlerOptions{Check: rw.CheckLabels, MaxConcurrent: cfg.maxConcurrentImports}, logger, reg)
 		if err != nil {
 			return fmt.Errorf("import endpoint: %w", err)
 		}
@@ -553,6 +553,7 @@ func flagMap(cfg *config) map[string]string {
 		"storage.head-flush-interval":   cfg.headFlushInterval.String(),
 		"storage.head-flush-samples":    fmt.Sprint(cfg.headFlushSamples),
 		"storage.max-head-series":       fmt.Sprint(cfg.maxHeadSeries),
+		"import.max-concurrent":         fmt.Sprint(cfg.maxConcurrentImports),
 		"cache.memory-size":             cfg.cacheMemory.String(),
 		"cache.disk-path":               cfg.cacheDiskPath,
 		"cache.disk-size":               cfg.cacheDiskSize.String(),
