@@ -68,6 +68,15 @@ func DefaultOptions() Options {
 	}
 }
 
+// nonNegative refuses a negative setting (nil otherwise), printing a
+// duration as one (10m0s).
+func nonNegative[T ~int | ~int64](name string, v T) error {
+	if v < 0 {
+		return fmt.Errorf("%s must not be negative, got %v", name, v)
+	}
+	return nil
+}
+
 // Validate reports settings that cannot work.
 func (o Options) Validate() error {
 	var errs []error
@@ -85,21 +94,12 @@ func (o Options) Validate() error {
 	if o.MaxDecompressedBytes > 0 && o.MaxDecompressedBytes > 1<<31-1 {
 		errs = append(errs, fmt.Errorf("max_decompressed_bytes must be below 2 GiB, got %d", o.MaxDecompressedBytes))
 	}
-	if o.MaxFutureSkew < 0 {
-		errs = append(errs, fmt.Errorf("max_future_skew must not be negative, got %s", o.MaxFutureSkew))
-	}
-	if o.MaxSampleAge < 0 {
-		errs = append(errs, fmt.Errorf("max_sample_age must not be negative, got %s", o.MaxSampleAge))
-	}
-	if o.MaxInflightRequests < 0 {
-		errs = append(errs, fmt.Errorf("max_inflight_requests must not be negative, got %d", o.MaxInflightRequests))
-	}
-	if o.MaxInflightBytes < 0 {
-		errs = append(errs, fmt.Errorf("max_inflight_bytes must not be negative, got %d", o.MaxInflightBytes))
-	}
-	if o.RetryAfter < 0 {
-		errs = append(errs, fmt.Errorf("retry_after must not be negative, got %s", o.RetryAfter))
-	}
+	errs = append(errs,
+		nonNegative("max_future_skew", o.MaxFutureSkew),
+		nonNegative("max_sample_age", o.MaxSampleAge),
+		nonNegative("max_inflight_requests", o.MaxInflightRequests),
+		nonNegative("max_inflight_bytes", o.MaxInflightBytes),
+		nonNegative("retry_after", o.RetryAfter))
 	if o.MaxErrorMessages < 1 {
 		errs = append(errs, fmt.Errorf("max_error_messages must be at least 1, got %d", o.MaxErrorMessages))
 	}
