@@ -358,7 +358,10 @@ func parityExprs(at float64) []string {
 		// Selectors and modifiers.
 		c, c + `{code="200"}`, c + `{code!="200"}`, c + `{path=~"/a|/b"}`, c + `{path!~"/a"}`,
 		`{__name__=~"demo_.*", code="500"}`, `{__name__=~"demo_(flap|edge)"}`, "demo_flap", "demo_edge",
-		c + "[10s]", "demo_flap[30s]", g + "[15s]", c + " offset 10s", c + " offset -5s", g + " offset 1m",
+		// A negative offset looks after at, which only 2.5 s after it is
+		// known to have arrived in Shale whole: -2s stays within it (at
+		// -5s Prometheus had a scrape the queue had not yet sent).
+		c + "[10s]", "demo_flap[30s]", g + "[15s]", c + " offset 10s", c + " offset -2s", g + " offset 1m",
 		"demo_flap @ " + ts(-20), "demo_flap @ " + ts(-5), c + " @ start()", g + " @ end()",
 		c + "[10s] @ " + ts(-10), "demo_latency_seconds_bucket", "demo_rpc_seconds",
 		// Arithmetic and comparison.
