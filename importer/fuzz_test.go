@@ -4,7 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -30,32 +35,58 @@ func FuzzDecodeVMLine(f *testing.F) {
 		"{\"metric\":{\"a\xff\":\"\xfe\"},\"values\":[1],\"timestamps\":[1]}",
 		`{"metric":{"a":1},"values":[1],"timestamps":[1]}`,
 		`{"metric":["a","b"],"values":[1],"timestamps":[1]}`,
+		`{"metric":{"__name__":"x"},"values":[NaN,nan,Inf,-Inf,+inf,-INF,1e999,-1e999],"timestamps":[1,2,3,4,5,6,7,8]}`,
+		`{"metric":{"__name__":"x"},"values":[Infinity],"timestamps":[1]}`,
+		`{"metric":{"__name__":"x"},"values":[-NaN],"timestamps":[1]}`,
+		`{"metric":{"a":"b"},"values":[1],"timestamps":[null]}`,
+		`{"metric":{"a":"b"},"values":[1],"timestamps":[1.5]}`,
+		`{"metric":{"a":"b"},"Values":[1],"timestamps":[1]}`,
+		`{"metric":{"a":"b"},"metric":{"c":"d"},"values":[1],"timestamps":[1]}`,
+		` { "metric" : { "a" : "b" } , "values" : [ 1 , 2 ] , "timestamps" : [ 2 , 1 ] } `,
+		"{\"metric\":{\"a\":\"b\tc\"},\"values\":[1],\"timestamps\":[1]}",
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
 		var sb labels.ScratchBuilder
 		ser, err := importer.DecodeVMLine(line, &sb)
+		ref, refErr := decodeVMLineJSON(line)
 		if err != nil {
+			// What encoding/json reads, the decoder reads too, but for
+			// what it refuses on purpose: a field in another case or
+			// written twice, a label written twice, a null timestamp.
+			if refErr == nil && !strings.Contains(err.Error(), "unknown field") && !strings.Contains(err.Error(), "more than once") &&
+				!strings.Contains(err.Error(), "timestamp is null") && !strings.Contains(err.Error(), `missing or empty "metric"`) {
+				t.Fatalf("the decoder refuses what encoding/json reads: %v", err)
+			}
 			return
 		}
 		if !labelsSorted(ser.Labels) {
 			t.Fatalf("labels not sorted: %s", ser.Labels)
 		}
-		// The labels are the "metric" object as encoding/json reads it
-		// into a map (which would also take a repeated name).
-		var asMap struct {
-			Metric map[string]string `json:"metric"`
-		}
-		if err := json.Unmarshal(line, &asMap); err != nil {
-			t.Fatalf("encoding/json refuses what the decoder took: %v", err)
-		}
-		if ser.Labels.Len() != len(asMap.Metric) {
-			t.Fatalf("labels %s, encoding/json %v", ser.Labels, asMap.Metric)
-		}
-		for k, v := range asMap.Metric {
-			if got, ok := labelValue(ser.Labels, k); !ok || got != v {
-				t.Fatalf("label %q is %q (%v), encoding/json %q", k, got, ok, v)
+		if refErr == nil {
+			// The same labels, values and times as encoding/json reads,
+			// the repeated times sorted away alike.
+			if ser.Labels.Len() != len(ref.Metric) {
+				t.Fatalf("labels %s, encoding/json %v", ser.Labels, ref.Metric)
+			}
+			for k, v := range ref.Metric {
+				want := ""
+				if v != nil {
+					want = *v
+				}
+				if got, ok := labelValue(ser.Labels, k); !ok || got != want {
+					t.Fatalf("label %q is %q (%v), encoding/json %q", k, got, ok, want)
+				}
+			}
+			want := refSamples(ref)
+			if len(want) != len(ser.Samples) {
+				t.Fatalf("%d samples, encoding/json %d", len(ser.Samples), len(want))
+			}
+			for i, s := range ser.Samples {
+				if s.T != want[i].T || math.Float64bits(s.V) != math.Float64bits(want[i].V) {
+					t.Fatalf("sample %d is %v, encoding/json %v", i, s, want[i])
+				}
 			}
 		}
 		for i := 1; i < len(ser.Samples); i++ {
@@ -137,4 +168,67 @@ func FuzzOpenMetrics(f *testing.F) {
 			t.Fatalf("refused file handed on %d samples: %v", n, err)
 		}
 	})
+}
+
+// refLine is a line as encoding/json reads it: the decoder's reference
+// for what JSON can say (no bare NaN or Inf).
+type refLine struct {
+	Metric     map[string]*string `json:"metric"`
+	Values     []refValue         `json:"values"`
+	Timestamps []int64            `json:"timestamps"`
+}
+
+type refValue float64
+
+func (v *refValue) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return errors.New("value is null")
+	}
+	s := string(b)
+	if b[0] == '"' {
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		return err
+	}
+	*v = refValue(f)
+	return nil
+}
+
+func decodeVMLineJSON(line []byte) (refLine, error) {
+	var l refLine
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&l); err != nil {
+		return l, err
+	}
+	if rest := bytes.TrimLeft(line[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
+		return l, errors.New("more after the object")
+	}
+	if len(l.Metric) == 0 || len(l.Values) != len(l.Timestamps) {
+		return l, errors.New("no labels, or values and timestamps differ in number")
+	}
+	return l, nil
+}
+
+// refSamples returns l's samples by time, the last of a repeated time kept.
+func refSamples(l refLine) []importer.Sample {
+	idx := make([]int, len(l.Values))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return l.Timestamps[idx[a]] < l.Timestamps[idx[b]] })
+	var out []importer.Sample
+	for _, i := range idx {
+		s := importer.Sample{T: l.Timestamps[i], V: float64(l.Values[i])}
+		if n := len(out); n > 0 && out[n-1].T == s.T {
+			out[n-1] = s
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
 }

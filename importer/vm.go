@@ -23,172 +23,73 @@ import (
 // one series with all its samples of the export.
 const MaxVMLineBytes = 64 << 20
 
-// vmLine is one line of VictoriaMetrics' JSON-line export:
-//
-//	{"metric":{"__name__":"up","job":"node"},"values":[1,1,"Infinity"],"timestamps":[1700000000000,1700000015000,1700000030000]}
-type vmLine struct {
-	Metric     vmMetric  `json:"metric"`
-	Values     []vmValue `json:"values"`
-	Timestamps []int64   `json:"timestamps"`
-}
-
-// vmMetric is a line's "metric" object: label names and values, as
-// written. (Decoded into a map, a name written twice would keep one of its
-// values without a word; DecodeVMLine refuses the line instead.)
-type vmMetric []labels.Label
-
-// UnmarshalJSON reads the object itself: most names and values need no
-// unescaping, and are taken as they are.
-func (m *vmMetric) UnmarshalJSON(b []byte) error {
-	*m = (*m)[:0]
-	b = bytes.TrimSpace(b)
-	if bytes.Equal(b, []byte("null")) {
-		return nil
-	}
-	if len(b) < 2 || b[0] != '{' {
-		return errors.New(`"metric" is not an object`)
-	}
-	// b is valid JSON: the decoder checked it before calling.
-	for i := 1; ; {
-		i = skipSpace(b, i)
-		switch {
-		case i >= len(b):
-			return errors.New(`"metric" ends early`)
-		case b[i] == '}':
-			return nil
-		case b[i] == ',':
-			i++
-			continue
-		}
-		name, next, err := jsonString(b, i)
-		if err != nil {
-			return err
-		}
-		i = skipSpace(b, next)
-		if i >= len(b) || b[i] != ':' {
-			return errors.New(`"metric" is not an object`)
-		}
-		i = skipSpace(b, i+1)
-		var value string
-		switch {
-		case bytes.HasPrefix(b[i:], []byte("null")):
-			i += len("null")
-		case i < len(b) && b[i] == '"':
-			if value, i, err = jsonString(b, i); err != nil {
-				return err
-			}
-		default:
-			return fmt.Errorf("the value of label %q is not a string", name)
-		}
-		*m = append(*m, labels.Label{Name: name, Value: value})
-	}
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// jsonString returns the JSON string that starts at b[i] and the index
-// after it. One without escapes in valid UTF-8 is its bytes; any other is
-// unescaped by encoding/json (which also replaces invalid UTF-8).
-func jsonString(b []byte, i int) (string, int, error) {
-	if i >= len(b) || b[i] != '"' {
-		return "", i, errors.New(`"metric" is not an object of strings`)
-	}
-	plain := true
-	j := i + 1
-	for ; j < len(b) && b[j] != '"'; j++ {
-		if b[j] == '\\' {
-			plain = false
-			j++
-		} else if b[j] >= utf8.RuneSelf {
-			plain = false
-		}
-	}
-	if j >= len(b) {
-		return "", j, errors.New(`"metric" has an unterminated string`)
-	}
-	if plain {
-		return string(b[i+1 : j]), j + 1, nil
-	}
-	var s string
-	if err := json.Unmarshal(b[i:j+1], &s); err != nil {
-		return "", j + 1, err
-	}
-	return s, j + 1, nil
-}
-
-// vmValue is a sample value: a JSON number, or a string for what JSON
-// numbers cannot say ("Infinity", "-Infinity", "NaN"; VictoriaMetrics
-// exports the infinities that way).
-type vmValue float64
-
-func (v *vmValue) UnmarshalJSON(b []byte) error {
-	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		f, err := strconv.ParseFloat(s, 64)
-		if err != nil {
-			return fmt.Errorf("value %q is not a number", s)
-		}
-		*v = vmValue(f)
-		return nil
-	}
-	if bytes.Equal(b, []byte("null")) {
-		return errors.New("value is null")
-	}
-	f, err := strconv.ParseFloat(string(b), 64)
-	if err != nil {
-		if ne, ok := err.(*strconv.NumError); ok && errors.Is(ne.Err, strconv.ErrRange) {
-			*v = vmValue(f) // ±Inf or 0, as VictoriaMetrics reads it
-			return nil
-		}
-		return fmt.Errorf("value %s is not a number", b)
-	}
-	*v = vmValue(f)
-	return nil
-}
-
 // DecodeVMLine decodes one line of VictoriaMetrics' JSON-line format into
 // a series, its samples sorted by time (a line may list them in any order;
 // a repeated timestamp keeps the last value, as VictoriaMetrics does on
 // import). sb is scratch; the labels returned are new.
+//
+//	{"metric":{"__name__":"up","job":"node"},"values":[1,NaN,"Infinity"],"timestamps":[1700000000000,1700000015000,1700000030000]}
+//
+// The line is JSON, with the values VictoriaMetrics also takes: bare NaN
+// and Inf (any case, Inf signed), as vmctl writes them, and strings
+// ("Infinity", "-Infinity", "NaN": VictoriaMetrics' export writes the
+// infinities that way). A field other than the three or one written
+// twice, a null value or timestamp, a label value that is not a string
+// and a timestamp that is not an integer are refused, as is anything after
+// the object.
 func DecodeVMLine(line []byte, sb *labels.ScratchBuilder) (Series, error) {
-	var l vmLine
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&l); err != nil {
-		return Series{}, fmt.Errorf("invalid JSON: %w", err)
+	p := vmParser{b: line}
+	var (
+		metric     []labels.Label
+		values     []float64
+		timestamps []int64
+	)
+	var seen [3]bool
+	if err := p.object(func(key string) error {
+		var err error
+		if k := slices.Index(vmFields, key); k >= 0 {
+			if seen[k] {
+				return fmt.Errorf("field %q appears more than once", key)
+			}
+			seen[k] = true
+		}
+		switch key {
+		case "metric":
+			metric, err = p.metric(metric[:0])
+		case "values":
+			values, err = p.values(values[:0])
+		case "timestamps":
+			timestamps, err = p.timestamps(timestamps[:0])
+		default:
+			err = fmt.Errorf("unknown field %q", key)
+		}
+		return err
+	}); err != nil {
+		return Series{}, err
 	}
-	// Anything but JSON whitespace after the object (another object, a
-	// stray brace) is refused, as encoding/json's Unmarshal refuses it.
-	if rest := bytes.TrimLeft(line[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
+	if p.space(); p.i < len(p.b) {
+		rest := p.b[p.i:]
 		return Series{}, fmt.Errorf("%q after the JSON object: one object per line", rest[:min(len(rest), 16)])
 	}
-	if len(l.Metric) == 0 {
+	if len(metric) == 0 {
 		return Series{}, errors.New(`missing or empty "metric"`)
 	}
-	if len(l.Values) != len(l.Timestamps) {
-		return Series{}, fmt.Errorf(`"timestamps" has %d elements and "values" %d: they must match`, len(l.Timestamps), len(l.Values))
+	if len(values) != len(timestamps) {
+		return Series{}, fmt.Errorf(`"timestamps" has %d elements and "values" %d: they must match`, len(timestamps), len(values))
 	}
 	sb.Reset()
-	for _, lb := range l.Metric {
+	for _, lb := range metric {
 		sb.Add(lb.Name, lb.Value)
 	}
 	sb.Sort()
-	ser := Series{Labels: sb.Labels(), Samples: make([]Sample, len(l.Values))}
+	ser := Series{Labels: sb.Labels(), Samples: make([]Sample, len(values))}
 	if name, dup := ser.Labels.HasDuplicateLabelNames(); dup {
 		return Series{}, fmt.Errorf(`label %q appears more than once in "metric"`, name)
 	}
 	sorted := true
-	for i, v := range l.Values {
-		ser.Samples[i] = Sample{T: l.Timestamps[i], V: float64(v)}
-		if i > 0 && l.Timestamps[i] <= l.Timestamps[i-1] {
+	for i, v := range values {
+		ser.Samples[i] = Sample{T: timestamps[i], V: v}
+		if i > 0 && timestamps[i] <= timestamps[i-1] {
 			sorted = false
 		}
 	}
@@ -196,6 +97,247 @@ func DecodeVMLine(line []byte, sb *labels.ScratchBuilder) (Series, error) {
 		ser.Samples = sortDedup(ser.Samples)
 	}
 	return ser, nil
+}
+
+// vmFields are the fields of a line.
+var vmFields = []string{"metric", "values", "timestamps"}
+
+// vmParser reads a line of VictoriaMetrics' JSON-line format from b at i.
+// encoding/json cannot read it: VictoriaMetrics' tools write NaN and Inf
+// bare, which JSON has no word for.
+type vmParser struct {
+	b []byte
+	i int
+}
+
+// syntaxError is a line that is not JSON (as VictoriaMetrics reads it).
+func (p *vmParser) syntaxError(want string) error {
+	if p.i >= len(p.b) {
+		return fmt.Errorf("invalid JSON: the line ends where %s was expected", want)
+	}
+	return fmt.Errorf("invalid JSON: %q at offset %d where %s was expected", p.b[p.i], p.i, want)
+}
+
+func (p *vmParser) space() {
+	for p.i < len(p.b) && (p.b[p.i] == ' ' || p.b[p.i] == '\t' || p.b[p.i] == '\n' || p.b[p.i] == '\r') {
+		p.i++
+	}
+}
+
+// eat passes over c, after any space, if it comes next.
+func (p *vmParser) eat(c byte) bool {
+	p.space()
+	if p.i < len(p.b) && p.b[p.i] == c {
+		p.i++
+		return true
+	}
+	return false
+}
+
+// null passes over a null, after any space, if one comes next.
+func (p *vmParser) null() bool {
+	p.space()
+	if bytes.HasPrefix(p.b[p.i:], []byte("null")) {
+		p.i += len("null")
+		return true
+	}
+	return false
+}
+
+// object reads an object, calling field for each key with the parser at
+// its value.
+func (p *vmParser) object(field func(key string) error) error {
+	if !p.eat('{') {
+		return p.syntaxError("an object")
+	}
+	if p.eat('}') {
+		return nil
+	}
+	for {
+		p.space()
+		key, err := p.str()
+		if err != nil {
+			return err
+		}
+		if !p.eat(':') {
+			return p.syntaxError("a colon")
+		}
+		if err := field(key); err != nil {
+			return err
+		}
+		if p.eat('}') {
+			return nil
+		}
+		if !p.eat(',') {
+			return p.syntaxError("a comma or a closing brace")
+		}
+	}
+}
+
+// array reads an array, calling elem with the parser at each element.
+func (p *vmParser) array(elem func() error) error {
+	if !p.eat('[') {
+		return p.syntaxError("an array")
+	}
+	if p.eat(']') {
+		return nil
+	}
+	for {
+		p.space()
+		if err := elem(); err != nil {
+			return err
+		}
+		if p.eat(']') {
+			return nil
+		}
+		if !p.eat(',') {
+			return p.syntaxError("a comma or a closing bracket")
+		}
+	}
+}
+
+// metric reads the "metric" object, its labels appended to dst in the
+// order written (a name written twice is kept twice, for the caller to
+// refuse); null is no labels. A null label value is the empty value.
+func (p *vmParser) metric(dst []labels.Label) ([]labels.Label, error) {
+	if p.null() {
+		return dst, nil
+	}
+	p.space()
+	if p.i < len(p.b) && p.b[p.i] != '{' {
+		return dst, errors.New(`"metric" is not an object`)
+	}
+	err := p.object(func(name string) error {
+		var value string
+		if !p.null() {
+			if p.i >= len(p.b) || p.b[p.i] != '"' {
+				return fmt.Errorf("the value of label %q is not a string", name)
+			}
+			var err error
+			if value, err = p.str(); err != nil {
+				return err
+			}
+		}
+		dst = append(dst, labels.Label{Name: name, Value: value})
+		return nil
+	})
+	return dst, err
+}
+
+// values reads the "values" array; null is none.
+func (p *vmParser) values(dst []float64) ([]float64, error) {
+	if p.null() {
+		return dst, nil
+	}
+	err := p.array(func() error {
+		if p.null() {
+			return errors.New("value is null")
+		}
+		if p.i < len(p.b) && p.b[p.i] == '"' {
+			s, err := p.str()
+			if err != nil {
+				return err
+			}
+			f, err := strconv.ParseFloat(s, 64)
+			if err != nil && !errors.Is(err, strconv.ErrRange) {
+				return fmt.Errorf("value %q is not a number", s)
+			}
+			dst = append(dst, f)
+			return nil
+		}
+		tok := p.number()
+		f, err := strconv.ParseFloat(string(tok), 64)
+		if err != nil && !errors.Is(err, strconv.ErrRange) { // out of range: ±Inf or 0, as VictoriaMetrics reads it
+			if len(tok) == 0 {
+				return p.syntaxError("a value")
+			}
+			return fmt.Errorf("value %s is not a number", tok)
+		}
+		dst = append(dst, f)
+		return nil
+	})
+	return dst, err
+}
+
+// timestamps reads the "timestamps" array of integers (milliseconds);
+// null is none.
+func (p *vmParser) timestamps(dst []int64) ([]int64, error) {
+	if p.null() {
+		return dst, nil
+	}
+	err := p.array(func() error {
+		if p.null() {
+			return errors.New("timestamp is null")
+		}
+		tok := p.number()
+		t, err := strconv.ParseInt(string(tok), 10, 64)
+		if err != nil {
+			if len(tok) == 0 {
+				return p.syntaxError("a timestamp")
+			}
+			return fmt.Errorf("timestamp %s is not an integer of milliseconds", tok)
+		}
+		dst = append(dst, t)
+		return nil
+	})
+	return dst, err
+}
+
+// number returns the number token at i and passes over it: the characters
+// of a JSON number, or NaN or Inf (any case, Inf after a sign), as
+// VictoriaMetrics reads them. Empty when none is there.
+func (p *vmParser) number() []byte {
+	start, b := p.i, p.b
+	i := p.i
+	if i < len(b) && (b[i] == '-' || b[i] == '+') {
+		i++
+	}
+	if i+3 <= len(b) && (bytes.EqualFold(b[i:i+3], []byte("inf")) || (i == start && bytes.EqualFold(b[i:i+3], []byte("nan")))) {
+		p.i = i + 3
+		return b[start:p.i]
+	}
+	for i < len(b) && (b[i] >= '0' && b[i] <= '9' || b[i] == '.' || b[i] == 'e' || b[i] == 'E' || b[i] == '-' || b[i] == '+') {
+		i++
+	}
+	p.i = i
+	return b[start:i]
+}
+
+// str reads the JSON string at i. One without escapes in valid UTF-8 is its
+// bytes; any other is unescaped by encoding/json (which also replaces
+// invalid UTF-8).
+func (p *vmParser) str() (string, error) {
+	b, i := p.b, p.i
+	if i >= len(b) || b[i] != '"' {
+		return "", p.syntaxError("a string")
+	}
+	plain := true
+	j := i + 1
+	for ; j < len(b) && b[j] != '"'; j++ {
+		switch c := b[j]; {
+		case c == '\\':
+			plain = false
+			j++
+		case c < 0x20:
+			p.i = j
+			return "", p.syntaxError("a character of a string (a control character must be escaped)")
+		case c >= utf8.RuneSelf:
+			plain = false
+		}
+	}
+	if j >= len(b) {
+		p.i = len(b)
+		return "", p.syntaxError("the end of a string")
+	}
+	p.i = j + 1
+	if plain {
+		return string(b[i+1 : j]), nil
+	}
+	var s string
+	if err := json.Unmarshal(b[i:j+1], &s); err != nil {
+		return "", fmt.Errorf("invalid JSON: %w", err)
+	}
+	return s, nil
 }
 
 // sortDedup sorts samples by time, keeping the last of each timestamp.

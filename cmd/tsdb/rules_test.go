@@ -659,8 +659,9 @@ func postReload(t *testing.T, baseURL string) (int, string) {
 
 // TestQuit: POST /-/quit stops the server as Prometheus does with
 // --web.enable-lifecycle, cleanly and keeping what it acknowledged; without
-// the flag it is 403, and GET is 405. /-/healthy and /-/ready answer 405 to
-// other methods than GET and HEAD.
+// the flag it is 403, and GET is 405. /-/healthy, /-/ready and /health
+// (VictoriaMetrics' liveness path, "OK") answer 405 to other methods than
+// GET and HEAD.
 func TestQuit(t *testing.T) {
 	skipEndToEnd(t)
 	t.Parallel()
@@ -672,11 +673,11 @@ func TestQuit(t *testing.T) {
 	if code, body := sendGet(t, s.url+"/-/quit"); code != http.StatusMethodNotAllowed || body != "Only POST or PUT requests allowed" {
 		t.Errorf("GET /-/quit: %d %q", code, body)
 	}
-	for _, p := range []string{"/-/healthy", "/-/ready"} {
+	for _, p := range []string{"/-/healthy", "/-/ready", "/health"} {
 		if code, body := sendPost(t, s.url+p, "", nil); code != http.StatusMethodNotAllowed {
 			t.Errorf("POST %s: %d %q", p, code, body)
 		}
-		if code, body := sendGet(t, s.url+p); code != http.StatusOK {
+		if code, body := sendGet(t, s.url+p); code != http.StatusOK || (p == "/health" && body != "OK") {
 			t.Errorf("GET %s: %d %q", p, code, body)
 		}
 	}

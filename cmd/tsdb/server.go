@@ -401,6 +401,11 @@ func newHTTPServer(cfg *config, reg *prometheus.Registry, logger *slog.Logger) (
 		fmt.Fprintln(w, "Shale is Healthy.")
 	}))
 	mux.HandleFunc("/-/ready", getOrHead(h.serveReady))
+	// VictoriaMetrics' liveness path, which its tools ask before they
+	// write (vmctl pings it before importing).
+	mux.HandleFunc("/health", getOrHead(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, "OK")
+	}))
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
