@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	promstorage "github.com/prometheus/prometheus/storage"
 
@@ -138,6 +139,10 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (int, string) {
 	if enc != "" && enc != "identity" && enc != "gzip" {
 		return http.StatusUnsupportedMediaType, fmt.Sprintf("unsupported Content-Encoding %q (gzip or none)", enc)
 	}
+	extra, err := extraLabels(r.URL.Query()["extra_label"])
+	if err != nil {
+		return http.StatusBadRequest, err.Error()
+	}
 	// The turn is taken before the body is read: what an import holds
 	// (a line, its samples, a transaction) is held from then on.
 	if msg := h.wait(r.Context()); msg != "" {
@@ -165,6 +170,9 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (int, string) {
 	stored := 0
 	for {
 		b, rerr := vr.Next(handlerBatchSamples)
+		if len(extra) > 0 {
+			b.setLabels(extra)
+		}
 		for part := range b.split(handlerBatchSamples) {
 			ref, n, err := h.commit(r, part)
 			refused.add(ref)
@@ -198,6 +206,24 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (int, string) {
 		return http.StatusBadRequest, fmt.Sprintf("%d samples refused (%s); the other %d are stored; the first: %s", refused.Total(), strings.Join(parts, ", "), stored, refused.First)
 	}
 	return http.StatusNoContent, ""
+}
+
+// extraLabels parses VictoriaMetrics' extra_label query arguments
+// (name=value, repeatable), the labels set on every series imported (vmctl
+// --vm-extra-label sends them): a later one of the same name wins.
+func extraLabels(args []string) ([]labels.Label, error) {
+	var out []labels.Label
+	for _, a := range args {
+		name, value, ok := strings.Cut(a, "=")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("extra_label %q: want name=value", a)
+		}
+		if !model.LabelName(name).IsValid() {
+			return nil, fmt.Errorf("extra_label %q: invalid label name %q", a, name)
+		}
+		out = append(out, labels.Label{Name: name, Value: value})
+	}
+	return out, nil
 }
 
 // wait takes a turn to run, waiting up to the queue wait; it returns why

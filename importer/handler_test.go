@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"runtime"
 	"slices"
@@ -380,4 +382,48 @@ func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	t.Fatalf("no metric %s", name)
 	return 0
+}
+
+// TestHandlerExtraLabels: extra_label=name=value arguments (VictoriaMetrics',
+// which vmctl --vm-extra-label sends) set a label on every series
+// imported, replacing one of the same name; a malformed one is 400 and
+// stores nothing.
+func TestHandlerExtraLabels(t *testing.T) {
+	s := openStore(t, t.TempDir(), testStorageOptions())
+	defer s.stop()
+	h, err := importer.NewHandler(appendable{s.db}, importer.HandlerOptions{}, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"metric":{"__name__":"a","job":"j"},"values":[1],"timestamps":[1700000000000]}
+{"metric":{"__name__":"b"},"values":[2],"timestamps":[1700000000000]}
+`
+	do := func(query string) (int, string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, importer.ImportPath+"?"+query, strings.NewReader(body)))
+		return rec.Code, rec.Body.String()
+	}
+	for _, q := range []string{"extra_label=noequals", "extra_label==v", "extra_label=a=1&extra_label=" + url.QueryEscape("\xff=1")} {
+		if code, msg := do(q); code != http.StatusBadRequest || !strings.Contains(msg, "extra_label") {
+			t.Errorf("%s: %d %q, want 400 naming extra_label", q, code, msg)
+		}
+	}
+	if code, msg := do("extra_label=env=prod&extra_label=job=override&extra_label=job=last"); code != http.StatusNoContent {
+		t.Fatalf("%d %q", code, msg)
+	}
+	q, err := s.db.Querier(math.MinInt64, math.MaxInt64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	got := seriestest.ReadAll(t, q)
+	want := []string{`{__name__="a", env="prod", job="last"}`, `{__name__="b", env="prod", job="last"}`}
+	if len(got) != len(want) {
+		t.Fatalf("stored %v, want %v", slices.Collect(maps.Keys(got)), want)
+	}
+	for _, k := range want {
+		if len(got[k]) != 1 {
+			t.Errorf("%s: %d samples, want 1 (stored: %v)", k, len(got[k]), slices.Collect(maps.Keys(got)))
+		}
+	}
 }

@@ -31,6 +31,19 @@ type Series struct {
 // Batch is what a Source hands a Sink at a time.
 type Batch []Series
 
+// setLabels sets the labels set (name and value) on every series of b,
+// replacing a label of the same name, as VictoriaMetrics' extra_label does.
+func (b Batch) setLabels(set []labels.Label) {
+	lb := labels.NewBuilder(labels.EmptyLabels())
+	for i := range b {
+		lb.Reset(b[i].Labels)
+		for _, l := range set {
+			lb.Set(l.Name, l.Value)
+		}
+		b[i].Labels = lb.Labels()
+	}
+}
+
 // split yields b in parts of at most maxSamples samples, cutting a series
 // with more into several, so that one long line (a series' whole history)
 // is committed in bounded transactions.

@@ -249,7 +249,8 @@ func TestImportEndpoint(t *testing.T) {
 // Debian package), moves the real Prometheus block into Shale as into
 // VictoriaMetrics (`vmctl prometheus --vm-addr=...`): it asks /health,
 // then sends /api/v1/import requests two at a time, gzip-compressed, with
-// NaN written bare. What it sent is stored: as many samples as it counts,
+// NaN written bare, and --vm-extra-label as extra_label arguments. What it
+// sent is stored, with the extra label: as many samples as it counts,
 // each series as the block holds it; the block's stale markers arrive as
 // ordinary NaNs, which is what vmctl sends.
 func TestVMCtlMigratesPrometheus(t *testing.T) {
@@ -263,7 +264,8 @@ func TestVMCtlMigratesPrometheus(t *testing.T) {
 	s := startShale(t, "--storage.path="+t.TempDir(), "--storage.retention.time=0")
 	quote := func(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 	cmd := exec.Command(script, "-qec", strings.Join([]string{quote(vmctl), "prometheus", "-s",
-		"--prom-snapshot=" + quote(seriestest.RealBlock), "--vm-addr=" + quote(s.url), "--vm-disable-progress-bar"}, " "), "/dev/null")
+		"--prom-snapshot=" + quote(seriestest.RealBlock), "--vm-addr=" + quote(s.url), "--vm-disable-progress-bar",
+		"--vm-extra-label=migrated=vmctl"}, " "), "/dev/null")
 	out, err := cmd.CombinedOutput()
 	m := regexp.MustCompile(`total samples: (\d+)`).FindSubmatch(out)
 	if err != nil || m == nil {
@@ -273,7 +275,14 @@ func TestVMCtlMigratesPrometheus(t *testing.T) {
 	// (3,756 of 3,758 lines, 1,571,476 samples, sent to a server that
 	// only counts them); it counts what it sends.
 	sent, _ := strconv.Atoi(string(m[1]))
-	got := servedSamples(t, s.url, newest)
+	// Every series carries the extra label (extra_label=migrated=vmctl).
+	got := map[string][]seriestest.Point{}
+	for k, ps := range servedSamples(t, s.url, newest) {
+		if !strings.Contains(k, `, migrated="vmctl"`) {
+			t.Fatalf("%s: no migrated=\"vmctl\" label", k)
+		}
+		got[strings.Replace(k, `, migrated="vmctl"`, "", 1)] = ps
+	}
 	stored, stale := 0, 0
 	for k, ps := range got {
 		stored += len(ps)
