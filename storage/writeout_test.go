@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
+	promstorage "github.com/prometheus/prometheus/storage"
 
 	"github.com/shaledb/shale/internal/seriestest"
 	"github.com/shaledb/shale/storage/objstore"
@@ -107,6 +108,59 @@ func TestLateSampleWaitsForWriteOut(t *testing.T) {
 	}
 }
 
+// at is a sample of the series lset at t.
+type at struct {
+	lset labels.Labels
+	t    int64
+}
+
+// appendAll appends v to each of samples in a new transaction, left for
+// the caller to commit.
+func appendAll(t *testing.T, db *DB, v float64, samples ...at) promstorage.Appender {
+	t.Helper()
+	app := db.Appender(context.Background())
+	for _, s := range samples {
+		if _, err := app.Append(0, s.lset, s.t, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return app
+}
+
+// commitAll appends v to each of samples and commits them.
+func commitAll(t *testing.T, db *DB, v float64, samples ...at) {
+	t.Helper()
+	if err := appendAll(t, db, v, samples...).Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// flushOld flushes the head n times, closing the partitions behind the
+// window that went a flush without samples.
+func flushOld(t *testing.T, db *DB, n int) {
+	t.Helper()
+	for range n {
+		if err := db.flushHead(context.Background(), closeOld); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// samplesOf returns how many samples db holds of each series.
+func samplesOf(t *testing.T, db *DB) map[string]int {
+	t.Helper()
+	q, err := db.Querier(math.MinInt64, math.MaxInt64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	n := map[string]int{}
+	for k, ps := range seriestest.ReadAll(t, q) {
+		n[k] = len(ps)
+	}
+	return n
+}
+
 // TestCommitAfterWriteOut: samples appended to a partition that a flush
 // then writes out for good, before their commit, are appended again at the
 // commit (the partition opens again) rather than answered 503: concurrent
@@ -115,7 +169,6 @@ func TestLateSampleWaitsForWriteOut(t *testing.T) {
 func TestCommitAfterWriteOut(t *testing.T) {
 	for _, wal := range []bool{false, true} {
 		t.Run(map[bool]string{false: "wal=off", true: "wal=on"}[wal], func(t *testing.T) {
-			ctx := context.Background()
 			opts := DefaultOptions()
 			opts.WAL = wal
 			db := openTestDB(t, objstore.NewMemoryBucket(), opts)
@@ -124,46 +177,16 @@ func TestCommitAfterWriteOut(t *testing.T) {
 			now := time.Now().UnixMilli()
 			late := now - (3 * time.Hour).Milliseconds() // a partition the flush closes
 			onTime, behind := labels.FromStrings("__name__", "m", "s", "on_time"), labels.FromStrings("__name__", "m", "s", "late")
-			app := db.Appender(ctx)
-			for _, s := range []struct {
-				lset labels.Labels
-				t    int64
-			}{{onTime, now}, {behind, late}} {
-				if _, err := app.Append(0, s.lset, s.t, 1); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := app.Commit(); err != nil {
-				t.Fatal(err)
-			}
-
-			app = db.Appender(ctx)
-			for i, s := range []struct {
-				lset labels.Labels
-				t    int64
-			}{{behind, late + 1000}, {behind, late + 2000}, {onTime, now + 1000}} {
-				if _, err := app.Append(0, s.lset, s.t, float64(i+2)); err != nil {
-					t.Fatal(err)
-				}
-			}
+			commitAll(t, db, 1, at{onTime, now}, at{behind, late})
+			app := appendAll(t, db, 2, at{behind, late + 1000}, at{behind, late + 2000}, at{onTime, now + 1000})
 			// The first flush keeps the partition open (appended to
 			// since the flush before); the second closes it.
-			for range 2 {
-				if err := db.flushHead(ctx, closeOld); err != nil {
-					t.Fatal(err)
-				}
-			}
+			flushOld(t, db, 2)
 			if err := app.Commit(); err != nil {
 				t.Fatalf("commit after the partition was written out: %v", err)
 			}
-			q, err := db.Querier(math.MinInt64, math.MaxInt64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer q.Close()
-			got := seriestest.ReadAll(t, q)
-			if len(got[behind.String()]) != 3 || len(got[onTime.String()]) != 2 {
-				t.Fatalf("late series %d samples, on-time %d; want 3 and 2", len(got[behind.String()]), len(got[onTime.String()]))
+			if got := samplesOf(t, db); got[behind.String()] != 3 || got[onTime.String()] != 2 {
+				t.Fatalf("late series %d samples, on-time %d; want 3 and 2", got[behind.String()], got[onTime.String()])
 			}
 		})
 	}
@@ -174,7 +197,6 @@ func TestCommitAfterWriteOut(t *testing.T) {
 // drops what it took, not failing the commit (Prometheus checks the bounds
 // only at Append too); the commit's other samples are stored.
 func TestRecommitOutOfBounds(t *testing.T) {
-	ctx := context.Background()
 	opts := DefaultOptions()
 	opts.Retention = 4 * time.Hour
 	db := openTestDB(t, objstore.NewMemoryBucket(), opts)
@@ -183,42 +205,17 @@ func TestRecommitOutOfBounds(t *testing.T) {
 	base := time.Now().Add(-10 * time.Hour).UnixMilli()
 	late := base - (3 * time.Hour).Milliseconds()
 	onTime, behind := labels.FromStrings("__name__", "m", "s", "on_time"), labels.FromStrings("__name__", "m", "s", "late")
-	commit := func(lset labels.Labels, at int64) {
-		t.Helper()
-		app := db.Appender(ctx)
-		if _, err := app.Append(0, lset, at, 1); err != nil {
-			t.Fatal(err)
-		}
-		if err := app.Commit(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	commit(onTime, base)
-	commit(behind, late)
-	app := db.Appender(ctx)
-	if _, err := app.Append(0, behind, late+1000, 2); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := app.Append(0, onTime, base+1000, 2); err != nil {
-		t.Fatal(err)
-	}
-	commit(onTime, base+(2*time.Hour).Milliseconds()) // the retention now starts after late
-	// The second flush closes the late partition.
-	for range 2 {
-		if err := db.flushHead(ctx, closeOld); err != nil {
-			t.Fatal(err)
-		}
-	}
+	commitAll(t, db, 1, at{onTime, base}, at{behind, late})
+	app := appendAll(t, db, 2, at{behind, late + 1000}, at{onTime, base + 1000})
+	// The retention now starts after late; the second flush closes its
+	// partition.
+	commitAll(t, db, 3, at{onTime, base + (2 * time.Hour).Milliseconds()})
+	flushOld(t, db, 2)
 	if err := app.Commit(); err != nil {
 		t.Fatalf("commit whose written-out sample fell out of the retention meanwhile: %v", err)
 	}
-	q, err := db.Querier(math.MinInt64, math.MaxInt64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
-	if got := seriestest.ReadAll(t, q)[onTime.String()]; len(got) != 3 {
-		t.Fatalf("on-time series: %d samples, want 3", len(got))
+	if got := samplesOf(t, db)[onTime.String()]; got != 3 {
+		t.Fatalf("on-time series: %d samples, want 3", got)
 	}
 }
 
@@ -227,52 +224,30 @@ func TestRecommitOutOfBounds(t *testing.T) {
 // keeps it open, so a backfill writing into it does not open it again after
 // every flush; the first flush it goes without samples closes it.
 func TestBackfilledPartitionStaysOpen(t *testing.T) {
-	ctx := context.Background()
 	db := openTestDB(t, objstore.NewMemoryBucket(), DefaultOptions())
 	defer db.Close()
 	now := time.Now().UnixMilli()
 	late := now - (3 * time.Hour).Milliseconds()
 	lset := labels.FromStrings("__name__", "m")
-	commit := func(at int64) {
-		t.Helper()
-		app := db.Appender(ctx)
-		if _, err := app.Append(0, lset, at, 1); err != nil {
-			t.Fatal(err)
-		}
-		if err := app.Commit(); err != nil {
-			t.Fatal(err)
-		}
-	}
 	open := func() bool {
 		db.head.mu.RLock()
 		defer db.head.mu.RUnlock()
 		p := db.head.parts[db.partitionOf(late)]
 		return p != nil && !p.closed.Load()
 	}
-	flush := func() {
-		t.Helper()
-		if err := db.flushHead(ctx, closeOld); err != nil {
-			t.Fatal(err)
-		}
-	}
-	commit(now)
+	commitAll(t, db, 1, at{lset, now})
 	for i := range 3 {
-		commit(late + int64(i)*1000)
-		flush()
+		commitAll(t, db, 1, at{lset, late + int64(i)*1000})
+		flushOld(t, db, 1)
 		if !open() {
 			t.Fatalf("flush %d closed the partition a backfill writes into", i+1)
 		}
 	}
-	flush()
+	flushOld(t, db, 1)
 	if open() {
 		t.Fatal("a flush after one without samples left the partition open")
 	}
-	q, err := db.Querier(math.MinInt64, math.MaxInt64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
-	if got := seriestest.ReadAll(t, q)[lset.String()]; len(got) != 4 {
-		t.Fatalf("%d samples, want 4", len(got))
+	if got := samplesOf(t, db)[lset.String()]; got != 4 {
+		t.Fatalf("%d samples, want 4", got)
 	}
 }
