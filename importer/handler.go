@@ -218,7 +218,7 @@ func extraLabels(args []string) ([]labels.Label, error) {
 		if !ok || name == "" {
 			return nil, fmt.Errorf("extra_label %q: want name=value", a)
 		}
-		if !model.LabelName(name).IsValid() {
+		if !model.UTF8Validation.IsValidLabelName(name) {
 			return nil, fmt.Errorf("extra_label %q: invalid label name %q", a, name)
 		}
 		out = append(out, labels.Label{Name: name, Value: value})
