@@ -126,7 +126,6 @@ type headPart struct {
 // seriesLocks is the number of series locks of a partition (8 KiB).
 const seriesLocks = 1024
 
-// noteTime widens p's time bounds to t.
 // noteAppend records an Append into the partition (see appended).
 func (p *headPart) noteAppend() {
 	if !p.appended.Load() { // a load a sample; a store a flush interval
@@ -134,6 +133,7 @@ func (p *headPart) noteAppend() {
 	}
 }
 
+// noteTime widens p's time bounds to t.
 func (p *headPart) noteTime(t int64) {
 	for {
 		cur := p.minT.Load()
