@@ -429,6 +429,16 @@ func (a *Appender) Clone() *Appender {
 // when not nil. The iterator holds its own copy of the samples: once
 // Iterator returns, the caller may append again while iterating.
 func (a *Appender) Iterator(it *Iterator) *Iterator {
+	return a.IteratorRange(it, math.MinInt64, math.MaxInt64)
+}
+
+// IteratorRange is Iterator for a reader of the samples in [mint, maxt]
+// only: float blocks sealed wholly outside the range, and a stream wholly
+// outside it, are not decoded. The iterator still yields the other samples
+// of what it decodes, in and out of the range; the caller bounds them. The
+// head of a backfill, or one behind a long flush interval, holds hours of a
+// series, of which a query's shard needs minutes.
+func (a *Appender) IteratorRange(it *Iterator, mint, maxt int64) *Iterator {
 	if it == nil {
 		it = &Iterator{}
 	}
@@ -436,7 +446,7 @@ func (a *Appender) Iterator(it *Iterator) *Iterator {
 	switch a.kind {
 	case KindFloat:
 		s := scratchPool.Get().(*scratchSamples)
-		err := a.decodeAll(&it.dec, &s.part)
+		err := a.decodeRange(&it.dec, &s.part, mint, maxt)
 		scratchPool.Put(s)
 		if err != nil {
 			it.fail(err)
@@ -463,6 +473,12 @@ func (a *Appender) Iterator(it *Iterator) *Iterator {
 // decodeAll decodes the sealed blocks and the stream into d.ts and d.vs,
 // using part for each sealed block.
 func (a *Appender) decodeAll(d, part *floatDecoder) error {
+	return a.decodeRange(d, part, math.MinInt64, math.MaxInt64)
+}
+
+// decodeRange is decodeAll leaving out the sealed blocks, and the stream,
+// that hold no sample in [mint, maxt].
+func (a *Appender) decodeRange(d, part *floatDecoder, mint, maxt int64) error {
 	d.ts, d.vs = d.ts[:0], d.vs[:0]
 	for b := a.sealedBytes(); len(b) > 0; {
 		l, n := binary.Uvarint(b)
@@ -473,6 +489,9 @@ func (a *Appender) decodeAll(d, part *floatDecoder) error {
 		b = b[n+int(l):]
 		var h header
 		m, err := h.parse(blk)
+		if err == nil && (h.maxt < mint || h.mint > maxt) {
+			continue
+		}
 		if err == nil {
 			err = part.decode(&h, blk[m:])
 		}
@@ -482,7 +501,7 @@ func (a *Appender) decodeAll(d, part *floatDecoder) error {
 		d.ts = append(d.ts, part.ts...)
 		d.vs = append(d.vs, part.vs...)
 	}
-	if a.scount() == 0 {
+	if a.scount() == 0 || a.t < mint || a.smint > maxt {
 		return nil
 	}
 	return a.decodeStream(d, a.scount())

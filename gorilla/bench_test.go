@@ -341,3 +341,43 @@ func BenchmarkMerge(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAppenderRange reads the last hour, or the last 5 minutes, of an
+// appender holding 6 h of a 15 s counter (1,440 samples: five sealed
+// blocks and a stream), as a query of a head that took a backfill does:
+// range=all decodes everything (Iterator), the others only the blocks and
+// stream that reach into the range (IteratorRange).
+//
+//	go test -run '^$' -bench BenchmarkAppenderRange -count 6 ./gorilla/ | tee /tmp/apprange.txt
+//	.tools/benchstat -col /range /tmp/apprange.txt
+func BenchmarkAppenderRange(b *testing.B) {
+	const step, n = 15_000, 6 * 240
+	a := NewAppender()
+	v := 0.0
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i := range n {
+		v += float64(rng.IntN(1000)) / 100
+		if err := a.Append(int64(i)*step, v); err != nil {
+			b.Fatal(err)
+		}
+	}
+	last := int64(n-1) * step
+	for _, r := range []struct {
+		name string
+		mint int64
+	}{{"all", math.MinInt64}, {"1h", last - time.Hour.Milliseconds()}, {"5m", last - 5*time.Minute.Milliseconds()}} {
+		b.Run("range="+r.name, func(b *testing.B) {
+			var it Iterator
+			for b.Loop() {
+				a.IteratorRange(&it, r.mint, last)
+				got := 0
+				for vt := it.Seek(r.mint); vt != chunkenc.ValNone; vt = it.Next() {
+					got++
+				}
+				if got == 0 || it.Err() != nil {
+					b.Fatalf("%d samples, err %v", got, it.Err())
+				}
+			}
+		})
+	}
+}

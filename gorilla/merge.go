@@ -263,6 +263,14 @@ func (s *Source) floatOnly() bool {
 // must stay unchanged until the iterator is reset again. On error the
 // iterator is exhausted and Err returns the error too.
 func (it *Iterator) ResetMerge(srcs []Source) error {
+	return it.ResetMergeRange(srcs, math.MinInt64, math.MaxInt64)
+}
+
+// ResetMergeRange is ResetMerge for a reader of the samples in [mint, maxt]
+// only: an appender's float blocks and stream outside the range are not
+// decoded (Appender.IteratorRange). Samples outside the range may be left
+// out, or walked; the caller bounds what it reads.
+func (it *Iterator) ResetMergeRange(srcs []Source, mint, maxt int64) error {
 	// Empty sources hold nothing; a lone source needs no merge.
 	n, last := 0, -1
 	for i := range srcs {
@@ -276,7 +284,7 @@ func (it *Iterator) ResetMerge(srcs []Source) error {
 		it.done = true
 		return nil
 	case n == 1 && srcs[last].App != nil:
-		srcs[last].App.Iterator(it)
+		srcs[last].App.IteratorRange(it, mint, maxt)
 		return it.err
 	case n == 1:
 		return it.Reset(srcs[last].Block)
@@ -303,7 +311,7 @@ func (it *Iterator) ResetMerge(srcs []Source) error {
 		}
 		sub := m.its[len(m.its)-1]
 		if s.App != nil {
-			s.App.Iterator(sub)
+			s.App.IteratorRange(sub, mint, maxt)
 		} else {
 			_ = sub.Reset(s.Block)
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
@@ -242,5 +243,74 @@ func TestResetMergeReuseDoesNotAllocate(t *testing.T) {
 	walk()
 	if n := testing.AllocsPerRun(20, walk); n != 0 {
 		t.Fatalf("ResetMerge and a walk allocate %v times, want 0", n)
+	}
+}
+
+// TestResetMergeRange checks that a ranged merge walks, from the range's
+// start to its end, what the whole merge walks, and that an appender's
+// sealed blocks and stream wholly outside the range are left undecoded: a
+// range within the last sealed block yields that block's samples and none
+// of the others'.
+func TestResetMergeRange(t *testing.T) {
+	const step = 15000
+	ts, vs := steps(0, 4*sealSamples+30, step, 1) // four sealed blocks and a stream
+	long := floatAppender(t, ts, vs)
+	ots, ovs := steps(3*sealSamples-5, 20, step, 500) // overlaps the third and fourth
+	other := mustEncode(t, ots, ovs)
+	srcs := []Source{{Block: other}, {App: long.Clone()}}
+
+	// walk reads it from Seek(mint) to maxt and returns the samples.
+	walk := func(it *Iterator, mint, maxt int64) (ts []int64, vs []float64) {
+		for vt := it.Seek(mint); vt == chunkenc.ValFloat && it.AtT() <= maxt; vt = it.Next() {
+			t, v := it.At()
+			ts, vs = append(ts, t), append(vs, v)
+		}
+		if err := it.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return ts, vs
+	}
+	for _, r := range []struct {
+		name       string
+		mint, maxt int64
+		most       int // the samples the ranged iterator may hold at most
+	}{
+		{"all", math.MinInt64, math.MaxInt64, len(ts)},
+		{"in the second block", (sealSamples + 10) * step, (sealSamples + 20) * step, sealSamples},
+		{"across the third and fourth", (3*sealSamples - 3) * step, (3*sealSamples + 3) * step, 2*sealSamples + 20},
+		{"in the stream", (4*sealSamples + 5) * step, (4*sealSamples + 6) * step, 30},
+		{"the stream's last sample", ts[len(ts)-1], ts[len(ts)-1], 30},
+		{"the stream's first sample", ts[4*sealSamples], ts[4*sealSamples], 30},
+		{"a block's last sample", ts[sealSamples-1], ts[sealSamples-1], sealSamples},
+		{"a block's first sample", ts[2*sealSamples], ts[2*sealSamples], sealSamples},
+		{"before everything", -10 * step, -1, 0},
+		{"after everything", (5 * sealSamples) * step, (6 * sealSamples) * step, 0},
+	} {
+		t.Run(r.name, func(t *testing.T) {
+			for _, c := range []struct {
+				name string
+				srcs []Source
+				most int
+			}{
+				{"appender alone", srcs[1:], r.most},
+				{"merged with a block", srcs, r.most + len(ots)},
+			} {
+				var all, ranged Iterator
+				if err := all.ResetMerge(c.srcs); err != nil {
+					t.Fatal(err)
+				}
+				if err := ranged.ResetMergeRange(c.srcs, r.mint, r.maxt); err != nil {
+					t.Fatal(err)
+				}
+				if n := len(ranged.ts); n > c.most {
+					t.Errorf("%s: the ranged iterator decoded %d samples, want at most %d", c.name, n, c.most)
+				}
+				wts, wvs := walk(&all, r.mint, r.maxt)
+				gts, gvs := walk(&ranged, r.mint, r.maxt)
+				if !slices.Equal(gts, wts) || !slices.Equal(gvs, wvs) {
+					t.Fatalf("%s: ranged walk %v %v, want %v %v", c.name, gts, gvs, wts, wvs)
+				}
+			}
+		})
 	}
 }

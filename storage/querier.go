@@ -552,7 +552,7 @@ func (it *seriesIterator) openNext() bool {
 		if len(it.srcs) == 0 {
 			continue
 		}
-		if err := it.it.ResetMerge(it.srcs); err != nil {
+		if err := it.it.ResetMergeRange(it.srcs, it.mint, it.maxt); err != nil {
 			it.err = fmt.Errorf("read block of partition %d series %d: %w", it.segs[it.seg].part, it.segs[it.seg].ref, err)
 			return false
 		}
