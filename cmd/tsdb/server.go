@@ -59,33 +59,52 @@ func storageOptions(cfg *config) storage.Options {
 	return o
 }
 
-func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
+// settings are the server's settings from its flags and configuration
+// file, each part validated.
+type settings struct {
+	file    fileConfig
+	query   promql.Options
+	storage storage.Options
+}
+
+// loadSettings reads the configuration file and checks every part of the
+// settings before anything starts.
+func loadSettings(cfg *config) (settings, error) {
 	fileCfg, err := loadFileConfig(cfg.configFile)
 	if err != nil {
-		return err
+		return settings{}, err
 	}
 	qopts := fileCfg.Query
 	qopts.EnableAdmin = cfg.enableAdmin && cfg.mode == "writer"
 	cfg.features.apply(&qopts, &fileCfg.OTLP)
 	cfg.applyQueryLimits(&qopts)
 	if err := qopts.Validate(); err != nil {
-		return fmt.Errorf("query settings: %w", err)
+		return settings{}, fmt.Errorf("query settings: %w", err)
 	}
 	if _, err := ruleConfig(cfg.configFile, qopts); err != nil {
-		return err
+		return settings{}, err
 	}
 	sopts := storageOptions(cfg)
 	// One bound on time ahead for every way samples come in: the import
 	// endpoint and rules write through the storage's check only.
 	sopts.TooFarInFuture = max(fileCfg.RemoteWrite.MaxFutureSkew, time.Millisecond)
 	if err := sopts.Validate(); err != nil {
-		return fmt.Errorf("storage settings: %w", err)
+		return settings{}, fmt.Errorf("storage settings: %w", err)
 	}
 	if cfg.webConfigFile != "" {
 		if err := web.Validate(cfg.webConfigFile); err != nil {
-			return fmt.Errorf("web config file: %w", err)
+			return settings{}, fmt.Errorf("web config file: %w", err)
 		}
 	}
+	return settings{file: fileCfg, query: qopts, storage: sopts}, nil
+}
+
+func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
+	set, err := loadSettings(cfg)
+	if err != nil {
+		return err
+	}
+	qopts, sopts := set.query, set.storage
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -146,10 +165,7 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 	}
 	defer bucket.Close()
 
-	copts := cache.DefaultOptions()
-	copts.MemoryBytes = int64(cfg.cacheMemory)
-	copts.DiskPath = cfg.cacheDiskPath
-	copts.DiskBytes = int64(cfg.cacheDiskSize)
+	copts := cacheOptions(cfg)
 	if err := copts.Validate(); err != nil {
 		return fmt.Errorf("cache settings: %w", err)
 	}
@@ -168,24 +184,9 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 	start := time.Now()
 	var opened *storage.DB
 	if cfg.mode == "reader" {
-		ropts := lsm.DefaultReaderOptions()
-		ropts.PollInterval = cfg.readerPoll
-		ropts.Checkpoint = cfg.readerSnapshot
-		opened, err = openReader(ctx, bucket, prefix, sopts, ropts, blockCache, comps)
+		opened, err = openReader(ctx, bucket, prefix, sopts, readerOptions(cfg), blockCache, comps)
 	} else {
-		lopts := lsm.DefaultOptions()
-		lopts.WALFlushInterval = cfg.walFlushInterval
-		lopts.WALMinInterval = cfg.walMinInterval
-		if cfg.walMaxInFlight != 0 {
-			lopts.WALMaxInFlight = cfg.walMaxInFlight
-		}
-		lopts.SizeRatio = cfg.sizeRatio
-		// Two writers on one local folder are an accident (two processes
-		// started with the same path); on S3 a new writer taking over is
-		// how a writer moves.
-		lopts.RefuseLiveWriter = strings.HasPrefix(where, "filesystem:") && !cfg.takeOver
-		lopts.Address = h.advertisedAddress()
-		opened, err = openWriter(ctx, bucket, prefix, sopts, lopts, blockCache, comps)
+		opened, err = openWriter(ctx, bucket, prefix, sopts, writerOptions(cfg, where, h.advertisedAddress()), blockCache, comps)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -212,25 +213,9 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 		defer warmer.Stop()
 	}
 
-	papi, err := promql.NewAPI(qopts, promql.Components{
-		Queryable:         db,
-		ExemplarQueryable: db,
-		Cardinality:       promql.HeadCardinality{DB: db},
-		Metadata:          db,
-		Deleter:           deleterFor(db, cfg.mode),
-		Snapshotter:       snapshotterFor(db, cfg.mode),
-		Changes:           db,
-		Ready:             h.ready.Load,
-		Logger:            logger,
-		Registerer:        reg,
-		Gatherer:          reg,
-		BuildInfo:         promql.BuildInfo{Revision: build.Revision, BuildDate: build.BuildDate, Branch: "shale-" + build.Version, GoVersion: runtime.Version()},
-		Flags:             cfg.rules.flagMap(flagMap(cfg)),
-		ConfigYAML:        func() string { return configYAML(cfg, fileCfg) },
-		StorageRetention:  retentionString(time.Duration(cfg.retention)),
-	})
+	papi, err := h.newQueryAPI(cfg, set, db, build, reg, logger)
 	if err != nil {
-		return fmt.Errorf("query API: %w", err)
+		return err
 	}
 	defer papi.Close()
 	h.api.set(papi.Handler())
@@ -238,19 +223,9 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 
 	runErr := make(chan error, 1)
 	if cfg.mode == "writer" {
-		rw, err := remotewrite.NewHandler(ingestAppendable{db}, fileCfg.RemoteWrite, remotewrite.Components{Logger: logger, Registerer: reg})
-		if err != nil {
-			return fmt.Errorf("remote write: %w", err)
-		}
-		h.write.set(rw)
-		if err := mountOTLP(h, rw, cfg.enableOTLP, fileCfg.OTLP, qopts.LookbackDelta); err != nil {
+		if err := h.mountWriter(cfg, set, db, reg, logger); err != nil {
 			return err
 		}
-		imp, err := importer.NewHandler(importAppendable{db}, importer.HandlerOptions{Check: rw.CheckLabels, MaxConcurrent: cfg.maxConcurrentImports}, logger, reg)
-		if err != nil {
-			return fmt.Errorf("import endpoint: %w", err)
-		}
-		h.imp.set(imp)
 		h.health.Store(&storeHealth{db: db, grace: readyGrace})
 		go func() { runErr <- db.Run(ctx) }()
 	} else {
@@ -277,6 +252,85 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (err error) {
 	case <-db.Fenced():
 		return storage.ErrFenced
 	}
+}
+
+// cacheOptions returns the block cache's settings from the flags.
+func cacheOptions(cfg *config) cache.Options {
+	copts := cache.DefaultOptions()
+	copts.MemoryBytes = int64(cfg.cacheMemory)
+	copts.DiskPath = cfg.cacheDiskPath
+	copts.DiskBytes = int64(cfg.cacheDiskSize)
+	return copts
+}
+
+// readerOptions returns the LSM's settings for a read replica.
+func readerOptions(cfg *config) lsm.ReaderOptions {
+	ropts := lsm.DefaultReaderOptions()
+	ropts.PollInterval = cfg.readerPoll
+	ropts.Checkpoint = cfg.readerSnapshot
+	return ropts
+}
+
+// writerOptions returns the LSM's settings for the writer on the object
+// store where, whose lease names address.
+func writerOptions(cfg *config, where, address string) lsm.Options {
+	lopts := lsm.DefaultOptions()
+	lopts.WALFlushInterval = cfg.walFlushInterval
+	lopts.WALMinInterval = cfg.walMinInterval
+	if cfg.walMaxInFlight != 0 {
+		lopts.WALMaxInFlight = cfg.walMaxInFlight
+	}
+	lopts.SizeRatio = cfg.sizeRatio
+	// Two writers on one local folder are an accident (two processes
+	// started with the same path); on S3 a new writer taking over is how a
+	// writer moves.
+	lopts.RefuseLiveWriter = strings.HasPrefix(where, "filesystem:") && !cfg.takeOver
+	lopts.Address = address
+	return lopts
+}
+
+// newQueryAPI returns the query API over db.
+func (h *httpServer) newQueryAPI(cfg *config, set settings, db *storage.DB, build buildInfo, reg *prometheus.Registry, logger *slog.Logger) (*promql.API, error) {
+	papi, err := promql.NewAPI(set.query, promql.Components{
+		Queryable:         db,
+		ExemplarQueryable: db,
+		Cardinality:       promql.HeadCardinality{DB: db},
+		Metadata:          db,
+		Deleter:           deleterFor(db, cfg.mode),
+		Snapshotter:       snapshotterFor(db, cfg.mode),
+		Changes:           db,
+		Ready:             h.ready.Load,
+		Logger:            logger,
+		Registerer:        reg,
+		Gatherer:          reg,
+		BuildInfo:         promql.BuildInfo{Revision: build.Revision, BuildDate: build.BuildDate, Branch: "shale-" + build.Version, GoVersion: runtime.Version()},
+		Flags:             cfg.rules.flagMap(flagMap(cfg)),
+		ConfigYAML:        func() string { return configYAML(cfg, set.file) },
+		StorageRetention:  retentionString(time.Duration(cfg.retention)),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("query API: %w", err)
+	}
+	return papi, nil
+}
+
+// mountWriter mounts the write endpoints of a writer over db: remote
+// write, OTLP and the import endpoint.
+func (h *httpServer) mountWriter(cfg *config, set settings, db *storage.DB, reg prometheus.Registerer, logger *slog.Logger) error {
+	rw, err := remotewrite.NewHandler(ingestAppendable{db}, set.file.RemoteWrite, remotewrite.Components{Logger: logger, Registerer: reg})
+	if err != nil {
+		return fmt.Errorf("remote write: %w", err)
+	}
+	h.write.set(rw)
+	if err := mountOTLP(h, rw, cfg.enableOTLP, set.file.OTLP, set.query.LookbackDelta); err != nil {
+		return err
+	}
+	imp, err := importer.NewHandler(importAppendable{db}, importer.HandlerOptions{Check: rw.CheckLabels, MaxConcurrent: cfg.maxConcurrentImports}, logger, reg)
+	if err != nil {
+		return fmt.Errorf("import endpoint: %w", err)
+	}
+	h.imp.set(imp)
+	return nil
 }
 
 // writerAddress returns a func giving the address the writer's lease names
