@@ -17,10 +17,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	promstorage "github.com/prometheus/prometheus/storage"
 
+	"github.com/shaledb/shale/internal/extralabel"
 	"github.com/shaledb/shale/internal/promreg"
 )
 
@@ -139,7 +139,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (int, string) {
 	if enc != "" && enc != "identity" && enc != "gzip" {
 		return http.StatusUnsupportedMediaType, fmt.Sprintf("unsupported Content-Encoding %q (gzip or none)", enc)
 	}
-	extra, err := extraLabels(r.URL.Query()["extra_label"])
+	extra, err := extralabel.Parse(r.URL.Query()[extralabel.Arg])
 	if err != nil {
 		return http.StatusBadRequest, err.Error()
 	}
@@ -206,24 +206,6 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (int, string) {
 		return http.StatusBadRequest, fmt.Sprintf("%d samples refused (%s); the other %d are stored; the first: %s", refused.Total(), strings.Join(parts, ", "), stored, refused.First)
 	}
 	return http.StatusNoContent, ""
-}
-
-// extraLabels parses VictoriaMetrics' extra_label query arguments
-// (name=value, repeatable), the labels set on every series imported (vmctl
-// --vm-extra-label sends them): a later one of the same name wins.
-func extraLabels(args []string) ([]labels.Label, error) {
-	var out []labels.Label
-	for _, a := range args {
-		name, value, ok := strings.Cut(a, "=")
-		if !ok || name == "" {
-			return nil, fmt.Errorf("extra_label %q: want name=value", a)
-		}
-		if !model.UTF8Validation.IsValidLabelName(name) {
-			return nil, fmt.Errorf("extra_label %q: invalid label name %q", a, name)
-		}
-		out = append(out, labels.Label{Name: name, Value: value})
-	}
-	return out, nil
 }
 
 // wait takes a turn to run, waiting up to the queue wait; it returns why

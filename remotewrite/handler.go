@@ -18,6 +18,8 @@ import (
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/metadata"
+
+	"github.com/shaledb/shale/internal/extralabel"
 )
 
 // Response headers of remote write 2.0.
@@ -126,10 +128,13 @@ type reqState struct {
 	sb, exsb   labels.ScratchBuilder
 	ls, exls   labels.Labels
 	lbls, exlb []labels.Label // 2.0 labels resolved from symbols
-	symOK      []uint8        // per 2.0 symbol: unchecked, valid or invalid UTF-8
-	h          histogram.Histogram
-	fh         histogram.FloatHistogram
-	slots      []seriesSlot // a batch of series (ingest)
+	// extra are the request's extra_label arguments (VictoriaMetrics'),
+	// set on every series through extraLbls.
+	extra, extraLbls []labels.Label
+	symOK            []uint8 // per 2.0 symbol: unchecked, valid or invalid UTF-8
+	h                histogram.Histogram
+	fh               histogram.FloatHistogram
+	slots            []seriesSlot // a batch of series (ingest)
 	// Scratch of resolveBatch.
 	rIdx   []int
 	rLsets []labels.Labels
@@ -285,12 +290,17 @@ func (h *Handler) serve(r *http.Request) (version int, res result) {
 	if enc := r.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "snappy") {
 		return version, fail(http.StatusUnsupportedMediaType, "unsupported Content-Encoding %q: only snappy is supported", enc)
 	}
+	extra, err := extraLabels(r)
+	if err != nil {
+		return version, fail(http.StatusBadRequest, "%v", err)
+	}
 	var a admission
 	defer h.release(&a)
 	if refused, ok := h.admit(r, &a); !ok {
 		return version, refused
 	}
 	st := a.st
+	st.extra = extra
 
 	n, err := s2.DecodedLen(st.body)
 	if err != nil {
@@ -326,6 +336,16 @@ func (h *Handler) serve(r *http.Request) (version int, res result) {
 	res = h.ingest(r, st, version, a.held.take())
 	h.logOutcome(r, "remote write", version, res.code, res.msg, res.code >= 400)
 	return version, res
+}
+
+// extraLabels returns the labels the request's extra_label arguments set
+// on every series it carries (VictoriaMetrics' ingestion endpoints take
+// them, and vmagent's remote-write URLs carry them).
+func extraLabels(r *http.Request) ([]labels.Label, error) {
+	if r.URL.RawQuery == "" {
+		return nil, nil
+	}
+	return extralabel.Parse(r.URL.Query()[extralabel.Arg])
 }
 
 // logOutcome logs the end of a request that was let in, unless it went

@@ -16,6 +16,8 @@ import (
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/metadata"
+
+	"github.com/shaledb/shale/internal/extralabel"
 )
 
 // ingest appends a decoded request. Series and samples that are invalid, or
@@ -446,6 +448,10 @@ func (t *txn) prepareSeries(si int, sl *seriesSlot) (reason string, err error) {
 	} else {
 		lbls = d.labels[s.labels.lo:s.labels.hi]
 		knownUTF8 = s.asciiLabels
+	}
+	if len(st.extra) > 0 {
+		st.extraLbls = extralabel.Apply(st.extraLbls[:0], lbls, st.extra)
+		lbls = st.extraLbls
 	}
 	if reason, err := t.h.buildLabels(&sl.sb, &sl.ls, lbls, false, knownUTF8); err != nil {
 		return reason, fmt.Errorf("series %s: %w", describe(lbls), err)

@@ -22,6 +22,8 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/metadata"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/shaledb/shale/internal/extralabel"
 )
 
 // OTLPPath is where Prometheus serves the OTLP/HTTP metrics receiver.
@@ -128,12 +130,19 @@ func (o *OTLPHandler) serve(r *http.Request) (res otlpResult) {
 		res.json = isJSON
 		return res
 	}
+	extra, err := extraLabels(r)
+	if err != nil {
+		res = otlpFail(http.StatusBadRequest, "%v", err)
+		res.json = isJSON
+		return res
+	}
 	var a admission
 	defer h.release(&a)
 	if refused, ok := h.admit(r, &a); !ok {
 		return otlpResult{result: refused}
 	}
 	st := a.st
+	st.extra = extra
 
 	md := o.requests.Get().(*otlpMetrics)
 	defer func() {
@@ -328,6 +337,10 @@ func (a *otlpAppender) add(lbls []labels.Label, st, t int64, v float64, h *histo
 		}
 		sl := &s.slots[len(a.pts)]
 		sb, ls = &sl.sb, &sl.ls
+	}
+	if len(s.extra) > 0 {
+		s.extraLbls = extralabel.Apply(s.extraLbls[:0], lbls, s.extra)
+		lbls = s.extraLbls
 	}
 	if reason, err := a.h.buildLabels(sb, ls, lbls, false, a.knownUTF8); err != nil {
 		a.rejectOne(k, reason, "series %s: %v", describe(lbls), err)

@@ -18,7 +18,8 @@ import (
 // /metrics and itself and remote-writes what it scrapes; vmalert evaluates a
 // recording rule and an alert over Shale's query API and writes the results
 // (the recorded series, ALERTS) back by remote write. Every request either
-// sends must succeed, and what they sent must be queryable.
+// sends must succeed, and what they sent must be queryable, with the label
+// vmagent's extra_label argument sets.
 func TestVMAgentAndVMAlert(t *testing.T) {
 	skipEndToEnd(t)
 	vmagent := e2e.RequireBinary(t, "vmagent", "apt-get install victoria-metrics")
@@ -43,7 +44,8 @@ scrape_configs:
 	agent := e2e.StartProcess(t, exec.Command(vmagent,
 		"-httpListenAddr="+agentAddr,
 		"-promscrape.config="+scrape,
-		"-remoteWrite.url="+s.url+"/api/v1/write",
+		// VictoriaMetrics' extra_label in the URL, as vmagent users set it.
+		"-remoteWrite.url="+s.url+"/api/v1/write?extra_label=via=vmagent",
 		"-remoteWrite.tmpDataPath="+filepath.Join(dir, "vmagent"),
 		"-remoteWrite.flushInterval=200ms"))
 	e2e.WaitHTTP(t, 30*time.Second, "http://"+agentAddr+"/health")
@@ -77,8 +79,8 @@ scrape_configs:
 		return len(v) > 0
 	}
 	for _, q := range []string{
-		`up{job="shale"} == 1`,
-		`up{job="vmagent"} == 1`,
+		`up{job="shale", via="vmagent"} == 1`,
+		`up{job="vmagent", via="vmagent"} == 1`,
 		`count({job="shale"}) > 100`,
 		`shale_remotewrite_requests_total{job="shale"} > 0`,
 		`job:scrape_samples_scraped:sum{job="shale"} > 100`,
