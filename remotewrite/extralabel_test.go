@@ -60,6 +60,13 @@ func TestExtraLabels(t *testing.T) {
 				if n := len(rec.all()); n != len(want) {
 					t.Errorf("%d series stored, want %d", n, len(want))
 				}
+				// The next request, through the same pooled state, sets none.
+				assertCode(t, postTo(t, h, "", ct, body), http.StatusNoContent, "")
+				for _, s := range series {
+					if rec.get(s.Labels) == nil {
+						t.Errorf("series %s of a request without extra_label not stored as sent; stored %v", s.Labels, rec.all())
+					}
+				}
 
 				rec2 := newRecorder()
 				h2, _ := newTestHandler(t, rec2, nil)

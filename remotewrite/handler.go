@@ -163,6 +163,8 @@ func (h *Handler) putState(st *reqState) {
 	st.dec.trim(maxPooledElems)
 	clear(st.lbls)
 	clear(st.exlb)
+	st.extra = nil
+	clear(st.extraLbls)
 	st.symOK = st.symOK[:0]
 	st.problems = st.problems[:0]
 	st.nProblems = 0
