@@ -1,7 +1,6 @@
 package remotewrite
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 
@@ -33,53 +32,31 @@ var kindMetrics = [nKinds]struct{ noun, what string }{
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
-	m := &metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shale_remotewrite_requests_total",
-			Help: "Remote-write requests by protocol version and HTTP status code.",
-		}, []string{"version", "code"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:                            "shale_remotewrite_request_duration_seconds",
-			Help:                            "Time to read, decode, append and commit a remote-write request.",
-			Buckets:                         []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
-			NativeHistogramBucketFactor:     1.1,
-			NativeHistogramMaxBucketNumber:  100,
-			NativeHistogramMinResetDuration: 0,
-		}, []string{"version"}),
-		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "shale_remotewrite_inflight_requests",
-			Help: "Remote-write requests being processed.",
-		}),
-		inflightBytes: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "shale_remotewrite_inflight_bytes",
-			Help: "Bytes of the remote-write and OTLP requests being received, decoded and appended: their bodies as they arrive and as decompressed (max_inflight_bytes).",
-		}),
+	// Handlers on one registry share these series.
+	set := promreg.NewSet(reg)
+	m := &metrics{}
+	for k, km := range kindMetrics {
+		m.received[k] = set.Counter("shale_remotewrite_"+km.noun+"_received_total",
+			km.what+" decoded from well-formed remote-write requests.")
 	}
 	for k, km := range kindMetrics {
-		m.received[k] = prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "shale_remotewrite_" + km.noun + "_received_total",
-			Help: km.what + " decoded from well-formed remote-write requests.",
-		})
-		m.rejected[k] = prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shale_remotewrite_" + km.noun + "_rejected_total",
-			Help: km.what + " received but not written, by reason.",
-		}, []string{"reason"})
+		m.rejected[k] = set.CounterVec("shale_remotewrite_"+km.noun+"_rejected_total",
+			km.what+" received but not written, by reason.", "reason")
 	}
-	// Handlers on one registry share these series.
-	var errs []error
-	for k := range nKinds {
-		errs = append(errs, promreg.Register(reg, &m.received[k]))
-	}
-	for k := range nKinds {
-		errs = append(errs, promreg.Register(reg, &m.rejected[k]))
-	}
-	errs = append(errs,
-		promreg.Register(reg, &m.requests),
-		promreg.Register(reg, &m.duration),
-		promreg.Register(reg, &m.inflight),
-		promreg.Register(reg, &m.inflightBytes),
-	)
-	if err := errors.Join(errs...); err != nil {
+	m.requests = set.CounterVec("shale_remotewrite_requests_total",
+		"Remote-write requests by protocol version and HTTP status code.", "version", "code")
+	m.duration = set.HistogramVec(prometheus.HistogramOpts{
+		Name:                            "shale_remotewrite_request_duration_seconds",
+		Help:                            "Time to read, decode, append and commit a remote-write request.",
+		Buckets:                         []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		NativeHistogramBucketFactor:     1.1,
+		NativeHistogramMaxBucketNumber:  100,
+		NativeHistogramMinResetDuration: 0,
+	}, "version")
+	m.inflight = set.Gauge("shale_remotewrite_inflight_requests", "Remote-write requests being processed.")
+	m.inflightBytes = set.Gauge("shale_remotewrite_inflight_bytes",
+		"Bytes of the remote-write and OTLP requests being received, decoded and appended: their bodies as they arrive and as decompressed (max_inflight_bytes).")
+	if err := set.Err(); err != nil {
 		return nil, fmt.Errorf("remotewrite: register metrics: %w", err)
 	}
 	return m, nil

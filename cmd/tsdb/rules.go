@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -114,18 +113,15 @@ type ruleRuntime struct {
 }
 
 func newRuleRuntime(path string, qopts promql.Options, reg prometheus.Registerer, logger *slog.Logger) (*ruleRuntime, error) {
+	set := promreg.NewSet(reg)
 	r := &ruleRuntime{
 		path: path, qopts: qopts, logger: logger,
-		success: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "prometheus_config_last_reload_successful",
-			Help: "Whether the last configuration reload attempt was successful.",
-		}),
-		successTime: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "prometheus_config_last_reload_success_timestamp_seconds",
-			Help: "Timestamp of the last successful configuration reload.",
-		}),
+		success: set.Gauge("prometheus_config_last_reload_successful",
+			"Whether the last configuration reload attempt was successful."),
+		successTime: set.Gauge("prometheus_config_last_reload_success_timestamp_seconds",
+			"Timestamp of the last successful configuration reload."),
 	}
-	if err := errors.Join(promreg.Register(reg, &r.success), promreg.Register(reg, &r.successTime)); err != nil {
+	if err := set.Err(); err != nil {
 		return nil, fmt.Errorf("register reload metrics: %w", err)
 	}
 	return r, nil
