@@ -492,14 +492,15 @@ func (a *Appender) decodeRange(d, part *floatDecoder, mint, maxt int64) error {
 		if err == nil && (h.maxt < mint || h.mint > maxt) {
 			continue
 		}
+		lo, hi := 0, 0
 		if err == nil {
-			err = part.decode(&h, blk[m:])
+			lo, hi, err = part.decodeRange(&h, blk[m:], mint, maxt)
 		}
 		if err != nil {
 			return fmt.Errorf("sealed samples: %w", err)
 		}
-		d.ts = append(d.ts, part.ts...)
-		d.vs = append(d.vs, part.vs...)
+		d.ts = append(d.ts, part.ts[lo:hi]...)
+		d.vs = append(d.vs, part.vs[lo:hi]...)
 	}
 	if a.scount() == 0 || a.t < mint || a.smint > maxt {
 		return nil

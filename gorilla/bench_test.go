@@ -381,3 +381,67 @@ func BenchmarkAppenderRange(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSeekRange reads the last 5 minutes, the last hour and the whole of
+// 2 h blocks (480 samples at 15 s) through ResetRange: a block with a seek
+// table is decoded from the point before the range. data=counter are
+// integer counters, gauge noisy floats (XOR), real the real series cut into
+// 480-sample blocks (most of them constant or sparse, with no table).
+//
+//	go test -run '^$' -bench BenchmarkSeekRange -count 6 ./gorilla/
+func BenchmarkSeekRange(b *testing.B) {
+	const step, n = 15_000, 480
+	rng := rand.New(rand.NewPCG(9, 10))
+	blocks := map[string][][]byte{}
+	for _, kind := range []string{"counter", "gauge"} {
+		for range 50 {
+			ts, vs := make([]int64, n), make([]float64, n)
+			v := 0.0
+			for i := range ts {
+				ts[i] = int64(i) * step
+				if rng.IntN(10) == 0 { // now and then a scrape lands a few ms off
+					ts[i] += rng.Int64N(7) - 3
+				}
+				if kind == "counter" {
+					v += float64(rng.IntN(5000))
+				} else {
+					v = rng.NormFloat64()
+				}
+				vs[i] = v
+			}
+			blocks[kind] = append(blocks[kind], mustEncode(b, ts, vs))
+		}
+	}
+	for _, s := range loadReal(b) {
+		for i := 0; i < len(s.ts); i += n {
+			j := min(i+n, len(s.ts))
+			blocks["real"] = append(blocks["real"], mustEncode(b, s.ts[i:j], s.vs[i:j]))
+		}
+	}
+	for _, data := range []string{"counter", "gauge", "real"} {
+		for _, r := range []struct {
+			name string
+			back time.Duration
+		}{{"all", 0}, {"1h", time.Hour}, {"5m", 5 * time.Minute}} {
+			b.Run("data="+data+"/range="+r.name, func(b *testing.B) {
+				var it Iterator
+				bs := blocks[data]
+				for b.Loop() {
+					for _, blk := range bs {
+						m, _ := ReadMeta(blk)
+						mint := int64(math.MinInt64)
+						if r.back > 0 {
+							mint = m.MaxTime - r.back.Milliseconds()
+						}
+						if err := it.ResetRange(blk, mint, m.MaxTime); err != nil {
+							b.Fatal(err)
+						}
+						for vt := it.Seek(mint); vt != chunkenc.ValNone; vt = it.Next() {
+						}
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(bs)), "ns/block")
+			})
+		}
+	}
+}

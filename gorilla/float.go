@@ -80,6 +80,10 @@ type floatEncoder struct {
 	exps []uint8
 	exc  []int32
 	w    bitWriter
+	// A block with a seek table: its bitstream, points and table.
+	bits []byte
+	pts  []seekPoint
+	tab  []byte
 }
 
 var encoderPool = sync.Pool{New: func() any { return new(floatEncoder) }}
@@ -144,6 +148,7 @@ func (e *floatEncoder) encode(dst []byte, ts []int64, vs []float64) []byte {
 	// rather than growing the block as the bit writer fills it.
 	dst = slices.Grow(dst, 32+int((tp.bits+valBits)/8))
 
+	vat := len(dst)
 	dst = append(dst, vmode)
 	switch vmode {
 	case valConst, valXOR:
@@ -161,6 +166,14 @@ func (e *floatEncoder) encode(dst []byte, ts []int64, vs []float64) []byte {
 		}
 	}
 
+	if nv := n; seekable(vmode, &vp) {
+		if vmode == valDecimal {
+			nv = len(e.ms)
+		}
+		if nv-1 >= seekEvery {
+			return e.encodeSeek(dst, vat, ts, vs, &tp, &vp)
+		}
+	}
 	e.w = bitWriter{buf: dst}
 	if n > 1 {
 		writeInts(&e.w, ts, &tp)
@@ -172,6 +185,42 @@ func (e *floatEncoder) encode(dst []byte, ts []int64, vs []float64) []byte {
 		writeInts(&e.w, e.ms, &vp)
 	}
 	dst = e.w.finish()
+	e.w = bitWriter{}
+	return dst
+}
+
+// encodeSeek ends a block whose values take bits (seekable) with a seek
+// table before the bitstream: the densest of seekStrides that costs at most
+// 1/seekShare of the value stream, or none. The bitstream is written aside first, as
+// the table is made while writing it; dst[vat] is the value encoding byte.
+func (e *floatEncoder) encodeSeek(dst []byte, vat int, ts []int64, vs []float64, tp, vp *intPlan) []byte {
+	vmode := dst[vat]
+	e.w = bitWriter{buf: e.bits[:0]}
+	if len(ts) > 1 {
+		writeInts(&e.w, ts, tp)
+	}
+	vstart := e.w.bits()
+	var x0 int64
+	if vmode == valXOR {
+		e.pts = writeXORMarked(&e.w, vs, seekEvery, e.pts[:0])
+	} else {
+		x0 = e.ms[0]
+		e.pts = writeIntsMarked(&e.w, e.ms, vp, seekEvery, e.pts[:0])
+	}
+	valBytes := (e.w.bits() - vstart) / 8
+	for _, stride := range seekStrides {
+		if len(e.pts) < stride {
+			break
+		}
+		e.tab = appendSeekTable(e.tab[:0], vmode, vp, x0, stride, e.pts)
+		if len(e.tab)*seekShare <= valBytes {
+			dst[vat] |= valSeek
+			dst = append(dst, e.tab...)
+			break
+		}
+	}
+	dst = e.w.appendTo(dst)
+	e.bits = e.w.buf[:0]
 	e.w = bitWriter{}
 	return dst
 }
@@ -316,14 +365,26 @@ func xorWrite(w *bitWriter, x uint64, lead, trail uint) (uint, uint) {
 
 // floatDecoder decodes float blocks into timestamp and value slices it owns.
 type floatDecoder struct {
-	ts  []int64
-	vs  []float64
-	ms  []int64
-	buf []byte
+	ts   []int64
+	vs   []float64
+	ms   []int64
+	buf  []byte
+	seek seekTable
+	exc  []int // exception indices of a block read in part
 }
 
 // decode decodes a float block whose header h has been parsed from b[:n].
 func (d *floatDecoder) decode(h *header, b []byte) error {
+	_, _, err := d.decodeRange(h, b, math.MinInt64, math.MaxInt64)
+	return err
+}
+
+// decodeRange is decode for a reader of the samples in [mint, maxt]: d.ts
+// and d.vs hold them at [lo, hi). A block without a seek table, or a range
+// that holds the whole block, is decoded and checked whole (lo 0, hi the
+// count); otherwise the timestamps are, and the values from the seek point
+// before lo to hi, checking the points passed on the way.
+func (d *floatDecoder) decodeRange(h *header, b []byte, mint, maxt int64) (lo, hi int, _ error) {
 	cnt := h.count
 	d.ts = grow(d.ts, cnt)
 	d.vs = grow(d.vs, cnt)
@@ -332,14 +393,14 @@ func (d *floatDecoder) decode(h *header, b []byte) error {
 	if cnt > 1 {
 		m, err := tp.parse(b, cnt)
 		if err != nil {
-			return fmt.Errorf("timestamps: %w", err)
+			return 0, 0, fmt.Errorf("timestamps: %w", err)
 		}
 		b = b[m:]
 	}
 	if len(b) == 0 {
-		return corruptf("missing value encoding")
+		return 0, 0, corruptf("missing value encoding")
 	}
-	vmode := b[0]
+	vmode, seek := b[0]&^valSeek, b[0]&valSeek != 0
 	b = b[1:]
 	var (
 		v0   uint64
@@ -351,29 +412,29 @@ func (d *floatDecoder) decode(h *header, b []byte) error {
 	switch vmode {
 	case valConst, valXOR:
 		if len(b) < 8 {
-			return corruptf("truncated first value")
+			return 0, 0, corruptf("truncated first value")
 		}
 		v0 = binary.BigEndian.Uint64(b)
 		b = b[8:]
 	case valDecimal:
 		if len(b) == 0 || b[0] > maxExp {
-			return corruptf("bad decimal exponent")
+			return 0, 0, corruptf("bad decimal exponent")
 		}
 		exp = uint(b[0])
 		m, err := vp.parse(b[1:], cnt)
 		if err != nil {
-			return fmt.Errorf("values: %w", err)
+			return 0, 0, fmt.Errorf("values: %w", err)
 		}
 		b = b[1+m:]
 		d.ms = grow(d.ms, cnt)
 		d.ms[0], m = binary.Varint(b)
 		if m <= 0 {
-			return corruptf("bad first value")
+			return 0, 0, corruptf("bad first value")
 		}
 		b = b[m:]
 		u, m := binary.Uvarint(b)
 		if m <= 0 || u >= uint64(cnt) {
-			return corruptf("bad exception count")
+			return 0, 0, corruptf("bad exception count")
 		}
 		nexc = int(u)
 		b = b[m:]
@@ -382,13 +443,24 @@ func (d *floatDecoder) decode(h *header, b []byte) error {
 		for range nexc {
 			_, m := binary.Uvarint(b)
 			if m <= 0 || len(b) < m+8 {
-				return corruptf("truncated exceptions")
+				return 0, 0, corruptf("truncated exceptions")
 			}
 			b = b[m+8:]
 		}
 		excs = excs[:len(excs)-len(b)]
 	default:
-		return corruptf("unknown value encoding %d", vmode)
+		return 0, 0, corruptf("unknown value encoding %d", vmode)
+	}
+	if seek {
+		nv, x0 := cnt, int64(0)
+		if vmode == valDecimal {
+			nv, x0 = cnt-nexc, d.ms[0]
+		}
+		m, err := d.seek.parse(b, vmode, &vp, nv, x0)
+		if err != nil {
+			return 0, 0, fmt.Errorf("values: %w", err)
+		}
+		b = b[m:]
 	}
 
 	d.buf = padded(d.buf, b)
@@ -396,10 +468,10 @@ func (d *floatDecoder) decode(h *header, b []byte) error {
 	if cnt > 1 {
 		steps, err := readInts(&r, d.ts, &tp)
 		if err != nil {
-			return fmt.Errorf("timestamps: %w", err)
+			return 0, 0, fmt.Errorf("timestamps: %w", err)
 		}
 		if steps.min <= 0 {
-			return corruptf("timestamps do not increase")
+			return 0, 0, corruptf("timestamps do not increase")
 		}
 		// Positive steps that add up to less than 2^63 cannot wrap, so they
 		// reach maxt (checked below) without overflowing on the way. Larger
@@ -407,14 +479,26 @@ func (d *floatDecoder) decode(h *header, b []byte) error {
 		if steps.max > math.MaxInt64/int64(cnt) {
 			for i := 1; i < cnt; i++ {
 				if d.ts[i] <= d.ts[i-1] {
-					return corruptf("timestamps not increasing at sample %d", i)
+					return 0, 0, corruptf("timestamps not increasing at sample %d", i)
 				}
 			}
 		}
 		if d.ts[cnt-1] != h.maxt {
-			return corruptf("last timestamp %d, header says %d", d.ts[cnt-1], h.maxt)
+			return 0, 0, corruptf("last timestamp %d, header says %d", d.ts[cnt-1], h.maxt)
 		}
 	}
+	lo, hi = 0, cnt
+	part := seek && (mint > h.mint || maxt < h.maxt)
+	if part {
+		lo, hi = searchTime(d.ts, mint), cnt
+		if maxt < h.maxt {
+			hi = searchTime(d.ts, maxt+1)
+		}
+		if lo >= hi {
+			return lo, lo, nil
+		}
+	}
+	vstart := r.pos
 	switch vmode {
 	case valConst:
 		v := math.Float64frombits(v0)
@@ -422,22 +506,66 @@ func (d *floatDecoder) decode(h *header, b []byte) error {
 			d.vs[i] = v
 		}
 	case valXOR:
-		if err := readXOR(&r, d.vs, v0); err != nil {
-			return fmt.Errorf("values: %w", err)
+		var err error
+		if seek {
+			err = d.seek.readXORSeek(&r, d.vs, v0, vstart, d.seek.start(lo), hi-1)
+		} else {
+			_, _, err = readXOR(&r, d.vs, v0, 0, 0)
+		}
+		if err != nil {
+			return 0, 0, fmt.Errorf("values: %w", err)
 		}
 	case valDecimal:
 		ms := d.ms[:cnt-nexc]
-		if _, err := readInts(&r, ms, &vp); err != nil {
+		if err := d.readDecimal(&r, ms, &vp, exp, excs, seek, part, vstart, lo, hi); err != nil {
+			return 0, 0, err
+		}
+	}
+	if !part && (r.pos+7)/8 != r.end/8 {
+		return 0, 0, corruptf("%d bits left over after the samples", r.end-r.pos)
+	}
+	return lo, hi, nil
+}
+
+// readDecimal reads the integers of a decimal block and sets d.vs: all of
+// them, or with a seek table in a block read in part (part), those of the
+// samples lo..hi-1.
+func (d *floatDecoder) readDecimal(r *bitReader, ms []int64, vp *intPlan, exp uint, excs []byte, seek, part bool, vstart uint, lo, hi int) error {
+	if !seek {
+		if _, err := readInts(r, ms, vp); err != nil {
 			return fmt.Errorf("values: %w", err)
 		}
-		if err := d.expand(ms, exp, excs); err != nil {
-			return err
+		return d.expand(ms, exp, excs)
+	}
+	if !part {
+		if err := d.seek.readIntsSeek(r, ms, vp, vstart, 0, len(ms)-1); err != nil {
+			return fmt.Errorf("values: %w", err)
+		}
+		return d.expand(ms, exp, excs)
+	}
+	var err error
+	if d.exc, err = exceptionIndices(d.exc[:0], excs, len(d.vs)); err != nil {
+		return err
+	}
+	// The integers of samples lo..hi-1: j0 is the number of integers before
+	// lo, j1 the index of the last one before hi.
+	before := func(i int) int {
+		n := 0
+		for n < len(d.exc) && d.exc[n] < i {
+			n++
+		}
+		return i - n
+	}
+	j0, j1 := before(lo), before(hi)-1
+	if j1 >= len(ms) {
+		return corruptf("too few values")
+	}
+	if j1 >= j0 {
+		if err := d.seek.readIntsSeek(r, ms, vp, vstart, d.seek.start(j0), j1); err != nil {
+			return fmt.Errorf("values: %w", err)
 		}
 	}
-	if (r.pos+7)/8 != r.end/8 {
-		return corruptf("%d bits left over after the samples", r.end-r.pos)
-	}
-	return nil
+	return d.expandRange(ms, exp, excs, d.exc, lo, hi, j0)
 }
 
 // expand converts the integers ms to values in d.vs, inserting the
@@ -495,10 +623,11 @@ func (d *floatDecoder) expand(ms []int64, exp uint, excs []byte) error {
 	return nil
 }
 
-// readXOR fills out[1:] from XOR bits, given the first value's bits.
-func readXOR(r *bitReader, out []float64, v uint64) error {
+// readXOR fills out[1:] from XOR bits, given the first value's bits and
+// the window (leading zeros and meaningful bits, sig 0 while none is set)
+// after it, and returns the window after the last value.
+func readXOR(r *bitReader, out []float64, v uint64, lead, sig uint) (uint, uint, error) {
 	out[0] = math.Float64frombits(v)
-	lead, sig := uint(0), uint(0)
 	data, pos, end := r.data, r.pos, r.end
 	for i := 1; i < len(out); i++ {
 		pk := binary.BigEndian.Uint64(data[pos>>3:]) << (pos & 7)
@@ -508,7 +637,7 @@ func readXOR(r *bitReader, out []float64, v uint64) error {
 		case pk>>62 == 0b10:
 			if sig == 0 {
 				r.pos = pos
-				return corruptf("value reuses a window before one was set")
+				return lead, sig, corruptf("value reuses a window before one was set")
 			}
 			pos += 2
 			r.pos = pos
@@ -522,7 +651,7 @@ func readXOR(r *bitReader, out []float64, v uint64) error {
 			}
 			if lead+sig > 64 {
 				r.pos = pos
-				return corruptf("value window %d+%d exceeds 64 bits", lead, sig)
+				return lead, sig, corruptf("value window %d+%d exceeds 64 bits", lead, sig)
 			}
 			pos += 13
 			r.pos = pos
@@ -532,9 +661,9 @@ func readXOR(r *bitReader, out []float64, v uint64) error {
 		out[i] = math.Float64frombits(v)
 		if pos > end {
 			r.pos = pos
-			return corruptf("values overrun the block")
+			return lead, sig, corruptf("values overrun the block")
 		}
 	}
 	r.pos = pos
-	return nil
+	return lead, sig, nil
 }

@@ -29,16 +29,27 @@ func FuzzDecode(f *testing.F) {
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("error %v does not wrap ErrCorrupt", err)
 			}
+			// A read of part of the block checks only that part: it may
+			// succeed, or fail as a whole read does.
+			if merr == nil {
+				mid := meta.MinTime/2 + meta.MaxTime/2
+				if err := it.ResetRange(data, mid, math.MaxInt64); err != nil && !errors.Is(err, ErrCorrupt) {
+					t.Fatalf("range read: error %v does not wrap ErrCorrupt", err)
+				}
+			}
 			return
 		}
 		if merr != nil {
 			t.Fatalf("iterator accepts what ReadMeta rejects: %v", merr)
 		}
 		n, first, last := 0, int64(0), int64(0)
+		var fts []int64
+		var fvs []float64
 		for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
 			switch vt {
 			case chunkenc.ValFloat:
-				it.At()
+				ft, fv := it.At()
+				fts, fvs = append(fts, ft), append(fvs, fv)
 			case chunkenc.ValHistogram:
 				it.AtHistogram(nil)
 			case chunkenc.ValFloatHistogram:
@@ -60,6 +71,10 @@ func FuzzDecode(f *testing.F) {
 		}
 		if n != meta.Count || first != meta.MinTime || last != meta.MaxTime {
 			t.Fatalf("decoded %d samples %d..%d, meta %+v", n, first, last, meta)
+		}
+		// A block that reads whole reads the same in part.
+		if meta.Kind == KindFloat {
+			checkRangeReads(t, data, fts, fvs, false)
 		}
 		// A decodable block merges with itself into the same samples.
 		if _, err := Merge(nil, data, data); err != nil {
@@ -125,6 +140,7 @@ func FuzzRoundTrip(f *testing.F) {
 			t.Fatal(err)
 		}
 		checkSamples(t, it, ts, vs)
+		checkRangeReads(t, blk, ts, vs, false)
 		var a Appender
 		for i := range ts {
 			if err := a.Append(ts[i], vs[i]); err != nil {
@@ -209,6 +225,12 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	// Decoder seeds: one block of every encoding.
 	for _, s := range genSeriesFixed(120) {
 		write("FuzzDecode", "float-"+s.name, mustEncode(t, s.ts, s.vs))
+	}
+	// Blocks long enough for a seek table.
+	for _, s := range genSeriesFixed(2*seekEvery + 7) {
+		if blk := mustEncode(t, s.ts, s.vs); hasSeekTable(t, blk) {
+			write("FuzzDecode", "float-seek-"+s.name, blk)
+		}
 	}
 	var ha, fa Appender
 	for i, h := range tsdbutil.GenerateTestHistograms(30) {

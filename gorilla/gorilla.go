@@ -16,7 +16,10 @@
 // a block. The format is described in docs/format/gorilla.md.
 //
 // A block is decoded by an Iterator, which implements chunkenc.Iterator and
-// reuses its allocations across Reset calls. An Appender builds a block one
+// reuses its allocations across Reset calls. A float block whose values take
+// bits carries a seek table, so that a reader of a time range
+// (Iterator.ResetRange) decodes its values from the point before the range
+// rather than from the block's start. An Appender builds a block one
 // sample at a time with little memory. Merge combines blocks in time order.
 package gorilla
 

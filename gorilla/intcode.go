@@ -241,6 +241,28 @@ func (p *predictor) predict() int64 {
 	return p.base
 }
 
+// state is what a seek point keeps of the predictor: the previous step for
+// predDelta, the correction for predRevert, nothing (0) for predBase.
+func (p *predictor) state() int64 {
+	switch p.mode {
+	case predDelta:
+		return p.prev
+	case predRevert:
+		return p.c
+	}
+	return 0
+}
+
+// setState restores what state returned.
+func (p *predictor) setState(s int64) {
+	switch p.mode {
+	case predDelta:
+		p.prev = s
+	case predRevert:
+		p.c = s
+	}
+}
+
 // update records step d with residual r.
 func (p *predictor) update(d, r int64) {
 	p.prev = d
@@ -492,8 +514,20 @@ func readInts(r *bitReader, out []int64, p *intPlan) (stepRange, error) {
 	if p.sparse {
 		return readSparse(r, out, p)
 	}
+	pr := newPredictor(p.mode, p.base)
+	return readDense(r, out, p, &pr)
+}
+
+// readDense is readInts for a dense plan, continuing the state of pr (the
+// predictor after out[0]'s step), which it leaves after the last step: a
+// seek point resumes a sequence in its middle (seek.go).
+func readDense(r *bitReader, out []int64, p *intPlan, pr *predictor) (stepRange, error) {
+	if len(out) < 2 {
+		return emptyRange, nil
+	}
 	if p.code.nb == 1 && p.code.width[0] == 0 {
-		// Every residual is zero: constant steps, no bits to read.
+		// Every residual is zero: constant steps, no bits to read, and a
+		// predictor that stays at base.
 		fillSteps(out, 1, p.base)
 		return stepRange{p.base, p.base}, nil
 	}
@@ -501,7 +535,6 @@ func readInts(r *bitReader, out []int64, p *intPlan) (stepRange, error) {
 		return readBase(r, out, p)
 	}
 	cr := newCodeReader(&p.code)
-	pr := newPredictor(p.mode, p.base)
 	x, sr := out[0], emptyRange
 	for i := 1; i < len(out); i++ {
 		res := unzigzag(cr.read(r))

@@ -68,15 +68,24 @@ func NewIterator(block []byte) (*Iterator, error) {
 // iterator's memory. On error the iterator is exhausted and Err returns the
 // error too.
 func (it *Iterator) Reset(block []byte) error {
+	return it.ResetRange(block, math.MinInt64, math.MaxInt64)
+}
+
+// ResetRange is Reset for a reader of the samples in [mint, maxt] only: a
+// float block with a seek table is decoded from the seek point before mint
+// to maxt, and only that part is checked. Samples outside the range may be
+// left out, or walked; the caller bounds what it reads.
+func (it *Iterator) ResetRange(block []byte, mint, maxt int64) error {
 	it.clear()
 	var h header
 	n, err := h.parse(block)
 	if err == nil {
 		switch h.kind {
 		case KindFloat:
-			err = it.dec.decode(&h, block[n:])
+			var lo, hi int
+			lo, hi, err = it.dec.decodeRange(&h, block[n:], mint, maxt)
 			if err == nil {
-				it.ts, it.vs = it.dec.ts, it.dec.vs
+				it.ts, it.vs = it.dec.ts[lo:hi], it.dec.vs[lo:hi]
 			}
 		default:
 			it.parts, err = parseParts(it.parts[:0], &h, block[n:])

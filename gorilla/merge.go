@@ -268,7 +268,8 @@ func (it *Iterator) ResetMerge(srcs []Source) error {
 
 // ResetMergeRange is ResetMerge for a reader of the samples in [mint, maxt]
 // only: an appender's float blocks and stream outside the range are not
-// decoded (Appender.IteratorRange). Samples outside the range may be left
+// decoded (Appender.IteratorRange), nor a block's values outside the seek
+// points around the range (Iterator.ResetRange). Samples outside the range may be left
 // out, or walked; the caller bounds what it reads.
 func (it *Iterator) ResetMergeRange(srcs []Source, mint, maxt int64) error {
 	// Empty sources hold nothing; a lone source needs no merge.
@@ -287,7 +288,7 @@ func (it *Iterator) ResetMergeRange(srcs []Source, mint, maxt int64) error {
 		srcs[last].App.IteratorRange(it, mint, maxt)
 		return it.err
 	case n == 1:
-		return it.Reset(srcs[last].Block)
+		return it.ResetRange(srcs[last].Block, mint, maxt)
 	}
 	for i := range srcs {
 		if !srcs[i].empty() && !srcs[i].floatOnly() {
@@ -313,7 +314,7 @@ func (it *Iterator) ResetMergeRange(srcs []Source, mint, maxt int64) error {
 		if s.App != nil {
 			s.App.IteratorRange(sub, mint, maxt)
 		} else {
-			_ = sub.Reset(s.Block)
+			_ = sub.ResetRange(s.Block, mint, maxt)
 		}
 		if err := sub.Err(); err != nil {
 			it.clear()
