@@ -11,24 +11,33 @@ import (
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 )
 
-// hasSeekTable reports whether blk is a float block with a seek table.
-func hasSeekTable(t testing.TB, blk []byte) bool {
+// valueAt parses the header and timestamp plan of the float block blk and
+// returns the header and the index of the value encoding byte; ok is false
+// for a block of another kind.
+func valueAt(t testing.TB, blk []byte) (h header, at int, ok bool) {
 	t.Helper()
-	var h header
-	n, err := h.parse(blk)
-	if err != nil || h.kind != KindFloat {
-		return false
+	at, err := h.parse(blk)
+	if err != nil {
+		t.Fatal(err)
 	}
-	b := blk[n:]
+	if h.kind != KindFloat {
+		return h, 0, false
+	}
 	if h.count > 1 {
 		var tp intPlan
-		m, err := tp.parse(b, h.count)
+		m, err := tp.parse(blk[at:], h.count)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b = b[m:]
+		at += m
 	}
-	return b[0]&valSeek != 0
+	return h, at, true
+}
+
+// hasSeekTable reports whether blk is a float block with a seek table.
+func hasSeekTable(t testing.TB, blk []byte) bool {
+	_, at, ok := valueAt(t, blk)
+	return ok && blk[at]&valSeek != 0
 }
 
 // seekRanges returns the ranges a test reads of a block with timestamps ts:
@@ -226,35 +235,15 @@ func TestSeekTableChecked(t *testing.T) {
 
 // valueEncoding returns the value encoding of the float block blk.
 func valueEncoding(t *testing.T, blk []byte) byte {
-	t.Helper()
-	var h header
-	at, err := h.parse(blk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tp intPlan
-	m, err := tp.parse(blk[at:], h.count)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return blk[at+m] &^ valSeek
+	_, at, _ := valueAt(t, blk)
+	return blk[at] &^ valSeek
 }
 
 // seekTableSpan returns where the seek table of the float block blk starts
 // and ends.
 func seekTableSpan(t *testing.T, blk []byte) (int, int) {
 	t.Helper()
-	var h header
-	at, err := h.parse(blk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tp intPlan
-	m, err := tp.parse(blk[at:], h.count)
-	if err != nil {
-		t.Fatal(err)
-	}
-	at += m
+	h, at, _ := valueAt(t, blk)
 	vmode := blk[at] &^ valSeek
 	if blk[at]&valSeek == 0 {
 		t.Fatal("no seek table")
@@ -281,7 +270,7 @@ func seekTableSpan(t *testing.T, blk []byte) (int, int) {
 		nv -= int(nexc)
 	}
 	var st seekTable
-	m, err = st.parse(blk[at:], vmode, &vp, nv, x0)
+	m, err := st.parse(blk[at:], vmode, &vp, nv, x0)
 	if err != nil {
 		t.Fatal(err)
 	}
