@@ -43,12 +43,20 @@ func BenchmarkRangeCost(b *testing.B) {
 	eng := promql.NewEngine(promql.EngineOpts{MaxSamples: 1 << 40, Timeout: 10 * time.Minute, LookbackDelta: 5 * time.Minute})
 	// at=head asks at the newest sample, whose partition is in the head
 	// (the previous one closed); at=closed at the end of the first
-	// partition, written out and closed.
+	// partition, written out and closed (a block a series per head flush);
+	// at=compacted the same after a compaction, which merges each series'
+	// blocks of the partition into one 2 h block.
+	closedEnd := time.Date(2026, 1, 1, 2, 0, 0, 0, time.UTC).Add(-time.Millisecond)
 	for _, at := range []struct {
 		name string
 		end  time.Time
-	}{{"head", newest}, {"closed", time.Date(2026, 1, 1, 2, 0, 0, 0, time.UTC).Add(-time.Millisecond)}} {
+	}{{"head", newest}, {"closed", closedEnd}, {"compacted", closedEnd}} {
 		end := at.end
+		if at.name == "compacted" {
+			if err := db.w.Compact(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+		}
 		b.Run("series="+strconv.Itoa(n)+"/at="+at.name, func(b *testing.B) {
 			for _, q := range []struct {
 				name  string
