@@ -585,42 +585,14 @@ func (d *floatDecoder) expand(ms []int64, exp uint, excs []byte) error {
 		}
 		return nil
 	}
-	j, next := 0, -1
-	nextExc := func() (int, error) {
-		if len(excs) == 0 {
-			return len(vs), nil
-		}
-		gap, m := binary.Uvarint(excs)
-		i := uint64(next + 1)
-		if gap >= uint64(len(vs)) || i+gap >= uint64(len(vs)) {
-			return 0, corruptf("exception index out of range")
-		}
-		i += gap
-		vs[i] = math.Float64frombits(binary.BigEndian.Uint64(excs[m:]))
-		excs = excs[m+8:]
-		return int(i), nil
-	}
 	var err error
-	if next, err = nextExc(); err != nil {
+	if d.exc, err = exceptionIndices(d.exc[:0], excs, len(vs)); err != nil {
 		return err
 	}
-	for i := range vs {
-		if i == next {
-			if next, err = nextExc(); err != nil {
-				return err
-			}
-			continue
-		}
-		if j >= len(ms) {
-			return corruptf("too few values")
-		}
-		vs[i] = decimalValue(ms[j], exp)
-		j++
+	if len(vs)-len(d.exc) != len(ms) {
+		return corruptf("%d values for %d integers", len(vs)-len(d.exc), len(ms))
 	}
-	if j != len(ms) {
-		return corruptf("too many values")
-	}
-	return nil
+	return d.expandRange(ms, exp, excs, d.exc, 0, len(vs), 0)
 }
 
 // readXOR fills out[1:] from XOR bits, given the first value's bits and
