@@ -385,7 +385,8 @@ func BenchmarkAppenderRange(b *testing.B) {
 // BenchmarkSeekRange reads the last 5 minutes, the last hour and the whole of
 // 2 h blocks (480 samples at 15 s) through ResetRange: a block with a seek
 // table is decoded from the point before the range. data=counter are
-// integer counters, gauge noisy floats (XOR), real the real series cut into
+// integer counters, gauge noisy floats (XOR), jitter counters whose every
+// timestamp is 0-4 ms off the grid (a timestamp table), real the real series cut into
 // 480-sample blocks (most of them constant or sparse, with no table).
 //
 //	go test -run '^$' -bench BenchmarkSeekRange -count 6 ./gorilla/
@@ -393,16 +394,19 @@ func BenchmarkSeekRange(b *testing.B) {
 	const step, n = 15_000, 480
 	rng := rand.New(rand.NewPCG(9, 10))
 	blocks := map[string][][]byte{}
-	for _, kind := range []string{"counter", "gauge"} {
+	for _, kind := range []string{"counter", "gauge", "jitter"} {
 		for range 50 {
 			ts, vs := make([]int64, n), make([]float64, n)
 			v := 0.0
 			for i := range ts {
 				ts[i] = int64(i) * step
-				if rng.IntN(10) == 0 { // now and then a scrape lands a few ms off
+				switch {
+				case kind == "jitter": // every scrape lands 0-4 ms off the grid: dense timestamps
+					ts[i] += rng.Int64N(5)
+				case rng.IntN(10) == 0: // now and then a scrape lands a few ms off
 					ts[i] += rng.Int64N(7) - 3
 				}
-				if kind == "counter" {
+				if kind != "gauge" {
 					v += float64(rng.IntN(5000))
 				} else {
 					v = rng.NormFloat64()
@@ -418,7 +422,7 @@ func BenchmarkSeekRange(b *testing.B) {
 			blocks["real"] = append(blocks["real"], mustEncode(b, s.ts[i:j], s.vs[i:j]))
 		}
 	}
-	for _, data := range []string{"counter", "gauge", "real"} {
+	for _, data := range []string{"counter", "gauge", "jitter", "real"} {
 		for _, r := range []struct {
 			name string
 			back time.Duration

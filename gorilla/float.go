@@ -118,6 +118,7 @@ func (e *floatEncoder) encode(dst []byte, ts []int64, vs []float64) []byte {
 	n := len(ts)
 	dst = appendHeader(dst, KindFloat, n, ts[0], ts[n-1])
 	var tp intPlan
+	tat := len(dst)
 	if n > 1 {
 		tp = planInts(ts)
 		dst = tp.appendTo(dst)
@@ -148,11 +149,32 @@ func (e *floatEncoder) encode(dst []byte, ts []int64, vs []float64) []byte {
 	// rather than growing the block as the bit writer fills it.
 	dst = slices.Grow(dst, 32+int((tp.bits+valBits)/8))
 
-	vat := len(dst)
+	nv := n
+	if vmode == valDecimal {
+		nv = len(e.ms)
+	}
+	sv := nv-1 >= seekEvery && seekable(vmode, &vp)
+	if st := n-1 >= seekEvery && denseBits(&tp); st || sv {
+		return e.encodeSeek(dst, tat, st, sv, ts, vs, &tp, vmode, &vp, exp, (tp.bits+valBits)/8)
+	}
+	dst = e.appendValueParams(dst, vmode, exp, &vp, vs)
+	e.w = bitWriter{buf: dst}
+	if n > 1 {
+		writeInts(&e.w, ts, &tp)
+	}
+	e.writeValues(vmode, &vp, vs)
+	dst = e.w.finish()
+	e.w = bitWriter{}
+	return dst
+}
+
+// appendValueParams appends the value encoding byte and the value
+// parameters.
+func (e *floatEncoder) appendValueParams(dst []byte, vmode byte, exp uint, vp *intPlan, vs []float64) []byte {
 	dst = append(dst, vmode)
 	switch vmode {
 	case valConst, valXOR:
-		dst = binary.BigEndian.AppendUint64(dst, v0)
+		dst = binary.BigEndian.AppendUint64(dst, math.Float64bits(vs[0]))
 	case valDecimal:
 		dst = append(dst, byte(exp))
 		dst = vp.appendTo(dst)
@@ -165,39 +187,52 @@ func (e *floatEncoder) encode(dst []byte, ts []int64, vs []float64) []byte {
 			prev = int(i)
 		}
 	}
+	return dst
+}
 
-	if nv := n; seekable(vmode, &vp) {
-		if vmode == valDecimal {
-			nv = len(e.ms)
-		}
-		if nv-1 >= seekEvery {
-			return e.encodeSeek(dst, vat, ts, vs, &tp, &vp)
-		}
-	}
-	e.w = bitWriter{buf: dst}
-	if n > 1 {
-		writeInts(&e.w, ts, &tp)
-	}
+// writeValues writes the value bits of vmode to e.w.
+func (e *floatEncoder) writeValues(vmode byte, vp *intPlan, vs []float64) {
 	switch vmode {
 	case valXOR:
 		writeXOR(&e.w, vs)
 	case valDecimal:
-		writeInts(&e.w, e.ms, &vp)
+		writeInts(&e.w, e.ms, vp)
 	}
-	dst = e.w.finish()
-	e.w = bitWriter{}
-	return dst
 }
 
-// encodeSeek ends a block whose values take bits (seekable) with a seek
-// table before the bitstream: the densest of seekStrides that costs at most
-// 1/seekShare of the value stream, or none. The bitstream is written aside first, as
-// the table is made while writing it; dst[vat] is the value encoding byte.
-func (e *floatEncoder) encodeSeek(dst []byte, vat int, ts []int64, vs []float64, tp, vp *intPlan) []byte {
-	vmode := dst[vat]
+// encodeSeek ends a block whose timestamps (st) or values (sv) take bits
+// with seek tables: a timestamp table after the timestamp plan, whose flags
+// byte is dst[tat], and a value table after the value parameters. Each is
+// the densest of seekStrides that costs at most 1/seekShare of its stream
+// (the timestamp table: of the whole bitstream, streamBytes as planned), or
+// none. The bitstream is written aside first, as the tables are made while
+// writing it.
+func (e *floatEncoder) encodeSeek(dst []byte, tat int, st, sv bool, ts []int64, vs []float64, tp *intPlan, vmode byte, vp *intPlan, exp uint, streamBytes uint64) []byte {
 	e.w = bitWriter{buf: e.bits[:0]}
-	if len(ts) > 1 {
+	switch {
+	case st:
+		e.pts = writeIntsMarked(&e.w, ts, tp, seekEvery, e.pts[:0])
+		vbits := uint64(e.w.bits())
+		for _, stride := range seekStrides {
+			if len(e.pts) < stride {
+				break
+			}
+			e.tab = binary.AppendUvarint(e.tab[:0], vbits)
+			e.tab = appendSeekTable(e.tab, false, tp, ts[0], tp.base, stride, e.pts)
+			if uint64(len(e.tab)*seekShare) <= streamBytes {
+				dst[tat] |= tsSeek
+				dst = append(dst, e.tab...)
+				break
+			}
+		}
+	case len(ts) > 1:
 		writeInts(&e.w, ts, tp)
+	}
+	vat := len(dst)
+	dst = e.appendValueParams(dst, vmode, exp, vp, vs)
+	if !sv {
+		e.writeValues(vmode, vp, vs)
+		return e.appendBits(dst)
 	}
 	vstart := e.w.bits()
 	var x0 int64
@@ -212,13 +247,18 @@ func (e *floatEncoder) encodeSeek(dst []byte, vat int, ts []int64, vs []float64,
 		if len(e.pts) < stride {
 			break
 		}
-		e.tab = appendSeekTable(e.tab[:0], vmode, vp, x0, stride, e.pts)
+		e.tab = appendSeekTable(e.tab[:0], vmode == valXOR, vp, x0, 0, stride, e.pts)
 		if len(e.tab)*seekShare <= valBytes {
 			dst[vat] |= valSeek
 			dst = append(dst, e.tab...)
 			break
 		}
 	}
+	return e.appendBits(dst)
+}
+
+// appendBits appends the bitstream written aside and resets the writer.
+func (e *floatEncoder) appendBits(dst []byte) []byte {
 	dst = e.w.appendTo(dst)
 	e.bits = e.w.buf[:0]
 	e.w = bitWriter{}
@@ -365,12 +405,13 @@ func xorWrite(w *bitWriter, x uint64, lead, trail uint) (uint, uint) {
 
 // floatDecoder decodes float blocks into timestamp and value slices it owns.
 type floatDecoder struct {
-	ts   []int64
-	vs   []float64
-	ms   []int64
-	buf  []byte
-	seek seekTable
-	exc  []int // exception indices of a block read in part
+	ts    []int64
+	vs    []float64
+	ms    []int64
+	buf   []byte
+	seek  seekTable // of the values
+	tseek seekTable // of the timestamps
+	exc   []int     // exception indices of a block read in part
 }
 
 // decode decodes a float block whose header h has been parsed from b[:n].
@@ -380,22 +421,36 @@ func (d *floatDecoder) decode(h *header, b []byte) error {
 }
 
 // decodeRange is decode for a reader of the samples in [mint, maxt]: d.ts
-// and d.vs hold them at [lo, hi). A block without a seek table, or a range
+// and d.vs hold them at [lo, hi). A block without seek tables, or a range
 // that holds the whole block, is decoded and checked whole (lo 0, hi the
-// count); otherwise the timestamps are, and the values from the seek point
-// before lo to hi, checking the points passed on the way.
+// count). Otherwise the timestamps are decoded whole, or with a timestamp
+// table from the point at or before mint to the one after maxt; the values
+// whole, or with a value table from the point before lo to hi; and the
+// points passed on the way are checked.
 func (d *floatDecoder) decodeRange(h *header, b []byte, mint, maxt int64) (lo, hi int, _ error) {
 	cnt := h.count
 	d.ts = grow(d.ts, cnt)
 	d.vs = grow(d.vs, cnt)
 	d.ts[0] = h.mint
-	var tp intPlan
+	var (
+		tp    intPlan
+		tseek bool
+		vbits uint64 // where the values start, with a timestamp table
+	)
 	if cnt > 1 {
-		m, err := tp.parse(b, cnt)
+		m, err := tp.parse(b, cnt, tsSeek)
 		if err != nil {
 			return 0, 0, fmt.Errorf("timestamps: %w", err)
 		}
+		tseek = b[0]&tsSeek != 0
 		b = b[m:]
+		if tseek {
+			m, vbits, err = d.tseek.parseTimes(b, &tp, cnt, h.mint, h.maxt)
+			if err != nil {
+				return 0, 0, fmt.Errorf("timestamps: %w", err)
+			}
+			b = b[m:]
+		}
 	}
 	if len(b) == 0 {
 		return 0, 0, corruptf("missing value encoding")
@@ -421,7 +476,7 @@ func (d *floatDecoder) decodeRange(h *header, b []byte, mint, maxt int64) (lo, h
 			return 0, 0, corruptf("bad decimal exponent")
 		}
 		exp = uint(b[0])
-		m, err := vp.parse(b[1:], cnt)
+		m, err := vp.parse(b[1:], cnt, 0)
 		if err != nil {
 			return 0, 0, fmt.Errorf("values: %w", err)
 		}
@@ -452,11 +507,14 @@ func (d *floatDecoder) decodeRange(h *header, b []byte, mint, maxt int64) (lo, h
 		return 0, 0, corruptf("unknown value encoding %d", vmode)
 	}
 	if seek {
+		if !seekable(vmode, &vp) {
+			return 0, 0, corruptf("values: seek table on values that take no bits")
+		}
 		nv, x0 := cnt, int64(0)
 		if vmode == valDecimal {
 			nv, x0 = cnt-nexc, d.ms[0]
 		}
-		m, err := d.seek.parse(b, vmode, &vp, nv, x0)
+		m, err := d.seek.parse(b, vmode == valXOR, &vp, nv, x0, 0)
 		if err != nil {
 			return 0, 0, fmt.Errorf("values: %w", err)
 		}
@@ -465,34 +523,28 @@ func (d *floatDecoder) decodeRange(h *header, b []byte, mint, maxt int64) (lo, h
 
 	d.buf = padded(d.buf, b)
 	r := bitReader{data: d.buf, end: uint(len(b)) * 8}
+	part := (seek || tseek) && (mint > h.mint || maxt < h.maxt)
+	from, last := 0, cnt-1
+	if part && tseek {
+		from, last = d.tseek.window(mint, maxt, cnt)
+	}
 	if cnt > 1 {
-		steps, err := readInts(&r, d.ts, &tp)
-		if err != nil {
+		if err := d.readTimes(&r, h, &tp, tseek, from, last); err != nil {
 			return 0, 0, fmt.Errorf("timestamps: %w", err)
 		}
-		if steps.min <= 0 {
-			return 0, 0, corruptf("timestamps do not increase")
+	}
+	if tseek {
+		if vbits > uint64(r.end) || !part && uint64(r.pos) != vbits {
+			return 0, 0, corruptf("values start at bit %d, the timestamp table says %d", r.pos, vbits)
 		}
-		// Positive steps that add up to less than 2^63 cannot wrap, so they
-		// reach maxt (checked below) without overflowing on the way. Larger
-		// ones need a look at every timestamp.
-		if steps.max > math.MaxInt64/int64(cnt) {
-			for i := 1; i < cnt; i++ {
-				if d.ts[i] <= d.ts[i-1] {
-					return 0, 0, corruptf("timestamps not increasing at sample %d", i)
-				}
-			}
-		}
-		if d.ts[cnt-1] != h.maxt {
-			return 0, 0, corruptf("last timestamp %d, header says %d", d.ts[cnt-1], h.maxt)
-		}
+		r.pos = uint(vbits)
 	}
 	lo, hi = 0, cnt
-	part := seek && (mint > h.mint || maxt < h.maxt)
 	if part {
-		lo, hi = searchTime(d.ts, mint), cnt
+		ts := d.ts[from : last+1]
+		lo, hi = from+searchTime(ts, mint), cnt
 		if maxt < h.maxt {
-			hi = searchTime(d.ts, maxt+1)
+			hi = from + searchTime(ts, maxt+1)
 		}
 		if lo >= hi {
 			return lo, lo, nil
@@ -507,9 +559,14 @@ func (d *floatDecoder) decodeRange(h *header, b []byte, mint, maxt int64) (lo, h
 		}
 	case valXOR:
 		var err error
-		if seek {
+		switch {
+		case seek:
 			err = d.seek.readXORSeek(&r, d.vs, v0, vstart, d.seek.start(lo), hi-1)
-		} else {
+		case part:
+			// Timestamps read in part, values whole: the last value
+			// needed is where this read stops.
+			_, _, err = readXOR(&r, d.vs[:hi], v0, 0, 0)
+		default:
 			_, _, err = readXOR(&r, d.vs, v0, 0, 0)
 		}
 		if err != nil {
@@ -527,6 +584,42 @@ func (d *floatDecoder) decodeRange(h *header, b []byte, mint, maxt int64) (lo, h
 	return lo, hi, nil
 }
 
+// readTimes reads the timestamps d.ts[from..last] under tp, with the
+// timestamp seek table when tseek (from and last are then 0 or a point,
+// and last, or the last timestamp), and checks them: increasing, and the
+// last one the header's maxt.
+func (d *floatDecoder) readTimes(r *bitReader, h *header, tp *intPlan, tseek bool, from, last int) error {
+	var (
+		steps stepRange
+		err   error
+	)
+	if tseek {
+		steps, err = d.tseek.readIntsSeek(r, d.ts, tp, 0, from, last)
+	} else {
+		steps, err = readInts(r, d.ts, tp)
+	}
+	if err != nil {
+		return err
+	}
+	if steps.min <= 0 {
+		return corruptf("timestamps do not increase")
+	}
+	// Positive steps that add up to less than 2^63 cannot wrap, so they
+	// reach maxt (checked below) without overflowing on the way. Larger
+	// ones need a look at every timestamp.
+	if steps.max > math.MaxInt64/int64(h.count) {
+		for i := from + 1; i <= last; i++ {
+			if d.ts[i] <= d.ts[i-1] {
+				return corruptf("timestamps not increasing at sample %d", i)
+			}
+		}
+	}
+	if last == h.count-1 && d.ts[last] != h.maxt {
+		return corruptf("last timestamp %d, header says %d", d.ts[last], h.maxt)
+	}
+	return nil
+}
+
 // readDecimal reads the integers of a decimal block and sets d.vs: all of
 // them, or with a seek table in a block read in part (part), those of the
 // samples lo..hi-1.
@@ -538,7 +631,7 @@ func (d *floatDecoder) readDecimal(r *bitReader, ms []int64, vp *intPlan, exp ui
 		return d.expand(ms, exp, excs)
 	}
 	if !part {
-		if err := d.seek.readIntsSeek(r, ms, vp, vstart, 0, len(ms)-1); err != nil {
+		if _, err := d.seek.readIntsSeek(r, ms, vp, vstart, 0, len(ms)-1); err != nil {
 			return fmt.Errorf("values: %w", err)
 		}
 		return d.expand(ms, exp, excs)
@@ -561,7 +654,7 @@ func (d *floatDecoder) readDecimal(r *bitReader, ms []int64, vp *intPlan, exp ui
 		return corruptf("too few values")
 	}
 	if j1 >= j0 {
-		if err := d.seek.readIntsSeek(r, ms, vp, vstart, d.seek.start(j0), j1); err != nil {
+		if _, err := d.seek.readIntsSeek(r, ms, vp, vstart, d.seek.start(j0), j1); err != nil {
 			return fmt.Errorf("values: %w", err)
 		}
 	}

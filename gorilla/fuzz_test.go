@@ -226,9 +226,9 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	for _, s := range genSeriesFixed(120) {
 		write("FuzzDecode", "float-"+s.name, mustEncode(t, s.ts, s.vs))
 	}
-	// Blocks long enough for a seek table.
+	// Blocks long enough for seek tables, of the values or the timestamps.
 	for _, s := range genSeriesFixed(2*seekEvery + 7) {
-		if blk := mustEncode(t, s.ts, s.vs); hasSeekTable(t, blk) {
+		if blk := mustEncode(t, s.ts, s.vs); hasSeekTable(t, blk) || hasTimeTable(t, blk) {
 			write("FuzzDecode", "float-seek-"+s.name, blk)
 		}
 	}

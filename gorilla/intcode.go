@@ -408,9 +408,11 @@ func (p *intPlan) appendTo(dst []byte) []byte {
 	return dst
 }
 
-// parse reads a plan for a sequence of n integers.
-func (p *intPlan) parse(b []byte, n int) (int, error) {
-	if len(b) == 0 || b[0]&^4 > predRevert {
+// parse reads a plan for a sequence of n integers. extra are the flag bits
+// the caller allows besides the plan's own (tsSeek for timestamps); they
+// are left to the caller to read.
+func (p *intPlan) parse(b []byte, n int, extra byte) (int, error) {
+	if len(b) == 0 || b[0]&^(4|extra) > predRevert {
 		return 0, corruptf("bad integer plan")
 	}
 	p.mode, p.sparse = b[0]&3, b[0]&4 != 0

@@ -72,6 +72,7 @@ func genSeries(rng *rand.Rand, n int) []series {
 		return float64(i * 7)
 	})
 	add("time-seconds", jit, func(i int, _ float64) float64 { return float64(jit[i]) / 1000 })
+	add("const-jit", jit, func(int, float64) float64 { return 1 })
 	return out
 }
 

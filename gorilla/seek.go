@@ -31,6 +31,12 @@ const seekShare = 16
 // the value parameters.
 const valSeek byte = 0x80
 
+// tsSeek, set in the flags of a block's timestamp plan, says that a seek
+// table of the timestamps follows the plan: with it a reader of part of the
+// block decodes the timestamps around its range only, and finds the value
+// stream's start without the timestamps before it.
+const tsSeek byte = 0x08
+
 // seekPoint is the value decoder's state after value i·k of the stream
 // (the integer sequence of a decimal block, the values of an XOR one).
 type seekPoint struct {
@@ -54,16 +60,22 @@ type seekTable struct {
 
 // seekable reports whether a value stream of the given encoding and plan
 // gets seek points: XOR values and dense decimal residuals that take bits.
-// Constant values take no bits, a sparse plan's events are few and cheap,
-// and its gap state would make a point larger.
+// Constant values take no bits.
 func seekable(vmode byte, vp *intPlan) bool {
 	switch vmode {
 	case valXOR:
 		return true
 	case valDecimal:
-		return !vp.sparse && (vp.code.nb > 1 || vp.code.width[0] > 0)
+		return denseBits(vp)
 	}
 	return false
+}
+
+// denseBits reports whether a plan is dense with residuals that take bits:
+// a sequence that gets seek points. A sparse plan's events are few and
+// cheap, and its gap state would make a point larger.
+func denseBits(p *intPlan) bool {
+	return !p.sparse && (p.code.nb > 1 || p.code.width[0] > 0)
 }
 
 // writeIntsMarked is writeInts for a dense plan, appending the state after
@@ -110,39 +122,44 @@ func writeXORMarked(w *bitWriter, vs []float64, k int, pts []seekPoint) []seekPo
 //
 //	k uvarint | per point: pos - previous pos uvarint |
 //	  XOR: value bits 8 BE | lead byte | sig byte
-//	  decimal: x - previous x varint (the first against first m) |
-//	           predictor state varint, unless the predictor is predBase
+//	  integers: x - previous x - k·ref varint (the first against x0) |
+//	            predictor state varint (minus ref for predDelta), unless
+//	            the predictor is predBase
 //
 // pts are the points every seekEvery values; the table keeps every
-// stride-th, so k is seekEvery·stride.
-func appendSeekTable(dst []byte, vmode byte, vp *intPlan, x0 int64, stride int, pts []seekPoint) []byte {
-	dst = binary.AppendUvarint(dst, uint64(seekEvery*stride))
+// stride-th, so k is seekEvery·stride. ref is the step the deltas are
+// written against: 0 in a value table, the plan's base in a timestamp
+// table, where it leaves the jitter.
+func appendSeekTable(dst []byte, xor bool, vp *intPlan, x0, ref int64, stride int, pts []seekPoint) []byte {
+	k := seekEvery * stride
+	dst = binary.AppendUvarint(dst, uint64(k))
 	pos, x := uint64(0), x0
 	for i := stride - 1; i < len(pts); i += stride {
 		pt := pts[i]
 		dst = binary.AppendUvarint(dst, pt.pos-pos)
 		pos = pt.pos
-		if vmode == valXOR {
+		if xor {
 			dst = binary.BigEndian.AppendUint64(dst, uint64(pt.x))
 			dst = append(dst, pt.lead, pt.sig)
 			continue
 		}
-		dst = binary.AppendVarint(dst, pt.x-x)
+		dst = binary.AppendVarint(dst, pt.x-x-int64(k)*ref)
 		x = pt.x
-		if vp.mode != predBase {
+		switch vp.mode {
+		case predDelta:
+			dst = binary.AppendVarint(dst, pt.pstate-ref)
+		case predRevert:
 			dst = binary.AppendVarint(dst, pt.pstate)
 		}
 	}
 	return dst
 }
 
-// parse reads a seek table from b for a value stream of n values (the
-// integers of a decimal block, whose first is x0) and returns the number of
-// bytes it used. Positions are checked against the stream when it is read.
-func (st *seekTable) parse(b []byte, vmode byte, vp *intPlan, n int, x0 int64) (int, error) {
-	if !seekable(vmode, vp) {
-		return 0, corruptf("seek table on values that take no bits")
-	}
+// parse reads a seek table from b for a stream of n values, XOR values
+// (xor) or integers under vp whose first is x0, written against ref
+// (appendSeekTable), and returns the number of bytes it used. Positions
+// are checked against the stream when it is read.
+func (st *seekTable) parse(b []byte, xor bool, vp *intPlan, n int, x0, ref int64) (int, error) {
 	k, used := binary.Uvarint(b)
 	if used <= 0 || k == 0 || k > MaxBlockSamples {
 		return 0, corruptf("bad seek interval")
@@ -163,7 +180,7 @@ func (st *seekTable) parse(b []byte, vmode byte, vp *intPlan, n int, x0 int64) (
 		used += m
 		pos += d
 		pt := seekPoint{pos: pos}
-		if vmode == valXOR {
+		if xor {
 			if len(b)-used < 10 {
 				return 0, corruptf("truncated seek point %d", i)
 			}
@@ -179,7 +196,7 @@ func (st *seekTable) parse(b []byte, vmode byte, vp *intPlan, n int, x0 int64) (
 				return 0, corruptf("bad seek point %d", i)
 			}
 			used += m
-			x += dx
+			x += dx + int64(k)*ref
 			pt.x = x
 			if vp.mode != predBase {
 				pt.pstate, m = binary.Varint(b[used:])
@@ -187,11 +204,74 @@ func (st *seekTable) parse(b []byte, vmode byte, vp *intPlan, n int, x0 int64) (
 					return 0, corruptf("bad seek point %d", i)
 				}
 				used += m
+				if vp.mode == predDelta {
+					pt.pstate += ref
+				}
 			}
 		}
 		st.pts[i] = pt
 	}
 	return used, nil
+}
+
+// parseTimes reads a timestamp seek table, for the cnt timestamps from
+// mint to maxt under tp:
+//
+//	value start uvarint | the table of the timestamps (appendSeekTable, ref tp.base)
+//
+// and returns the number of bytes it used and the bit offset where the
+// value stream starts, after the timestamp residuals. Its points' times
+// must lie inside the block, k steps of at least 1 ms apart.
+func (st *seekTable) parseTimes(b []byte, tp *intPlan, cnt int, mint, maxt int64) (int, uint64, error) {
+	if !denseBits(tp) {
+		return 0, 0, corruptf("seek table on timestamps that take no bits")
+	}
+	vbits, used := binary.Uvarint(b)
+	if used <= 0 || vbits > math.MaxUint32 {
+		return 0, 0, corruptf("bad value start")
+	}
+	m, err := st.parse(b[used:], false, tp, cnt, mint, tp.base)
+	if err != nil {
+		return 0, 0, err
+	}
+	prev := mint
+	for i, pt := range st.pts {
+		// prev + k cannot wrap: prev lies in [mint, maxt] and k <= 2^21.
+		if pt.x < prev+int64(st.k) || pt.x > maxt {
+			return 0, 0, corruptf("seek point %d at %d outside the timestamps", i, pt.x)
+		}
+		prev = pt.x
+	}
+	return used + m, vbits, nil
+}
+
+// window returns the timestamps a reader of [mint, maxt] decodes, of cnt:
+// from the last point at or before mint (0 when there is none) to the
+// first point after maxt (the last timestamp when there is none).
+func (st *seekTable) window(mint, maxt int64, cnt int) (from, last int) {
+	// i is the number of points at or before mint, j at or before maxt.
+	i := searchPoints(st.pts, mint)
+	j := i + searchPoints(st.pts[i:], maxt)
+	last = cnt - 1
+	if j < len(st.pts) {
+		last = (j + 1) * st.k
+	}
+	return i * st.k, last
+}
+
+// searchPoints returns the number of points of pts (increasing) whose
+// value is at most t.
+func searchPoints(pts []seekPoint, t int64) int {
+	lo, hi := 0, len(pts)
+	for lo < hi {
+		h := int(uint(lo+hi) >> 1)
+		if pts[h].x <= t {
+			lo = h + 1
+		} else {
+			hi = h
+		}
+	}
+	return lo
 }
 
 // start returns where a reader of values from index from onwards begins:
@@ -229,30 +309,34 @@ func (st *seekTable) seekTo(r *bitReader, vstart uint, i int) (*seekPoint, error
 	return pt, nil
 }
 
-// readIntsSeek fills ms[from..last] of a dense decimal stream starting at
-// bit vstart, where from is 0 (ms[0] set) or a seek point, and checks the
-// decoder's state against every point it passes.
-func (st *seekTable) readIntsSeek(r *bitReader, ms []int64, vp *intPlan, vstart uint, from, last int) error {
+// readIntsSeek fills ms[from..last] of a dense integer stream starting at
+// bit vstart, where from is 0 (ms[0] set) or a seek point, checks the
+// decoder's state against every point it passes, and returns the range of
+// the steps it read.
+func (st *seekTable) readIntsSeek(r *bitReader, ms []int64, vp *intPlan, vstart uint, from, last int) (stepRange, error) {
 	pr := newPredictor(vp.mode, vp.base)
 	if from > 0 {
 		pt, err := st.seekTo(r, vstart, from)
 		if err != nil {
-			return err
+			return emptyRange, err
 		}
 		ms[from] = pt.x
 		pr.setState(pt.pstate)
 	}
+	steps := emptyRange
 	for from < last {
 		next := st.nextStop(from, last)
-		if _, err := readDense(r, ms[from:next+1], vp, &pr); err != nil {
-			return err
+		sr, err := readDense(r, ms[from:next+1], vp, &pr)
+		if err != nil {
+			return steps, err
 		}
+		steps.min, steps.max = min(steps.min, sr.min), max(steps.max, sr.max)
 		if pt, ok := st.point(next); ok && (r.pos-vstart != uint(pt.pos) || ms[next] != pt.x || pr.state() != pt.pstate) {
-			return corruptf("seek point %d does not match the values", next/st.k-1)
+			return steps, corruptf("seek point %d does not match the values", next/st.k-1)
 		}
 		from = next
 	}
-	return nil
+	return steps, nil
 }
 
 // readXORSeek fills vs[from..last] of an XOR stream starting at bit vstart

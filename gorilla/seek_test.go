@@ -25,19 +25,65 @@ func valueAt(t testing.TB, blk []byte) (h header, at int, ok bool) {
 	}
 	if h.count > 1 {
 		var tp intPlan
-		m, err := tp.parse(blk[at:], h.count)
+		m, err := tp.parse(blk[at:], h.count, tsSeek)
 		if err != nil {
 			t.Fatal(err)
 		}
+		tseek := blk[at]&tsSeek != 0
 		at += m
+		if tseek {
+			var st seekTable
+			m, _, err := st.parseTimes(blk[at:], &tp, h.count, h.mint, h.maxt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			at += m
+		}
 	}
 	return h, at, true
 }
 
-// hasSeekTable reports whether blk is a float block with a seek table.
+// timeTableSpan returns where the timestamp seek table of the float block
+// blk starts and ends; ok is false when it has none.
+func timeTableSpan(t testing.TB, blk []byte) (start, end int, ok bool) {
+	t.Helper()
+	var h header
+	at, err := h.parse(blk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.kind != KindFloat || h.count < 2 {
+		return 0, 0, false
+	}
+	var tp intPlan
+	m, err := tp.parse(blk[at:], h.count, tsSeek)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if blk[at]&tsSeek == 0 {
+		return 0, 0, false
+	}
+	at += m
+	var st seekTable
+	m, _, err = st.parseTimes(blk[at:], &tp, h.count, h.mint, h.maxt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return at, at + m, true
+}
+
+// hasSeekTable reports whether blk is a float block with a value seek
+// table.
 func hasSeekTable(t testing.TB, blk []byte) bool {
 	_, at, ok := valueAt(t, blk)
 	return ok && blk[at]&valSeek != 0
+}
+
+// hasTimeTable reports whether blk is a float block with a timestamp seek
+// table.
+func hasTimeTable(t testing.TB, blk []byte) bool {
+	_, _, ok := timeTableSpan(t, blk)
+	return ok
 }
 
 // seekRanges returns the ranges a test reads of a block with timestamps ts:
@@ -124,7 +170,7 @@ func TestSeekRange(t *testing.T) {
 			blk := mustEncode(t, s.ts, s.vs)
 			seek := hasSeekTable(t, blk)
 			switch s.name {
-			case "const", "const-stale":
+			case "const", "const-stale", "const-jit":
 				if seek {
 					t.Errorf("%s/%d: a constant block has a seek table", s.name, n)
 				}
@@ -134,7 +180,92 @@ func TestSeekRange(t *testing.T) {
 					t.Errorf("%s/%d: no seek table", s.name, n)
 				}
 			}
+			// Timestamps on the grid take no bits and get no table;
+			// jittered ones get one once a block is long enough.
+			start, end, tseek := timeTableSpan(t, blk)
+			if tseek && (end-start)*seekShare > len(blk) {
+				t.Errorf("%s/%d: a timestamp table of %d bytes in a block of %d", s.name, n, end-start, len(blk))
+			}
+			switch s.name {
+			case "const", "const-stale", "gauge-int", "gauge-float", "counter-stale":
+				if tseek {
+					t.Errorf("%s/%d: timestamps on the grid have a seek table", s.name, n)
+				}
+			case "counter", "gauge-dec", "random-bits", "specials", "const-jit":
+				if !tseek && n >= 480 {
+					t.Errorf("%s/%d: no timestamp seek table", s.name, n)
+				}
+			}
 			checkRangeReads(t, blk, s.ts, s.vs, true)
+		}
+	}
+}
+
+// TestSeekRangeTimestamps reads blocks whose timestamps get a seek table
+// under each predictor, with values of every kind of stream: constant (no
+// value table), a sparse decimal plan (values read whole), dense decimals
+// and XOR (both tables).
+func TestSeekRangeTimestamps(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	const n = 700
+	times := map[byte][]int64{}
+	// predBase: jitter around the grid at every scrape.
+	times[predBase] = genTimestamps(rng, n, 1796014823533, 15000, 4)
+	// predRevert: scrapes on a fixed grid, 40 % of them some ms late. The
+	// encoder's choice depends on the draw: draw until it is a dense
+	// predRevert plan.
+	for try := 0; try < 1000 && times[predRevert] == nil; try++ {
+		rev := make([]int64, n)
+		for i := range rev {
+			rev[i] = 1796014823533 + int64(i)*15000
+			if rng.IntN(10) < 4 {
+				rev[i] += 1 + rng.Int64N(20)
+			}
+		}
+		if p := planInts(rev); p.mode == predRevert && !p.sparse {
+			times[predRevert] = rev
+		}
+	}
+	// predDelta: a step that drifts.
+	drift := make([]int64, n)
+	step := int64(10000)
+	for i := range drift {
+		if i > 0 {
+			step += rng.Int64N(41) - 20
+			drift[i] = drift[i-1] + step
+		}
+	}
+	times[predDelta] = drift
+	values := map[string]func(i int) float64{
+		"const":          func(int) float64 { return 3 },
+		"sparse-decimal": func(i int) float64 { return float64(i/100) * 2 },
+		"dense-decimal":  func(i int) float64 { return float64(i*1000+rng.IntN(700)) / 100 },
+		"xor":            func(int) float64 { return rng.NormFloat64() },
+		"xor-rare":       func(i int) float64 { return float64(i/50) * math.Pi },
+	}
+	if len(times) != 3 {
+		t.Fatalf("timestamps for %d predictors, want 3", len(times))
+	}
+	for pred, ts := range times {
+		if p := planInts(ts); p.mode != pred || p.sparse {
+			t.Fatalf("timestamps for predictor %d plan as %d (sparse %v)", pred, p.mode, p.sparse)
+		}
+		for name, f := range values {
+			vs := make([]float64, n)
+			for i := range vs {
+				vs[i] = f(i)
+			}
+			blk := mustEncode(t, ts, vs)
+			if !hasTimeTable(t, blk) {
+				t.Fatalf("predictor %d, %s: no timestamp seek table", pred, name)
+			}
+			if name == "xor-rare" && valueEncoding(t, blk) != valXOR {
+				t.Fatalf("predictor %d, %s: value encoding %d, want XOR", pred, name, valueEncoding(t, blk))
+			}
+			if want := name == "dense-decimal" || name == "xor"; hasSeekTable(t, blk) != want {
+				t.Fatalf("predictor %d, %s: value seek table %v, want %v", pred, name, !want, want)
+			}
+			checkRangeReads(t, blk, ts, vs, true)
 		}
 	}
 }
@@ -174,6 +305,34 @@ func TestSeekRangeExceptions(t *testing.T) {
 // decodes from the seek point before them, not the block's start.
 func TestSeekRangeDecodesPart(t *testing.T) {
 	for _, s := range genSeries(newRand(), 480) {
+		if s.name == "counter" || s.name == "const-jit" {
+			// Jittered timestamps: those before the last point are not
+			// decoded either.
+			blk := mustEncode(t, s.ts, s.vs)
+			var it Iterator
+			it.dec.ts = make([]int64, 480)
+			for i := range it.dec.ts {
+				it.dec.ts[i] = -1
+			}
+			if err := it.ResetRange(blk, s.ts[470], math.MaxInt64); err != nil {
+				t.Fatal(err)
+			}
+			if len(it.ts) != 480-470 || it.ts[0] != s.ts[470] {
+				t.Errorf("%s: a read of the last 10 samples holds %d", s.name, len(it.ts))
+			}
+			last := min(470/it.dec.tseek.k, len(it.dec.tseek.pts)) * it.dec.tseek.k
+			if last == 0 || it.dec.ts[last-1] != -1 {
+				t.Errorf("%s: a timestamp before the last seek point (%d) was decoded", s.name, last)
+			}
+			// A read from a point's own time starts at that point.
+			it.dec.ts[last-1] = -1
+			if err := it.ResetRange(blk, s.ts[last], math.MaxInt64); err != nil {
+				t.Fatal(err)
+			}
+			if it.ts[0] != s.ts[last] || it.dec.ts[last-1] != -1 {
+				t.Errorf("%s: a read from the time of seek point %d decoded the timestamp before it", s.name, last)
+			}
+		}
 		if s.name != "gauge-float" && s.name != "counter" {
 			continue
 		}
@@ -210,7 +369,14 @@ func TestSeekTableChecked(t *testing.T) {
 		blk := mustEncode(t, s.ts, s.vs)
 		tabStart, tabEnd := seekTableSpan(t, blk)
 		altered := 0
-		for i := tabStart; i < tabEnd; i++ {
+		tsStart, tsEnd, ok := timeTableSpan(t, blk)
+		if s.name == "counter" && !ok {
+			t.Fatalf("%s: no timestamp seek table", s.name)
+		}
+		for i := range tabEnd {
+			if (i < tsStart || i >= tsEnd) && i < tabStart {
+				continue
+			}
 			bad := slices.Clone(blk)
 			bad[i] ^= 0x01
 			var it Iterator
@@ -219,7 +385,7 @@ func TestSeekTableChecked(t *testing.T) {
 				// A flipped low bit can leave a varint's meaning unchanged
 				// only if the byte was not part of a value; every byte of
 				// the table is.
-				t.Errorf("%s: table byte %d altered, the block still decodes", s.name, i-tabStart)
+				t.Errorf("%s: table byte %d altered, the block still decodes", s.name, i)
 				continue
 			}
 			if !errors.Is(err, ErrCorrupt) {
@@ -229,6 +395,172 @@ func TestSeekTableChecked(t *testing.T) {
 		}
 		if altered == 0 {
 			t.Fatalf("%s: nothing altered", s.name)
+		}
+	}
+}
+
+// TestTimeTableBounds: a timestamp seek table whose points leave the
+// block's time range, or do not increase by at least their interval, is
+// refused by whole and partial reads alike: a partial read starts at a
+// point and would otherwise return samples from the wrong place.
+func TestTimeTableBounds(t *testing.T) {
+	var s series
+	for _, g := range genSeries(newRand(), 480) {
+		if g.name == "counter" {
+			s = g
+		}
+	}
+	blk := mustEncode(t, s.ts, s.vs)
+	if got := rewriteTimeTable(t, blk, func([]seekPoint, int, *uint64) {}); !slices.Equal(got, blk) {
+		t.Fatal("the table written again differs")
+	}
+	refused := func(what string, bad []byte, rs ...[2]int64) {
+		t.Helper()
+		for _, r := range rs {
+			var it Iterator
+			if err := it.ResetRange(bad, r[0], r[1]); !errors.Is(err, ErrCorrupt) {
+				t.Errorf("%s, range [%d, %d]: error %v, want ErrCorrupt", what, r[0], r[1], err)
+			}
+		}
+	}
+	whole, last := [2]int64{math.MinInt64, math.MaxInt64}, [2]int64{s.ts[470], math.MaxInt64}
+	// The value stream's start: a whole read checks it, a read of part
+	// relies on it but not past the block's end.
+	refused("value start one bit early", rewriteTimeTable(t, blk, func(_ []seekPoint, _ int, v *uint64) { *v-- }), whole)
+	refused("value start past the end", rewriteTimeTable(t, blk, func(_ []seekPoint, _ int, v *uint64) { *v += 1 << 20 }), whole, last)
+	// Values that take no bits: only the check of the start finds it.
+	cs := genTimestamps(newRand(), 480, 1796014823533, 15000, 3)
+	cblk := mustEncode(t, cs, make([]float64, len(cs)))
+	refused("constant values, value start one bit late", rewriteTimeTable(t, cblk, func(_ []seekPoint, _ int, v *uint64) { *v++ }), whole)
+
+	var h header
+	if _, err := h.parse(blk); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		set  func(pts []seekPoint, k int64)
+	}{
+		{"after maxt", func(pts []seekPoint, _ int64) { pts[len(pts)-1].x = h.maxt + 1 }},
+		{"at mint", func(pts []seekPoint, _ int64) { pts[0].x = h.mint }},
+		{"too close to the previous point", func(pts []seekPoint, k int64) { pts[1].x = pts[0].x + k - 1 }},
+		{"before the previous point", func(pts []seekPoint, _ int64) { pts[2].x = pts[0].x }},
+	} {
+		bad := rewriteTimeTable(t, blk, func(pts []seekPoint, k int, _ *uint64) { c.set(pts, int64(k)) })
+		refused(c.name, bad, whole, last, [2]int64{s.ts[10], s.ts[20]})
+	}
+}
+
+// rewriteTimeTable returns blk with its timestamp seek table written again
+// after edit has changed its points (k timestamps apart) or value start.
+func rewriteTimeTable(t *testing.T, blk []byte, edit func(pts []seekPoint, k int, vbits *uint64)) []byte {
+	t.Helper()
+	start, end, ok := timeTableSpan(t, blk)
+	if !ok {
+		t.Fatal("no timestamp seek table")
+	}
+	var h header
+	at, err := h.parse(blk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tp intPlan
+	if _, err := tp.parse(blk[at:], h.count, tsSeek); err != nil {
+		t.Fatal(err)
+	}
+	var st seekTable
+	_, vbits, err := st.parseTimes(blk[start:end], &tp, h.count, h.mint, h.maxt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts := slices.Clone(st.pts)
+	edit(pts, st.k, &vbits)
+	// appendSeekTable keeps every stride-th of points every seekEvery.
+	stride := st.k / seekEvery
+	all := make([]seekPoint, len(pts)*stride)
+	for i, pt := range pts {
+		all[(i+1)*stride-1] = pt
+	}
+	tab := binary.AppendUvarint(nil, vbits)
+	tab = appendSeekTable(tab, false, &tp, h.mint, tp.base, stride, all)
+	return slices.Concat(blk[:start], tab, blk[end:])
+}
+
+// TestTimeTableChecksTimestamps: timestamps read with a timestamp table
+// are checked as those read whole are, over the part a read decodes: a
+// step that is not positive, steps that wrap past 2^63 back into the
+// block's range, a last timestamp that is not the header's.
+func TestTimeTableChecksTimestamps(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	const n = 257
+	jittered := func() []int64 {
+		ts := make([]int64, n)
+		for i := 1; i < n; i++ {
+			ts[i] = ts[i-1] + 1000 + rng.Int64N(1000)
+		}
+		return ts
+	}
+	vs := make([]float64, n)
+	for i := range vs {
+		vs[i] = rng.NormFloat64()
+	}
+	// encode writes what Encode refuses: the integer plans wrap, so any
+	// timestamps encode.
+	encode := func(ts []int64) []byte {
+		blk := new(floatEncoder).encode(nil, ts, vs)
+		if !hasTimeTable(t, blk) {
+			t.Fatal("no timestamp seek table")
+		}
+		return blk
+	}
+
+	repeated := jittered()
+	repeated[70] = repeated[69]
+
+	// Steps from point 64 on: the first wraps past 2^63, the others come
+	// back round to just after point 64's time by point 128.
+	wrapped := jittered()
+	var sum uint64 = 1<<63 - 1
+	wrapped[65] = int64(uint64(wrapped[64]) + sum)
+	rest := (1<<63 + 1 + 64000) / 63
+	for i := 66; i <= 128; i++ {
+		wrapped[i] = int64(uint64(wrapped[i-1]) + uint64(rest))
+	}
+	for i := 129; i < n; i++ {
+		wrapped[i] = wrapped[i-1] + 1000 + rng.Int64N(1000)
+	}
+	if wrapped[128] <= wrapped[64] || wrapped[65] >= wrapped[64] {
+		t.Fatalf("timestamps do not wrap as meant: %d, %d, %d", wrapped[64], wrapped[65], wrapped[128])
+	}
+
+	// The header's last timestamp one more than the last one's.
+	ts := jittered()
+	offMaxt := encode(ts)
+	var h header
+	if _, err := h.parse(offMaxt); err != nil {
+		t.Fatal(err)
+	}
+	hdr := appendHeader(nil, KindFloat, n, ts[0], ts[n-1])
+	hdr2 := appendHeader(nil, KindFloat, n, ts[0], ts[n-1]+1)
+	if len(hdr) != len(hdr2) {
+		t.Fatal("header length changes")
+	}
+	offMaxt = slices.Concat(hdr2, offMaxt[len(hdr):])
+
+	for _, c := range []struct {
+		name string
+		blk  []byte
+		from int64 // a range read from here to the end must fail too
+	}{
+		{"repeated timestamp", encode(repeated), repeated[64]},
+		{"wrapping steps", encode(wrapped), wrapped[64]},
+		{"last timestamp", offMaxt, ts[n-2]},
+	} {
+		for _, r := range [][2]int64{{math.MinInt64, math.MaxInt64}, {c.from, math.MaxInt64}} {
+			var it Iterator
+			if err := it.ResetRange(c.blk, r[0], r[1]); !errors.Is(err, ErrCorrupt) {
+				t.Errorf("%s, range [%d, %d]: error %v, want ErrCorrupt", c.name, r[0], r[1], err)
+			}
 		}
 	}
 }
@@ -254,7 +586,7 @@ func seekTableSpan(t *testing.T, blk []byte) (int, int) {
 	if vmode == valXOR {
 		at += 8
 	} else {
-		m, err := vp.parse(blk[at+1:], h.count)
+		m, err := vp.parse(blk[at+1:], h.count, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -270,7 +602,7 @@ func seekTableSpan(t *testing.T, blk []byte) (int, int) {
 		nv -= int(nexc)
 	}
 	var st seekTable
-	m, err := st.parse(blk[at:], vmode, &vp, nv, x0)
+	m, err := st.parse(blk[at:], vmode == valXOR, &vp, nv, x0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
