@@ -551,17 +551,8 @@ func (a *appender) Commit() error {
 	}
 	ctx, cancel := db.writeContext(a.ctx)
 	defer cancel()
-	if len(a.meta) > 0 {
-		newest := int64(math.MinInt64)
-		for _, ps := range a.pending {
-			newest = max(newest, ps.smp.t)
-		}
-		if err := db.setMetadata(ctx, a.meta, newest); err != nil {
-			if ctx.Err() != nil {
-				return db.waitErr(ctx, "record metric metadata", err)
-			}
-			db.logger.Debug("metric metadata not stored", "err", err)
-		}
+	if err := a.commitMetadata(ctx); err != nil {
+		return err
 	}
 	if len(a.pending) == 0 {
 		return nil
@@ -570,20 +561,9 @@ func (a *appender) Commit() error {
 	if db.opts.WAL {
 		scratch = logPool.Get().(*logScratch)
 		defer scratch.release()
-		entries := slices.Grow(scratch.entries[:0], len(a.pending))[:len(a.pending)]
-		scratch.entries = entries
-		for i, ps := range a.pending {
-			entries[i] = logEntry{part: ps.part.start, ref: ps.s.ref, t: ps.smp.t, v: ps.smp.v, h: ps.smp.h, fh: ps.smp.fh}
-		}
-		var err error
-		// About 12 bytes an entry: kind, three small deltas, a value.
-		buf := slices.Grow(scratch.buf[:0], 16+14*len(entries))
-		if scratch.buf, err = appendLogRecord(buf, entries); err != nil {
+		if err := a.encodeLog(scratch); err != nil {
 			return err
 		}
-	}
-
-	if db.opts.WAL {
 		if err := db.w.WaitLogRoom(ctx); err != nil {
 			return db.waitErr(ctx, "wait for room in the write-ahead log", err)
 		}
@@ -614,17 +594,85 @@ func (a *appender) Commit() error {
 			return fmt.Errorf("log appended samples: %w", err)
 		}
 	}
-	var (
-		dropped  int
-		oldest   = int64(math.MaxInt64)
-		newest   = int64(math.MinInt64)
-		firstErr error
-		later    []*memSeries // the series in later partitions, window 0 only
-	)
-	var closed []pendingSample // of partitions a flush closed since Append
+	r := a.applyLocked()
+	h.noteAppliedLocked(db, r.newest, int64(len(a.pending)-r.dropped-len(r.closed)))
+	h.mu.RUnlock()
+	db.changed(r.oldest, r.newest)
+	if db.opts.WAL && !a.queued {
+		if err := logged.Wait(ctx); err != nil {
+			return db.waitErr(ctx, "log appended samples", err)
+		}
+	}
+	db.metrics.appended.Add(float64(len(a.pending) - r.dropped - len(r.closed)))
+	if len(r.closed) > 0 {
+		if err := a.recommit(r.closed); err != nil {
+			return err
+		}
+	}
+	if r.dropped > 0 {
+		db.metrics.rejected.WithLabelValues("commit_conflict").Add(float64(r.dropped))
+		if r.firstErr != nil {
+			return fmt.Errorf("%d of %d samples not stored: %w", r.dropped, len(a.pending), r.firstErr)
+		}
+		return fmt.Errorf("%w: %d of %d samples were out of order or too old by the time they were committed", promstorage.ErrOutOfOrderSample, r.dropped, len(a.pending))
+	}
+	return nil
+}
+
+// commitMetadata stores the metric metadata the appender collected, dated
+// by its newest sample. A store that fails is logged and left for the next
+// commit to try again, unless the commit's context ended.
+func (a *appender) commitMetadata(ctx context.Context) error {
+	if len(a.meta) == 0 {
+		return nil
+	}
+	newest := int64(math.MinInt64)
+	for _, ps := range a.pending {
+		newest = max(newest, ps.smp.t)
+	}
+	if err := a.db.setMetadata(ctx, a.meta, newest); err != nil {
+		if ctx.Err() != nil {
+			return a.db.waitErr(ctx, "record metric metadata", err)
+		}
+		a.db.logger.Debug("metric metadata not stored", "err", err)
+	}
+	return nil
+}
+
+// encodeLog encodes the pending samples as one head log record in
+// scratch.buf.
+func (a *appender) encodeLog(scratch *logScratch) error {
+	entries := slices.Grow(scratch.entries[:0], len(a.pending))[:len(a.pending)]
+	scratch.entries = entries
+	for i, ps := range a.pending {
+		entries[i] = logEntry{part: ps.part.start, ref: ps.s.ref, t: ps.smp.t, v: ps.smp.v, h: ps.smp.h, fh: ps.smp.fh}
+	}
+	// About 12 bytes an entry: kind, three small deltas, a value.
+	buf := slices.Grow(scratch.buf[:0], 16+14*len(entries))
+	var err error
+	scratch.buf, err = appendLogRecord(buf, entries)
+	return err
+}
+
+// applied is what applying a commit's samples to the head did.
+type applied struct {
+	dropped        int   // refused: out of order by now, or failed
+	firstErr       error // the first failure, if any
+	oldest, newest int64 // of the samples stored
+	// closed are the samples of partitions a flush closed since Append,
+	// left to recommit.
+	closed []pendingSample
+}
+
+// applyLocked applies the pending samples to their series, with the head's
+// read lock held.
+func (a *appender) applyLocked() applied {
+	db, h := a.db, a.db.head
+	r := applied{oldest: math.MaxInt64, newest: math.MinInt64}
+	var later []*memSeries // the series in later partitions, window 0 only
 	for _, ps := range a.pending {
 		if ps.part.closed.Load() {
-			closed = append(closed, ps)
+			r.closed = append(r.closed, ps)
 			continue
 		}
 		later = later[:0]
@@ -664,22 +712,26 @@ func (a *appender) Commit() error {
 			q.unlock()
 		}
 		s.unlock()
-		if dup {
-			continue
-		}
-		if conflict {
-			dropped++
-			continue
-		}
-		if err != nil {
-			if firstErr == nil {
-				firstErr = err
+		switch {
+		case dup:
+		case conflict:
+			r.dropped++
+		case err != nil:
+			if r.firstErr == nil {
+				r.firstErr = err
 			}
-			dropped++
-			continue
+			r.dropped++
+		default:
+			r.oldest, r.newest = min(r.oldest, ps.smp.t), max(r.newest, ps.smp.t)
 		}
-		oldest, newest = min(oldest, ps.smp.t), max(newest, ps.smp.t)
 	}
+	return r
+}
+
+// noteAppliedLocked records, under the head's read lock, that n samples up
+// to newest were applied: it moves the head's newest time and asks for a
+// flush when the head holds enough samples.
+func (h *head) noteAppliedLocked(db *DB, newest, n int64) {
 	for {
 		cur := h.maxT.Load()
 		if newest <= cur || h.maxT.CompareAndSwap(cur, newest) {
@@ -689,7 +741,7 @@ func (a *appender) Commit() error {
 	// Counted under the head's read lock: a flush zeroes the count under
 	// the write lock and drops a flush asked for before that, so the
 	// samples it takes never ask for a second flush right after it.
-	if n := h.unflushed.Add(int64(len(a.pending) - dropped - len(closed))); db.opts.HeadFlushSamples > 0 && n >= h.flushAt.Load() {
+	if n := h.unflushed.Add(n); db.opts.HeadFlushSamples > 0 && n >= h.flushAt.Load() {
 		// The threshold follows the series the last flush cut; more may
 		// have come since (the first samples after a start, a new
 		// partition filling): then the bar goes up instead.
@@ -706,27 +758,6 @@ func (a *appender) Commit() error {
 			}
 		}
 	}
-	h.mu.RUnlock()
-	db.changed(oldest, newest)
-	if db.opts.WAL && !a.queued {
-		if err := logged.Wait(ctx); err != nil {
-			return db.waitErr(ctx, "log appended samples", err)
-		}
-	}
-	db.metrics.appended.Add(float64(len(a.pending) - dropped - len(closed)))
-	if len(closed) > 0 {
-		if err := a.recommit(closed); err != nil {
-			return err
-		}
-	}
-	if dropped > 0 {
-		db.metrics.rejected.WithLabelValues("commit_conflict").Add(float64(dropped))
-		if firstErr != nil {
-			return fmt.Errorf("%d of %d samples not stored: %w", dropped, len(a.pending), firstErr)
-		}
-		return fmt.Errorf("%w: %d of %d samples were out of order or too old by the time they were committed", promstorage.ErrOutOfOrderSample, dropped, len(a.pending))
-	}
-	return nil
 }
 
 // maxRecommits is how many times a commit appends again the samples of

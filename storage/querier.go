@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	promstorage "github.com/prometheus/prometheus/storage"
@@ -200,165 +201,214 @@ func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples, s
 	}
 	// Partitions without data in the range are not read.
 	parts = slices.DeleteFunc(parts, func(pv partView) bool { return !db.mayHold(pv, mint, maxt) })
-	// A head series that ended before the range is not read either (a
-	// writer's: a read-only DB's followed series do not know their newest
-	// time), nor listed by the series API: Prometheus lists only series
-	// with a chunk in the range, so one that stopped drops out of Grafana's
-	// label browser once it is older than the range, not when its partition
-	// closes. In a written-out partition the series API goes by the
-	// partition's stored newest times (endedSeries).
-	skipEnded := !db.readOnly
-	sels := db.prefetchSelect(ctx, parts, ms)
-	sels = slices.Grow(sels, len(parts))[:len(parts)]
-	// The slices below are sized from the selections' cardinalities: grown
-	// by appending, they cost twice what they end up holding, which at a
-	// million series a query is much of its garbage.
-	nonEmpty, total, most := 0, 0, 0
-	for i, pv := range parts {
-		if sels[i] == nil {
-			bm, err := index.Select(ctx, db.indexReader(pv), ms...)
-			if err != nil {
-				return nil, fmt.Errorf("select in partition %d: %w", pv.start, err)
-			}
-			sels[i] = bm
-		}
-		if n := int(sels[i].GetCardinality()); n > 0 {
-			nonEmpty++
-			total += n
-			most = max(most, n)
-		}
+	sels, card, err := db.selectRefs(ctx, parts, ms)
+	if err != nil {
+		return nil, err
 	}
-	// Each partition's selected series: their labels and segments, the
-	// labels of a partition read from the LSM found (found[i]) by the reads
-	// below.
-	type partSeries struct {
-		lsets []labels.Labels
-		segs  []*qSegment
-		found []bool
-		ended *endedSeries // the series API's, of a written-out or followed partition
+	g := gather{
+		db: db, mint: mint, maxt: maxt, withSamples: withSamples,
+		// A head series that ended before the range is not read either (a
+		// writer's: a read-only DB's followed series do not know their
+		// newest time), nor listed by the series API: Prometheus lists only
+		// series with a chunk in the range, so one that stopped drops out
+		// of Grafana's label browser once it is older than the range, not
+		// when its partition closes. In a written-out partition the series
+		// API goes by the partition's stored newest times (endedSeries).
+		skipEnded: !db.readOnly,
+		per:       make([]partSeries, len(parts)),
 	}
-	var (
-		per   = make([]partSeries, len(parts))
-		reads []rangeRead
-		fetch []*qSegment
-		lb    labels.ScratchBuilder
-		segs  slab[qSegment]
-		srcs  slab[gorilla.Source]
-		buf   []gorilla.Source
-	)
 	if withSamples {
-		fetch = make([]*qSegment, 0, total)
+		g.fetch = make([]*qSegment, 0, card.total)
 	}
 	for i, pv := range parts {
 		bm := sels[i]
 		if bm.IsEmpty() {
 			continue
 		}
-		ps := &per[i]
 		if pv.head != nil {
-			n := int(bm.GetCardinality())
-			ps.lsets, ps.segs = make([]labels.Labels, 0, n), make([]*qSegment, 0, n)
-			// A reader's followed series know only the newest time of the
-			// head log's samples it applied: for the series API the
-			// partition's stored newest times tell about the rest, read
-			// below as for a written-out partition.
-			follow := !skipEnded && !withSamples && mint > pv.start
-			var followedRefs []uint32
-			var followedNewest []int64
-			it := bm.Iterator()
-			for it.HasNext() {
-				ref := it.Next()
-				s, retiredNewest, ok := pv.head.queryView(ref)
-				if !ok {
-					continue
-				}
-				seg := segs.next()
-				seg.part, seg.ref, seg.head = pv.start, ref, s
-				inMemory := int64(math.MinInt64) // a followed series' newest time
-				if s == nil {
-					// Retired: everything it holds is in the LSM.
-					if skipEnded && retiredNewest < mint {
-						continue
-					}
-				} else if skipEnded || withSamples || follow {
-					// The head's blocks are taken before the LSM is read,
-					// so a flush in between shows samples twice (merged
-					// away) but never loses them.
-					s.lock()
-					if skipEnded && pv.head.newestLocked(s) < mint {
-						s.unlock()
-						continue
-					}
-					if withSamples {
-						var err error
-						if buf, err = s.querySourcesLocked(buf[:0]); err != nil {
-							s.unlock()
-							return nil, err
-						}
-						seg.srcs = srcs.slice(len(buf))
-						copy(seg.srcs, buf)
-					}
-					if follow {
-						inMemory = s.maxT()
-					}
-					s.unlock()
-				}
-				if withSamples {
-					fetch = append(fetch, seg)
-				}
-				if follow {
-					followedRefs = append(followedRefs, ref)
-					followedNewest = append(followedNewest, inMemory)
-				}
-				ps.lsets = append(ps.lsets, pv.head.labelsOf(ref, &lb))
-				ps.segs = append(ps.segs, seg)
-			}
-			if len(followedRefs) > 0 {
-				ps.ended = newEndedSeries(pv.start, followedRefs)
-				ps.ended.mem = followedNewest
-				reads = append(reads, ps.ended.reads(uint64(db.partMs)+1)...)
+			if err := g.headPart(&g.per[i], pv, bm); err != nil {
+				return nil, err
 			}
 			continue
 		}
-		refs := bm.ToArray()
-		ps.lsets, ps.found, ps.segs = make([]labels.Labels, len(refs)), make([]bool, len(refs)), make([]*qSegment, len(refs))
-		for j, ref := range refs {
-			seg := segs.next()
-			seg.part, seg.ref = pv.start, ref
-			ps.segs[j] = seg
-		}
-		if withSamples {
-			fetch = append(fetch, ps.segs...)
-		}
-		reads = append(reads, labelReads(pv.start, refs, ps.lsets, ps.found)...)
-		if !withSamples && mint > pv.start {
-			// The series API leaves out the series that ended before the
-			// range here too, by the newest times the partition stored.
-			ps.ended = newEndedSeries(pv.start, refs)
-			reads = append(reads, ps.ended.reads(uint64(db.partMs)+1)...)
-		}
+		g.storedPart(&g.per[i], pv, bm)
 	}
 	// The labels and sample blocks of every partition in one round.
 	if withSamples {
-		reads = append(reads, sampleReads(fetch, mint, maxt)...)
+		g.reads = append(g.reads, sampleReads(g.fetch, mint, maxt)...)
 	}
-	if err := db.readRanges(ctx, reads); err != nil {
+	if err := db.readRanges(ctx, g.reads); err != nil {
 		return nil, err
 	}
-	for _, ps := range per {
+	for _, ps := range g.per {
 		if ps.ended != nil {
 			ps.ended.each(mint, func(j int) { ps.segs[j] = nil })
 		}
 	}
+	all := mergeSeries(g.per, card, mint, maxt)
+	if sorted {
+		sortByLabels(all)
+	}
+	return all, nil
+}
 
-	// A series found in several partitions is one series of the result.
-	// With one partition selecting, every series is found once: no lookup.
+// cardinality is how many series the partitions' selections hold: the
+// partitions that select any, all selections together and the largest.
+// The lists of a Select are sized from it: grown by appending, they cost
+// twice what they end up holding, which at a million series a query is
+// much of its garbage.
+type cardinality struct{ nonEmpty, total, most int }
+
+// selectRefs returns each partition's series that match ms, taking what
+// prefetchSelect read ahead.
+func (db *DB) selectRefs(ctx context.Context, parts []partView, ms []*labels.Matcher) ([]*roaring.Bitmap, cardinality, error) {
+	var card cardinality
+	sels := db.prefetchSelect(ctx, parts, ms)
+	sels = slices.Grow(sels, len(parts))[:len(parts)]
+	for i, pv := range parts {
+		if sels[i] == nil {
+			bm, err := index.Select(ctx, db.indexReader(pv), ms...)
+			if err != nil {
+				return nil, card, fmt.Errorf("select in partition %d: %w", pv.start, err)
+			}
+			sels[i] = bm
+		}
+		if n := int(sels[i].GetCardinality()); n > 0 {
+			card.nonEmpty++
+			card.total += n
+			card.most = max(card.most, n)
+		}
+	}
+	return sels, card, nil
+}
+
+// partSeries is a partition's selected series: their labels and segments,
+// the labels of a written-out partition read from the LSM found (found[i])
+// by the reads of the Select.
+type partSeries struct {
+	lsets []labels.Labels
+	segs  []*qSegment
+	found []bool
+	ended *endedSeries // the series API's, of a written-out or followed partition
+}
+
+// gather collects the selected series of each partition of a Select, and
+// the reads of the LSM that complete them.
+type gather struct {
+	db          *DB
+	mint, maxt  int64
+	withSamples bool
+	skipEnded   bool
+
+	per   []partSeries
+	reads []rangeRead
+	fetch []*qSegment // the segments whose sample blocks are read
+	lb    labels.ScratchBuilder
+	segs  slab[qSegment]
+	srcs  slab[gorilla.Source]
+	buf   []gorilla.Source
+}
+
+// headPart gathers the series bm selects in a head partition: their
+// labels and in-memory blocks now, what the LSM holds of them by the reads.
+func (g *gather) headPart(ps *partSeries, pv partView, bm *roaring.Bitmap) error {
+	n := int(bm.GetCardinality())
+	ps.lsets, ps.segs = make([]labels.Labels, 0, n), make([]*qSegment, 0, n)
+	// A reader's followed series know only the newest time of the head
+	// log's samples it applied: for the series API the partition's stored
+	// newest times tell about the rest, read as for a written-out
+	// partition.
+	follow := !g.skipEnded && !g.withSamples && g.mint > pv.start
+	var followedRefs []uint32
+	var followedNewest []int64
+	it := bm.Iterator()
+	for it.HasNext() {
+		ref := it.Next()
+		s, retiredNewest, ok := pv.head.queryView(ref)
+		if !ok {
+			continue
+		}
+		seg := g.segs.next()
+		seg.part, seg.ref, seg.head = pv.start, ref, s
+		inMemory := int64(math.MinInt64) // a followed series' newest time
+		if s == nil {
+			// Retired: everything it holds is in the LSM.
+			if g.skipEnded && retiredNewest < g.mint {
+				continue
+			}
+		} else if g.skipEnded || g.withSamples || follow {
+			// The head's blocks are taken before the LSM is read, so a
+			// flush in between shows samples twice (merged away) but
+			// never loses them.
+			s.lock()
+			if g.skipEnded && pv.head.newestLocked(s) < g.mint {
+				s.unlock()
+				continue
+			}
+			if g.withSamples {
+				var err error
+				if g.buf, err = s.querySourcesLocked(g.buf[:0]); err != nil {
+					s.unlock()
+					return err
+				}
+				seg.srcs = g.srcs.slice(len(g.buf))
+				copy(seg.srcs, g.buf)
+			}
+			if follow {
+				inMemory = s.maxT()
+			}
+			s.unlock()
+		}
+		if g.withSamples {
+			g.fetch = append(g.fetch, seg)
+		}
+		if follow {
+			followedRefs = append(followedRefs, ref)
+			followedNewest = append(followedNewest, inMemory)
+		}
+		ps.lsets = append(ps.lsets, pv.head.labelsOf(ref, &g.lb))
+		ps.segs = append(ps.segs, seg)
+	}
+	if len(followedRefs) > 0 {
+		ps.ended = newEndedSeries(pv.start, followedRefs)
+		ps.ended.mem = followedNewest
+		g.reads = append(g.reads, ps.ended.reads(uint64(g.db.partMs)+1)...)
+	}
+	return nil
+}
+
+// storedPart gathers the series bm selects in a written-out partition:
+// their labels, newest times and sample blocks all come from the reads.
+func (g *gather) storedPart(ps *partSeries, pv partView, bm *roaring.Bitmap) {
+	refs := bm.ToArray()
+	ps.lsets, ps.found, ps.segs = make([]labels.Labels, len(refs)), make([]bool, len(refs)), make([]*qSegment, len(refs))
+	for j, ref := range refs {
+		seg := g.segs.next()
+		seg.part, seg.ref = pv.start, ref
+		ps.segs[j] = seg
+	}
+	if g.withSamples {
+		g.fetch = append(g.fetch, ps.segs...)
+	}
+	g.reads = append(g.reads, labelReads(pv.start, refs, ps.lsets, ps.found)...)
+	if !g.withSamples && g.mint > pv.start {
+		// The series API leaves out the series that ended before the
+		// range here too, by the newest times the partition stored.
+		ps.ended = newEndedSeries(pv.start, refs)
+		g.reads = append(g.reads, ps.ended.reads(uint64(g.db.partMs)+1)...)
+	}
+}
+
+// mergeSeries makes the series of a Select from the partitions' segments:
+// a series found in several partitions is one series of the result. With
+// one partition selecting, every series is found once: no lookup.
+func mergeSeries(per []partSeries, card cardinality, mint, maxt int64) []*qSeries {
 	var byKey map[uint64][]*qSeries
-	if nonEmpty > 1 {
-		byKey = make(map[uint64][]*qSeries, most)
+	if card.nonEmpty > 1 {
+		byKey = make(map[uint64][]*qSeries, card.most)
 	}
 	var (
-		all     = make([]*qSeries, 0, most)
+		all     = make([]*qSeries, 0, card.most)
 		series  slab[qSeries]
 		segPtrs slab[*qSegment]
 	)
@@ -389,10 +439,7 @@ func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples, s
 			add(ps.lsets[j], seg)
 		}
 	}
-	if sorted {
-		sortByLabels(all)
-	}
-	return all, nil
+	return all
 }
 
 // keyedSortMin is the fewest series sortByLabels sorts through a slice of
