@@ -412,6 +412,18 @@ type floatDecoder struct {
 	seek  seekTable // of the values
 	tseek seekTable // of the timestamps
 	exc   []int     // exception indices of a block read in part
+	// A block read in part (decodeRange) copies into buf only the bytes of
+	// src it reads (lazy).
+	src  []byte
+	lazy bool
+}
+
+// fillFrom copies the bitstream from bit pos to its end into d.buf, where
+// a read of part (d.lazy) is about to read it; other reads copied it all.
+func (d *floatDecoder) fillFrom(pos uint) {
+	if d.lazy && pos/8 < uint(len(d.src)) {
+		copy(d.buf[pos/8:], d.src[pos/8:])
+	}
 }
 
 // decode decodes a float block whose header h has been parsed from b[:n].
@@ -521,20 +533,43 @@ func (d *floatDecoder) decodeRange(h *header, b []byte, mint, maxt int64) (lo, h
 		b = b[m:]
 	}
 
-	d.buf = padded(d.buf, b)
-	r := bitReader{data: d.buf, end: uint(len(b)) * 8}
 	part := (seek || tseek) && (mint > h.mint || maxt < h.maxt)
 	from, last := 0, cnt-1
-	if part && tseek {
+	end := uint(len(b)) * 8
+	if tseek && vbits > uint64(end) {
+		return 0, 0, corruptf("values start at bit %d, past the block's %d", vbits, end)
+	}
+	// A read of part with a timestamp table copies only what it reads of
+	// the bitstream (a 2 h block of noisy floats is some KB, of which the
+	// last minutes are a tenth): the timestamps from their point to the
+	// value start now, the values from theirs (fillFrom) once the range's
+	// samples are known. Other reads copy it whole.
+	d.src, d.lazy = b, part && tseek
+	defer func() { d.src = nil }()
+	if d.lazy {
 		from, last = d.tseek.window(mint, maxt, cnt)
+		d.buf = grow(d.buf, len(b)+readPad)
+		clear(d.buf[len(b):])
+		tstart := uint64(0)
+		if from > 0 {
+			tstart = min(d.tseek.pts[from/d.tseek.k-1].pos, vbits)
+		}
+		copy(d.buf[tstart/8:], b[tstart/8:min(uint64(len(b)), vbits/8+readPad)])
+	} else {
+		d.buf = padded(d.buf, b)
+	}
+	r := bitReader{data: d.buf, end: end}
+	if d.lazy {
+		r.end = uint(vbits) // the timestamps end where the values start
 	}
 	if cnt > 1 {
 		if err := d.readTimes(&r, h, &tp, tseek, from, last); err != nil {
 			return 0, 0, fmt.Errorf("timestamps: %w", err)
 		}
 	}
+	r.end = end
 	if tseek {
-		if vbits > uint64(r.end) || !part && uint64(r.pos) != vbits {
+		if !part && uint64(r.pos) != vbits {
 			return 0, 0, corruptf("values start at bit %d, the timestamp table says %d", r.pos, vbits)
 		}
 		r.pos = uint(vbits)
@@ -561,8 +596,11 @@ func (d *floatDecoder) decodeRange(h *header, b []byte, mint, maxt int64) (lo, h
 		var err error
 		switch {
 		case seek:
-			err = d.seek.readXORSeek(&r, d.vs, v0, vstart, d.seek.start(lo), hi-1)
+			at := d.seek.start(lo)
+			d.fillFrom(d.seek.startBit(at, vstart))
+			err = d.seek.readXORSeek(&r, d.vs, v0, vstart, at, hi-1)
 		case part:
+			d.fillFrom(vstart)
 			// Timestamps read in part, values whole: the last value
 			// needed is where this read stops.
 			_, _, err = readXOR(&r, d.vs[:hi], v0, 0, 0)
@@ -624,6 +662,9 @@ func (d *floatDecoder) readTimes(r *bitReader, h *header, tp *intPlan, tseek boo
 // them, or with a seek table in a block read in part (part), those of the
 // samples lo..hi-1.
 func (d *floatDecoder) readDecimal(r *bitReader, ms []int64, vp *intPlan, exp uint, excs []byte, seek, part bool, vstart uint, lo, hi int) error {
+	if !seek || !part {
+		d.fillFrom(vstart)
+	}
 	if !seek {
 		if _, err := readInts(r, ms, vp); err != nil {
 			return fmt.Errorf("values: %w", err)
@@ -654,7 +695,9 @@ func (d *floatDecoder) readDecimal(r *bitReader, ms []int64, vp *intPlan, exp ui
 		return corruptf("too few values")
 	}
 	if j1 >= j0 {
-		if _, err := d.seek.readIntsSeek(r, ms, vp, vstart, d.seek.start(j0), j1); err != nil {
+		at := d.seek.start(j0)
+		d.fillFrom(d.seek.startBit(at, vstart))
+		if _, err := d.seek.readIntsSeek(r, ms, vp, vstart, at, j1); err != nil {
 			return fmt.Errorf("values: %w", err)
 		}
 	}

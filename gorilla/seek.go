@@ -281,6 +281,15 @@ func (st *seekTable) start(from int) int {
 	return min(from/st.k, len(st.pts)) * st.k
 }
 
+// startBit returns the bit where a read from index i (0 or a point, as
+// start returns) begins, in a stream starting at bit vstart.
+func (st *seekTable) startBit(i int, vstart uint) uint {
+	if i == 0 {
+		return vstart
+	}
+	return vstart + uint(st.pts[i/st.k-1].pos)
+}
+
 // point returns the seek point at value index i, if there is one.
 func (st *seekTable) point(i int) (*seekPoint, bool) {
 	if i == 0 || i%st.k != 0 || i/st.k > len(st.pts) {

@@ -324,6 +324,19 @@ func TestSeekRangeDecodesPart(t *testing.T) {
 			if last == 0 || it.dec.ts[last-1] != -1 {
 				t.Errorf("%s: a timestamp before the last seek point (%d) was decoded", s.name, last)
 			}
+			// Nor were the bytes between the timestamps' point and the
+			// values' copied: the decoder's copy of the block keeps the
+			// sentinel there.
+			if s.name == "counter" {
+				mid := len(blk) / 2
+				it.dec.buf[mid] = 0xa5
+				if err := it.ResetRange(blk, s.ts[470], math.MaxInt64); err != nil {
+					t.Fatal(err)
+				}
+				if it.dec.buf[mid] != 0xa5 {
+					t.Errorf("%s: a read of the last samples copied the middle of the block", s.name)
+				}
+			}
 			// A read from a point's own time starts at that point.
 			it.dec.ts[last-1] = -1
 			if err := it.ResetRange(blk, s.ts[last], math.MaxInt64); err != nil {
@@ -425,8 +438,9 @@ func TestTimeTableBounds(t *testing.T) {
 	}
 	whole, last := [2]int64{math.MinInt64, math.MaxInt64}, [2]int64{s.ts[470], math.MaxInt64}
 	// The value stream's start: a whole read checks it, a read of part
-	// relies on it but not past the block's end.
-	refused("value start one bit early", rewriteTimeTable(t, blk, func(_ []seekPoint, _ int, v *uint64) { *v-- }), whole)
+	// relies on it but not past the block's end, and decodes no timestamp
+	// past it.
+	refused("value start one bit early", rewriteTimeTable(t, blk, func(_ []seekPoint, _ int, v *uint64) { *v-- }), whole, last)
 	refused("value start past the end", rewriteTimeTable(t, blk, func(_ []seekPoint, _ int, v *uint64) { *v += 1 << 20 }), whole, last)
 	// Values that take no bits: only the check of the start finds it.
 	cs := genTimestamps(newRand(), 480, 1796014823533, 15000, 3)
