@@ -168,6 +168,11 @@ func (st *seekTable) parse(b []byte, xor bool, vp *intPlan, n int, x0, ref int64
 	if np == 0 {
 		return 0, corruptf("seek table without points")
 	}
+	// Every point takes at least a byte: a table cannot make the decoder
+	// allocate more points than the block has bytes.
+	if np > len(b)-used {
+		return 0, corruptf("seek table of %d points in %d bytes", np, len(b)-used)
+	}
 	st.k = int(k)
 	st.pts = grow(st.pts, np)
 	var pos uint64

@@ -622,3 +622,18 @@ func seekTableSpan(t *testing.T, blk []byte) (int, int) {
 	}
 	return at, at + m
 }
+
+// TestSeekTableAllocationBounded: a table that claims more points than its
+// block has bytes is refused before anything is allocated for them.
+func TestSeekTableAllocationBounded(t *testing.T) {
+	var st seekTable
+	tp := intPlan{mode: predBase, base: 15000, code: prefixCode{nb: 2, width: [maxBuckets]uint8{0, 3}}}
+	// k = 1 over 2^21 timestamps in a 4-byte table.
+	tab := []byte{0x01, 0x00, 0x00, 0x00}
+	if _, err := st.parse(tab, false, &tp, MaxBlockSamples, 0, tp.base); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("error %v, want ErrCorrupt", err)
+	}
+	if cap(st.pts) != 0 {
+		t.Fatalf("%d points allocated", cap(st.pts))
+	}
+}
