@@ -301,13 +301,7 @@ func planInts(xs []int64) intPlan {
 	// counter), and when none is, as with scrapes jittered every time, the
 	// one that makes the smallest residuals in sum (timestamps 0-4 ms off
 	// the grid: 17 % fewer bits than the last step a majority vote ends on).
-	p, _ := planWithBase(xs, medianStep(xs))
-	return p
-}
-
-// planWithBase chooses the cheapest intPlan for xs whose base step is
-// base, and returns it with the number of steps equal to base.
-func planWithBase(xs []int64, base int64) (intPlan, int) {
+	base := medianStep(xs)
 	// Residual statistics of all predictors in one pass.
 	const modes = 3
 	var (
@@ -380,7 +374,7 @@ func planWithBase(xs []int64, base int64) (intPlan, int) {
 			best = intPlan{mode: mode, sparse: true, base: base, nz: nz[mode], code: vc, gapCode: gc, bits: sb}
 		}
 	}
-	return best, int(z0)
+	return best
 }
 
 // medianStep returns the median of the steps of xs (the upper one of an

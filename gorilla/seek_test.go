@@ -11,65 +11,64 @@ import (
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 )
 
-// valueAt parses the header and timestamp plan of the float block blk and
+// blockTimes is what a float block says of its timestamps: its header, the
+// timestamp plan and, when it has one (table), the timestamp seek table,
+// which spans blk[start:end]; without one start and end are both where the
+// value encoding byte is.
+type blockTimes struct {
+	h          header
+	tp         intPlan
+	st         seekTable
+	vbits      uint64
+	start, end int
+	table      bool
+}
+
+// readBlockTimes parses the header, timestamp plan and timestamp table of
+// blk; ok is false for a block of another kind.
+func readBlockTimes(t testing.TB, blk []byte) (bt blockTimes, ok bool) {
+	t.Helper()
+	at, err := bt.h.parse(blk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bt.h.kind != KindFloat {
+		return bt, false
+	}
+	if bt.h.count > 1 {
+		m, err := bt.tp.parse(blk[at:], bt.h.count, tsSeek)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bt.table = blk[at]&tsSeek != 0
+		at += m
+	}
+	bt.start, bt.end = at, at
+	if bt.table {
+		m, vbits, err := bt.st.parseTimes(blk[at:], &bt.tp, bt.h.count, bt.h.mint, bt.h.maxt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bt.vbits, bt.end = vbits, at+m
+	}
+	return bt, true
+}
+
+// valueAt parses the header and timestamps of the float block blk and
 // returns the header and the index of the value encoding byte; ok is false
 // for a block of another kind.
 func valueAt(t testing.TB, blk []byte) (h header, at int, ok bool) {
 	t.Helper()
-	at, err := h.parse(blk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if h.kind != KindFloat {
-		return h, 0, false
-	}
-	if h.count > 1 {
-		var tp intPlan
-		m, err := tp.parse(blk[at:], h.count, tsSeek)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tseek := blk[at]&tsSeek != 0
-		at += m
-		if tseek {
-			var st seekTable
-			m, _, err := st.parseTimes(blk[at:], &tp, h.count, h.mint, h.maxt)
-			if err != nil {
-				t.Fatal(err)
-			}
-			at += m
-		}
-	}
-	return h, at, true
+	bt, ok := readBlockTimes(t, blk)
+	return bt.h, bt.end, ok
 }
 
 // timeTableSpan returns where the timestamp seek table of the float block
 // blk starts and ends; ok is false when it has none.
 func timeTableSpan(t testing.TB, blk []byte) (start, end int, ok bool) {
 	t.Helper()
-	var h header
-	at, err := h.parse(blk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if h.kind != KindFloat || h.count < 2 {
-		return 0, 0, false
-	}
-	var tp intPlan
-	m, err := tp.parse(blk[at:], h.count, tsSeek)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if blk[at]&tsSeek == 0 {
-		return 0, 0, false
-	}
-	at += m
-	var st seekTable
-	m, _, err = st.parseTimes(blk[at:], &tp, h.count, h.mint, h.maxt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return at, at + m, true
+	bt, ok := readBlockTimes(t, blk)
+	return bt.start, bt.end, ok && bt.table
 }
 
 // hasSeekTable reports whether blk is a float block with a value seek
@@ -469,35 +468,21 @@ func TestTimeTableBounds(t *testing.T) {
 // after edit has changed its points (k timestamps apart) or value start.
 func rewriteTimeTable(t *testing.T, blk []byte, edit func(pts []seekPoint, k int, vbits *uint64)) []byte {
 	t.Helper()
-	start, end, ok := timeTableSpan(t, blk)
-	if !ok {
+	bt, ok := readBlockTimes(t, blk)
+	if !ok || !bt.table {
 		t.Fatal("no timestamp seek table")
 	}
-	var h header
-	at, err := h.parse(blk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tp intPlan
-	if _, err := tp.parse(blk[at:], h.count, tsSeek); err != nil {
-		t.Fatal(err)
-	}
-	var st seekTable
-	_, vbits, err := st.parseTimes(blk[start:end], &tp, h.count, h.mint, h.maxt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pts := slices.Clone(st.pts)
-	edit(pts, st.k, &vbits)
+	pts, vbits := slices.Clone(bt.st.pts), bt.vbits
+	edit(pts, bt.st.k, &vbits)
 	// appendSeekTable keeps every stride-th of points every seekEvery.
-	stride := st.k / seekEvery
+	stride := bt.st.k / seekEvery
 	all := make([]seekPoint, len(pts)*stride)
 	for i, pt := range pts {
 		all[(i+1)*stride-1] = pt
 	}
 	tab := binary.AppendUvarint(nil, vbits)
-	tab = appendSeekTable(tab, false, &tp, h.mint, tp.base, stride, all)
-	return slices.Concat(blk[:start], tab, blk[end:])
+	tab = appendSeekTable(tab, false, &bt.tp, bt.h.mint, bt.tp.base, stride, all)
+	return slices.Concat(blk[:bt.start], tab, blk[bt.end:])
 }
 
 // TestTimeTableChecksTimestamps: timestamps read with a timestamp table
