@@ -6,10 +6,12 @@ import "sync"
 // that reads a bounded range once (a query reading the keys of its series):
 // at the first positioning, the sources whose blocks in the range are not
 // all cached are positioned concurrently, and each table reads, at its first
-// cache miss, the blocks of the range from there on (up to 8 MiB) in one
-// ranged read, keeping them in the block cache for the iteration that
-// follows. A cold read of a range then costs about one round trip whatever
-// the number of tables, without a separate prefetch of the same blocks.
+// cache miss, the blocks of the range from there on in ranged reads of up
+// to 8 MiB, keeping them for the iteration that follows (and offering them
+// to the block cache), so that a range larger than what the cache admits is
+// not read again. A cold read of a range then costs about one round trip
+// whatever the number of tables, without a separate prefetch of the same
+// blocks.
 // Call it before the first positioning call.
 func (it *Iterator) SetReadAhead() {
 	it.src.parallel = true

@@ -52,6 +52,11 @@ type Iter struct {
 
 	iv    *Interval // see SetInterval; nil: none
 	ivBuf Interval
+
+	// A range iterator's blocks read at its first positioning, by block
+	// index from preFirst, each dropped as it is loaded (see NewRangeIter).
+	pre      [][]byte
+	preFirst int
 }
 
 // SetInterval makes the iterator skip, without reading them, the data
@@ -82,7 +87,10 @@ func (t *Table) NewIter(ctx context.Context, lower, upper []byte) *Iter {
 // positioning loads the blocks of the range from there on that are not
 // cached, each run of adjacent ones (up to 8 MiB) with one ranged read, as
 // Prefetch does, so a cold read of a range costs one round trip rather than
-// a growing sequence of them. Without a cache it is NewIter.
+// a growing sequence of them. The iterator keeps the blocks it read until it
+// reaches them, as well as offering them to the cache: a range larger than
+// what the cache admits is read once, not read ahead and then again when the
+// cache has let its blocks go. Without a cache it is NewIter.
 func (t *Table) NewRangeIter(ctx context.Context, lower, upper []byte) *Iter {
 	it := t.NewIter(ctx, lower, upper)
 	it.whole = it.upper != nil
@@ -119,8 +127,7 @@ func (it *Iter) SeekGE(key []byte) bool {
 	}
 	if it.whole {
 		it.whole = false
-		// A failed read is left for the block loads to report.
-		_ = it.t.prefetch(it.ctx, key, it.upper, nil, it.iv)
+		it.readWhole(key)
 	}
 	return it.seekFrom(it.t.findBlock(key), key)
 }
@@ -189,9 +196,10 @@ func (it *Iter) load(i int) bool {
 	}
 	var content []byte
 	var err error
+	var kept bool
 	if it.t.c == nil || it.scan {
 		content, err = it.fetchUncached(i)
-	} else {
+	} else if content, kept = it.takeRead(i); !kept {
 		before := it.misses.Load()
 		content, err = it.t.dataBlock(it.ctx, i, it.lastBlock, it.nextRun, &it.misses, it.iv)
 		if it.misses.Load() != before {
@@ -206,6 +214,47 @@ func (it *Iter) load(i int) bool {
 		return it.fail(err)
 	}
 	return true
+}
+
+// maxKeptBytes bounds the blocks a range iterator keeps from its first read
+// (see NewRangeIter); blocks past it are left to the cache as before. A
+// query's ranges are far smaller (a few MiB of sample blocks), and it keeps
+// the values it reads anyway. A variable for tests.
+var maxKeptBytes = 32 << 20
+
+// readWhole reads the blocks of [key, upper) that are not cached, keeping
+// them for load up to maxKeptBytes. A failed read is left for the block
+// loads to report.
+func (it *Iter) readWhole(key []byte) {
+	if it.t.c == nil || len(it.t.ix.handles) == 0 {
+		return
+	}
+	first, last := it.t.blockSpan(key, it.upper)
+	if first > last {
+		return
+	}
+	var kept int
+	_ = it.t.prefetchSpan(it.ctx, first, last, nil, it.iv, func(i int, content []byte) {
+		if kept += len(content); kept > maxKeptBytes {
+			return
+		}
+		if it.pre == nil {
+			it.pre, it.preFirst = make([][]byte, last-first+1), first
+		}
+		it.pre[i-first] = content
+	})
+}
+
+// takeRead returns block i when the range's first read kept it, and drops
+// it from the iterator.
+func (it *Iter) takeRead(i int) ([]byte, bool) {
+	k := i - it.preFirst
+	if k < 0 || k >= len(it.pre) || it.pre[k] == nil {
+		return nil, false
+	}
+	content := it.pre[k]
+	it.pre[k] = nil
+	return content, true
 }
 
 func (it *Iter) growReadahead() {
@@ -262,7 +311,7 @@ func (it *Iter) Close() error {
 	}
 	err := it.err
 	it.closed = true
-	it.run, it.dec = nil, nil
+	it.run, it.dec, it.pre = nil, nil, nil
 	it.valid = false
 	it.blk = blockIter{}
 	if it.err == nil {

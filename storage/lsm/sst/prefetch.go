@@ -114,12 +114,12 @@ func (t *Table) PrefetchBlocks(ctx context.Context, first, last int) error {
 	first, last = max(first, 0), min(last, len(t.ix.handles)-1)
 	runs := t.missingRuns(first, last, nil, bridgeBytes, nil)
 	if len(runs) == 1 {
-		return t.prefetchRun(ctx, runs[0][0], runs[0][1], nil)
+		return t.prefetchRun(ctx, runs[0][0], runs[0][1], nil, nil)
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(runs))
 	for k, r := range runs {
-		wg.Go(func() { errs[k] = t.prefetchRun(ctx, r[0], r[1], nil) })
+		wg.Go(func() { errs[k] = t.prefetchRun(ctx, r[0], r[1], nil, nil) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)
@@ -145,15 +145,16 @@ func (t *Table) prefetch(ctx context.Context, lower, upper []byte, s Stasher, iv
 		return nil
 	}
 	first, last := t.blockSpan(lower, upper)
-	return t.prefetchSpan(ctx, first, last, s, iv)
+	return t.prefetchSpan(ctx, first, last, s, iv, nil)
 }
 
 // prefetchSpan reads the blocks of [first, last] not cached yet, nor
 // skipped for iv when it is not nil, in runs of adjacent missing blocks of
-// at most maxPrefetchRun, one after another, through s when it is not nil.
-func (t *Table) prefetchSpan(ctx context.Context, first, last int, s Stasher, iv *Interval) error {
+// at most maxPrefetchRun, one after another, through s when it is not nil,
+// and hands each to keep when it is not nil.
+func (t *Table) prefetchSpan(ctx context.Context, first, last int, s Stasher, iv *Interval, keep func(i int, content []byte)) error {
 	for _, r := range t.missingRuns(first, last, s, 0, iv) {
-		if err := t.prefetchRun(ctx, r[0], r[1], s); err != nil {
+		if err := t.prefetchRun(ctx, r[0], r[1], s, keep); err != nil {
 			return err
 		}
 	}
@@ -189,8 +190,8 @@ func (t *Table) missingRuns(first, last int, s Stasher, bridge int64, iv *Interv
 }
 
 // prefetchRun reads blocks [i, j] in one read and caches them, through s
-// when it is not nil.
-func (t *Table) prefetchRun(ctx context.Context, i, j int, s Stasher) error {
+// when it is not nil, and hands each to keep when it is not nil.
+func (t *Table) prefetchRun(ctx context.Context, i, j int, s Stasher, keep func(i int, content []byte)) error {
 	raw, checked, err := t.readBlocks(ctx, i, j)
 	if err != nil {
 		return fmt.Errorf("sst %s: prefetch blocks %d-%d: %w", t.id, i, j, err)
@@ -206,6 +207,9 @@ func (t *Table) prefetchRun(ctx context.Context, i, j int, s Stasher) error {
 			s.Stash(ctx, t.cacheKey(hs[k].off), content, cache.ClassData)
 		} else {
 			t.c.Set(t.cacheKey(hs[k].off), content, cache.ClassData)
+		}
+		if keep != nil {
+			keep(k, content)
 		}
 	}
 	return nil

@@ -810,6 +810,76 @@ func TestScanIterBypassesCache(t *testing.T) {
 	}
 }
 
+// refusingCache keeps meta blocks and turns every data block away, as a
+// cache full of blocks used more often does when a query reads more than it
+// holds.
+type refusingCache struct{ *cachetest.Map }
+
+func (c refusingCache) Set(key string, value []byte, class cache.Class) {
+	if class != cache.ClassData {
+		c.Map.Set(key, value, class)
+	}
+}
+
+func (c refusingCache) GetOrLoad(ctx context.Context, key string, class cache.Class, load func(context.Context) ([]byte, error)) ([]byte, error) {
+	return cachetest.GetOrLoad(ctx, c, key, class, load)
+}
+
+// TestRangeIterReadsOnce: a range iterator reads its range's blocks once,
+// in one read, even when the cache keeps none of them, and keeps no block
+// after moving past it.
+func TestRangeIterReadsOnce(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 32))
+	entries := genEntries(rng, genSpec{keys: 4000, maxVersions: 1, maxValue: 200})
+	data, _ := buildTable(t, entries, WriterOptions{BlockSize: 1024})
+	ctx := context.Background()
+	tb, r := openCounted(t, data, refusingCache{cachetest.NewMap()})
+	lo, hi := 500, 3500
+	first, last := tb.BlockSpan(entries[lo].Key, entries[hi].Key)
+	if last-first < 100 {
+		t.Fatalf("range spans %d blocks, want many", last-first+1)
+	}
+	for pass := range 2 {
+		r.reset()
+		it := tb.NewRangeIter(ctx, entries[lo].Key, entries[hi].Key)
+		got := collect(t, it, it.First())
+		for k, b := range it.pre {
+			if b != nil && first+k < it.bi {
+				t.Errorf("pass %d: block %d kept after the iterator moved past it", pass, first+k)
+			}
+		}
+		if err := it.Close(); err != nil {
+			t.Fatal(err)
+		}
+		checkEntries(t, "range", got, entries[lo:hi])
+		if reads, n := r.stats(); reads != 1 || n != tb.SpanBytes(first, last) {
+			t.Errorf("pass %d: %d reads of %d bytes, want one of the span's %d", pass, reads, n, tb.SpanBytes(first, last))
+		}
+	}
+	// Past maxKeptBytes the blocks are left to the cache, which here keeps
+	// none: they are read again, and the entries are still all there.
+	defer func(n int) { maxKeptBytes = n }(maxKeptBytes)
+	maxKeptBytes = int(tb.SpanBytes(first, last) / 4)
+	r.reset()
+	it := tb.NewRangeIter(ctx, entries[lo].Key, entries[hi].Key)
+	ok := it.First()
+	kept := len(it.blk.data) // taken by First
+	for _, b := range it.pre {
+		kept += len(b)
+	}
+	if kept > maxKeptBytes || kept < maxKeptBytes/2 {
+		t.Errorf("%d bytes kept, want up to the bound of %d", kept, maxKeptBytes)
+	}
+	got := collect(t, it, ok)
+	if err := it.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkEntries(t, "range past the bound", got, entries[lo:hi])
+	if reads, _ := r.stats(); reads < 2 {
+		t.Errorf("%d reads past the bound, want the first and more", reads)
+	}
+}
+
 // TestStash checks that the warmer's prefetch puts data blocks in the disk
 // tier, not in RAM, and that reads then find them there without the object
 // store.
