@@ -219,6 +219,16 @@ func (c *Tiered) Close() error {
 // which Stats and shale_cache_budget_bytes report.
 func (c *Tiered) LimitMemory(n int64) int64 { return c.mem.limitData(n) }
 
+// Capacity returns how many bytes of blocks the cache can hold now: the
+// RAM tier's budget (see LimitMemory) plus the disk tier's.
+func (c *Tiered) Capacity() int64 {
+	n := c.mem.budget()
+	if c.disk != nil {
+		n += c.disk.budget.Load()
+	}
+	return n
+}
+
 // Stats returns a snapshot of the cache's counts.
 func (c *Tiered) Stats() Stats {
 	var s Stats

@@ -158,6 +158,24 @@ func TestMemoryOnly(t *testing.T) {
 	}
 }
 
+// TestCapacity: what the cache can hold is its RAM tier's budget, lowered
+// while memory is short, plus its disk tier's.
+func TestCapacity(t *testing.T) {
+	mem := newTestCache(t, DefaultOptions())
+	if got, want := mem.Capacity(), DefaultOptions().MemoryBytes; got != want {
+		t.Errorf("memory only: capacity %d, want %d", got, want)
+	}
+	o := diskOptions(t)
+	c := newTestCache(t, o)
+	if got, want := c.Capacity(), o.MemoryBytes+o.DiskBytes; got != want {
+		t.Errorf("with a disk tier: capacity %d, want %d", got, want)
+	}
+	budget := c.LimitMemory(o.MemoryBytes / 4)
+	if got, want := c.Capacity(), budget+o.DiskBytes; got != want || budget >= o.MemoryBytes {
+		t.Errorf("memory limited to %d: capacity %d, want %d", budget, got, want)
+	}
+}
+
 func TestNewRejectsInvalidOptions(t *testing.T) {
 	o := DefaultOptions()
 	o.MetaShare = 2

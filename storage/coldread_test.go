@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"sync"
 	"testing"
@@ -114,5 +115,63 @@ func TestColdQuerySmallPartitionsOneRound(t *testing.T) {
 		if waves != tc.want {
 			t.Errorf("%d series: %d rounds of reads, want %d", series, waves, tc.want)
 		}
+	}
+}
+
+// TestLargeSampleReadsSkipCache: the sample reads of a query whose stored
+// blocks come to more than noFillShare times the block cache's capacity
+// read past the cache, those of one within it through it, and the query's
+// answer is the same either way.
+func TestLargeSampleReadsSkipCache(t *testing.T) {
+	defer func(n int) { minNoFillReads = n }(minNoFillReads)
+	minNoFillReads = 1
+	const series, interval = 100, 5 * time.Minute
+	b := coldBucket(t, coldSpec{series: series, span: 6 * time.Hour, interval: interval})
+	ctx := context.Background()
+	mint, maxt := int64(coldBase), int64(coldBase+6*3600*1000)
+	sized, _, _ := coldDB(t, b, 0, 256<<20)
+	parts, err := sized.partitions(ctx, mint, maxt)
+	if err != nil || len(parts) == 0 {
+		t.Fatalf("partitions: %v, %v", parts, err)
+	}
+	var reads []rangeRead
+	var total int64
+	for _, pv := range parts {
+		rd := rangeRead{part: pv.start, sub: subSamples, r: refRange{0, math.MaxUint32}}
+		kr := rangeKeys(rd.part, rd.sub, rd.r)
+		n, err := sized.lsm.RangeBytes(ctx, kr.Lower, kr.Upper)
+		if err != nil || n == 0 {
+			t.Fatalf("range bytes of partition %d: %d, %v", pv.start, n, err)
+		}
+		total += n
+		reads = append(reads, rd)
+	}
+	minNoFillReads = len(reads)
+	within := (total + noFillShare - 1) / noFillShare // the smallest capacity that holds them at the share
+	for _, tc := range []struct {
+		capacity int64
+		noFill   bool
+	}{{within, false}, {within - 1, true}, {total, false}, {4 << 10, true}} {
+		db, _, _ := coldDB(t, b, 0, tc.capacity)
+		if got := db.lsm.CacheCapacity(); got != tc.capacity {
+			t.Fatalf("cache capacity %d, want %d", got, tc.capacity)
+		}
+		rs := slices.Clone(reads)
+		db.markNoFill(ctx, rs)
+		for _, rd := range rs {
+			if rd.noFill != tc.noFill {
+				t.Errorf("capacity %d for %d stored bytes: partition %d read with noFill %v, want %v", tc.capacity, total, rd.part, rd.noFill, tc.noFill)
+			}
+		}
+		got := queryFloats(t, db, mint, maxt, labels.MustNewMatcher(labels.MatchEqual, "__name__", "x"))
+		wantCounts(t, fmt.Sprintf("capacity %d", tc.capacity), got, series, int(6*time.Hour/interval))
+	}
+	// Fewer reads than minNoFillReads are not sized.
+	minNoFillReads = len(reads) + 1
+	db, _, _ := coldDB(t, b, 0, 4<<10)
+	rs := slices.Clone(reads)
+	db.markNoFill(ctx, rs)
+	if rs[0].noFill {
+		t.Errorf("%d reads, fewer than %d, marked", len(rs), minNoFillReads)
 	}
 }

@@ -76,6 +76,8 @@ type scanOpts struct {
 	merge  lsm.MergeOperator
 	// interval, if set, is the iterator's (lsm.Iterator.SetInterval).
 	interval *lsm.Interval
+	// noFill leaves the block cache as it is (lsm.Iterator.SetNoFill).
+	noFill bool
 }
 
 // scanWith is scanFiltered, reading as o says.
@@ -92,6 +94,9 @@ func (db *DB) scanWith(ctx context.Context, lower, upper []byte, want func([]byt
 	}
 	if o.readAhead {
 		it.SetReadAhead()
+	}
+	if o.noFill {
+		it.SetNoFill()
 	}
 	for ok := it.First(); ok; ok = it.Next() {
 		v := it.Value()

@@ -235,7 +235,9 @@ func (db *DB) selectSeries(ctx context.Context, mint, maxt int64, withSamples, s
 	}
 	// The labels and sample blocks of every partition in one round.
 	if withSamples {
-		g.reads = append(g.reads, sampleReads(g.fetch, mint, maxt)...)
+		samples := sampleReads(g.fetch, mint, maxt)
+		db.markNoFill(ctx, samples)
+		g.reads = append(g.reads, samples...)
 	}
 	if err := db.readRanges(ctx, g.reads); err != nil {
 		return nil, err

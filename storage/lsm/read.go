@@ -280,6 +280,8 @@ type runIter struct {
 	// whole makes each table read the iterator's range as a whole; see
 	// Iterator.SetReadAhead.
 	whole bool
+	// noFill leaves the block cache as it is; see Iterator.SetNoFill.
+	noFill bool
 	// iv, if set, is the interval outside which each table skips its
 	// blocks of merge operands; see Iterator.SetInterval.
 	iv *Interval
@@ -310,6 +312,9 @@ func (r *runIter) open(i int) bool {
 	}
 	if r.iv != nil {
 		r.cur.it.SetInterval(*r.iv)
+	}
+	if r.noFill {
+		r.cur.it.SetNoFill()
 	}
 	return true
 }

@@ -22,6 +22,23 @@ func (it *Iterator) SetReadAhead() {
 	}
 }
 
+// SetNoFill makes the iterator leave the block cache as it is, for a read
+// of far more than the cache holds (a query over a million series' blocks
+// against a cache of a fraction of them), whose blocks would only evict
+// those other queries use and be evicted in turn: blocks the cache holds are
+// read from it, the others are read without being offered to it. With
+// SetReadAhead each table keeps what its range's first read brought in
+// (sst.Table.NewRangeIter) and the tables of a sorted run after the first
+// are read as they are reached, not preloaded into the cache. Call it before
+// the first positioning call.
+func (it *Iterator) SetNoFill() {
+	for _, c := range it.src.children {
+		if r, ok := c.(*runIter); ok {
+			r.noFill = true
+		}
+	}
+}
+
 // seekGEParallel is seekGE with the children that would read from the
 // object store positioned concurrently.
 func (m *mergeIter) seekGEParallel(key []byte) bool {
@@ -31,6 +48,16 @@ func (m *mergeIter) seekGEParallel(key []byte) bool {
 		r, isRun := c.(*runIter)
 		if !isRun {
 			ok[i] = c.seekGE(key)
+			continue
+		}
+		if r.noFill {
+			// Each table reads its range as a whole when it is opened,
+			// and keeps it: nothing goes through the cache to it.
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ok[i] = c.seekGE(key)
+			}()
 			continue
 		}
 		r.preloadRest(key, &wg)

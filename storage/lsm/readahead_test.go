@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/shaledb/shale/cache"
 	"github.com/shaledb/shale/cache/cachetest"
 	"github.com/shaledb/shale/storage/objstore"
 )
@@ -47,7 +49,9 @@ func (r *roundsBucket) take() (rounds, reads int) {
 // TestIteratorReadAhead checks that an iterator with SetReadAhead returns
 // what a plain one does, over the memtable, L0 tables and a sorted run of
 // several tables, and that it reads a cold range in one round trip however
-// many tables hold it, then nothing the second time.
+// many tables hold it, then nothing the second time. With SetNoFill too it
+// returns the same without adding a data block to the cache, and reads
+// nothing the cache already holds.
 func TestIteratorReadAhead(t *testing.T) {
 	ctx := context.Background()
 	key := roundKey
@@ -62,6 +66,7 @@ func TestIteratorReadAhead(t *testing.T) {
 			batch.Delete(key(150))
 		}
 	})
+	noFill := false
 	scan := func(db *DB, readAhead bool, lo, hi []byte) (keys, vals [][]byte) {
 		t.Helper()
 		it, err := db.NewIterator(ctx, lo, hi)
@@ -70,6 +75,9 @@ func TestIteratorReadAhead(t *testing.T) {
 		}
 		if readAhead {
 			it.SetReadAhead()
+		}
+		if noFill {
+			it.SetNoFill()
 		}
 		for ok := it.First(); ok; ok = it.Next() {
 			keys = append(keys, bytes.Clone(it.Key()))
@@ -126,5 +134,35 @@ func TestIteratorReadAhead(t *testing.T) {
 	scan(db, true, lo, hi)
 	if rounds, reads := rb.take(); rounds != 0 {
 		t.Fatalf("reading the range again: %d round trips, %d reads", rounds, reads)
+	}
+
+	// The whole key space, over every table of the run.
+	noFill, lo, hi = true, key(0), key(400)
+	wantK, wantV = scan(plain, false, lo, hi)
+	c := cachetest.NewMap()
+	cold := openDB(t, rb, opts, Components{Cache: c})
+	defer cold.Close()
+	cold.s.openAll(ctx, all)
+	rb.take()
+	for pass := range 2 {
+		gotK, gotV = scan(cold, true, lo, hi)
+		if !slices.EqualFunc(gotK, wantK, bytes.Equal) || !slices.EqualFunc(gotV, wantV, bytes.Equal) {
+			t.Fatalf("no fill, pass %d: %d keys, want the plain read's %d", pass, len(gotK), len(wantK))
+		}
+		if n := c.Count(cache.ClassData); n != 0 {
+			t.Fatalf("no fill, pass %d: %d data blocks cached", pass, n)
+		}
+		if rounds, reads := rb.take(); rounds == 0 || reads < tables-1 {
+			t.Fatalf("no fill, pass %d: %d round trips, %d reads over %d tables", pass, rounds, reads, tables)
+		}
+	}
+	// Filled by a read that fills it, the cache serves a read that does not.
+	noFill = false
+	scan(cold, true, lo, hi)
+	rb.take()
+	noFill = true
+	scan(cold, true, lo, hi)
+	if rounds, reads := rb.take(); rounds != 0 {
+		t.Fatalf("no fill over a cached range: %d round trips, %d reads", rounds, reads)
 	}
 }

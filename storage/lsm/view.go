@@ -27,6 +27,10 @@ type View interface {
 	ManifestVersion() uint64
 	// Cached reports whether the view has a block cache.
 	Cached() bool
+	// CacheCapacity is how many bytes of blocks the view's cache can hold
+	// (cache.Tiered.Capacity), 0 without a cache or when the cache does
+	// not say.
+	CacheCapacity() int64
 }
 
 var (

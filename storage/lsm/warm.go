@@ -154,6 +154,19 @@ func (db *DB) Cached() bool { return db.s.cache != nil }
 // Cached reports whether the reader reads through a block cache.
 func (r *Reader) Cached() bool { return r.s.cache != nil }
 
+// CacheCapacity is View.CacheCapacity.
+func (db *DB) CacheCapacity() int64 { return db.s.cacheCapacity() }
+
+// CacheCapacity is View.CacheCapacity.
+func (r *Reader) CacheCapacity() int64 { return r.s.cacheCapacity() }
+
+func (s *store) cacheCapacity() int64 {
+	if c, ok := s.cache.(interface{ Capacity() int64 }); ok {
+		return c.Capacity()
+	}
+	return 0
+}
+
 // PrefetchRanges is Prefetch of many ranges at once, without statistics:
 // the read path's way to load, in one round of parallel ranged reads, the
 // blocks a query is about to read key by key. A range of one key (Upper is

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"sync/atomic"
 )
 
@@ -46,9 +47,10 @@ type Iter struct {
 	runFirst   int
 	runLast    int
 
-	scan  bool   // read past the cache; see NewScanIter
-	whole bool   // load the range at the first positioning; see NewRangeIter
-	dec   []byte // a scan's decompressed block, reused block after block
+	scan   bool   // read past the cache; see NewScanIter
+	noFill bool   // read through the cache without adding to it; see SetNoFill
+	whole  bool   // load the range at the first positioning; see NewRangeIter
+	dec    []byte // a scan's decompressed block, reused block after block
 
 	iv    *Interval // see SetInterval; nil: none
 	ivBuf Interval
@@ -69,6 +71,13 @@ func (it *Iter) SetInterval(iv Interval) {
 	it.ivBuf = iv
 	it.iv = &it.ivBuf
 }
+
+// SetNoFill makes the iterator read blocks the cache holds from it and the
+// others past it, without offering them to it: for a read of far more than
+// the cache holds, whose blocks would only evict others and be evicted in
+// turn. A range iterator (NewRangeIter) keeps what its first read brought
+// in. Call it before the first positioning call.
+func (it *Iter) SetNoFill() { it.noFill = true }
 
 // NewIter returns an iterator over keys in [lower, upper); a nil bound is
 // unbounded. The iterator is unpositioned: call First or SeekGE. Data blocks
@@ -199,7 +208,14 @@ func (it *Iter) load(i int) bool {
 	var kept bool
 	if it.t.c == nil || it.scan {
 		content, err = it.fetchUncached(i)
-	} else if content, kept = it.takeRead(i); !kept {
+	} else if content, kept = it.takeRead(i); kept {
+		// read by the range's first read
+	} else if it.noFill {
+		var cached bool
+		if content, cached = it.t.cachedBlock(i); !cached {
+			content, err = it.fetchUncached(i)
+		}
+	} else {
 		before := it.misses.Load()
 		content, err = it.t.dataBlock(it.ctx, i, it.lastBlock, it.nextRun, &it.misses, it.iv)
 		if it.misses.Load() != before {
@@ -233,8 +249,17 @@ func (it *Iter) readWhole(key []byte) {
 	if first > last {
 		return
 	}
+	if it.noFill {
+		// What is read here and not kept would be read again: read what
+		// can be kept, and the rest as the iteration reaches it.
+		hs := it.t.ix.handles
+		last = first + sort.Search(last-first+1, func(k int) bool { return hs[first+k].end()-hs[first].off > int64(maxKeptBytes) }) - 1
+		if last < first {
+			return
+		}
+	}
 	var kept int
-	_ = it.t.prefetchSpan(it.ctx, first, last, nil, it.iv, func(i int, content []byte) {
+	keep := func(i int, content []byte) {
 		if kept += len(content); kept > maxKeptBytes {
 			return
 		}
@@ -242,7 +267,8 @@ func (it *Iter) readWhole(key []byte) {
 			it.pre, it.preFirst = make([][]byte, last-first+1), first
 		}
 		it.pre[i-first] = content
-	})
+	}
+	_ = it.t.prefetchSpan(it.ctx, first, last, nil, it.iv, keep, it.noFill)
 }
 
 // takeRead returns block i when the range's first read kept it, and drops
@@ -268,6 +294,15 @@ func (it *Iter) fetchUncached(i int) ([]byte, error) {
 	if i < it.runFirst || i > it.runLast || it.run == nil {
 		it.run = nil
 		j := it.t.runEnd(i, it.lastBlock, it.nextRun, it.iv)
+		if it.noFill && it.t.c != nil {
+			// Cached blocks are read from the cache.
+			for k := i + 1; k <= j; k++ {
+				if _, ok := it.t.cachedBlock(k); ok {
+					j = k - 1
+					break
+				}
+			}
+		}
 		it.growReadahead()
 		raw, checked, err := it.t.readBlocks(it.ctx, i, j)
 		if err != nil {

@@ -114,12 +114,12 @@ func (t *Table) PrefetchBlocks(ctx context.Context, first, last int) error {
 	first, last = max(first, 0), min(last, len(t.ix.handles)-1)
 	runs := t.missingRuns(first, last, nil, bridgeBytes, nil)
 	if len(runs) == 1 {
-		return t.prefetchRun(ctx, runs[0][0], runs[0][1], nil, nil)
+		return t.prefetchRun(ctx, runs[0][0], runs[0][1], nil, nil, false)
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(runs))
 	for k, r := range runs {
-		wg.Go(func() { errs[k] = t.prefetchRun(ctx, r[0], r[1], nil, nil) })
+		wg.Go(func() { errs[k] = t.prefetchRun(ctx, r[0], r[1], nil, nil, false) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)
@@ -145,16 +145,16 @@ func (t *Table) prefetch(ctx context.Context, lower, upper []byte, s Stasher, iv
 		return nil
 	}
 	first, last := t.blockSpan(lower, upper)
-	return t.prefetchSpan(ctx, first, last, s, iv, nil)
+	return t.prefetchSpan(ctx, first, last, s, iv, nil, false)
 }
 
 // prefetchSpan reads the blocks of [first, last] not cached yet, nor
 // skipped for iv when it is not nil, in runs of adjacent missing blocks of
 // at most maxPrefetchRun, one after another, through s when it is not nil,
-// and hands each to keep when it is not nil.
-func (t *Table) prefetchSpan(ctx context.Context, first, last int, s Stasher, iv *Interval, keep func(i int, content []byte)) error {
+// and hands each to keep when it is not nil; with noFill, to keep only.
+func (t *Table) prefetchSpan(ctx context.Context, first, last int, s Stasher, iv *Interval, keep func(i int, content []byte), noFill bool) error {
 	for _, r := range t.missingRuns(first, last, s, 0, iv) {
-		if err := t.prefetchRun(ctx, r[0], r[1], s, keep); err != nil {
+		if err := t.prefetchRun(ctx, r[0], r[1], s, keep, noFill); err != nil {
 			return err
 		}
 	}
@@ -190,8 +190,10 @@ func (t *Table) missingRuns(first, last int, s Stasher, bridge int64, iv *Interv
 }
 
 // prefetchRun reads blocks [i, j] in one read and caches them, through s
-// when it is not nil, and hands each to keep when it is not nil.
-func (t *Table) prefetchRun(ctx context.Context, i, j int, s Stasher, keep func(i int, content []byte)) error {
+// when it is not nil, and hands each to keep when it is not nil. With
+// noFill the blocks go to keep only, as they lie in the read's buffer: the
+// copy of each into memory of its own is for the cache's accounting.
+func (t *Table) prefetchRun(ctx context.Context, i, j int, s Stasher, keep func(i int, content []byte), noFill bool) error {
 	raw, checked, err := t.readBlocks(ctx, i, j)
 	if err != nil {
 		return fmt.Errorf("sst %s: prefetch blocks %d-%d: %w", t.id, i, j, err)
@@ -199,9 +201,13 @@ func (t *Table) prefetchRun(ctx context.Context, i, j int, s Stasher, keep func(
 	hs := t.ix.handles
 	base := hs[i].off
 	for k := i; k <= j; k++ {
-		content, err := decodeRead(raw[hs[k].off-base:hs[k].end()-base], checked, true, nil)
+		content, err := decodeRead(raw[hs[k].off-base:hs[k].end()-base], checked, !noFill, nil)
 		if err != nil {
 			return fmt.Errorf("sst %s: prefetch data block %d: %w", t.id, k, err)
+		}
+		if noFill {
+			keep(k, content)
+			continue
 		}
 		if s != nil {
 			s.Stash(ctx, t.cacheKey(hs[k].off), content, cache.ClassData)

@@ -880,6 +880,64 @@ func TestRangeIterReadsOnce(t *testing.T) {
 	}
 }
 
+// TestRangeIterNoFill: a range iterator told not to fill the cache reads
+// the blocks the cache holds from it and the others in one read, adds no
+// data block to the cache, and past maxKeptBytes reads the rest as it
+// reaches them, still without adding any.
+func TestRangeIterNoFill(t *testing.T) {
+	rng := rand.New(rand.NewPCG(33, 34))
+	entries := genEntries(rng, genSpec{keys: 4000, maxVersions: 1, maxValue: 200})
+	data, _ := buildTable(t, entries, WriterOptions{BlockSize: 1024})
+	ctx := context.Background()
+	c := cachetest.NewMap()
+	tb, r := openCounted(t, data, c)
+	lo, hi := 500, 3500
+	first, last := tb.BlockSpan(entries[lo].Key, entries[hi].Key)
+	// Every tenth block of the span cached beforehand, by a point read.
+	cached := 0
+	for i := first + 5; i <= last; i += 10 {
+		if _, err := tb.dataBlock(ctx, i, i, 0, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		cached++
+	}
+	read := func(what string) (reads int, bytes int64) {
+		t.Helper()
+		r.reset()
+		it := tb.NewRangeIter(ctx, entries[lo].Key, entries[hi].Key)
+		it.SetNoFill()
+		ok := it.First()
+		kept := 0
+		for _, b := range it.pre {
+			kept += len(b)
+		}
+		if kept > maxKeptBytes {
+			t.Errorf("%s: %d bytes kept, more than %d", what, kept, maxKeptBytes)
+		}
+		got := collect(t, it, ok)
+		if err := it.Close(); err != nil {
+			t.Fatal(err)
+		}
+		checkEntries(t, what, got, entries[lo:hi])
+		if n := c.Count(cache.ClassData); n != cached {
+			t.Errorf("%s: %d data blocks cached, want the %d cached before", what, n, cached)
+		}
+		return r.stats()
+	}
+	uncached := tb.SpanBytes(first, last)
+	for i := first + 5; i <= last; i += 10 {
+		uncached -= tb.SpanBytes(i, i)
+	}
+	if reads, n := read("whole"); reads != cached+1 || n != uncached {
+		t.Errorf("%d reads of %d bytes, want one a run between cached blocks (%d) of the %d bytes not cached", reads, n, cached+1, uncached)
+	}
+	defer func(n int) { maxKeptBytes = n }(maxKeptBytes)
+	maxKeptBytes = int(tb.SpanBytes(first, last) / 4)
+	if reads, n := read("past the bound"); reads > cached+1 || n != uncached {
+		t.Errorf("past the bound: %d reads of %d bytes, want at most one a run between cached blocks (%d) of the %d bytes not cached", reads, n, cached+1, uncached)
+	}
+}
+
 // TestStash checks that the warmer's prefetch puts data blocks in the disk
 // tier, not in RAM, and that reads then find them there without the object
 // store.

@@ -231,6 +231,15 @@ func (t *Table) peek(off int64, class cache.Class) (v []byte, ok bool) {
 	return v, ok
 }
 
+// cachedBlock returns data block i when the cache holds it.
+func (t *Table) cachedBlock(i int) ([]byte, bool) {
+	off := t.ix.handles[i].off
+	if v, ok := t.peek(off, cache.ClassData); ok {
+		return v, true
+	}
+	return t.c.Get(t.cacheKey(off))
+}
+
 func (t *Table) meta(ctx context.Context, off int64, load func(context.Context) ([]byte, error)) ([]byte, error) {
 	if t.c == nil {
 		return load(ctx)
