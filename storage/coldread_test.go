@@ -166,9 +166,35 @@ func TestLargeSampleReadsSkipCache(t *testing.T) {
 		got := queryFloats(t, db, mint, maxt, labels.MustNewMatcher(labels.MatchEqual, "__name__", "x"))
 		wantCounts(t, fmt.Sprintf("capacity %d", tc.capacity), got, series, int(6*time.Hour/interval))
 	}
+	// Reads of a few series at either end of each partition: the
+	// partitions' spans are over the share, the reads are not.
+	var ends []rangeRead
+	var endBytes int64
+	for _, rd := range reads {
+		for _, ref := range []uint32{0, series - 1} {
+			e := rangeRead{part: rd.part, sub: subSamples, r: refRange{ref, ref + 1}}
+			kr := rangeKeys(e.part, e.sub, e.r)
+			n, err := sized.lsm.RangeBytes(ctx, kr.Lower, kr.Upper)
+			if err != nil {
+				t.Fatal(err)
+			}
+			endBytes += n
+			ends = append(ends, e)
+		}
+	}
+	if 2*endBytes > total {
+		t.Fatalf("the reads at the ends span %d of %d bytes: not apart", endBytes, total)
+	}
+	db, _, _ := coldDB(t, b, 0, endBytes/noFillShare+1)
+	db.markNoFill(ctx, ends)
+	for _, rd := range ends {
+		if rd.noFill {
+			t.Errorf("reads of %d bytes, partitions of %d, capacity %d: partition %d read with noFill", endBytes, total, endBytes/noFillShare+1, rd.part)
+		}
+	}
 	// Fewer reads than minNoFillReads are not sized.
 	minNoFillReads = len(reads) + 1
-	db, _, _ := coldDB(t, b, 0, 4<<10)
+	db, _, _ = coldDB(t, b, 0, 4<<10)
 	rs := slices.Clone(reads)
 	db.markNoFill(ctx, rs)
 	if rs[0].noFill {

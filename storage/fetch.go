@@ -349,25 +349,45 @@ const noFillShare = 2
 
 // markNoFill marks the reads to read past the block cache when their stored
 // blocks come to more than noFillShare times its capacity. Sizing reads the
-// tables' indexes only; a query whose reads are few, or a view without a
-// cache that says its capacity, is left alone.
+// tables' indexes only: first once a partition, from its first read to its
+// last (what most queries need: their partitions come to less than that),
+// then read by read. A query whose reads are few, or a view without a cache
+// that says its capacity, is left alone.
 func (db *DB) markNoFill(ctx context.Context, reads []rangeRead) {
 	capacity := db.lsm.CacheCapacity()
 	if capacity <= 0 || len(reads) < minNoFillReads {
 		return
 	}
-	var total int64
-	for i := range reads {
-		kr := rangeKeys(reads[i].part, reads[i].sub, reads[i].r)
-		n, err := db.lsm.RangeBytes(ctx, kr.Lower, kr.Upper)
-		if err != nil {
-			return
-		}
-		if total += n; total > noFillShare*capacity {
-			for j := range reads {
-				reads[j].noFill = true
+	limit := noFillShare * capacity
+	// sum sizes the ranges of reads grouped by whole (the reads of a
+	// partition are adjacent, in key order) and reports whether they come to
+	// more than limit.
+	sum := func(whole bool) (over, ok bool) {
+		var total int64
+		for i := 0; i < len(reads); {
+			j := i + 1
+			for whole && j < len(reads) && reads[j].part == reads[i].part {
+				j++
 			}
-			return
+			lo := rangeKeys(reads[i].part, reads[i].sub, reads[i].r)
+			hi := rangeKeys(reads[j-1].part, reads[j-1].sub, reads[j-1].r)
+			n, err := db.lsm.RangeBytes(ctx, lo.Lower, hi.Upper)
+			if err != nil {
+				return false, false
+			}
+			if total += n; total > limit {
+				return true, true
+			}
+			i = j
+		}
+		return false, true
+	}
+	if over, ok := sum(true); !over || !ok {
+		return
+	}
+	if over, _ := sum(false); over {
+		for j := range reads {
+			reads[j].noFill = true
 		}
 	}
 }
