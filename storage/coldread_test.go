@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/shaledb/shale/storage/objstore"
@@ -157,7 +158,11 @@ func TestLargeSampleReadsSkipCache(t *testing.T) {
 			t.Fatalf("cache capacity %d, want %d", got, tc.capacity)
 		}
 		rs := slices.Clone(reads)
+		before := testutil.ToFloat64(db.metrics.pastCache)
 		db.markNoFill(ctx, rs)
+		if counted := testutil.ToFloat64(db.metrics.pastCache) - before; counted != map[bool]float64{true: 1}[tc.noFill] {
+			t.Errorf("capacity %d: %v selects past the cache counted", tc.capacity, counted)
+		}
 		for _, rd := range rs {
 			if rd.noFill != tc.noFill {
 				t.Errorf("capacity %d for %d stored bytes: partition %d read with noFill %v, want %v", tc.capacity, total, rd.part, rd.noFill, tc.noFill)

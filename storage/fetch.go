@@ -389,6 +389,7 @@ func (db *DB) markNoFill(ctx context.Context, reads []rangeRead) {
 		for j := range reads {
 			reads[j].noFill = true
 		}
+		db.metrics.pastCache.Inc()
 	}
 }
 

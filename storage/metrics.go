@@ -32,6 +32,7 @@ type metrics struct {
 	seriesRetired     prometheus.Counter
 	metadataRefused   prometheus.Counter
 	recommitted       prometheus.Counter
+	pastCache         prometheus.Counter
 
 	// gauges read one DB's head: registered by register, dropped by
 	// unregister. The counters above are shared by every DB on the registry
@@ -59,6 +60,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			"Series of ended head partitions let go once all they held was written out (a late sample brings one back)."),
 		recommitted: set.Counter("shale_storage_samples_recommitted_total",
 			"Samples appended again at commit because a flush wrote their partition out while the commit was in flight (a backfill racing the flushes it causes)."),
+		pastCache: set.Counter("shale_storage_selects_past_cache_total",
+			"Selects whose sample blocks came to more than twice the block cache's capacity, read past the cache instead of filling it."),
 		metadataRefused: set.Counter("shale_storage_metadata_refused_total",
 			"Metric families whose metadata was not recorded because as many families as Options.MaxHeadSeries are known."),
 		flushDuration: set.Histogram(prometheus.HistogramOpts{
