@@ -340,9 +340,9 @@ func sampleReads(segs []*qSegment, mint, maxt int64) []rangeRead {
 // blocks of a query's sample reads must come to for them to read past the
 // cache (lsm.Iterator.SetNoFill). A query of 1M series' 2 h blocks of
 // noisy floats reads 3.7 GB; with a RAM tier of a GiB, offering each block
-// to the cache only evicted one another (and the blocks of every other
-// query) for almost no hits the next time, and copying and offering them
-// cost a third of the query's CPU. Below it, blocks go through the cache as
+// to the cache evicted as many blocks (other queries' among them) for a
+// small share of hits the next time, and copying and offering them cost a
+// third of the query's CPU. Below it, blocks go through the cache as
 // before: a query somewhat larger than the cache still finds the share of
 // it that the cache keeps from one run to the next.
 const noFillShare = 2

@@ -233,7 +233,9 @@ func (it *Iter) load(i int) bool {
 }
 
 // maxKeptBytes bounds the blocks a range iterator keeps from its first read
-// (see NewRangeIter); blocks past it are left to the cache as before. A
+// (see NewRangeIter); blocks past it are left to the cache as before, or
+// with SetNoFill read again as the iteration reaches them (the first read
+// then stops at the bound). A
 // query's ranges are far smaller (a few MiB of sample blocks), and it keeps
 // the values it reads anyway. A variable for tests.
 var maxKeptBytes = 32 << 20
@@ -297,7 +299,7 @@ func (it *Iter) fetchUncached(i int) ([]byte, error) {
 		if it.noFill && it.t.c != nil {
 			// Cached blocks are read from the cache.
 			for k := i + 1; k <= j; k++ {
-				if _, ok := it.t.cachedBlock(k); ok {
+				if it.t.holds(nil, k) {
 					j = k - 1
 					break
 				}
