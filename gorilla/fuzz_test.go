@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
@@ -35,6 +36,19 @@ func FuzzDecode(f *testing.F) {
 				mid := meta.MinTime/2 + meta.MaxTime/2
 				if err := it.ResetRange(data, mid, math.MaxInt64); err != nil && !errors.Is(err, ErrCorrupt) {
 					t.Fatalf("range read: error %v does not wrap ErrCorrupt", err)
+				}
+				// So may a cut of part of it (a float block's); what it
+				// cuts is in the range and in order.
+				if meta.Kind == KindFloat {
+					ts, _, err := it.AppendRange(nil, nil, data, mid, math.MaxInt64)
+					if err != nil && !errors.Is(err, ErrCorrupt) {
+						t.Fatalf("range cut: error %v does not wrap ErrCorrupt", err)
+					}
+					for i, ct := range ts {
+						if ct < mid || (i > 0 && ct <= ts[i-1]) {
+							t.Fatalf("range cut from %d: sample %d at %d", mid, i, ct)
+						}
+					}
 				}
 			}
 			return
@@ -72,9 +86,21 @@ func FuzzDecode(f *testing.F) {
 		if n != meta.Count || first != meta.MinTime || last != meta.MaxTime {
 			t.Fatalf("decoded %d samples %d..%d, meta %+v", n, first, last, meta)
 		}
-		// A block that reads whole reads the same in part.
+		// A block that reads whole reads the same in part, and cuts to
+		// the same samples.
 		if meta.Kind == KindFloat {
 			checkRangeReads(t, data, fts, fvs, false)
+			mid := meta.MinTime/2 + meta.MaxTime/2
+			cts, cvs, err := it.AppendRange(nil, nil, data, mid, meta.MaxTime)
+			lo, _ := slices.BinarySearch(fts, mid)
+			if err != nil || !slices.Equal(cts, fts[lo:]) || len(cvs) != len(fts)-lo {
+				t.Fatalf("range cut from %d: %d samples (%v), want %d", mid, len(cts), err, len(fts)-lo)
+			}
+			for i := range cvs {
+				if math.Float64bits(cvs[i]) != math.Float64bits(fvs[lo+i]) {
+					t.Fatalf("range cut from %d: value %d differs", mid, i)
+				}
+			}
 		}
 		// A decodable block merges with itself into the same samples.
 		if _, err := Merge(nil, data, data); err != nil {

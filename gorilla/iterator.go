@@ -1,6 +1,7 @@
 package gorilla
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -54,6 +55,8 @@ type Iterator struct {
 }
 
 var _ chunkenc.Iterator = (*Iterator)(nil)
+
+var errNotFloat = errors.New("gorilla: not a float block")
 
 // NewIterator returns an iterator over block.
 func NewIterator(block []byte) (*Iterator, error) {
@@ -348,3 +351,34 @@ func (*Iterator) AtST() int64 { return 0 }
 
 // Err returns the error that ended the iteration, if any.
 func (it *Iterator) Err() error { return it.err }
+
+// AppendRange appends to ts and vs the samples of block, a float block, in
+// [mint, maxt], and returns them: ts and vs as they were when none is in the
+// range. Only the part of block around the range is decoded (ResetRange).
+// It leaves the iterator exhausted. A block of another kind is an error, as
+// is one that does not decode; ts and vs are returned as they were.
+//
+// A reader that keeps a few minutes of a long block (an alerting rule's
+// [5m] of a 2 h block) can keep these as a Source (Source.Floats) in place
+// of the block.
+func (it *Iterator) AppendRange(ts []int64, vs []float64, block []byte, mint, maxt int64) ([]int64, []float64, error) {
+	defer func() {
+		it.clear()
+		it.done = true
+	}()
+	if len(block) == 0 || Kind(block[0]) != KindFloat {
+		return ts, vs, errNotFloat
+	}
+	if err := it.ResetRange(block, mint, maxt); err != nil {
+		return ts, vs, err
+	}
+	lo, _ := slices.BinarySearch(it.ts, mint)
+	hi, found := slices.BinarySearch(it.ts, maxt)
+	if found {
+		hi++
+	}
+	if lo < hi {
+		ts, vs = append(ts, it.ts[lo:hi]...), append(vs, it.vs[lo:hi]...)
+	}
+	return ts, vs, nil
+}

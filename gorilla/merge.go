@@ -232,27 +232,49 @@ func (m *merger) floatRuns(its []*Iterator) bool {
 	return true
 }
 
-// Source is one input of Iterator.ResetMerge: an encoded block, or when App
+// Source is one input of Iterator.ResetMerge: an encoded block; or when App
 // is not nil the samples of an Appender that is no longer appended to (see
-// Appender.Clone).
+// Appender.Clone); or when Floats is not nil float samples already decoded
+// (Iterator.AppendRange).
 type Source struct {
-	Block []byte
-	App   *Appender
+	Block  []byte
+	App    *Appender
+	Floats *Floats
+}
+
+// Floats is a run of float samples, timestamps strictly increasing. An
+// iterator reset to it walks its slices without copying them: they must
+// stay unchanged while it does.
+type Floats struct {
+	T []int64
+	V []float64
 }
 
 func (s *Source) empty() bool {
-	if s.App != nil {
+	switch {
+	case s.App != nil:
 		return s.App.Count() == 0
+	case s.Floats != nil:
+		return len(s.Floats.T) == 0
 	}
 	return len(s.Block) == 0
 }
 
 // floatOnly reports whether the source holds float samples only.
 func (s *Source) floatOnly() bool {
-	if s.App != nil {
+	switch {
+	case s.App != nil:
 		return s.App.Kind() == KindFloat
+	case s.Floats != nil:
+		return true
 	}
 	return len(s.Block) > 0 && Kind(s.Block[0]) == KindFloat
+}
+
+// resetFloats makes the iterator walk f.
+func (it *Iterator) resetFloats(f *Floats) {
+	it.clear()
+	it.ts, it.vs = f.T, f.V
 }
 
 // ResetMerge makes the iterator walk the union of the samples of srcs in
@@ -287,6 +309,9 @@ func (it *Iterator) ResetMergeRange(srcs []Source, mint, maxt int64) error {
 	case n == 1 && srcs[last].App != nil:
 		srcs[last].App.IteratorRange(it, mint, maxt)
 		return it.err
+	case n == 1 && srcs[last].Floats != nil:
+		it.resetFloats(srcs[last].Floats)
+		return nil
 	case n == 1:
 		return it.ResetRange(srcs[last].Block, mint, maxt)
 	}
@@ -311,9 +336,12 @@ func (it *Iterator) ResetMergeRange(srcs []Source, mint, maxt int64) error {
 			}
 		}
 		sub := m.its[len(m.its)-1]
-		if s.App != nil {
+		switch {
+		case s.App != nil:
 			s.App.IteratorRange(sub, mint, maxt)
-		} else {
+		case s.Floats != nil:
+			sub.resetFloats(s.Floats)
+		default:
 			_ = sub.ResetRange(s.Block, mint, maxt)
 		}
 		if err := sub.Err(); err != nil {
@@ -347,6 +375,15 @@ func (it *Iterator) resetMergeBlocks(srcs []Source) error {
 		case s.empty():
 		case s.App != nil:
 			m.blocks = append(m.blocks, s.App.AppendBlock(nil))
+		case s.Floats != nil:
+			blk, err := Encode(nil, s.Floats.T, s.Floats.V)
+			if err != nil {
+				clear(m.blocks)
+				it.clear()
+				it.fail(err)
+				return err
+			}
+			m.blocks = append(m.blocks, blk)
 		default:
 			m.blocks = append(m.blocks, s.Block)
 		}

@@ -85,6 +85,10 @@ func TestResetMerge(t *testing.T) {
 		ts, vs := steps(from, n, 15000, v0)
 		return Source{App: floatAppender(t, ts, vs).Clone()}
 	}
+	floats := func(from, n int, v0 float64) Source {
+		ts, vs := steps(from, n, 15000, v0)
+		return Source{Floats: &Floats{T: ts, V: vs}}
+	}
 	random := func(n int) Source {
 		ts := make([]int64, 0, n)
 		vs := make([]float64, 0, n)
@@ -120,15 +124,23 @@ func TestResetMerge(t *testing.T) {
 		{"same timestamps", []Source{block(0, 20, 1), block(0, 20, 2), block(0, 20, 3)}},
 		{"random", []Source{random(300), random(200), random(1)}},
 		{"histograms and floats", []Source{histBlock, block(0, 40, 1), {App: hist.Clone()}}},
+		{"one run of decoded floats", []Source{floats(3, 40, 2)}},
+		{"an empty run among others", []Source{{Floats: &Floats{}}, block(0, 10, 1)}},
+		{"a run between a block and an appender, later wins", []Source{block(0, 100, 1), floats(50, 30, 700), app(60, 10, -5)}},
+		{"a run after a block", []Source{block(0, 100, 1), floats(100, 5, 9)}},
+		{"histograms and a run", []Source{histBlock, floats(0, 40, 1)}},
 	}
 	var it Iterator
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var blocks [][]byte
 			for _, s := range c.srcs {
-				if s.App != nil {
+				switch {
+				case s.App != nil:
 					blocks = append(blocks, s.App.AppendBlock(nil))
-				} else {
+				case s.Floats != nil && len(s.Floats.T) > 0:
+					blocks = append(blocks, mustEncode(t, s.Floats.T, s.Floats.V))
+				default:
 					blocks = append(blocks, s.Block)
 				}
 			}
@@ -231,6 +243,7 @@ func TestResetMergeReuseDoesNotAllocate(t *testing.T) {
 		{Block: mustEncode(t, ts[:300], vs[:300])},
 		{Block: mustEncode(t, ts[200:400], vs[200:400])},
 		{Block: mustEncode(t, ts[400:], vs[400:])},
+		{Floats: &Floats{T: ts[450:500], V: vs[450:500]}}, // decoded floats merge in place too
 	}
 	var it Iterator
 	walk := func() {

@@ -55,7 +55,9 @@ import (
 //
 // Not charged, and so to be left as headroom beside the budget: the blocks
 // the storage reads for the series (Shale's Select fetches all of them
-// before it returns; ~1.3-2 bytes a sample), matrices the engine derives from
+// before it returns; ~1.3-2 bytes a sample, or 16 bytes a sample in the
+// range where it keeps a short range's samples decoded instead of a long
+// block, storage's rangeCutter), matrices the engine derives from
 // a selector's (an expression holds at most a few at once, each no larger
 // than MaxSamples), the parsed query and the encoded answer.
 //

@@ -633,6 +633,10 @@ func overlapping(dst, srcs []gorilla.Source, mint, maxt int64) []gorilla.Source 
 			if src.App.Count() == 0 || src.App.MaxTime() < mint || src.App.MinTime() > maxt {
 				continue
 			}
+		case src.Floats != nil:
+			if ts := src.Floats.T; len(ts) == 0 || ts[len(ts)-1] < mint || ts[0] > maxt {
+				continue
+			}
 		case !mayHoldRange(src.Block, mint, maxt):
 			continue
 		}

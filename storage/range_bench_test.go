@@ -5,11 +5,14 @@ package storage
 import (
 	"context"
 	"math/rand/v2"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
+	promstorage "github.com/prometheus/prometheus/storage"
 
 	"github.com/shaledb/shale/storage/objstore"
 )
@@ -27,7 +30,8 @@ import (
 // seventh of the series stopped an hour before the end (churn). at=head
 // queries at the newest sample, at=closed at the end of the first
 // partition, closed. cpu-ms/op is the process CPU time of one query, all
-// goroutines.
+// goroutines; held-B/series (instant queries) what the query's Select holds
+// a series until the query ends, measured once on a query of its own.
 //
 // SHALE_BENCH_SERIES sets the series count (default 10000). At 1M series
 // the instant query over [2h] needs more memory than 24 GB leave (the
@@ -100,11 +104,62 @@ func BenchmarkRangeCost(b *testing.B) {
 						}
 					}
 					run()
+					held := heldBySelect(b, func(qb promstorage.Queryable) {
+						if qry, err := eng.NewInstantQuery(context.Background(), qb, nil, q.expr, end); err == nil {
+							qry.Exec(context.Background())
+							qry.Close()
+						}
+					}, db)
 					loopCPU(b, run)
+					if q.rng == 0 { // reported after the loop, which deletes earlier reports
+						b.ReportMetric(float64(held)/float64(n), "held-B/series")
+					}
 				})
 			}
 		})
 	}
+}
+
+// heldBySelect runs query over db and returns the bytes the heap grew by
+// from before its first Select to right after it: what the Select holds
+// for the rest of the query (its series, their labels and their sample
+// blocks or samples, less blocks the cache holds anyway), measured with a
+// collection on either side.
+func heldBySelect(b *testing.B, query func(promstorage.Queryable), db *DB) int64 {
+	b.Helper()
+	var held int64
+	query(holdQueryable{db: db, held: &held})
+	return held
+}
+
+type holdQueryable struct {
+	db   *DB
+	held *int64
+}
+
+func (h holdQueryable) Querier(mint, maxt int64) (promstorage.Querier, error) {
+	q, err := h.db.Querier(mint, maxt)
+	return holdQuerier{Querier: q, held: h.held}, err
+}
+
+type holdQuerier struct {
+	promstorage.Querier
+	held *int64
+}
+
+func (h holdQuerier) Select(ctx context.Context, sorted bool, hints *promstorage.SelectHints, ms ...*labels.Matcher) promstorage.SeriesSet {
+	before := liveHeap()
+	set := h.Querier.Select(ctx, sorted, hints, ms...)
+	*h.held = liveHeap() - before
+	return set
+}
+
+// liveHeap collects and returns the bytes of the heap in use.
+func liveHeap() int64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
 }
 
 // rangeCostDB returns a DB holding the data of BenchmarkRangeCost for n
