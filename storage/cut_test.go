@@ -55,7 +55,21 @@ func TestShortRangesCutBlocks(t *testing.T) {
 		}
 	}
 	want[gappy.String()] = gs
-	all := append([]labels.Labels{flat, gappy}, noisy...)
+	// burst has a sample a minute, then one a second in its last five
+	// minutes: more samples in a [5m] at the end than its block's time
+	// span suggests, which grow the decoded samples' slab.
+	burst := labels.FromStrings("__name__", "m", "s", "burst")
+	var bs []tsample
+	for ts := int64(0); ts < part; {
+		bs = append(bs, tsample{ts, rng.Float64() * 1e6})
+		if ts < part-min5 {
+			ts += 60_000
+		} else {
+			ts += 1000
+		}
+	}
+	want[burst.String()] = bs
+	all := append([]labels.Labels{flat, gappy, burst}, noisy...)
 	// Two flushes, half the partition each.
 	for h := range int64(2) {
 		for _, l := range all {
@@ -126,7 +140,7 @@ func TestShortRangesCutBlocks(t *testing.T) {
 		// [5m] at the end: the noisy series' second blocks cut, the flat
 		// one's kept.
 		blocks, large, cut := sources(last-min5, last)
-		for _, s := range []string{"a", "b"} {
+		for _, s := range []string{"a", "b", "burst"} {
 			if cut[s] == 0 || large[s] != 0 {
 				t.Errorf("%s: [5m] of series %s kept %d large blocks and cut %d, want the large ones cut", when, s, large[s], cut[s])
 			}

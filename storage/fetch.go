@@ -385,14 +385,17 @@ func (c *rangeCutter) source(blk []byte) (src gorilla.Source, ok bool) {
 	if err != nil || m.Kind != gorilla.KindFloat || m.Count < 2 || m.MaxTime <= m.MinTime {
 		return src, true
 	}
-	// The samples in the range, as their share of the block's time span.
+	// The samples in the range, as their share of the block's time span
+	// (in floats: a damaged header's times may span the whole int64).
 	lo, hi := max(m.MinTime, c.mint), min(m.MaxTime, c.maxt)
-	n := int64(m.Count)*(hi-lo)/(m.MaxTime-m.MinTime) + 1
-	if n*decodedSampleBytes >= int64(len(blk))/2 {
+	n := int(float64(m.Count)*max(float64(hi)-float64(lo), 0)/(float64(m.MaxTime)-float64(m.MinTime))) + 1
+	if n*decodedSampleBytes >= len(blk)/2 {
 		return src, true
 	}
-	if cap(c.ts)-len(c.ts) < m.Count {
-		size := max(min(2*cap(c.ts), maxCutSlab), m.Count)
+	// Room for about twice the estimate; more samples than that (times
+	// unevenly spread) grow the slab by appending.
+	if want := min(2*n+16, m.Count); cap(c.ts)-len(c.ts) < want {
+		size := max(min(2*cap(c.ts), maxCutSlab), want)
 		c.ts, c.vs = make([]int64, 0, size), make([]float64, 0, size)
 	}
 	from := len(c.ts)
