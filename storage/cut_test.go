@@ -15,13 +15,16 @@ import (
 // of the blocks (rangeCutter), and answers exactly as before, over blocks of
 // several flushes, samples written out of order over them, stale markers,
 // the head beside the stored blocks and closed partitions; a range that
-// covers much of a block, and small blocks, keep the blocks.
+// covers much of a block, small blocks, and a query of few series keep the
+// blocks.
 func TestShortRangesCutBlocks(t *testing.T) {
 	const (
 		part = 2 * 3600 * 1000
 		half = part / 2
 		min5 = 5 * 60 * 1000
 	)
+	defer func(n int) { minCutSeries = n }(minCutSeries)
+	minCutSeries = 1 // the test's few series
 	opts := DefaultOptions()
 	opts.WAL = false
 	opts.Retention = 0
@@ -153,6 +156,12 @@ func TestShortRangesCutBlocks(t *testing.T) {
 		if blocks, _, cut := sources(gapFrom+60_000, gapFrom+6*60_000); blocks["gappy"]+cut["gappy"] != 0 {
 			t.Errorf("%s: minutes in the gap of series gappy kept %d blocks and cut %d, want none", when, blocks["gappy"], cut["gappy"])
 		}
+		// A query of fewer series than minCutSeries keeps them all.
+		minCutSeries = len(all) + 1
+		if blocks, _, cut := sources(last-min5, last); len(cut) != 0 || blocks["a"] == 0 {
+			t.Errorf("%s: [5m] of fewer series than the least cut cut %v, want none", when, cut)
+		}
+		minCutSeries = 1
 		// An hour of a one-hour block is all of it: kept.
 		if _, large, cut := sources(half, last); cut["a"] != 0 || large["a"] == 0 {
 			t.Errorf("%s: the second hour of series a kept %d large blocks and cut %d, want them kept", when, large["a"], cut["a"])

@@ -289,6 +289,7 @@ func sampleReads(segs []*qSegment, mint, maxt int64) []rangeRead {
 			refs[i] = s.ref
 		}
 		from := len(reads)
+		cuts := len(ps) >= minCutSeries
 		reads = append(reads, rangeReads(part, subSamples, refs, samplesFreeGap, samplesChunk, true, func() func(int, []byte) error {
 			// The segments' source lists are cut from slabs, which grow
 			// from a few series' worth to hundreds: one allocation for
@@ -317,7 +318,11 @@ func sampleReads(segs []*qSegment, mint, maxt int64) []rangeRead {
 				// v is the segment's to keep: the point read (Get)
 				// returns the caller's value, the scan takes it.
 				err := sampleBlocks(v, func(blk []byte) error {
-					if src, ok := cut.source(blk); ok {
+					src, ok := gorilla.Source{Block: blk}, true
+					if cuts {
+						src, ok = cut.source(blk)
+					}
+					if ok {
 						all = append(all, src)
 					}
 					return nil
@@ -349,7 +354,11 @@ func sampleReads(segs []*qSegment, mint, maxt int64) []rangeRead {
 // AppendRange, a Source's Floats), and the block is left to the cache or
 // the collector. The iterator bounds what it walks by the same range, so it
 // walks the same samples; it decodes them at the read instead of at the
-// evaluation, on the read's worker. Blocks of histograms are kept whole.
+// evaluation, on the read's worker. Blocks of histograms are kept whole, and
+// so are the blocks of a partition of which the query selects fewer than
+// minCutSeries series: what they hold is small, and a block the cache holds
+// costs nothing more, where the decoded samples are new memory (an
+// alerting rule's instant query of 100 cached series took 11 % more CPU).
 const (
 	// decodedSampleBytes is what a decoded float sample takes.
 	decodedSampleBytes = 16
@@ -361,12 +370,20 @@ const (
 	maxCutSlab = 4096
 )
 
+// minCutSeries is how many series of a partition a query must select for
+// their blocks to be cut. A variable for tests.
+var minCutSeries = 1024
+
+// cutIterators are the iterators that cut blocks, with their decoding
+// scratch (a block's worth of samples): a query has a cutter a read, and
+// most cut a few blocks.
+var cutIterators = sync.Pool{New: func() any { return new(gorilla.Iterator) }}
+
 // rangeCutter decodes the sample blocks of one read that are worth it to
 // their samples in the query's range. It is not safe for concurrent use:
 // each read has its own.
 type rangeCutter struct {
 	mint, maxt int64
-	it         gorilla.Iterator
 	ts         []int64
 	vs         []float64
 	runs       []gorilla.Floats
@@ -399,7 +416,9 @@ func (c *rangeCutter) source(blk []byte) (src gorilla.Source, ok bool) {
 		c.ts, c.vs = make([]int64, 0, size), make([]float64, 0, size)
 	}
 	from := len(c.ts)
-	ts, vs, err := c.it.AppendRange(c.ts, c.vs, blk, c.mint, c.maxt)
+	it := cutIterators.Get().(*gorilla.Iterator)
+	ts, vs, err := it.AppendRange(c.ts, c.vs, blk, c.mint, c.maxt)
+	cutIterators.Put(it)
 	if err != nil {
 		return src, true
 	}
