@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
+
+	"github.com/shaledb/shale/gorilla"
 )
 
 // TestShortRangesCutBlocks: a query whose range covers a small part of its
@@ -188,4 +190,30 @@ func mergeTSamples(a, b []tsample) []tsample {
 		}
 	}
 	return out
+}
+
+// TestCutKeepsBadBlocks: a block whose header reads but whose samples do not
+// decode is kept as it is, for the query's iterator to report, not cut or
+// dropped; a block of histograms is kept too.
+func TestCutKeepsBadBlocks(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	ts, vs := make([]int64, 480), make([]float64, 480)
+	for i := range ts {
+		ts[i], vs[i] = int64(i)*15000, rng.Float64()*1e6
+	}
+	good, err := gorilla.Encode(nil, ts, vs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rangeCutter{mint: ts[470], maxt: ts[479]}
+	if src, ok := c.source(good); !ok || src.Floats == nil || len(src.Floats.T) != 10 {
+		t.Fatalf("a good block: %+v %v, want its last 10 samples", src, ok)
+	}
+	bad := append([]byte(nil), good[:len(good)*3/4]...)
+	if _, err := gorilla.ReadMeta(bad); err != nil {
+		t.Fatalf("the truncated block's header: %v", err)
+	}
+	if src, ok := c.source(bad); !ok || src.Floats != nil || len(src.Block) != len(bad) {
+		t.Fatalf("a block that does not decode: %+v %v, want it kept", src, ok)
+	}
 }
