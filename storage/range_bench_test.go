@@ -104,12 +104,17 @@ func BenchmarkRangeCost(b *testing.B) {
 						}
 					}
 					run()
-					held := heldBySelect(b, func(qb promstorage.Queryable) {
-						if qry, err := eng.NewInstantQuery(context.Background(), qb, nil, q.expr, end); err == nil {
-							qry.Exec(context.Background())
-							qry.Close()
+					var held int64
+					if q.rng == 0 {
+						qry, err := eng.NewInstantQuery(context.Background(), holdQueryable{db: db, held: &held}, nil, q.expr, end)
+						if err != nil {
+							b.Fatal(err)
 						}
-					}, db)
+						if res := qry.Exec(context.Background()); res.Err != nil {
+							b.Fatal(res.Err)
+						}
+						qry.Close()
+					}
 					loopCPU(b, run)
 					if q.rng == 0 { // reported after the loop, which deletes earlier reports
 						b.ReportMetric(float64(held)/float64(n), "held-B/series")
@@ -120,18 +125,10 @@ func BenchmarkRangeCost(b *testing.B) {
 	}
 }
 
-// heldBySelect runs query over db and returns the bytes the heap grew by
-// from before its first Select to right after it: what the Select holds
-// for the rest of the query (its series, their labels and their sample
-// blocks or samples, less blocks the cache holds anyway), measured with a
-// collection on either side.
-func heldBySelect(b *testing.B, query func(promstorage.Queryable), db *DB) int64 {
-	b.Helper()
-	var held int64
-	query(holdQueryable{db: db, held: &held})
-	return held
-}
-
+// holdQueryable is db with each Select measured: *held is set to the bytes
+// the heap grew by across it, what the Select holds for the rest of the
+// query (its series, their labels and their sample blocks or samples, less
+// blocks the cache holds anyway), with a collection on either side.
 type holdQueryable struct {
 	db   *DB
 	held *int64

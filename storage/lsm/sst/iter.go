@@ -297,9 +297,11 @@ func (it *Iter) fetchUncached(i int) ([]byte, error) {
 		it.run = nil
 		j := it.t.runEnd(i, it.lastBlock, it.nextRun, it.iv)
 		if it.noFill && it.t.c != nil {
-			// Cached blocks are read from the cache.
+			// Cached blocks are read from the cache. Asking whether it
+			// holds them neither promotes nor counts them where it can.
+			s, _ := it.t.c.(Stasher)
 			for k := i + 1; k <= j; k++ {
-				if it.t.holds(nil, k) {
+				if it.t.holds(s, k) {
 					j = k - 1
 					break
 				}
