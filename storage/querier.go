@@ -579,6 +579,7 @@ type seriesIterator struct {
 	seg        int
 	it         gorilla.Iterator
 	cur        chunkenc.ValueType
+	t          int64 // the current sample's time, it.it.AtT()
 	err        error
 	started    bool
 	// srcs is the scratch of openNext.
@@ -655,35 +656,51 @@ func (it *seriesIterator) Next() chunkenc.ValueType {
 	if it.cur == chunkenc.ValNone {
 		return chunkenc.ValNone
 	}
-	return it.advance(false, 0)
+	// The common case, the next float of the run being walked and in range,
+	// is answered here; the rest is settle's.
+	vt := it.it.Next()
+	if vt == chunkenc.ValFloat {
+		if t := it.it.AtT(); t <= it.maxt {
+			it.cur, it.t = vt, t
+			return vt
+		}
+	}
+	return it.settle(vt, false, 0)
 }
 
 // advance moves to the next sample (seek: the first at or after t) within
 // the range, going on to the following segments as each one ends.
 func (it *seriesIterator) advance(seek bool, t int64) chunkenc.ValueType {
-	for {
-		var vt chunkenc.ValueType
+	if seek {
+		return it.settle(it.it.Seek(t), true, t)
+	}
+	return it.settle(it.it.Next(), false, 0)
+}
+
+// settle finishes a move of the block iterator that gave vt: past the end
+// of a segment it goes on to the next one (seek: to its first sample at or
+// after t), and past maxt it stops.
+func (it *seriesIterator) settle(vt chunkenc.ValueType, seek bool, t int64) chunkenc.ValueType {
+	for vt == chunkenc.ValNone {
+		if err := it.it.Err(); err != nil {
+			it.err = err
+			return it.stop()
+		}
+		if !it.openNext() {
+			return it.stop()
+		}
 		if seek {
 			vt = it.it.Seek(t)
 		} else {
 			vt = it.it.Next()
 		}
-		if vt == chunkenc.ValNone {
-			if err := it.it.Err(); err != nil {
-				it.err = err
-				return it.stop()
-			}
-			if !it.openNext() {
-				return it.stop()
-			}
-			continue
-		}
-		if it.it.AtT() > it.maxt {
-			return it.stop()
-		}
-		it.cur = vt
-		return vt
 	}
+	at := it.it.AtT()
+	if at > it.maxt {
+		return it.stop()
+	}
+	it.cur, it.t = vt, at
+	return vt
 }
 
 func (it *seriesIterator) stop() chunkenc.ValueType {
@@ -704,7 +721,7 @@ func (it *seriesIterator) Seek(t int64) chunkenc.ValueType {
 		}
 	} else if it.cur == chunkenc.ValNone {
 		return chunkenc.ValNone
-	} else if it.it.AtT() >= t {
+	} else if it.t >= t {
 		return it.cur
 	}
 	return it.advance(true, t)
@@ -765,6 +782,6 @@ func (it *seriesIterator) AtHistogram(h *histogram.Histogram) (int64, *histogram
 func (it *seriesIterator) AtFloatHistogram(fh *histogram.FloatHistogram) (int64, *histogram.FloatHistogram) {
 	return it.it.AtFloatHistogram(fh)
 }
-func (it *seriesIterator) AtT() int64  { return it.it.AtT() }
+func (it *seriesIterator) AtT() int64  { return it.t }
 func (it *seriesIterator) AtST() int64 { return 0 }
 func (it *seriesIterator) Err() error  { return it.err }
