@@ -609,18 +609,45 @@ func readBase(r *bitReader, out []int64, p *intPlan) (stepRange, error) {
 	data, pos, end := r.data, r.pos, r.end
 	for i := 1; i < len(out); i++ {
 		pk := binary.BigEndian.Uint64(data[pos>>3:]) << (pos & 7)
+		avail := 64 - pos&7 // bits of pk that are the block's
 		b := min(bits.LeadingZeros64(^pk), cr.last) & (maxBuckets - 1)
 		pl, w := cr.plen[b], cr.width[b]
 		var u uint64
 		if pl+w <= 57 {
 			u = pk << pl >> (64 - w)
 			pos += pl + w
+			pk <<= pl + w
+			avail -= pl + w
 		} else {
 			r.pos = pos + pl
 			u = r.read(w)
 			pos = r.pos
+			avail = 0
 		}
 		d := base + unzigzag(u)
+		sr.add(d)
+		x += d
+		out[i] = x
+		if pos > end {
+			r.pos = pos
+			return sr, corruptf("residuals overrun the block")
+		}
+		// The next residual from the bits already loaded, when they hold
+		// all of it: its prefix and payload within avail (bits past avail
+		// are zeros shifted in, which a prefix read there stops at, so a
+		// bucket read from them asks for more than avail).
+		if i+1 == len(out) {
+			break
+		}
+		b = min(bits.LeadingZeros64(^pk), cr.last) & (maxBuckets - 1)
+		pl, w = cr.plen[b], cr.width[b]
+		if pl+w > avail {
+			continue
+		}
+		i++
+		u = pk << pl >> (64 - w)
+		pos += pl + w
+		d = base + unzigzag(u)
 		sr.add(d)
 		x += d
 		out[i] = x

@@ -65,3 +65,48 @@ func TestPlanBase(t *testing.T) {
 		t.Errorf("two thirds of the steps 60000: base %d", p.base)
 	}
 }
+
+// TestReadIntsWideResiduals round-trips integer sequences whose residuals
+// against a base step mix a few bits with 50 to 64: the decoder takes two
+// residuals from one 64-bit load where both fit in it, and must not where a
+// residual (or a long one before it, read apart) leaves too few bits.
+func TestReadIntsWideResiduals(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	wide := 0
+	for n := range 400 {
+		xs := make([]int64, 2+n%300)
+		xs[0] = rng.Int64()
+		for i := 1; i < len(xs); i++ {
+			d := int64(15000) // the base step, most of the time
+			switch r := rng.IntN(10); {
+			case r < 2:
+				d += rng.Int64N(16) - 8
+			case r == 2:
+				d += int64(rng.Uint64() >> (rng.UintN(15))) // 50 to 64 bits
+			}
+			xs[i] = xs[i-1] + d
+		}
+		p := planInts(xs)
+		if p.mode == predBase && !p.sparse && p.code.width[p.code.nb-1] >= 50 {
+			wide++
+		}
+		var w bitWriter
+		writeInts(&w, xs, &p)
+		bitsWritten := uint(w.bits())
+		r := bitReader{data: padded(nil, w.finish()), end: bitsWritten}
+		out := make([]int64, len(xs))
+		out[0] = xs[0]
+		if _, err := readInts(&r, out, &p); err != nil {
+			t.Fatalf("sequence %d: %v", n, err)
+		}
+		if !slices.Equal(out, xs) {
+			t.Fatalf("sequence %d (mode %d, code %v): decoded differently", n, p.mode, p.code)
+		}
+		if r.pos != bitsWritten {
+			t.Fatalf("sequence %d: read %d bits of %d", n, r.pos, bitsWritten)
+		}
+	}
+	if wide < 100 {
+		t.Fatalf("only %d of 400 sequences had a base plan with residuals of 50 bits or more", wide)
+	}
+}
