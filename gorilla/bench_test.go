@@ -449,3 +449,39 @@ func BenchmarkSeekRange(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSeekSteps seeks through decoded blocks (480 samples 15 s apart)
+// as the engine evaluates an instant selector at every step of a range
+// query: one Seek a step, step 15 s (the next sample), 90 s (six ahead) or
+// 10 min (40 ahead).
+func BenchmarkSeekSteps(b *testing.B) {
+	const step, n = 15_000, 480
+	rng := rand.New(rand.NewPCG(11, 12))
+	var blocks [][]byte
+	for range 50 {
+		ts, vs := make([]int64, n), make([]float64, n)
+		for i := range ts {
+			ts[i] = int64(i)*step + rng.Int64N(5)
+			vs[i] = float64(i)
+		}
+		blocks = append(blocks, mustEncode(b, ts, vs))
+	}
+	for _, every := range []time.Duration{15 * time.Second, 90 * time.Second, 10 * time.Minute} {
+		b.Run("step="+every.String(), func(b *testing.B) {
+			var it Iterator
+			seeks := 0
+			for b.Loop() {
+				seeks = 0
+				for _, blk := range blocks {
+					if err := it.Reset(blk); err != nil {
+						b.Fatal(err)
+					}
+					for t := int64(0); it.Seek(t) != chunkenc.ValNone; t += every.Milliseconds() {
+						seeks++
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*seeks), "ns/seek")
+		})
+	}
+}

@@ -267,8 +267,7 @@ func (it *Iterator) Seek(t int64) chunkenc.ValueType {
 		if it.i+1 < len(it.ts) {
 			rest := it.ts[it.i+1:]
 			if rest[len(rest)-1] >= t {
-				j, _ := slices.BinarySearch(rest, t)
-				it.i += 1 + j
+				it.i += 1 + seekIndex(rest, t)
 				it.cur = chunkenc.ValFloat
 				return chunkenc.ValFloat
 			}
@@ -282,6 +281,23 @@ func (it *Iterator) Seek(t int64) chunkenc.ValueType {
 		if it.AtT() >= t {
 			return vt
 		}
+	}
+}
+
+// seekIndex returns the index of the first element of xs at or after t;
+// xs is sorted and its last element is at or after t. The engine seeks a
+// few samples ahead at each step, so it looks 1, 2, 4, ... elements ahead
+// before it halves the interval that holds t.
+func seekIndex(xs []int64, t int64) int {
+	lo, step := -1, 1 // xs[lo] < t where lo >= 0
+	for {
+		hi := lo + step
+		if hi >= len(xs)-1 || xs[hi] >= t {
+			hi = min(hi, len(xs)-1)
+			j, _ := slices.BinarySearch(xs[lo+1:hi+1], t)
+			return lo + 1 + j
+		}
+		lo, step = hi, step*2
 	}
 }
 

@@ -622,3 +622,32 @@ func TestSeekTableAllocationBounded(t *testing.T) {
 		t.Fatalf("%d points allocated", cap(st.pts))
 	}
 }
+
+// TestSeekIndex checks seekIndex against a binary search of the whole slice
+// for every target around every element of sorted slices of 1 to 70
+// elements, gaps and runs of equal values among them.
+func TestSeekIndex(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for n := 1; n <= 70; n++ {
+		xs := make([]int64, n)
+		for i := range xs {
+			xs[i] = int64(i) * 10
+			if i > 0 && rng.IntN(4) == 0 {
+				xs[i] = xs[i-1] // an equal value
+			} else if i > 0 {
+				xs[i] = xs[i-1] + 1 + rng.Int64N(30)
+			}
+		}
+		for _, x := range xs {
+			for _, tt := range []int64{x - 1, x, x + 1} {
+				if tt > xs[n-1] {
+					continue // the caller's precondition
+				}
+				want, _ := slices.BinarySearch(xs, tt)
+				if got := seekIndex(xs, tt); got != want {
+					t.Fatalf("n=%d t=%d: seekIndex %d, binary search %d (%v)", n, tt, got, want, xs)
+				}
+			}
+		}
+	}
+}
