@@ -660,7 +660,7 @@ func (it *seriesIterator) Next() chunkenc.ValueType {
 	// is answered here; the rest is settle's.
 	vt := it.it.Next()
 	if vt == chunkenc.ValFloat {
-		if t := it.it.AtT(); t <= it.maxt {
+		if t, _ := it.it.At(); t <= it.maxt { // At inlines, AtT does not
 			it.cur, it.t = vt, t
 			return vt
 		}
