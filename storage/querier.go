@@ -668,15 +668,6 @@ func (it *seriesIterator) Next() chunkenc.ValueType {
 	return it.settle(vt, false, 0)
 }
 
-// advance moves to the next sample (seek: the first at or after t) within
-// the range, going on to the following segments as each one ends.
-func (it *seriesIterator) advance(seek bool, t int64) chunkenc.ValueType {
-	if seek {
-		return it.settle(it.it.Seek(t), true, t)
-	}
-	return it.settle(it.it.Next(), false, 0)
-}
-
 // settle finishes a move of the block iterator that gave vt: past the end
 // of a segment it goes on to the next one (seek: to its first sample at or
 // after t), and past maxt it stops.
@@ -724,7 +715,7 @@ func (it *seriesIterator) Seek(t int64) chunkenc.ValueType {
 	} else if it.t >= t {
 		return it.cur
 	}
-	return it.advance(true, t)
+	return it.settle(it.it.Seek(t), true, t)
 }
 
 // querySourcesLocked appends the sources of the samples s holds in memory,
