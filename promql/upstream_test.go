@@ -2,12 +2,10 @@ package promql
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
-	"github.com/gogo/protobuf/proto"
-	"github.com/klauspost/compress/snappy"
-	"github.com/prometheus/prometheus/prompb"
 	"io"
 	"log/slog"
 	"net/http"
@@ -18,10 +16,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gogo/protobuf/proto"
+	"github.com/klauspost/compress/snappy"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/route"
 	"github.com/prometheus/prometheus/config"
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/prompb"
 	"github.com/prometheus/prometheus/rules"
 	"github.com/prometheus/prometheus/scrape"
 	"github.com/prometheus/prometheus/storage"
@@ -169,9 +170,26 @@ func TestSameAsUpstream(t *testing.T) {
 			for _, h := range []string{"Content-Type", "Content-Encoding", "Access-Control-Allow-Origin", "Vary", "Allow"} {
 				require.Equal(t, wantHdr.Values(h), gotHdr.Values(h), h)
 			}
+			want, got = decodeBody(t, wantHdr, want), decodeBody(t, gotHdr, got)
 			require.Equal(t, timings.ReplaceAllString(want, "T"), timings.ReplaceAllString(got, "T"))
 		})
 	}
+}
+
+// decodeBody is a response's body decompressed as its Content-Encoding
+// says: compressed at another level than upstream's, the bytes on the wire
+// differ, the body they carry must not.
+func decodeBody(t *testing.T, hdr http.Header, body string) string {
+	t.Helper()
+	if hdr.Get("Content-Encoding") == "" || body == "" {
+		return body
+	}
+	require.Equal(t, "gzip", hdr.Get("Content-Encoding"))
+	zr, err := gzip.NewReader(strings.NewReader(body))
+	require.NoError(t, err)
+	b, err := io.ReadAll(zr)
+	require.NoError(t, err)
+	return string(b)
 }
 
 // TestRemoteReadSameAsUpstream reads through POST /api/v1/read from both

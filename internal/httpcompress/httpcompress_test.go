@@ -59,7 +59,8 @@ func decode(t *testing.T, enc string, b []byte) []byte {
 }
 
 // TestSameAsUpstream: for every Accept-Encoding, the response is the one
-// Prometheus' own handler gives, headers and bytes, also when the pooled
+// Prometheus' own handler gives, status, headers and the body once decoded
+// (the compressed bytes differ: another level), also when the pooled
 // compressors have served other responses before.
 func TestSameAsUpstream(t *testing.T) {
 	large := []byte(`{"status":"success","data":{"resultType":"vector","result":[` + strings.Repeat(`{"metric":{"__name__":"up","job":"node"},"value":[1700000000,"1"]},`, 500) + `{}]}}`)
@@ -88,14 +89,18 @@ func TestSameAsUpstream(t *testing.T) {
 						t.Errorf("%s: %s %q, upstream %q", what, k, g, w)
 					}
 				}
-				if !bytes.Equal(got.Body.Bytes(), want.Body.Bytes()) {
-					t.Errorf("%s: body of %d bytes differs from upstream's %d", what, got.Body.Len(), want.Body.Len())
-				}
 				if c.code == http.StatusNoContent {
+					// An empty stream's framing, which net/http drops for 204.
+					if got.Body.Len() != want.Body.Len() {
+						t.Errorf("%s: body of %d bytes, upstream %d", what, got.Body.Len(), want.Body.Len())
+					}
 					continue
 				}
 				if plain := decode(t, got.Header().Get("Content-Encoding"), got.Body.Bytes()); !bytes.Equal(plain, c.body) {
 					t.Errorf("%s: the body decodes to %d bytes, not the %d written", what, len(plain), len(c.body))
+				}
+				if plain := decode(t, want.Header().Get("Content-Encoding"), want.Body.Bytes()); !bytes.Equal(plain, c.body) {
+					t.Errorf("%s: upstream's body decodes to %d bytes, not the %d written", what, len(plain), len(c.body))
 				}
 			}
 		}
@@ -142,26 +147,55 @@ func TestConcurrentResponses(t *testing.T) {
 	wg.Wait()
 }
 
-// BenchmarkHandler compares the bytes allocated per compressed response
-// with Prometheus' handler's, for a small and a large answer:
+// BenchmarkHandler compares the CPU, the bytes allocated and the size
+// of a compressed response (ratio: compressed/plain) with Prometheus'
+// handler's, for a small answer and a query_range answer of 20 series of
+// 241 points:
 //
 //	go test -run '^$' -bench . -benchmem ./internal/httpcompress/
 func BenchmarkHandler(b *testing.B) {
-	for _, size := range []int{100, 100_000} {
-		payload := bytes.Repeat([]byte(`{"metric":{"job":"node"},"value":[1,"1"]},`), size/40+1)[:size]
+	for _, payload := range [][]byte{rangeAnswer(1, 2), rangeAnswer(20, 241)} {
 		for name, h := range map[string]http.Handler{
 			"upstream": httputil.CompressionHandler{Handler: body(http.StatusOK, payload)},
 			"pooled":   Handler(body(http.StatusOK, payload)),
 		} {
-			b.Run(fmt.Sprintf("size=%d/handler=%s", size, name), func(b *testing.B) {
-				r := httptest.NewRequest(http.MethodGet, "/api/v1/query", nil)
+			b.Run(fmt.Sprintf("size=%d/handler=%s", len(payload), name), func(b *testing.B) {
+				r := httptest.NewRequest(http.MethodGet, "/api/v1/query_range", nil)
 				r.Header.Set("Accept-Encoding", "gzip")
+				b.SetBytes(int64(len(payload)))
 				b.ReportAllocs()
+				var out int
 				for b.Loop() {
 					w := httptest.NewRecorder()
 					h.ServeHTTP(w, r)
+					out = w.Body.Len()
 				}
+				b.ReportMetric(float64(out)/float64(len(payload)), "ratio")
 			})
 		}
 	}
+}
+
+// rangeAnswer is a query_range answer of n series of points points each,
+// with values as a counter's rate gives them.
+func rangeAnswer(n, points int) []byte {
+	var sb strings.Builder
+	sb.WriteString(`{"status":"success","data":{"resultType":"matrix","result":[`)
+	x := uint64(1)
+	for i := range n {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		fmt.Fprintf(&sb, `{"metric":{"instance":"host-%05d-a:9100","job":"node"},"values":[`, i)
+		for p := range points {
+			if p > 0 {
+				sb.WriteByte(',')
+			}
+			x = x*6364136223846793005 + 1442695040888963407
+			fmt.Fprintf(&sb, `[%d,"%s"]`, 1796586000+15*p, strconv.FormatFloat(0.5+float64(x>>40)/(1<<24), 'f', -1, 64))
+		}
+		sb.WriteString("]}")
+	}
+	sb.WriteString("]}}")
+	return []byte(sb.String())
 }
