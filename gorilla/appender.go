@@ -161,6 +161,11 @@ func decimalAt(v float64, vb uint64, e uint) (int64, bool) {
 	return m, math.Float64bits(decimalValue(m, e)) == vb
 }
 
+// oneLoadBits: a stream sample whose codes are not 64 bits wide, a
+// timestamp's 3+16 bits at most and a decimal delta's 4+24, lies within the
+// 57 bits that a load at any bit position holds.
+var _ [57 - (3 + 16) - (4 + 24)]struct{}
+
 // scaledPrev is the integer the delta of the value after prev starts from,
 // computed alike by writer and reader.
 func scaledPrev(prev float64, e uint) int64 {
@@ -531,8 +536,45 @@ func (a *Appender) decodeStream(d *floatDecoder, n int) error {
 	ts[0], vs[0] = t, math.Float64frombits(v)
 	e, decimal := streamExp(vs[0])
 	lead, sig := uint(0), uint(0)
+	// m is the integer of the previous value at exponent e, once known: the
+	// writer wrote that value as m only if round(value * 10^e) == m
+	// (decimalAt), which is what scaledPrev computes from it, so m carries
+	// from one sample to the next instead of being computed again from the
+	// float (a multiply and a rounding on the chain between samples). It is
+	// computed for the first delta and after each exponent raise.
+	var m int64
+	known := false
 	for i := 1; i < n; i++ {
-		b := min(bits.LeadingZeros64(^r.peek()), last)
+		pk := r.peek()
+		b := min(bits.LeadingZeros64(^pk), last)
+		if decimal && width[b] < 64 {
+			// The common sample, both codes from the one load: a
+			// timestamp of at most 3+16 bits, then a decimal delta of at
+			// most 4+24 (escapes take the 64-bit width), within the 57 or
+			// more bits of pk that are the stream's (oneLoadBits).
+			c, dd := uint(1), int64(0) // the usual timestamp: its step unchanged, one bit
+			if b > 0 {
+				c, dd = plen[b]+width[b], unzigzag(pk<<plen[b]>>(64-width[b]))
+			}
+			q := pk << c
+			b2 := uint(min(bits.LeadingZeros64(^q), 4))
+			pl2, w2 := min(b2+1, 4), decWidth[b2]
+			if w2 < 64 {
+				delta += dd
+				t += delta
+				ts[i] = t
+				if !known {
+					m, known = scaledPrev(vs[i-1], e), true
+				}
+				m += unzigzag(q << pl2 >> (64 - w2))
+				vs[i] = decimalValue(m, e)
+				v = math.Float64bits(vs[i])
+				if r.pos += c + pl2 + w2; r.overrun() {
+					return corruptf("appender stream overrun at sample %d", i)
+				}
+				continue
+			}
+		}
 		r.pos += plen[b]
 		delta += unzigzag(r.read(width[b]))
 		t += delta
@@ -550,9 +592,14 @@ func (a *Appender) decodeStream(d *floatDecoder, n int) error {
 					return corruptf("appender stream exponent %d at sample %d", e, i)
 				}
 				z = readDecimalDelta(&r)
+				known = false // the previous value at the new exponent
 				fallthrough
 			default:
-				vs[i] = decimalValue(scaledPrev(prev, e)+unzigzag(z), e)
+				if !known {
+					m, known = scaledPrev(prev, e), true
+				}
+				m += unzigzag(z)
+				vs[i] = decimalValue(m, e)
 				v = math.Float64bits(vs[i])
 			}
 		} else {

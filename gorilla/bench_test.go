@@ -382,6 +382,66 @@ func BenchmarkAppenderRange(b *testing.B) {
 	}
 }
 
+// BenchmarkAppenderStream reads an appender whose samples are all in its
+// stream (239 of a 15 s series, just under a seal), as a query of the head's
+// last hour does, and seals one (the ingest's share of the stream's decode):
+// data=int is a counter of whole numbers, decimal a counter of values with
+// two decimals (decimal stream), large the same beyond 2^51 hundredths
+// (where the reader recomputes each value's integer), gauge noisy floats
+// (XOR stream).
+//
+//	go test -run '^$' -bench BenchmarkAppenderStream -count 6 ./gorilla/
+func BenchmarkAppenderStream(b *testing.B) {
+	const step, n = 15_000, sealSamples - 1
+	for _, d := range []struct {
+		name string
+		next func(rng *rand.Rand, m int64) (int64, float64)
+	}{
+		{"int", func(rng *rand.Rand, m int64) (int64, float64) { m += rng.Int64N(1000); return m, float64(m) }},
+		{"decimal", func(rng *rand.Rand, m int64) (int64, float64) { m += rng.Int64N(100_000); return m, decimalValue(m, 2) }},
+		{"large", func(rng *rand.Rand, m int64) (int64, float64) {
+			m = max(m, 1<<51) + rng.Int64N(100_000)
+			return m, decimalValue(m, 2)
+		}},
+		{"gauge", func(rng *rand.Rand, m int64) (int64, float64) { return m, rng.Float64() * 100 }},
+	} {
+		rng := rand.New(rand.NewPCG(11, 12))
+		a := NewAppender()
+		var m int64
+		for i := range n {
+			var v float64
+			m, v = d.next(rng, m)
+			if err := a.Append(int64(i)*step, v); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.Run("data="+d.name+"/op=read", func(b *testing.B) {
+			var it Iterator
+			for b.Loop() {
+				a.IteratorRange(&it, 0, math.MaxInt64)
+				got := 0
+				for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
+					got++
+				}
+				if got != n || it.Err() != nil {
+					b.Fatalf("%d samples, err %v", got, it.Err())
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/sample")
+		})
+		b.Run("data="+d.name+"/op=seal", func(b *testing.B) {
+			var dec floatDecoder
+			for b.Loop() {
+				dec.ts, dec.vs = dec.ts[:0], dec.vs[:0]
+				if err := a.decodeStream(&dec, n); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/sample")
+		})
+	}
+}
+
 // BenchmarkSeekRange reads the last 5 minutes, the last hour and the whole of
 // 2 h blocks (480 samples at 15 s) through ResetRange: a block with a seek
 // table is decoded from the point before the range. data=counter are

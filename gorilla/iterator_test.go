@@ -456,6 +456,110 @@ func TestAppenderDecimalStream(t *testing.T) {
 	}
 }
 
+// TestAppenderStreamMixed round-trips random decimal streams through the
+// stream decoder, whose common sample takes both codes from one load and
+// carries the value's integer from one sample to the next: timestamps whose
+// step changes by nothing, a little, a lot or hugely (each width of the
+// timestamp code); deltas of each width of the decimal code; exponents 0 to
+// maxStreamExp with raises (after which the integer is computed again);
+// integers around 2^51, just below 2^52 (where m / 10^e * 10^e can round to
+// another integer, so that the writer takes another exponent or XOR) and up
+// to 2^53; and a value that is no decimal, which escapes to XOR for the
+// rest. Lengths run from a few samples (all in the stream) past a seal.
+func TestAppenderStreamMixed(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	pick := func(xs ...int64) int64 { return xs[rng.IntN(len(xs))] }
+	var it Iterator
+	for seq := range 400 {
+		n := 2 + rng.IntN(sealSamples+40)
+		e := uint(rng.IntN(maxStreamExp + 1))
+		var m int64
+		switch rng.IntN(4) {
+		case 0:
+			m = rng.Int64N(2_000_000) - 1_000_000
+		case 1: // straddling +-2^51
+			m = pick(1, -1) * (1<<51 + rng.Int64N(2_000_000) - 1_000_000)
+		case 2: // just below 2^52, where m / 10^e * 10^e may round to m+1
+			m = pick(1, -1) * (1<<52 - 1 - rng.Int64N(1<<40))
+		default: // up to 2^53
+			m = pick(1, -1) * (1<<53 - rng.Int64N(1<<30))
+		}
+		t0, step := int64(1796014823533), int64(15000)
+		ts, vs := make([]int64, n), make([]float64, n)
+		for i := range n {
+			if i > 0 {
+				switch rng.IntN(10) {
+				case 0:
+					step += rng.Int64N(31) - 15 // a few bits
+				case 1:
+					step += rng.Int64N(60001) - 30000 // 16 bits
+				case 2:
+					step += rng.Int64N(1 << 40) // 64 bits
+				}
+				step = max(step, 1)
+				t0 += step
+			}
+			ts[i] = t0
+			switch rng.IntN(12) {
+			case 0, 1: // unchanged
+			case 2:
+				m += rng.Int64N(1<<12) - 1<<11
+			case 3:
+				m += rng.Int64N(1<<24) - 1<<23
+			case 4:
+				m += rng.Int64N(1<<40) - 1<<39
+			default:
+				m += rng.Int64N(64) - 32
+			}
+			m = min(max(m, -(1<<53)+1), 1<<53-1)
+			if e < maxStreamExp && rng.IntN(60) == 0 {
+				e++ // a value with one decimal more: the stream raises
+				m = m*10 + 7
+				m = min(max(m, -(1<<53)+1), 1<<53-1)
+			}
+			vs[i] = decimalValue(m, e)
+			if rng.IntN(300) == 0 {
+				vs[i] = 1.0 / 3 // no decimal: XOR from here
+			}
+		}
+		var a Appender
+		for i := range n {
+			if err := a.Append(ts[i], vs[i]); err != nil {
+				t.Fatalf("sequence %d sample %d: %v", seq, i, err)
+			}
+		}
+		checkSamples(t, a.Iterator(&it), ts, vs)
+		checkSamples(t, a.IteratorRange(&it, ts[0], ts[n-1]), ts, vs)
+		blk, err := Encode(nil, ts, vs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(a.AppendBlock(nil)) != string(blk) {
+			t.Fatalf("sequence %d: AppendBlock differs from Encode", seq)
+		}
+	}
+}
+
+// TestStreamSampleFitsOneLoad: the widest stream sample the decoder reads
+// from one load (oneLoadBits), a timestamp code and a decimal code neither of
+// 64 bits, fits the 57 bits a load holds, with the codes as they are.
+func TestStreamSampleFitsOneLoad(t *testing.T) {
+	var ts, dec uint
+	for i := range int(streamCode.nb) {
+		if w := uint(streamCode.width[i]); w < 64 {
+			ts = max(ts, streamCode.prefixLen(i)+w)
+		}
+	}
+	for b, w := range decWidth {
+		if w < 64 {
+			dec = max(dec, min(uint(b)+1, 4)+w)
+		}
+	}
+	if ts+dec > 57 || ts != 3+16 || dec != 4+24 {
+		t.Errorf("widest sample %d+%d bits, oneLoadBits assumes 19+28 within 57", ts, dec)
+	}
+}
+
 // TestAppenderDecimalStreamSize checks that values with two decimals, as
 // exporters send CPU seconds, take the decimal stream's bytes and not XOR's.
 // A random walk of up to ±10.00 per scrape takes a 15-bit delta; XOR takes
