@@ -401,16 +401,16 @@ func TestSameAsUpstream(t *testing.T) {
 			resp.Header.Del("Date")
 			// Compressed at another level than upstream's, the bytes on the
 			// wire (and their length) differ; the body they carry must not.
-			switch enc := resp.Header.Get("Content-Encoding"); {
-			case len(b) == 0:
-			case enc == "gzip":
-				zr, err := gzip.NewReader(bytes.NewReader(b))
-				require.NoError(t, err)
-				b, err = io.ReadAll(zr)
-				require.NoError(t, err)
-				resp.Header.Del("Content-Length")
-			case enc == "deflate":
-				zr, err := zlib.NewReader(bytes.NewReader(b))
+			if enc := resp.Header.Get("Content-Encoding"); enc != "" && len(b) > 0 {
+				var zr io.Reader
+				switch enc {
+				case "gzip":
+					zr, err = gzip.NewReader(bytes.NewReader(b))
+				case "deflate":
+					zr, err = zlib.NewReader(bytes.NewReader(b))
+				default:
+					t.Fatalf("Content-Encoding %q", enc)
+				}
 				require.NoError(t, err)
 				b, err = io.ReadAll(zr)
 				require.NoError(t, err)
