@@ -542,8 +542,13 @@ func TestAppenderStreamMixed(t *testing.T) {
 
 // TestStreamSampleFitsOneLoad: the widest stream sample the decoder reads
 // from one load (oneLoadBits), a timestamp code and a decimal code neither of
-// 64 bits, fits the 57 bits a load holds, with the codes as they are.
+// 64 bits, fits the 57 bits a load holds, with the codes as they are; and the
+// timestamp code's first bucket is the single bit the decoder takes for an
+// unchanged step.
 func TestStreamSampleFitsOneLoad(t *testing.T) {
+	if streamCode.prefixLen(0) != 1 || streamCode.width[0] != 0 {
+		t.Errorf("timestamp bucket 0: %d-bit prefix, %d-bit payload; the decoder takes it as one bit", streamCode.prefixLen(0), streamCode.width[0])
+	}
 	var ts, dec uint
 	for i := range int(streamCode.nb) {
 		if w := uint(streamCode.width[i]); w < 64 {
