@@ -161,11 +161,6 @@ func decimalAt(v float64, vb uint64, e uint) (int64, bool) {
 	return m, math.Float64bits(decimalValue(m, e)) == vb
 }
 
-// oneLoadBits: a stream sample whose codes are not 64 bits wide, a
-// timestamp's 3+16 bits at most and a decimal delta's 4+24, lies within the
-// 57 bits that a load at any bit position holds.
-var _ [57 - (3 + 16) - (4 + 24)]struct{}
-
 // scaledPrev is the integer the delta of the value after prev starts from,
 // computed alike by writer and reader.
 func scaledPrev(prev float64, e uint) int64 {
@@ -551,7 +546,8 @@ func (a *Appender) decodeStream(d *floatDecoder, n int) error {
 			// The common sample, both codes from the one load: a
 			// timestamp of at most 3+16 bits, then a decimal delta of at
 			// most 4+24 (escapes take the 64-bit width), within the 57 or
-			// more bits of pk that are the stream's (oneLoadBits).
+			// more bits of pk that are the stream's
+			// (TestStreamSampleFitsOneLoad holds the codes to that).
 			c, dd := uint(1), int64(0) // the usual timestamp: its step unchanged, one bit
 			if b > 0 {
 				c, dd = plen[b]+width[b], unzigzag(pk<<plen[b]>>(64-width[b]))

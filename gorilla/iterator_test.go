@@ -541,7 +541,7 @@ func TestAppenderStreamMixed(t *testing.T) {
 }
 
 // TestStreamSampleFitsOneLoad: the widest stream sample the decoder reads
-// from one load (oneLoadBits), a timestamp code and a decimal code neither of
+// from one load, a timestamp code and a decimal code neither of
 // 64 bits, fits the 57 bits a load holds, with the codes as they are; and the
 // timestamp code's first bucket is the single bit the decoder takes for an
 // unchanged step.
@@ -561,7 +561,7 @@ func TestStreamSampleFitsOneLoad(t *testing.T) {
 		}
 	}
 	if ts+dec > 57 || ts != 3+16 || dec != 4+24 {
-		t.Errorf("widest sample %d+%d bits, oneLoadBits assumes 19+28 within 57", ts, dec)
+		t.Errorf("widest sample %d+%d bits, the stream decoder assumes 19+28 within 57", ts, dec)
 	}
 }
 
