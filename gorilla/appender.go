@@ -280,7 +280,7 @@ var _ [88 - unsafe.Sizeof(Appender{})]struct{}
 func (a *Appender) seal() {
 	s := scratchPool.Get().(*scratchSamples)
 	s.dec.ts, s.dec.vs = s.dec.ts[:0], s.dec.vs[:0]
-	if err := a.decodeStream(&s.dec, sealSamples); err != nil {
+	if err := a.decodeStream(&s.dec, sealSamples, math.MaxInt64); err != nil {
 		// The stream is our own memory; failing to read it back is a bug.
 		panic(err)
 	}
@@ -505,11 +505,15 @@ func (a *Appender) decodeRange(d, part *floatDecoder, mint, maxt int64) error {
 	if a.scount() == 0 || a.t < mint || a.smint > maxt {
 		return nil
 	}
-	return a.decodeStream(d, a.scount())
+	return a.decodeStream(d, a.scount(), maxt)
 }
 
-// decodeStream appends the n samples of the float stream to d.ts and d.vs.
-func (a *Appender) decodeStream(d *floatDecoder, n int) error {
+// decodeStream appends the n samples of the float stream to d.ts and d.vs,
+// stopping before the first sample after maxt: the stream is a chain of
+// deltas, so what precedes a range must be decoded, what follows it need
+// not be. A query's earlier time shards, and a rule's evaluation at a
+// moment behind the newest sample, end inside the stream.
+func (a *Appender) decodeStream(d *floatDecoder, n int, maxt int64) error {
 	off := len(d.ts)
 	d.ts = append(d.ts, make([]int64, n)...)[:off+n]
 	d.vs = append(d.vs, make([]float64, n)...)[:off+n]
@@ -557,7 +561,10 @@ func (a *Appender) decodeStream(d *floatDecoder, n int) error {
 			pl2, w2 := min(b2+1, 4), decWidth[b2]
 			if w2 < 64 {
 				delta += dd
-				t += delta
+				if t += delta; t > maxt {
+					d.ts, d.vs = d.ts[:off+i], d.vs[:off+i]
+					return nil
+				}
 				ts[i] = t
 				if !known {
 					m, known = scaledPrev(vs[i-1], e), true
@@ -573,7 +580,10 @@ func (a *Appender) decodeStream(d *floatDecoder, n int) error {
 		}
 		r.pos += plen[b]
 		delta += unzigzag(r.read(width[b]))
-		t += delta
+		if t += delta; t > maxt {
+			d.ts, d.vs = d.ts[:off+i], d.vs[:off+i]
+			return nil
+		}
 		ts[i] = t
 
 		if decimal {

@@ -384,7 +384,9 @@ func BenchmarkAppenderRange(b *testing.B) {
 
 // BenchmarkAppenderStream reads an appender whose samples are all in its
 // stream (239 of a 15 s series, just under a seal), as a query of the head's
-// last hour does, and seals one (the ingest's share of the stream's decode):
+// last hour does, reads its first half (op=half: the earlier of a query's two
+// time shards, whose decode stops at the shard's end), and seals one (the
+// ingest's share of the stream's decode):
 // data=int is a counter of whole numbers, decimal a counter of values with
 // two decimals (decimal stream), large the same beyond 2^51 hundredths
 // (where the reader recomputes each value's integer), gauge noisy floats
@@ -429,11 +431,26 @@ func BenchmarkAppenderStream(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/sample")
 		})
+		b.Run("data="+d.name+"/op=half", func(b *testing.B) {
+			var it Iterator
+			half := n / 2
+			for b.Loop() {
+				a.IteratorRange(&it, 0, int64(half-1)*step)
+				got := 0
+				for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
+					got++
+				}
+				if got != half || it.Err() != nil {
+					b.Fatalf("%d samples, want %d, err %v", got, half, it.Err())
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/sample")
+		})
 		b.Run("data="+d.name+"/op=seal", func(b *testing.B) {
 			var dec floatDecoder
 			for b.Loop() {
 				dec.ts, dec.vs = dec.ts[:0], dec.vs[:0]
-				if err := a.decodeStream(&dec, n); err != nil {
+				if err := a.decodeStream(&dec, n, math.MaxInt64); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -465,7 +465,8 @@ func TestAppenderDecimalStream(t *testing.T) {
 // integers around 2^51, just below 2^52 (where m / 10^e * 10^e can round to
 // another integer, so that the writer takes another exponent or XOR) and up
 // to 2^53; and a value that is no decimal, which escapes to XOR for the
-// rest. Lengths run from a few samples (all in the stream) past a seal.
+// rest. Lengths run from a few samples (all in the stream) past a seal. Each
+// is read whole, and up to a time inside the stream.
 func TestAppenderStreamMixed(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
 	pick := func(xs ...int64) int64 { return xs[rng.IntN(len(xs))] }
@@ -530,6 +531,17 @@ func TestAppenderStreamMixed(t *testing.T) {
 		}
 		checkSamples(t, a.Iterator(&it), ts, vs)
 		checkSamples(t, a.IteratorRange(&it, ts[0], ts[n-1]), ts, vs)
+		if sealed := n - a.scount(); sealed < n {
+			// A range that ends inside the stream, on a sample or
+			// between two: the decoder stops before the first sample
+			// after it.
+			k := sealed + rng.IntN(n-sealed)
+			maxt := ts[k]
+			if k < n-1 {
+				maxt += rng.Int64N(ts[k+1] - ts[k])
+			}
+			checkSamples(t, a.IteratorRange(&it, ts[0], maxt), ts[:k+1], vs[:k+1])
+		}
 		blk, err := Encode(nil, ts, vs)
 		if err != nil {
 			t.Fatal(err)
