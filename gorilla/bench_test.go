@@ -417,35 +417,25 @@ func BenchmarkAppenderStream(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		b.Run("data="+d.name+"/op=read", func(b *testing.B) {
-			var it Iterator
-			for b.Loop() {
-				a.IteratorRange(&it, 0, math.MaxInt64)
-				got := 0
-				for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
-					got++
+		for _, r := range []struct {
+			op   string
+			want int // samples read: all, or the first half
+		}{{"read", n}, {"half", n / 2}} {
+			b.Run("data="+d.name+"/op="+r.op, func(b *testing.B) {
+				var it Iterator
+				for b.Loop() {
+					a.IteratorRange(&it, 0, int64(r.want-1)*step)
+					got := 0
+					for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
+						got++
+					}
+					if got != r.want || it.Err() != nil {
+						b.Fatalf("%d samples, want %d, err %v", got, r.want, it.Err())
+					}
 				}
-				if got != n || it.Err() != nil {
-					b.Fatalf("%d samples, err %v", got, it.Err())
-				}
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/sample")
-		})
-		b.Run("data="+d.name+"/op=half", func(b *testing.B) {
-			var it Iterator
-			half := n / 2
-			for b.Loop() {
-				a.IteratorRange(&it, 0, int64(half-1)*step)
-				got := 0
-				for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
-					got++
-				}
-				if got != half || it.Err() != nil {
-					b.Fatalf("%d samples, want %d, err %v", got, half, it.Err())
-				}
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/sample")
-		})
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/sample")
+			})
+		}
 		b.Run("data="+d.name+"/op=seal", func(b *testing.B) {
 			var dec floatDecoder
 			for b.Loop() {
