@@ -420,7 +420,7 @@ func (r *sysResult) unmeasured() {
 	r.ObjOpsPerMin, r.ObjOpsQueryMin = nan, nan
 	r.WarmP50, r.WarmP99, r.ColdP50, r.ColdP99, r.ShutdownSec = nan, nan, nan, nan, nan
 	r.DiskP50, r.DiskP99, r.BytesPerSampleEnd = nan, nan, nan
-	r.RefreshFirst, r.RefreshP50, r.RefreshP90, r.RefreshCPU, r.CacheHitRatio = nan, nan, nan, nan, nan
+	r.RefreshFirst, r.RefreshP50, r.RefreshP90, r.RefreshCPU, r.RefreshFirstCPU, r.CacheHitRatio = nan, nan, nan, nan, nan, nan
 }
 
 // setStored measures the stored bytes of a stopped system.

@@ -91,6 +91,7 @@ type sysResult struct {
 	RefreshErrors                        int                   // failed panel queries
 	RefreshEmpty                         []string              // panels with no series in some evaluation
 	RefreshCPU                           float64               // server CPU seconds per refresh interval, ingest and background work included
+	RefreshFirstCPU                      float64               // server CPU ms during the first evaluation, live ingest included
 	CacheHitRatio                        float64               // Shale's results cache: hit steps / steps over the refreshes
 	RefreshByRange                       map[string][2]float64 // range -> first, refresh p50 in ms
 
@@ -177,6 +178,7 @@ var reportRows = []row{
 	{"empty dashboard results", func(r *sysResult) float64 { return ifQueried(r, r.EmptyDashboards) }, "count", true},
 	{"shutdown time", func(r *sysResult) float64 { return r.ShutdownSec }, "s", true},
 	{"dashboard first evaluation, panels summed", func(r *sysResult) float64 { return r.RefreshFirst }, "ms", true},
+	{"server CPU during the first evaluation (live ingest included)", func(r *sysResult) float64 { return r.RefreshFirstCPU }, "CPU-ms", true},
 	{"dashboard refresh p50, panels summed", func(r *sysResult) float64 { return r.RefreshP50 }, "ms", true},
 	{"dashboard refresh p90, panels summed", func(r *sysResult) float64 { return r.RefreshP90 }, "ms", true},
 	{"server CPU per refresh interval (ingest, background work included)", func(r *sysResult) float64 { return r.RefreshCPU }, "CPU-s", true},
