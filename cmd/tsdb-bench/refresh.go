@@ -248,11 +248,11 @@ func (o *options) refreshSystem(ctx context.Context, s *system) (*sysResult, err
 		opened = true
 		start, serr := procCPUSeconds(s.pid())
 		res := eval(now)
+		if end, err := procCPUSeconds(s.pid()); serr == nil && err == nil {
+			r.RefreshFirstCPU = (end - start) * 1000
+		}
 		hit0, miss0, haveCache = s.cacheSteps()
 		cpu0, cpuErr = procCPUSeconds(s.pid())
-		if serr == nil && cpuErr == nil {
-			r.RefreshFirstCPU = (cpu0 - start) * 1000
-		}
 		return res
 	})
 	hit1, miss1, ok := s.cacheSteps()
