@@ -2,13 +2,13 @@ package gorilla
 
 import (
 	"context"
-	"github.com/prometheus/common/model"
 	"math"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/tsdb"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"

@@ -4,10 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/grafana/regexp"
-	"github.com/prometheus/prometheus/model/labels"
-	"github.com/prometheus/prometheus/util/httputil"
-	"google.golang.org/protobuf/encoding/protojson"
 	"net/http"
 	"os"
 	"runtime"
@@ -17,8 +13,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/grafana/regexp"
 	jsoniter "github.com/json-iterator/go"
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/metadata"
+	"github.com/prometheus/prometheus/util/httputil"
+	"google.golang.org/protobuf/encoding/protojson"
 )
 
 // The endpoints whose data a Prometheus server takes from parts Shale does

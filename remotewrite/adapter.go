@@ -3,9 +3,9 @@ package remotewrite
 import (
 	"context"
 	"errors"
-	"github.com/prometheus/common/model"
 	"strings"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/exemplar"
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"

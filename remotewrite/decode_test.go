@@ -3,7 +3,6 @@ package remotewrite
 import (
 	"encoding/binary"
 	"fmt"
-	"github.com/prometheus/common/model"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -14,6 +13,7 @@ import (
 	"github.com/golang/snappy"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/exemplar"
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
