@@ -33,23 +33,21 @@ func importGroupProblems(name string, src []byte) ([]string, error) {
 		return nil, err
 	}
 	var out []string
-	// Walk the specs in order; a blank line or a comment line between two
-	// specs starts a new group.
+	// Walk the specs in order; a blank line between two specs starts a new
+	// group, a comment just above a spec belongs to it.
 	prevLine, groupStd, seenOther := -1, false, false
 	for i, spec := range f.Imports {
 		path, err := strconv.Unquote(spec.Path.Value)
 		if err != nil {
 			return nil, err
 		}
-		start := spec.Pos()
+		start := spec.Pos() // its name's, if it has one
 		if spec.Doc != nil {
 			start = spec.Doc.Pos()
-		} else if spec.Name != nil {
-			start = spec.Name.Pos()
 		}
-		line := fset.Position(start).Line
+		line := fset.Position(spec.Path.Pos()).Line
 		std := isStd(path)
-		newGroup := i == 0 || line != prevLine+1
+		newGroup := i == 0 || fset.Position(start).Line != prevLine+1
 		switch {
 		case newGroup:
 			groupStd = std
@@ -135,6 +133,7 @@ func TestImportGroupProblemsDetected(t *testing.T) {
 		{"standard among third-party", "\"github.com/a/b\"\n\"os\"", 2},
 		{"standard group last", "\"github.com/a/b\"\n\n\"os\"", 1},
 		{"aliased third-party in the standard group", "\"fmt\"\nx \"github.com/a/b\"", 1},
+		{"commented third-party in the standard group", "\"fmt\"\n// why\n\"github.com/a/b\"", 1},
 	} {
 		src := "package p\n\nimport (\n" + c.imports + "\n)\n"
 		got, err := importGroupProblems(c.name+".go", []byte(src))
