@@ -92,7 +92,15 @@ type pkg struct {
 
 func listPackages(t *testing.T) []pkg {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-json=ImportPath,Imports", module+"/...")
+	return goList[pkg](t, "ImportPath,Imports")
+}
+
+// goList runs go list over the module's packages and decodes the fields
+// asked for (a comma-separated list of its JSON's fields) into one T a
+// package.
+func goList[T any](t *testing.T, fields string) []T {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-json="+fields, module+"/...")
 	cmd.Dir = filepath.Join("..", "..")
 	out, err := cmd.Output()
 	if err != nil {
@@ -101,10 +109,10 @@ func listPackages(t *testing.T) []pkg {
 		}
 		t.Fatalf("go list: %v", err)
 	}
-	var pkgs []pkg
+	var pkgs []T
 	dec := json.NewDecoder(strings.NewReader(string(out)))
 	for {
-		var p pkg
+		var p T
 		if err := dec.Decode(&p); err == io.EOF {
 			break
 		} else if err != nil {

@@ -1,14 +1,10 @@
 package depcheck
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"go/parser"
 	"go/token"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -68,35 +64,17 @@ func importGroupProblems(name string, src []byte) ([]string, error) {
 // moduleGoFiles lists every Go file of the module's packages, tests included.
 func moduleGoFiles(t *testing.T) []string {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-json=Dir,GoFiles,CgoFiles,TestGoFiles,XTestGoFiles,IgnoredGoFiles", module+"/...")
-	out, err := cmd.Output()
-	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			t.Fatalf("go list: %v\n%s", err, ee.Stderr)
-		}
-		t.Fatalf("go list: %v", err)
+	type goFiles struct {
+		Dir                                                          string
+		GoFiles, CgoFiles, TestGoFiles, XTestGoFiles, IgnoredGoFiles []string
 	}
 	var files []string
-	dec := json.NewDecoder(strings.NewReader(string(out)))
-	for {
-		var p struct {
-			Dir                                                          string
-			GoFiles, CgoFiles, TestGoFiles, XTestGoFiles, IgnoredGoFiles []string
-		}
-		if err := dec.Decode(&p); err == io.EOF {
-			break
-		} else if err != nil {
-			t.Fatalf("decode go list output: %v", err)
-		}
+	for _, p := range goList[goFiles](t, "Dir,GoFiles,CgoFiles,TestGoFiles,XTestGoFiles,IgnoredGoFiles") {
 		for _, set := range [][]string{p.GoFiles, p.CgoFiles, p.TestGoFiles, p.XTestGoFiles, p.IgnoredGoFiles} {
 			for _, f := range set {
 				files = append(files, filepath.Join(p.Dir, f))
 			}
 		}
-	}
-	if len(files) == 0 {
-		t.Fatal("go list found no Go files")
 	}
 	return files
 }
