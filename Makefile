@@ -98,7 +98,7 @@ soak-short: build $(TOOLS)/versitygw
 # stdmethods check: gorilla's iterators have Prometheus' Seek(int64), not
 # io.Seeker's) and staticcheck.
 lint: $(TOOLS)/staticcheck
-	@out=$$(gofmt -l $$($(GO) list -f '{{.Dir}}' $(PKGS))); \
+	@out=$$(find . -path ./.tools -prune -o -path ./.git -prune -o -name node_modules -prune -o -name '*.go' -print | xargs gofmt -l); \
 	if [ -n "$$out" ]; then echo "gofmt -w these files:"; echo "$$out"; exit 1; fi
 	$(GO) vet -stdmethods=false $(PKGS)
 	$(TOOLS)/staticcheck $(PKGS)
