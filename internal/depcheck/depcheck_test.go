@@ -42,6 +42,7 @@ var allowed = map[string][]string{
 	"internal/promqlsuite":          {},
 	"internal/seriestest":           {},
 	"internal/depcheck":             {},
+	"internal/doclinks":             {},
 	"corrupt":                       {},
 	"internal/promreg":              {},
 	"internal/jsonenc":              {},
