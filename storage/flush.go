@@ -237,6 +237,15 @@ func (db *DB) writeCuts(ctx context.Context, parts []*headPart, maxT int64) (cut
 	cuts := make([]seriesCut, len(chunk))
 	for _, p := range parts {
 		for lo := 0; ; lo += len(chunk) {
+			// The LSM takes writes whatever ctx says unless it is stalled,
+			// and cutting a chunk is CPU work: without this a flush whose
+			// context ended (the background flush at a shutdown) went on
+			// over every series, 10M of them for over a minute, holding
+			// flushMu while the shutdown's own flush waited for it past
+			// its deadline.
+			if err := ctx.Err(); err != nil {
+				return st, err
+			}
 			some := p.seriesFrom(lo, chunk)
 			if len(some) == 0 {
 				break
@@ -347,6 +356,9 @@ func (db *DB) writePartitionIndex(ctx context.Context, p *headPart, maxT int64) 
 		b.Put(postingsKey(p.start, name, value), enc)
 		size += len(enc) + len(name) + len(value) + 11
 		if size >= maxBatchBytes {
+			if err := ctx.Err(); err != nil {
+				return err // as in writeCuts: the LSM would take the batch
+			}
 			if err := db.write(ctx, &b, false); err != nil {
 				return err
 			}

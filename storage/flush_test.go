@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -110,6 +111,77 @@ func TestQueriesDuringFlush(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(db.metrics.flushes); n < 2 {
 		t.Fatalf("%g flushes ran beside the writes, want several", n)
+	}
+}
+
+// TestFlushStopsWhenItsContextEnds checks that a head flush whose context
+// has ended stops before cutting more series: the LSM takes writes whatever
+// their context says, so a flush over millions of series went on for over a
+// minute after a shutdown cancelled it, holding the lock the shutdown's own
+// flush waited for. The series it leaves are written by the next flush.
+func TestFlushStopsWhenItsContextEnds(t *testing.T) {
+	defer func(n int) { maxBatchBytes = n }(maxBatchBytes)
+	maxBatchBytes = 256 // a batch every few series, as at scale
+
+	const series = 10_000 // three chunks of the cut's walk
+	db := openTestDB(t, objstore.NewMemoryBucket(), DefaultOptions())
+	defer db.Close() // before maxBatchBytes is restored
+	app := db.Appender(context.Background())
+	for _, ls := range numberedSeries(series) {
+		if _, err := app.Append(0, ls, 15_000, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := app.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	keys := func(sub byte) int {
+		pre := partSub(db.partitionOf(15_000), sub, 0)
+		n := 0
+		if err := db.scan(context.Background(), pre, prefixEnd(pre), func(_, _ []byte) error { n++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	sampleKeys := func() int { return keys(subSamples) }
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := db.Flush(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("flush with its context cancelled: %v, want context.Canceled", err)
+	}
+	if n := sampleKeys(); n != 0 {
+		t.Fatalf("a flush cancelled before it started wrote the sample blocks of %d series", n)
+	}
+	// Closing a partition writes its postings, batch by batch, as long.
+	p := db.head.partsOverlapping(15_000, 15_000)[0]
+	if err := db.writePartitionIndex(ctx, p, 15_000); !errors.Is(err, context.Canceled) {
+		t.Fatalf("partition index with its context cancelled: %v, want context.Canceled", err)
+	}
+	if n := keys(subPostings); n != 0 {
+		t.Fatalf("a partition index cancelled before it started wrote %d postings lists", n)
+	}
+
+	if err := db.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := sampleKeys(); n != series {
+		t.Fatalf("the next flush wrote %d series' sample blocks, want %d", n, series)
+	}
+	q, err := db.Querier(0, 60_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := q.Select(context.Background(), false, nil, labels.MustNewMatcher(labels.MatchEqual, "__name__", "m"))
+	got := 0
+	for set.Next() {
+		it := set.At().Iterator(nil)
+		for it.Next() == chunkenc.ValFloat {
+			got++
+		}
+	}
+	if set.Err() != nil || got != series {
+		t.Fatalf("read back %d samples (err %v), want %d", got, set.Err(), series)
 	}
 }
 
