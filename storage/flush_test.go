@@ -143,14 +143,13 @@ func TestFlushStopsWhenItsContextEnds(t *testing.T) {
 		}
 		return n
 	}
-	sampleKeys := func() int { return keys(subSamples) }
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := db.Flush(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("flush with its context cancelled: %v, want context.Canceled", err)
 	}
-	if n := sampleKeys(); n != 0 {
+	if n := keys(subSamples); n != 0 {
 		t.Fatalf("a flush cancelled before it started wrote the sample blocks of %d series", n)
 	}
 	// Closing a partition writes its postings, batch by batch, as long.
@@ -165,7 +164,7 @@ func TestFlushStopsWhenItsContextEnds(t *testing.T) {
 	if err := db.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n := sampleKeys(); n != series {
+	if n := keys(subSamples); n != series {
 		t.Fatalf("the next flush wrote %d series' sample blocks, want %d", n, series)
 	}
 	q, err := db.Querier(0, 60_000)

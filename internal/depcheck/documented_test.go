@@ -41,8 +41,11 @@ func undocumented(rels []string, readme, design string) []string {
 // first cell.
 func tableNames(doc, rel string) bool {
 	for _, line := range strings.Split(doc, "\n") {
-		first, _, ok := strings.Cut(strings.TrimPrefix(line, "| "), " |")
-		if ok && strings.HasPrefix(line, "| ") && strings.Contains(first, "`"+rel+"`") {
+		row, ok := strings.CutPrefix(line, "| ")
+		if !ok {
+			continue
+		}
+		if first, _, ok := strings.Cut(row, " |"); ok && strings.Contains(first, "`"+rel+"`") {
 			return true
 		}
 	}

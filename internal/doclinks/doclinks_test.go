@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -54,7 +55,7 @@ func TestDocLinks(t *testing.T) {
 		t.Fatalf("README.md or docs/benchmarks.md not found under %s: %d Markdown files", root, len(docs))
 	}
 	links := 0
-	for _, name := range sortedKeys(docs) {
+	for _, name := range slices.Sorted(maps.Keys(docs)) {
 		for _, l := range docs[name].links {
 			links++
 			if msg := checkLink(docs, name, l.target); msg != "" {
@@ -176,15 +177,6 @@ func slug(heading string) string {
 		}
 	}
 	return b.String()
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // TestSlug checks the anchors of headings like the project's against those
