@@ -72,22 +72,26 @@ func TestColdQuerySmallPartitionsOneRound(t *testing.T) {
 	defer func(n, l int64) { wholePartitionBytes, labelPostingsBytes = n, l }(wholePartitionBytes, labelPostingsBytes)
 	job := labels.MustNewMatcher(labels.MatchRegexp, "job", "job-[0-9]")
 	for _, tc := range []struct {
+		series int
 		limit  int64 // wholePartitionBytes
 		labels int64 // labelPostingsBytes
 		ms     []*labels.Matcher
 		want   int // rounds of data reads of the query, the open's and the registry's apart
 	}{
-		{1 << 20, 64 << 10, []*labels.Matcher{x}, 1},
-		{4 << 10, 64 << 10, []*labels.Matcher{x}, 2}, // partitions larger than that
+		{100, 1 << 20, 64 << 10, []*labels.Matcher{x}, 1},
+		{100, 4 << 10, 64 << 10, []*labels.Matcher{x}, 2}, // partitions larger than that
 		// A label matcher besides the name: a few series, not read whole;
 		// the regular expression's postings come with the name's.
-		{1 << 20, 64 << 10, []*labels.Matcher{x, job}, 2},
+		{100, 1 << 20, 64 << 10, []*labels.Matcher{x, job}, 2},
 		// The label's postings too large to read in the first round:
-		// a round of their own.
-		{1 << 20, 0, []*labels.Matcher{x, job}, 3},
+		// a round of their own. (With 100 series a partition's postings
+		// are one block, which the first round reads: 1,000 series' are
+		// a dozen, the job label's apart from the name's.)
+		{1000, 1 << 20, 0, []*labels.Matcher{x, job}, 3},
 	} {
 		wholePartitionBytes, labelPostingsBytes = tc.limit, tc.labels
-		const series, interval = 100, 5 * time.Minute
+		series := tc.series
+		const interval = 5 * time.Minute
 		b := coldBucket(t, coldSpec{series: series, span: 6 * time.Hour, interval: interval})
 		wb := &waveBucket{Bucket: b, latency: latency}
 		db, _, _ := coldDB(t, wb, 0, 256<<20)
@@ -126,7 +130,9 @@ func TestColdQuerySmallPartitionsOneRound(t *testing.T) {
 func TestLargeSampleReadsSkipCache(t *testing.T) {
 	defer func(n int) { minNoFillReads = n }(minNoFillReads)
 	minNoFillReads = 1
-	const series, interval = 100, 5 * time.Minute
+	// A partition's sample blocks span 15 or so table blocks, so that reads
+	// of a series at either end of it are well apart.
+	const series, interval = 100, time.Minute
 	b := coldBucket(t, coldSpec{series: series, span: 6 * time.Hour, interval: interval})
 	ctx := context.Background()
 	mint, maxt := int64(coldBase), int64(coldBase+6*3600*1000)

@@ -34,6 +34,27 @@ const (
 	subTimes    = 'T'
 )
 
+// regionLen is the length of key's region: its kind, and for a
+// partition's key the partition and the sub-kind. The LSM starts a new L0
+// table where the region changes (flushSplit).
+func regionLen(key []byte) int {
+	if len(key) >= 10 && key[0] == keyPart {
+		return 10
+	}
+	return min(len(key), 1)
+}
+
+// flushSplit is the LSM's Components.FlushSplit: a memtable flush puts each
+// region in tables of its own. At a partition boundary every series is
+// recorded again in the new partition while head flushes write the old
+// one's blocks; split, the new partition's series entries (written in ref
+// order) land in tables that overlap no other, and compactions move them
+// instead of rewriting them with the blocks.
+func flushSplit(prev, key []byte) bool {
+	n := regionLen(key)
+	return n != regionLen(prev) || string(prev[:n]) != string(key[:n])
+}
+
 func putPart(dst []byte, part int64) []byte {
 	return binary.BigEndian.AppendUint64(dst, uint64(part)^(1<<63))
 }

@@ -23,6 +23,7 @@ func LSMComponents(c lsm.Components) lsm.Components {
 	c.Merge = mergeValues
 	c.ReadMerge = readMergeValues
 	c.OperandInterval = sampleInterval
+	c.FlushSplit = flushSplit
 	return c
 }
 

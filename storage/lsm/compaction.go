@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/shaledb/shale/storage/lsm/sst"
@@ -61,8 +62,9 @@ func planCompaction(m *manifest, o *Options, lane compactionLane, busy map[uint6
 	return planRuns(m, o, busy)
 }
 
-// planL0 merges every L0 table, once there are L0CompactionTrigger of them,
-// with the newest free runs while each is no larger than SizeRatio times
+// planL0 merges every L0 table, once L0 is L0CompactionTrigger deep (or
+// holds L0StallTables tables of ranges that overlap less), with the newest
+// free runs while each is no larger than SizeRatio times
 // what is taken before it and all stays under RunLaneBytes. With too few L0
 // tables and no run busy, it rewrites the runs a range tombstone still
 // reaches (and all that is newer), so the deleted entries and the tombstone
@@ -71,7 +73,7 @@ func planL0(m *manifest, o *Options, busy map[uint64]bool) *compactionPlan {
 	p := compactionPlan{Lane: laneL0}
 	last := -1 // index in m.Runs of the oldest run taken
 	switch {
-	case len(m.L0) >= o.L0CompactionTrigger:
+	case l0Depth(m.L0) >= o.L0CompactionTrigger || len(m.L0) >= o.L0StallTables:
 		var size float64
 		for i := range m.L0 {
 			p.L0 = append(p.L0, m.L0[i].ID)
@@ -266,7 +268,11 @@ func (db *DB) compactOnce(ctx context.Context, lane compactionLane) (done bool, 
 }
 
 // runCompaction is the executor: it merges the plan's sources, writes the
-// output run split into tables of TargetTableBytes and commits it.
+// output run split into tables of TargetTableBytes and commits it. A source
+// table that no other source overlaps, that no range tombstone reaches and
+// that is not small goes into the output as it is (a move: its object stays,
+// nothing is read or written); what lies between such tables is merged, and
+// an output table never spans a moved one.
 func (db *DB) runCompaction(ctx context.Context, man *manifest, plan *compactionPlan) error {
 	start := time.Now()
 	src := &view{man: &manifest{}}
@@ -281,8 +287,6 @@ func (db *DB) runCompaction(ctx context.Context, man *manifest, plan *compaction
 			src.man.Runs = append(src.man.Runs, man.Runs[i])
 		}
 	}
-	it := newCompactionIter(ctx, db.s, src.man)
-	defer it.close()
 	var inputBytes int64
 	for i := range src.man.L0 {
 		inputBytes += src.man.L0[i].Size
@@ -293,17 +297,17 @@ func (db *DB) runCompaction(ctx context.Context, man *manifest, plan *compaction
 
 	var (
 		out     []tableMeta
+		made    []string // ids of the tables written, protected until the commit
 		written int64
+		moved   int64
+		nMoved  int
 		w       *sst.Writer
 		buf     bytes.Buffer
 		curID   string
 	)
 	defer func() {
-		for _, t := range out {
-			db.protect(t.ID, false)
-		}
-		if curID != "" {
-			db.protect(curID, false)
+		for _, id := range made {
+			db.protect(id, false)
 		}
 	}()
 	finishTable := func() error {
@@ -324,46 +328,71 @@ func (db *DB) runCompaction(ctx context.Context, man *manifest, plan *compaction
 			buf.Reset()
 			// The table is built whole before its upload: room for all of
 			// it up front, instead of doubling a buffer past twice its size.
-			buf.Grow(int(max(min(db.opts.TargetTableBytes, inputBytes-written), 0) + outputSlack))
+			buf.Grow(int(max(min(db.opts.TargetTableBytes, inputBytes-written-moved), 0) + outputSlack))
 			curID = newTableID(db.clock.Now())
 			db.protect(curID, true)
+			made = append(made, curID)
 			w = sst.NewWriter(&buf, db.opts.Table)
 			w.SetInterval(db.comp.OperandInterval)
 		}
 		return w.Add(sst.Entry{Key: e.key, Seq: e.seq, Kind: sst.Kind(e.kind), Value: e.value})
 	}
 	c := compactor{merge: db.merge, tombs: man.Tombs, bottom: plan.Bottom}
-	// Compaction runs beside the writes it serves: it lets other goroutines
-	// run every 64 keys (a millisecond or less) rather than keep its P for
-	// Go's 10 ms time slice while a WAL put back from its fsync, or a
-	// request, waits for one. On two cores the WAL puts over 8 ms halved,
-	// and remote write's p99 fell by a seventh (docs/benchmarks.md).
-	keys := 0
-	for ok := it.seekGE(nil); ok; {
-		if keys++; keys%64 == 0 {
-			runtime.Gosched()
+	// merge writes the entries of the tables of part.
+	merge := func(part *manifest) error {
+		it := newCompactionIter(ctx, db.s, part)
+		defer it.close()
+		// Compaction runs beside the writes it serves: it lets other
+		// goroutines run every 64 keys (a millisecond or less) rather than
+		// keep its P for Go's 10 ms time slice while a WAL put back from its
+		// fsync, or a request, waits for one. On two cores the WAL puts over
+		// 8 ms halved, and remote write's p99 fell by a seventh
+		// (docs/benchmarks.md).
+		keys := 0
+		for ok := it.seekGE(nil); ok; {
+			if keys++; keys%64 == 0 {
+				runtime.Gosched()
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if w != nil && w.EstimatedSize() >= db.opts.TargetTableBytes {
+				if err := finishTable(); err != nil {
+					return err
+				}
+			}
+			ok = c.key(it, emit)
+			if c.err != nil {
+				return c.err
+			}
 		}
-		if err := ctx.Err(); err != nil {
-			return err
+		if err := it.err(); err != nil {
+			return fmt.Errorf("lsm compaction: read sources: %w", err)
 		}
-		if w != nil && w.EstimatedSize() >= db.opts.TargetTableBytes {
+		return nil
+	}
+	for _, step := range moveOrMerge(src.man, man.Tombs, db.opts.TargetTableBytes/minMoveFraction) {
+		if step.move == nil {
+			if err := merge(step.merge); err != nil {
+				return err
+			}
+			continue
+		}
+		if w != nil {
 			if err := finishTable(); err != nil {
 				return err
 			}
 		}
-		ok = c.key(it, emit)
-		if c.err != nil {
-			return c.err
-		}
-	}
-	if err := it.err(); err != nil {
-		return fmt.Errorf("lsm compaction: read sources: %w", err)
+		out = append(out, *step.move)
+		moved += step.move.Size
+		nMoved++
 	}
 	if w != nil {
 		if err := finishTable(); err != nil {
 			return err
 		}
 	}
+	isOut := setOf(made)
 	err := db.commit(func(next *manifest) error {
 		if !sourcesPresent(next, src.man) {
 			return errSourcesGone
@@ -400,13 +429,10 @@ func (db *DB) runCompaction(ctx context.Context, man *manifest, plan *compaction
 		next.Runs = runs
 		// The output holds nothing the snapshot's tombstones delete; those
 		// that reach no other table are done.
+		// (Moved tables are not the output's: no tombstone reaches them.)
 		applied := map[uint64]bool{}
 		for _, rt := range man.Tombs {
 			applied[rt.seq] = true
-		}
-		isOut := map[string]bool{}
-		for _, t := range out {
-			isOut[t.ID] = true
 		}
 		tombs := next.Tombs[:0:0]
 		for _, rt := range next.Tombs {
@@ -423,8 +449,103 @@ func (db *DB) runCompaction(ctx context.Context, man *manifest, plan *compaction
 	db.m.compactions[plan.Lane].Inc()
 	db.compactionsDone.Add(1)
 	db.m.compactionBytes[plan.Lane].Add(float64(written))
-	db.logger.Info("lsm: compaction done", "plan", plan.String(), "tables", len(out), "bytes", written, "took", time.Since(start))
+	db.m.compactionMoved[plan.Lane].Add(float64(moved))
+	db.logger.Info("lsm: compaction done", "plan", plan.String(), "tables", len(out), "bytes", written,
+		"moved_tables", nMoved, "moved_bytes", moved, "took", time.Since(start))
 	return nil
+}
+
+// minMoveFraction: a compaction moves a table of at least
+// TargetTableBytes/minMoveFraction; smaller ones are merged with their
+// neighbours, so that runs do not collect many small tables (each is an
+// object, and an entry in every manifest written).
+const minMoveFraction = 8
+
+// compactionStep is one step of a compaction's output, in key order: a
+// source table moved as it is, or sources merged.
+type compactionStep struct {
+	move  *tableMeta
+	merge *manifest // L0 tables and runs (each a part of a source run)
+}
+
+// moveOrMerge splits the sources of a compaction into steps in key order.
+// Sources that overlap, directly or through others, make a group; a group
+// of one table at least minMove bytes that no tombstone of tombs may reach
+// is moved, and consecutive other groups are merged together. The entries of
+// one key are all in one group, so a move never keeps apart what the merge
+// would fold.
+func moveOrMerge(src *manifest, tombs []rangeTomb, minMove int64) []compactionStep {
+	type source struct {
+		t   *tableMeta
+		l0  int // index in src.L0, or -1
+		run int // index in src.Runs when l0 < 0
+	}
+	var all []source
+	for i := range src.L0 {
+		all = append(all, source{t: &src.L0[i], l0: i})
+	}
+	for r := range src.Runs {
+		for i := range src.Runs[r].Tables {
+			all = append(all, source{t: &src.Runs[r].Tables[i], l0: -1, run: r})
+		}
+	}
+	slices.SortStableFunc(all, func(a, b source) int { return bytes.Compare(a.t.SmallestKey, b.t.SmallestKey) })
+	var (
+		steps   []compactionStep
+		pending []source // the groups to merge next
+	)
+	flush := func() {
+		if len(pending) == 0 {
+			return
+		}
+		part := &manifest{}
+		// Sources keep the order reads rank them in: L0 newest first, then
+		// runs newest first, each run's tables in key order.
+		slices.SortStableFunc(pending, func(a, b source) int {
+			switch {
+			case a.l0 >= 0 && b.l0 >= 0:
+				return a.l0 - b.l0
+			case a.l0 >= 0:
+				return -1
+			case b.l0 >= 0:
+				return 1
+			}
+			return a.run - b.run
+		})
+		lastRun := -1
+		for _, s := range pending {
+			switch {
+			case s.l0 >= 0:
+				part.L0 = append(part.L0, *s.t)
+			case s.run != lastRun:
+				part.Runs = append(part.Runs, sortedRun{ID: src.Runs[s.run].ID, Tables: []tableMeta{*s.t}})
+				lastRun = s.run
+			default:
+				r := &part.Runs[len(part.Runs)-1]
+				r.Tables = append(r.Tables, *s.t)
+			}
+		}
+		steps = append(steps, compactionStep{merge: part})
+		pending = nil
+	}
+	for i := 0; i < len(all); {
+		j, largest := i+1, all[i].t.LargestKey
+		for j < len(all) && bytes.Compare(all[j].t.SmallestKey, largest) <= 0 {
+			if bytes.Compare(all[j].t.LargestKey, largest) > 0 {
+				largest = all[j].t.LargestKey
+			}
+			j++
+		}
+		if t := all[i].t; j == i+1 && t.Size >= minMove && !slices.ContainsFunc(tombs, func(rt rangeTomb) bool { return tombHits(t, &rt) }) {
+			flush()
+			steps = append(steps, compactionStep{move: t})
+		} else {
+			pending = append(pending, all[i:j]...)
+		}
+		i = j
+	}
+	flush()
+	return steps
 }
 
 // sourcesPresent reports whether every table of src is still in m.
@@ -462,7 +583,7 @@ func newCompactionIter(ctx context.Context, s *store, man *manifest) *mergeIter 
 			first = append(first, &r.tables[0])
 		}
 	}
-	s.openAll(ctx, first)
+	s.openAll(ctx, first, nil)
 	return m
 }
 

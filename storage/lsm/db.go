@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -85,6 +86,7 @@ type DB struct {
 	commitMu sync.Mutex // serialises manifest commits
 	manID    uint64
 	man      *manifest // latest committed; guarded by commitMu and mu for writes
+	l0Depth  int       // l0Depth(man.L0), under mu
 
 	inflightMu sync.Mutex
 	inflight   map[string]bool // tables being written, protected from GC
@@ -350,6 +352,8 @@ func (db *DB) publishLocked() {
 	}
 	db.m.memtableBytes.Set(float64(b))
 	db.m.l0Tables.Set(float64(len(db.man.L0)))
+	db.l0Depth = l0Depth(db.man.L0)
+	db.m.l0Depth.Set(float64(db.l0Depth))
 	db.m.sortedRuns.Set(float64(len(db.man.Runs)))
 }
 
@@ -411,7 +415,54 @@ func (db *DB) stalledLocked() bool {
 	if db.unflushedLocked() > db.opts.MaxUnflushedBytes || db.walBytes > db.opts.MaxUnflushedBytes {
 		return true
 	}
-	return db.opts.CompactionInterval > 0 && len(db.man.L0) >= db.opts.L0StallTables
+	// Reads consult the L0 tables that hold a key's range: writes stall on
+	// that depth, not on the count, which tables of disjoint ranges (one
+	// memtable split by Components.FlushSplit, or keys written in order)
+	// raise without costing a read more. The count has a bound too: every
+	// table is in the manifest each commit writes.
+	return db.opts.CompactionInterval > 0 &&
+		(db.l0Depth >= db.opts.L0StallTables || len(db.man.L0) >= l0MaxTablesFactor*db.opts.L0StallTables)
+}
+
+// l0MaxTablesFactor times L0StallTables stalls writes whatever L0's depth.
+const l0MaxTablesFactor = 4
+
+// l0Depth returns the most tables of ts whose key ranges hold one key.
+func l0Depth(ts []tableMeta) int {
+	if len(ts) < 2 {
+		return len(ts)
+	}
+	type edge struct {
+		key []byte
+		end bool
+	}
+	edges := make([]edge, 0, 2*len(ts))
+	for i := range ts {
+		edges = append(edges, edge{ts[i].SmallestKey, false}, edge{ts[i].LargestKey, true})
+	}
+	// Ranges are closed: at one key, starts count before ends.
+	slices.SortFunc(edges, func(a, b edge) int {
+		if c := bytes.Compare(a.key, b.key); c != 0 {
+			return c
+		}
+		switch {
+		case a.end == b.end:
+			return 0
+		case a.end:
+			return 1
+		}
+		return -1
+	})
+	depth, most := 0, 0
+	for _, e := range edges {
+		if e.end {
+			depth--
+		} else {
+			depth++
+			most = max(most, depth)
+		}
+	}
+	return most
 }
 
 // Put sets key to value with the DB's default write options.
@@ -616,13 +667,22 @@ func (db *DB) flushImms() error {
 	}
 }
 
-// flushMemtable writes m as one L0 table and commits it.
+// flushMemtable writes m as L0 tables (one, or one a region with
+// Components.FlushSplit) and commits them.
 func (db *DB) flushMemtable(m *memtable) error {
-	// The table stays protected from GC until the manifest names it.
-	id := newTableID(db.clock.Now())
-	db.protect(id, true)
-	defer db.protect(id, false)
-	meta, err := db.writeL0(m, id)
+	// The tables stay protected from GC until the manifest names them.
+	var ids []string
+	defer func() {
+		for _, id := range ids {
+			db.protect(id, false)
+		}
+	}()
+	metas, err := db.writeL0(m, func() string {
+		id := newTableID(db.clock.Now())
+		db.protect(id, true)
+		ids = append(ids, id)
+		return id
+	})
 	if err != nil {
 		return err
 	}
@@ -632,9 +692,9 @@ func (db *DB) flushMemtable(m *memtable) error {
 		return err
 	}
 	err = db.commit(func(next *manifest) error {
-		if meta != nil {
-			next.L0 = append([]tableMeta{*meta}, next.L0...)
-		}
+		// One memtable's tables have disjoint key ranges: their order
+		// among themselves does not matter to reads.
+		next.L0 = append(slices.Clip(metas), next.L0...)
 		next.Tombs = append(next.Tombs, m.rangeTombs()...)
 		next.LastSeq = max(next.LastSeq, m.maxSeq)
 		next.ReplayAfter = max(next.ReplayAfter, m.walID)
@@ -651,17 +711,24 @@ func (db *DB) flushMemtable(m *memtable) error {
 		return err
 	}
 	db.m.flushes.Inc()
-	db.logger.Debug("lsm: memtable flushed", "entries", m.count.Load(), "wal", m.walID)
+	db.logger.Debug("lsm: memtable flushed", "entries", m.count.Load(), "tables", len(metas), "wal", m.walID)
 	kick(db.compKick)
 	return nil
 }
 
-// writeL0 writes the entries of m as the L0 table id and returns its meta, or
-// nil when no entry survives. Entries a range tombstone of the same memtable
-// deletes are left out: the tombstone enters the manifest with the table, so
-// no view could see them (keys written and range-deleted between two
-// flushes cost no table bytes).
-func (db *DB) writeL0(m *memtable, id string) (*tableMeta, error) {
+// writeL0 writes the entries of m as L0 tables named by newID and returns
+// their metas in key order, none when no entry survives. Entries a range
+// tombstone of the same memtable deletes are left out: the tombstone enters
+// the manifest with the tables, so no view could see them (keys written and
+// range-deleted between two flushes cost no table bytes).
+//
+// With Components.FlushSplit a new table starts where it says a region of
+// the key space ends: data written together in different parts of the key
+// space (a new partition's series entries, an old one's sample blocks)
+// lands in tables whose ranges do not overlap, so L0's depth stays low and
+// compaction moves the tables no other one overlaps instead of rewriting
+// them.
+func (db *DB) writeL0(m *memtable, newID func() string) ([]tableMeta, error) {
 	if m.count.Load() == 0 {
 		return nil, nil
 	}
@@ -674,34 +741,62 @@ func (db *DB) writeL0(m *memtable, id string) (*tableMeta, error) {
 		}
 		return false
 	}
-	// The table is about the memtable's key and value bytes (less when its
+	// A table is about its memtable's key and value bytes (less when its
 	// blocks compress): one allocation of that size instead of a buffer
 	// doubling past it, with two copies alive at each growth.
-	hint := m.size.Load() - m.count.Load()*nodeOverhead + 1<<20
-	data, info, err := buildTable(db.opts.Table, db.comp.OperandInterval, hint, func(add func(e *entry) error) error {
-		it := memIter{m: m}
-		for ok := it.seekGE(nil); ok; ok = it.next() {
-			e := it.entry()
-			if covered(&e) {
-				continue
-			}
-			if err := add(&e); err != nil {
-				return err
+	remaining := m.size.Load() - m.count.Load()*nodeOverhead
+	var (
+		out  []tableMeta
+		buf  bytes.Buffer
+		w    *sst.Writer
+		last []byte
+	)
+	finish := func() error {
+		info, err := w.Finish()
+		w = nil
+		if err != nil {
+			return fmt.Errorf("lsm: build l0 table: %w", err)
+		}
+		if info.NumEntries == 0 {
+			return nil
+		}
+		id := newID()
+		if err := db.s.putTable(db.ctx, id, buf.Bytes()); err != nil {
+			return fmt.Errorf("lsm: write l0 table: %w", err)
+		}
+		remaining -= info.Size
+		out = append(out, tableMetaFromInfo(id, info))
+		return nil
+	}
+	split := db.comp.FlushSplit
+	it := memIter{m: m}
+	for ok := it.seekGE(nil); ok; ok = it.next() {
+		e := it.entry()
+		if covered(&e) {
+			continue
+		}
+		if w != nil && split != nil && !bytes.Equal(last, e.key) && split(last, e.key) {
+			if err := finish(); err != nil {
+				return nil, err
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("lsm: build l0 table: %w", err)
+		if w == nil {
+			buf.Reset()
+			buf.Grow(int(max(remaining, 0) + 1<<20))
+			w = sst.NewWriter(&buf, db.opts.Table)
+			w.SetInterval(db.comp.OperandInterval)
+		}
+		if err := w.Add(sst.Entry{Key: e.key, Seq: e.seq, Kind: sst.Kind(e.kind), Value: e.value}); err != nil {
+			return nil, fmt.Errorf("lsm: build l0 table: %w", err)
+		}
+		last = append(last[:0], e.key...)
 	}
-	if info.NumEntries == 0 {
-		return nil, nil
+	if w != nil {
+		if err := finish(); err != nil {
+			return nil, err
+		}
 	}
-	if err := db.s.putTable(db.ctx, id, data); err != nil {
-		return nil, fmt.Errorf("lsm: write l0 table: %w", err)
-	}
-	t := tableMetaFromInfo(id, info)
-	return &t, nil
+	return out, nil
 }
 
 func (db *DB) protect(id string, on bool) {
@@ -712,27 +807,6 @@ func (db *DB) protect(id string, on bool) {
 	} else {
 		delete(db.inflight, id)
 	}
-}
-
-// buildTable writes the entries fed by each into one table in memory.
-func buildTable(opts sst.WriterOptions, iv sst.IntervalFunc, sizeHint int64, each func(add func(e *entry) error) error) ([]byte, sst.Info, error) {
-	var buf bytes.Buffer
-	if sizeHint > 0 {
-		buf.Grow(int(sizeHint))
-	}
-	w := sst.NewWriter(&buf, opts)
-	w.SetInterval(iv)
-	err := each(func(e *entry) error {
-		return w.Add(sst.Entry{Key: e.key, Seq: e.seq, Kind: sst.Kind(e.kind), Value: e.value})
-	})
-	if err != nil {
-		return nil, sst.Info{}, err
-	}
-	info, err := w.Finish()
-	if err != nil {
-		return nil, sst.Info{}, err
-	}
-	return buf.Bytes(), info, nil
 }
 
 // commit writes the next manifest version: edit changes a copy of the

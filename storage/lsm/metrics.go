@@ -12,6 +12,7 @@ type metrics struct {
 	flushes         prometheus.Counter
 	compactions     [2]prometheus.Counter // by compactionLane
 	compactionBytes [2]prometheus.Counter
+	compactionMoved [2]prometheus.Counter
 	bytesWritten    *prometheus.CounterVec
 	bytesRead       prometheus.Counter
 	putsLanded      prometheus.Counter
@@ -19,6 +20,7 @@ type metrics struct {
 	writerState     *prometheus.GaugeVec
 	lastPersist     prometheus.Gauge
 	l0Tables        prometheus.Gauge
+	l0Depth         prometheus.Gauge
 	sortedRuns      prometheus.Gauge
 	memtableBytes   prometheus.Gauge
 	walFlush        prometheus.Histogram
@@ -42,7 +44,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			"1 for the writer's current state: ok, retrying (object store requests failing), stuck (failing for 10s or more) or fenced.", "state"),
 		lastPersist: set.Gauge("shale_lsm_last_persist_timestamp_seconds",
 			"When a write to the object store last succeeded (Unix time); time() minus it is the time since the writer last persisted."),
-		l0Tables:      set.Gauge("shale_lsm_l0_tables", "Tables in L0 in the current manifest."),
+		l0Tables: set.Gauge("shale_lsm_l0_tables", "Tables in L0 in the current manifest."),
+		l0Depth: set.Gauge("shale_lsm_l0_depth",
+			"The most L0 tables of the current manifest that hold one key's range: what a read may consult in L0, and what stalls writes at L0StallTables."),
 		sortedRuns:    set.Gauge("shale_lsm_sorted_runs", "Sorted runs in the current manifest."),
 		memtableBytes: set.Gauge("shale_lsm_memtable_bytes", "Bytes held by the mutable and immutable memtables."),
 		walFlush: set.Histogram(prometheus.HistogramOpts{
@@ -59,9 +63,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	compactions := set.CounterVec("shale_lsm_compactions_total", "Compactions committed, by lane: l0 (L0 tables with the newest small runs) or runs (large runs merged beside it).", "lane")
 	compactionBytes := set.CounterVec("shale_lsm_compaction_written_bytes_total", "Bytes of tables written by compactions, by lane.", "lane")
+	compactionMoved := set.CounterVec("shale_lsm_compaction_moved_bytes_total",
+		"Bytes of tables that compactions moved into their output unchanged (no other source overlapped them), by lane.", "lane")
 	for _, l := range []compactionLane{laneL0, laneRuns} {
 		m.compactions[l] = compactions.WithLabelValues(l.String())
 		m.compactionBytes[l] = compactionBytes.WithLabelValues(l.String())
+		m.compactionMoved[l] = compactionMoved.WithLabelValues(l.String())
 	}
 	if err := set.Err(); err != nil {
 		return nil, fmt.Errorf("lsm: register metrics: %w", err)

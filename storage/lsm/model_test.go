@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/shaledb/shale/storage/objstore"
 )
 
@@ -146,6 +148,10 @@ type modelConfig struct {
 	background bool
 	seed       uint64
 	steps      int
+	// regions splits flushes at the tens digit of the key and writes one
+	// region at a time, mostly: L0 tables then often overlap no other, and
+	// compactions move them.
+	regions bool
 }
 
 // TestModel runs random writes, flushes, compactions, GC, crashes and
@@ -162,9 +168,11 @@ func TestModel(t *testing.T) {
 		}
 		cfgs = append(cfgs, modelConfig{wal: true, faults: true, background: true, seed: seed, steps: 400})
 		cfgs = append(cfgs, modelConfig{wal: false, faults: true, background: true, seed: seed, steps: 400})
+		cfgs = append(cfgs, modelConfig{wal: true, faults: true, regions: true, seed: seed, steps: 400})
+		cfgs = append(cfgs, modelConfig{wal: false, faults: true, background: true, regions: true, seed: seed, steps: 400})
 	}
 	for _, cfg := range cfgs {
-		t.Run(fmt.Sprintf("wal=%v/faults=%v/background=%v/seed=%d", cfg.wal, cfg.faults, cfg.background, cfg.seed), func(t *testing.T) {
+		t.Run(fmt.Sprintf("wal=%v/faults=%v/background=%v/regions=%v/seed=%d", cfg.wal, cfg.faults, cfg.background, cfg.regions, cfg.seed), func(t *testing.T) {
 			t.Parallel()
 			runModel(t, objstore.NewMemoryBucket(), cfg)
 		})
@@ -203,8 +211,17 @@ func runModel(t *testing.T, base objstore.Bucket, cfg modelConfig) {
 		}
 	}
 	comp := Components{Clock: clock, Merge: concatMerge}
+	if cfg.regions {
+		opts.TargetTableBytes = 1 << 10
+		comp.FlushSplit = func(prev, key []byte) bool { return prev[1] != key[1] }
+	}
 	db := openDB(t, fb, opts, comp)
 	defer func() { db.Close() }()
+	// moved counts the bytes compactions moved, over every DB opened.
+	var moved float64
+	movedBy := func(db *DB) float64 {
+		return testutil.ToFloat64(db.m.compactionMoved[laneL0]) + testutil.ToFloat64(db.m.compactionMoved[laneRuns])
+	}
 	rdr, err := OpenReader(ctx, base, "db", ReaderOptions{ReplayWAL: true, RetryBackoff: time.Millisecond}, comp)
 	if err != nil {
 		t.Fatal(err)
@@ -215,8 +232,12 @@ func runModel(t *testing.T, base objstore.Bucket, cfg modelConfig) {
 	durable := model{} // what must survive a crash
 	inflight := 0
 	var b Batch
+	step := 0
 	randOp := func() modelOp {
 		k := modelKey(rnd.IntN(modelKeys))
+		if cfg.regions && rnd.IntN(5) > 0 {
+			k = modelKey((step/25)%(modelKeys/10)*10 + rnd.IntN(10))
+		}
 		switch r := rnd.IntN(100); {
 		case r < 45:
 			return modelOp{kind: kindPut, key: k, value: fmt.Sprintf("v%d", rnd.IntN(1000))}
@@ -231,6 +252,7 @@ func runModel(t *testing.T, base objstore.Bucket, cfg modelConfig) {
 	}
 	reopen := func(why string) {
 		t.Helper()
+		moved += movedBy(db)
 		db = openDB(t, fb, opts, comp)
 		if cfg.wal {
 			durable = live.clone()
@@ -239,7 +261,7 @@ func runModel(t *testing.T, base objstore.Bucket, cfg modelConfig) {
 		}
 		checkModel(t, rnd, db, live, why)
 	}
-	for step := 0; step < cfg.steps; step++ {
+	for ; step < cfg.steps; step++ {
 		switch r := rnd.IntN(100); {
 		case r < 70:
 			op := randOp()
@@ -324,6 +346,9 @@ func runModel(t *testing.T, base objstore.Bucket, cfg modelConfig) {
 	checkModel(t, rnd, db, live, "end")
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
+	}
+	if moved += movedBy(db); cfg.regions && moved == 0 {
+		t.Error("no compaction moved a table: the run did not test moves")
 	}
 	if err := rdr.Refresh(ctx); err != nil {
 		t.Fatal(err)

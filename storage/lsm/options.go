@@ -62,6 +62,13 @@ type Components struct {
 	// them (Iterator.SetInterval). Writers and readers of one bucket may
 	// differ here: a table written without it is read whole.
 	OperandInterval IntervalFunc
+	// FlushSplit, if set, says whether a memtable flush starts a new L0
+	// table between two consecutive keys (prev < key): where one region of
+	// the caller's key space ends and another begins. Tables of different
+	// regions then do not overlap, so writes to one region do not deepen
+	// L0 for the others, and a compaction moves a table that no other one
+	// overlaps into its output instead of rewriting it.
+	FlushSplit func(prev, key []byte) bool
 }
 
 // Interval is the closed interval [Lo, Hi] of Iterator.SetInterval.
@@ -110,10 +117,14 @@ type Options struct {
 	// not yet in L0 hold more than this.
 	MaxUnflushedBytes int64
 
-	// L0CompactionTrigger starts a compaction once L0 has this many tables.
+	// L0CompactionTrigger starts a compaction once L0 is this many tables
+	// deep: this many hold one key's range (tables of disjoint ranges, as
+	// Components.FlushSplit makes, add to the count, not the depth), or
+	// once it holds L0StallTables tables.
 	L0CompactionTrigger int
-	// L0StallTables blocks writers while L0 has this many tables (only when
-	// background compaction runs).
+	// L0StallTables blocks writers while L0 is this many tables deep, or
+	// holds four times as many tables (only when background compaction
+	// runs).
 	L0StallTables int
 	// MaxSortedRuns merges the newest runs once there are more than this.
 	MaxSortedRuns int

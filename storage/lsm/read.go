@@ -150,7 +150,7 @@ func get(ctx context.Context, s *store, v *view, snap uint64, key []byte, merge 
 			candidates = append(candidates, &v.man.Runs[i].Tables[j])
 		}
 	}
-	s.openAll(ctx, candidates)
+	s.openAll(ctx, candidates, v.man.L0)
 	var sentsBuf [4]sst.Entry
 	sents := sentsBuf[:0]
 	consult := func(t *tableMeta) error {
@@ -510,7 +510,7 @@ func newInternalIter(ctx context.Context, s *store, v *view, snap uint64, lower,
 		}
 		m.children = append(m.children, &runIter{ctx: ctx, s: s, tables: ts, lower: lower, upper: upper})
 	}
-	s.openAll(ctx, first)
+	s.openAll(ctx, first, v.man.L0)
 	return m
 }
 

@@ -113,7 +113,7 @@ func TestIteratorReadAhead(t *testing.T) {
 			all = append(all, &r.Tables[i])
 		}
 	}
-	db.s.openAll(ctx, all)
+	db.s.openAll(ctx, all, nil)
 	rb.take()
 	lo, hi := key(100), key(200)
 	wantK, wantV := scan(plain, false, lo, hi)
@@ -142,7 +142,7 @@ func TestIteratorReadAhead(t *testing.T) {
 	c := cachetest.NewMap()
 	cold := openDB(t, rb, opts, Components{Cache: c})
 	defer cold.Close()
-	cold.s.openAll(ctx, all)
+	cold.s.openAll(ctx, all, nil)
 	rb.take()
 	for pass := range 2 {
 		gotK, gotV = scan(cold, true, lo, hi)

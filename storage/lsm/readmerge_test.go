@@ -65,12 +65,13 @@ func TestCompactionDropsReplacedBlocks(t *testing.T) {
 	ctx := context.Background()
 	c := cachetest.NewMap()
 	db, _ := openMemDB(t, testOptions(), Components{Cache: c})
-	for round := 0; round < 4; round++ {
-		flushKeys(t, db, fmt.Sprintf("r%d-", round), 50)
+	// Four tables over one range: the compaction merges them.
+	for range 4 {
+		flushKeys(t, db, "r-", 50)
 	}
 	before := db.viewp.Load().man.tableIDs()
-	for round := 0; round < 4; round++ {
-		if _, ok := mustGet(t, db, fmt.Sprintf("r%d-0007", round)); !ok {
+	for _, k := range []string{"r-0007", "r-0042"} {
+		if _, ok := mustGet(t, db, k); !ok {
 			t.Fatal("key missing")
 		}
 	}

@@ -394,14 +394,29 @@ func (s *store) table(ctx context.Context, t *tableMeta) (*sst.Table, error) {
 }
 
 // openAll opens, in parallel, the tables of ts not opened yet, so that a
-// cold read pays one round of meta reads instead of one per table. Errors
-// are left for the table call that needs the handle.
-func (s *store) openAll(ctx context.Context, ts []*tableMeta) {
+// read that consults several of them waits for one round of object reads.
+// When one is missing, so are the L0 tables of l0 not opened yet: a flush
+// writes one table a region of the key space (Components.FlushSplit), and a
+// read that goes from one region to the next (the registry, then postings,
+// then series) would otherwise open each region's tables a round after the
+// last.
+func (s *store) openAll(ctx context.Context, ts []*tableMeta, l0 []tableMeta) {
 	var missing []*tableMeta
 	s.mu.Lock()
 	for _, t := range ts {
 		if s.tables[t.ID] == nil {
 			missing = append(missing, t)
+		}
+	}
+	if len(missing) > 0 && len(l0) > 0 {
+		seen := make(map[string]bool, len(missing))
+		for _, t := range missing {
+			seen[t.ID] = true
+		}
+		for i := range l0 {
+			if t := &l0[i]; s.tables[t.ID] == nil && !seen[t.ID] {
+				missing = append(missing, t)
+			}
 		}
 	}
 	s.mu.Unlock()

@@ -231,7 +231,7 @@ func prefetchRanges(ctx context.Context, s *store, man *manifest, ranges []KeyRa
 			}
 		})
 	}
-	s.openAll(ctx, open)
+	s.openAll(ctx, open, man.L0)
 	var (
 		mu      sync.Mutex
 		errs    []error
@@ -408,7 +408,7 @@ func rangeBytes(ctx context.Context, s *store, man *manifest, lower, upper []byt
 			tables = append(tables, &ts[j])
 		}
 	}
-	s.openAll(ctx, tables)
+	s.openAll(ctx, tables, nil)
 	var n int64
 	for _, t := range tables {
 		h, err := s.table(ctx, t)
