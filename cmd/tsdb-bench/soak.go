@@ -13,6 +13,7 @@ package main
 //	make soak-short   # 15 min
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -238,6 +239,9 @@ type resSample struct {
 	cpu     float64
 	load1   float64 // the machine's 1-minute load average; NaN if unread
 	selfRSS float64 // the harness's own RSS in bytes
+	// l0Depth is shale_lsm_l0_depth, what stalls writes; NaN when /metrics
+	// did not answer or the writer does not export it.
+	l0Depth float64
 }
 
 type queryPoint struct {
@@ -704,7 +708,7 @@ func (r *soakRun) pollReady(ctx context.Context, base string) {
 	}
 }
 
-// sampleResources samples the writer's RSS and L0 tables every SampleEvery.
+// sampleResources samples the writer's RSS and L0 every SampleEvery.
 func (r *soakRun) sampleResources(ctx context.Context, base string) {
 	client := &http.Client{Timeout: 2 * time.Second}
 	defer client.CloseIdleConnections()
@@ -714,7 +718,7 @@ func (r *soakRun) sampleResources(ctx context.Context, base string) {
 	var profiled float64          // the writer's RSS at the last heap profile
 	var lastProfile time.Time
 	for {
-		s := resSample{at: r.since(), rss: math.NaN(), l0: math.NaN(), cpu: math.NaN(), load1: loadAverage()}
+		s := resSample{at: r.since(), rss: math.NaN(), l0: math.NaN(), l0Depth: math.NaN(), cpu: math.NaN(), load1: loadAverage()}
 		if pid := r.proc.pid(); pid > 0 {
 			if rss, _, err := procMemory(pid); err == nil {
 				s.rss = float64(rss)
@@ -742,10 +746,16 @@ func (r *soakRun) sampleResources(ctx context.Context, base string) {
 		}
 		if req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil); err == nil {
 			if resp, err := client.Do(req); err == nil {
-				if v, ok := sumMetric(resp.Body, "shale_lsm_l0_tables"); ok && resp.StatusCode == http.StatusOK {
-					s.l0 = v
-				}
+				body, err := io.ReadAll(resp.Body)
 				resp.Body.Close()
+				if err == nil && resp.StatusCode == http.StatusOK {
+					if v, ok := sumMetric(bytes.NewReader(body), "shale_lsm_l0_tables"); ok {
+						s.l0 = v
+					}
+					if v, ok := sumMetric(bytes.NewReader(body), "shale_lsm_l0_depth"); ok {
+						s.l0Depth = v
+					}
+				}
 			}
 		}
 		if ctx.Err() != nil {

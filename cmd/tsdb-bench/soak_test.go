@@ -417,8 +417,8 @@ func TestRecoveryTimes(t *testing.T) {
 func TestSoakSVG(t *testing.T) {
 	s := time.Second
 	nan := math.NaN()
-	samples := []resSample{{0, 50 << 20, 1, 0, 0.5, 0}, {5 * s, 60 << 20, 3, 1, 0.7, 0}, {10 * s, nan, nan, 1, nan, 0}, {15 * s, 55 << 20, 2, 1.5, 1, 0},
-		{50 * s, 55 << 20, 2, 31.5, 1.2, 0}}
+	samples := []resSample{{0, 50 << 20, 1, 0, 0.5, 0, 1}, {5 * s, 60 << 20, 3, 1, 0.7, 0, 2}, {10 * s, nan, nan, 1, nan, 0, nan}, {15 * s, 55 << 20, 2, 1.5, 1, 0, 1},
+		{50 * s, 55 << 20, 2, 31.5, 1.2, 0, 1}}
 	attempts := []rwAttempt{{at: s, status: 204}, {at: 6 * s, status: 503}, {at: 11 * s, status: -1}}
 	events := []soakEventRecord{{Kind: "SIGKILL", Start: 8 * s, Ref: 8 * s}, {Kind: "outage (refuse)", Start: 9 * s, Ref: 12 * s},
 		{Kind: "unplanned exit", Start: 13 * s, Ref: -1}}
@@ -426,7 +426,7 @@ func TestSoakSVG(t *testing.T) {
 	if err := xml.Unmarshal([]byte(svg), new(struct{})); err != nil {
 		t.Fatalf("not well-formed: %v", err)
 	}
-	for _, want := range []string{"writer RSS (MiB)", "L0 tables", "#f4b6b6", "stroke-dasharray=\"4,3\"", "writer CPU (cores", "load avg 1m"} {
+	for _, want := range []string{"writer RSS (MiB)", "L0 tables", "L0 depth", "#f4b6b6", "stroke-dasharray=\"4,3\"", "writer CPU (cores", "load avg 1m"} {
 		if !strings.Contains(svg, want) {
 			t.Errorf("SVG lacks %q", want)
 		}
@@ -461,8 +461,8 @@ func TestSoakReport(t *testing.T) {
 			{Kind: "unplanned exit", Start: 120 * s, Ref: 122 * s, Exit: &fenced},
 		},
 		polls: []readyPoll{{59 * s, 200}, {61 * s, -1}, {63 * s, 503}, {64 * s, 200}, {121 * s, -1}, {125 * s, 200}},
-		samples: []resSample{{0, 50 << 20, 1, 0, 0.5, 100 << 20}, {5 * s, 60 << 20, 3, 1, 0.7, 120 << 20},
-			{65 * s, 60 << 20, 3, 121, 1.5, 110 << 20}},
+		samples: []resSample{{0, 50 << 20, 1, 0, 0.5, 100 << 20, 1}, {5 * s, 60 << 20, 3, 1, 0.7, 120 << 20, 2},
+			{65 * s, 60 << 20, 3, 121, 1.5, 110 << 20, 1}},
 		storedAtEnd: 200, storedFinal: 300,
 		queries: []queryPoint{{at: s, latency: 5 * time.Millisecond, ok: true}, {at: 2 * s, kind: "connection refused"},
 			{at: 3 * s, kind: "HTTP 503 unavailable"}, {at: 4 * s, kind: "HTTP 503 unavailable"}},
@@ -489,6 +489,8 @@ func TestSoakReport(t *testing.T) {
 		"| writer CPU, busiest minute | 1.86 cores |",
 		"| machine load average (1 min) median / max during the load | 0.7 / 1.5 on",
 		"| harness (tsdb-bench) RSS peak | 120 MiB |",
+		"| L0 depth (compaction debt: writes stall at 24) max / last | 2 / 1 |",
+		"| L0 tables max / last | 3 / 3 |",
 		"| stored bytes at the end of the load | 200 (5 bytes per acknowledged sample) |",
 		"| stored bytes after the final clean stop | 300 (7.5 bytes per acknowledged sample) |",
 		"| samples in attempts without a 2xx (refused, failed or unanswered; retried) | 0 |",

@@ -240,13 +240,16 @@ func (r *soakRun) figures(attempts []rwAttempt, ackTimes []float32, gaveUp, reje
 	add("time to acknowledge p99 (retries included)", fmt.Sprintf("%s ms (max %s ms)", fmtNum(percentile(ack, 99)), fmtNum(percentile(ack, 100))))
 	add("query p50 / p99 (dashboards and alerts, successful)", queryLatencies(r.queries))
 	add("query errors", queryErrors(r.queries, r.firstQueryErr))
-	var rss, l0 []float64
+	var rss, l0, l0d []float64
 	for _, s := range r.samples {
 		if !math.IsNaN(s.rss) {
 			rss = append(rss, s.rss/(1<<20))
 		}
 		if !math.IsNaN(s.l0) {
 			l0 = append(l0, s.l0)
+		}
+		if !math.IsNaN(s.l0Depth) {
+			l0d = append(l0d, s.l0Depth)
 		}
 	}
 	first, last := math.NaN(), math.NaN()
@@ -284,7 +287,10 @@ func (r *soakRun) figures(attempts []rwAttempt, ackTimes []float32, gaveUp, reje
 	if r.heapPeak != "" {
 		add("heap profile near the RSS peak", r.heapPeak)
 	}
-	add("L0 tables (compaction debt) max / last", fmt.Sprintf("%s / %s", fmtNum(percentile(l0, 100)), fmtNum(lastL0)))
+	if len(l0d) > 0 {
+		add("L0 depth (compaction debt: writes stall at 24) max / last", fmt.Sprintf("%s / %s", fmtNum(percentile(l0d, 100)), fmtNum(l0d[len(l0d)-1])))
+	}
+	add("L0 tables max / last", fmt.Sprintf("%s / %s", fmtNum(percentile(l0, 100)), fmtNum(lastL0)))
 	add("object-store requests", fmt.Sprintf("%s per hour, $%.2f a month at S3 list prices", fmtNum(costTotal.PerHour), costTotal.USDPerMonth))
 	var fk []string
 	var injected int64
@@ -578,13 +584,14 @@ func (r *soakRun) writeReport(stdout io.Writer) error {
 func soakSVG(title string, elapsed time.Duration, samples []resSample, attempts []rwAttempt, events []soakEventRecord) string {
 	const w, chartH, x0, cw = 960, 170, 70, 700
 	xMax := math.Max(elapsed.Seconds(), 1)
-	var rss, l0, load [][2]float64
+	var rss, l0, l0d, load [][2]float64
 	for _, s := range samples {
 		if s.at.Seconds() > xMax {
 			continue
 		}
 		rss = append(rss, [2]float64{s.at.Seconds(), s.rss / (1 << 20)})
 		l0 = append(l0, [2]float64{s.at.Seconds(), s.l0})
+		l0d = append(l0d, [2]float64{s.at.Seconds(), s.l0Depth})
 		load = append(load, [2]float64{s.at.Seconds(), s.load1})
 	}
 	var cores [][2]float64
@@ -636,7 +643,7 @@ func soakSVG(title string, elapsed time.Duration, samples []resSample, attempts 
 	}{
 		{"writer RSS (MiB)", [][][2]float64{rss}, []string{"RSS"}, []string{"#1f77b4"}},
 		{"writer CPU (cores, per 30 s) and the machine's load average", [][][2]float64{cores, load}, []string{"writer cores", "load avg 1m"}, []string{"#17becf", "#7f7f7f"}},
-		{"L0 tables (compaction debt)", [][][2]float64{l0}, []string{"L0 tables"}, []string{"#8c564b"}},
+		{"L0 tables, and L0 depth (compaction debt: writes stall at 24)", [][][2]float64{l0, l0d}, []string{"L0 tables", "L0 depth"}, []string{"#8c564b", "#d62728"}},
 		{fmt.Sprintf("remote-write attempts per %s by outcome", width), rw, names, colors},
 	}
 	for i, p := range panels {
