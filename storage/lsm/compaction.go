@@ -62,11 +62,10 @@ func planCompaction(m *manifest, o *Options, lane compactionLane, busy map[uint6
 	return planRuns(m, o, busy)
 }
 
-// planL0 merges every L0 table, once L0 is L0CompactionTrigger deep (or
-// holds L0StallTables tables of ranges that overlap less), with the newest
-// free runs while each is no larger than SizeRatio times
-// what is taken before it and all stays under RunLaneBytes. With too few L0
-// tables and no run busy, it rewrites the runs a range tombstone still
+// planL0 merges every L0 table, once L0 is L0CompactionTrigger tables deep
+// (or holds L0StallTables tables, however shallow), with the newest free runs
+// while each is no larger than SizeRatio times what is taken before it and
+// all stays under RunLaneBytes. With too few L0 tables and no run busy, it rewrites the runs a range tombstone still
 // reaches (and all that is newer), so the deleted entries and the tombstone
 // can go.
 func planL0(m *manifest, o *Options, busy map[uint64]bool) *compactionPlan {

@@ -5,14 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-
-	"github.com/shaledb/shale/storage/objstore"
 )
 
 // splitFirstByte is a Components.FlushSplit with one region per first byte.
@@ -63,20 +60,6 @@ func checkRunsSorted(t *testing.T, m *manifest) {
 			}
 		}
 	}
-}
-
-func readObject(t *testing.T, b objstore.Bucket, name string) []byte {
-	t.Helper()
-	r, err := b.Get(context.Background(), name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	data, err := io.ReadAll(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
 }
 
 // TestFlushSplitsRegions flushes one memtable holding three regions: with
@@ -155,7 +138,6 @@ func TestCompactionMovesTablesNoOtherOverlaps(t *testing.T) {
 	if d := l0Depth(before.L0); d != 2 {
 		t.Fatalf("L0 depth %d before compaction, want 2 (the b tables)", d)
 	}
-	aBytes := readObject(t, bucket, newPaths("db").sst(byFirst['a'][0].ID))
 
 	if err := db.Compact(context.Background()); err != nil {
 		t.Fatal(err)
@@ -181,15 +163,15 @@ func TestCompactionMovesTablesNoOtherOverlaps(t *testing.T) {
 			}
 		}
 	}
-	if got := readObject(t, bucket, newPaths("db").sst(byFirst['a'][0].ID)); !bytes.Equal(got, aBytes) {
-		t.Fatal("the moved a table's object changed")
-	}
 	movedWant := float64(byFirst['a'][0].Size + byFirst['c'][0].Size)
 	if got := testutil.ToFloat64(db.m.compactionMoved[laneL0]); got != movedWant {
 		t.Fatalf("shale_lsm_compaction_moved_bytes_total{lane=l0} = %v, want %v", got, movedWant)
 	}
-	if got := testutil.ToFloat64(db.m.compactionBytes[laneL0]); got <= 0 || got >= float64(before.L0[0].Size+before.L0[1].Size+before.L0[2].Size+before.L0[3].Size+before.L0[4].Size) {
-		t.Fatalf("shale_lsm_compaction_written_bytes_total{lane=l0} = %v: want the b and d tables' bytes only", got)
+	// The b tables merge into fewer bytes than they hold (keys b100-b199
+	// twice); the a and c tables are not written again.
+	merged := byFirst['b'][0].Size + byFirst['b'][1].Size + byFirst['d'][0].Size
+	if got := testutil.ToFloat64(db.m.compactionBytes[laneL0]); got <= 0 || got > float64(merged) {
+		t.Fatalf("shale_lsm_compaction_written_bytes_total{lane=l0} = %v: want more than 0, at most the b and d tables' %d bytes", got, merged)
 	}
 	checkRange(t, db, "a", 0, 200, "a1")
 	checkRange(t, db, "b", 0, 100, "b1")
