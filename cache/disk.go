@@ -16,6 +16,8 @@ import (
 	"syscall"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/shaledb/shale/internal/writeback"
 )
 
 // diskTier is the local-disk tier: blocks appended as checksummed records to
@@ -74,6 +76,11 @@ type segment struct {
 	hashes  []uint64  // key hashes of its records, to clean the index on eviction
 	locs    []diskLoc // while active: its records, for the footer
 	sealed  bool      // renamed to its final name
+	// wb: the writeback of the bytes written so far is started a
+	// writeback.Chunk at a time (the tier's writer alone touches it): left
+	// to the kernel, tens of MiB of cache go to the disk at once, and the
+	// WAL's fsyncs on the same disk wait behind them.
+	wb writeback.Progress
 }
 
 type writeReq struct {
@@ -631,6 +638,7 @@ func (d *diskTier) write(key string, value []byte, class Class) error {
 	if _, err := writeAt(seg.f, value, seg.size+int64(len(d.buf))); err != nil {
 		return fmt.Errorf("cache: write segment %d: %w", seg.id, err)
 	}
+	seg.wb.Wrote(seg.f, seg.size+n)
 	loc := diskLoc{seg: seg.id, off: uint32(seg.size), size: uint32(n), class: class}
 	seg.locs = append(seg.locs, loc)
 	d.mu.Lock()

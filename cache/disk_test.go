@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/shaledb/shale/internal/writeback"
 )
 
 // segmentFiles lists the finished segment files of a disk tier directory.
@@ -569,4 +571,25 @@ func TestDiskTierDiskFull(t *testing.T) {
 		t.Errorf("%d of %d writes made (%d failed): the tier did not make room", s.DiskWrites, n, c.ctr.diskDrops[dropError].Load())
 	}
 	mustGet(t, c, testKey(n-1), testValue(n-1, size))
+}
+
+// TestDiskTierStartsWriteback: the writeback of a segment's bytes is started
+// as they are written, every whole writeback.Chunk, not left to the kernel.
+func TestDiskTierStartsWriteback(t *testing.T) {
+	o := diskOptions(t)
+	o.DiskBytes = 64 << 20
+	o.DiskSegmentBytes = 16 << 20
+	c := newTestCache(t, o)
+	const size = 3 << 19 // 1.5 MiB
+	for i := range 3 {
+		c.Set(testKey(i), testValue(i, size), ClassData)
+	}
+	c.Flush()
+	if s := c.Stats(); s.DiskWrites != 3 {
+		t.Fatalf("%d disk writes, want 3 (drops %d)", s.DiskWrites, s.DiskWriteDrops)
+	}
+	seg := c.disk.active
+	if want := seg.size / writeback.Chunk * writeback.Chunk; want < 4<<20 || seg.wb.Started() != want {
+		t.Fatalf("segment of %d bytes: writeback started for %d, want %d", seg.size, seg.wb.Started(), want)
+	}
 }

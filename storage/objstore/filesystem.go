@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/shaledb/shale/internal/writeback"
 )
 
 // FilesystemBucket stores objects as files under a root directory: object
@@ -386,11 +388,14 @@ func (b *FilesystemBucket) writeDurable(ctx context.Context, name string, f *os.
 		n   int64
 		err error
 	)
+	// A large object goes to the disk while it is written, not all on its
+	// fsync, so other puts' fsyncs do not wait behind it (writeback).
+	w := io.MultiWriter(writeback.NewWriter(f), h)
 	if br, ok := r.(*bytes.Reader); ok {
-		// In memory (PutBytes): one write, not one per 32 KiB.
-		n, err = br.WriteTo(io.MultiWriter(f, h))
+		// In memory (PutBytes): one write a writeback.Chunk, not one per 32 KiB.
+		n, err = br.WriteTo(w)
 	} else {
-		n, err = io.Copy(io.MultiWriter(f, h), ctxReader{ctx, r})
+		n, err = io.Copy(w, ctxReader{ctx, r})
 	}
 	if err != nil {
 		return Attributes{}, fmt.Errorf("put %s: write: %w", name, err)

@@ -6,6 +6,7 @@ import (
 	"crypto/md5"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -16,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/shaledb/shale/internal/writeback"
 )
 
 func newFS(t *testing.T) *FilesystemBucket {
@@ -426,4 +429,48 @@ func listAllNames(t *testing.T, b Bucket) []string {
 		t.Fatal(err)
 	}
 	return names
+}
+
+// TestFilesystemLargePut: objects of several writeback chunks, from memory
+// and from a stream, plain, if absent and through the temporary name (no
+// O_TMPFILE), read back whole with the ETag of their content.
+func TestFilesystemLargePut(t *testing.T) {
+	ctx := t.Context()
+	data := make([]byte, 3*writeback.Chunk+12345)
+	for i := range data {
+		data[i] = byte(i*7 + i/4096)
+	}
+	for _, tc := range []struct {
+		name    string
+		opts    PutOptions
+		stream  bool
+		unnamed bool
+	}{
+		{"bytes", PutOptions{}, false, true},
+		{"stream", PutOptions{}, true, true},
+		{"bytes if absent", PutOptions{IfAbsent: true}, false, true},
+		{"stream if absent", PutOptions{IfAbsent: true}, true, true},
+		{"stream if absent, temporary name", PutOptions{IfAbsent: true}, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newFS(t)
+			b.unnamed = b.unnamed && tc.unnamed
+			var err error
+			if tc.stream {
+				_, err = b.Put(ctx, "big", struct{ io.Reader }{bytes.NewReader(data)}, int64(len(data)), tc.opts)
+			} else {
+				_, err = PutBytes(ctx, b, "big", data, tc.opts)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := ReadAll(ctx, b, "big")
+			if err != nil || !bytes.Equal(got, data) {
+				t.Fatalf("read back %d bytes (%v), want the %d put", len(got), err, len(data))
+			}
+			if a, err := b.Attributes(ctx, "big"); err != nil || a.ETag != contentETag(data) || a.Size != int64(len(data)) {
+				t.Fatalf("attributes = %+v, %v; want size %d, ETag %s", a, err, len(data), contentETag(data))
+			}
+		})
+	}
 }
