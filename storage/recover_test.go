@@ -16,8 +16,8 @@ import (
 // TestRecoverManySeries: a restart recovers each series of the open
 // partition from the forward index, over several of loadForwardLocked's
 // batches, with its labels and its ref (a series created after the restart
-// gets the next one); a forward index with a gap in its refs fails the open,
-// and its scan stops (goleak checks that none is left behind).
+// gets the next one); a forward index with a gap in its refs fails the open
+// with a message naming both refs, and leaves no goroutine behind (goleak).
 func TestRecoverManySeries(t *testing.T) {
 	ctx := context.Background()
 	opts := DefaultOptions()

@@ -65,9 +65,9 @@ func planCompaction(m *manifest, o *Options, lane compactionLane, busy map[uint6
 // planL0 merges every L0 table, once L0 is L0CompactionTrigger tables deep
 // (or holds L0StallTables tables, however shallow), with the newest free runs
 // while each is no larger than SizeRatio times what is taken before it and
-// all stays under RunLaneBytes. With too few L0 tables and no run busy, it rewrites the runs a range tombstone still
-// reaches (and all that is newer), so the deleted entries and the tombstone
-// can go.
+// all stays under RunLaneBytes. With too few L0 tables and no run busy, it
+// rewrites the runs a range tombstone still reaches (and all that is newer),
+// so the deleted entries and the tombstone can go.
 func planL0(m *manifest, o *Options, busy map[uint64]bool) *compactionPlan {
 	p := compactionPlan{Lane: laneL0}
 	last := -1 // index in m.Runs of the oldest run taken
