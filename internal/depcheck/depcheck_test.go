@@ -50,11 +50,12 @@ var allowed = map[string][]string{
 	"internal/extralabel":           {},
 	"internal/race":                 {},
 	"internal/writeback":            {},
+	"internal/fsync":                {},
 }
 
 // leaves may be imported by every package. Each imports no Shale package (its
 // rule above is empty), so importing one can never close a cycle.
-var leaves = []string{"corrupt", "internal/promreg", "internal/jsonenc", "internal/httpcompress", "internal/extralabel", "internal/writeback"}
+var leaves = []string{"corrupt", "internal/promreg", "internal/jsonenc", "internal/httpcompress", "internal/extralabel", "internal/writeback", "internal/fsync"}
 
 // upstreamOnly lists upstream packages only one Shale package may import.
 // An empty owner means none may (their tests may): web/api/v1 would bring

@@ -20,6 +20,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/shaledb/shale/internal/fsync"
 	"github.com/shaledb/shale/internal/writeback"
 )
 
@@ -35,6 +36,8 @@ import (
 // Every write goes to a temporary file in the object's directory, is fsynced,
 // then renamed over the final name (without replacing, for IfAbsent), and the
 // directory is fsynced, so a crash leaves either the old object or the new one.
+// The fsyncs go through internal/fsync: on Linux the goroutine waiting for the
+// disk leaves its scheduler P to other goroutines meanwhile.
 // Temporary names start with TempFilePrefix; object names whose path elements
 // start with it are refused, and listings skip such files.
 //
@@ -412,7 +415,7 @@ func (b *FilesystemBucket) writeDurable(ctx context.Context, name string, f *os.
 			b.noXattr.Store(true)
 		}
 	}
-	if err := f.Sync(); err != nil {
+	if err := fsync.File(f); err != nil {
 		return Attributes{}, fmt.Errorf("put %s: fsync: %w", name, err)
 	}
 	st, err := f.Stat()
@@ -544,17 +547,7 @@ func (b *FilesystemBucket) mkdirAll(dir string) error {
 	return nil
 }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
+func syncDir(dir string) error { return fsync.Dir(dir) }
 
 func (b *FilesystemBucket) Delete(ctx context.Context, name string) error {
 	if err := ctx.Err(); err != nil {

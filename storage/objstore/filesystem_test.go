@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shaledb/shale/internal/fsync"
 	"github.com/shaledb/shale/internal/writeback"
 )
 
@@ -470,6 +471,47 @@ func TestFilesystemLargePut(t *testing.T) {
 			}
 			if a, err := b.Attributes(ctx, "big"); err != nil || a.ETag != contentETag(data) || a.Size != int64(len(data)) {
 				t.Fatalf("attributes = %+v, %v; want size %d, ETag %s", a, err, len(data), contentETag(data))
+			}
+		})
+	}
+}
+
+// TestFilesystemSyncsThroughAIO: a put fsyncs its file and its folder, a
+// delete its folder, through internal/fsync, so that the goroutine waiting
+// for the disk leaves its P to others where the kernel allows AIO.
+func TestFilesystemSyncsThroughAIO(t *testing.T) {
+	if !fsync.Async() {
+		t.Skip("this kernel refuses AIO: the bucket's fsyncs are f.Sync's")
+	}
+	ctx := t.Context()
+	for _, tc := range []struct {
+		name    string
+		opts    PutOptions
+		unnamed bool
+	}{
+		{"plain", PutOptions{}, true},
+		{"if absent", PutOptions{IfAbsent: true}, true},
+		{"if absent, temporary name", PutOptions{IfAbsent: true}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newFS(t)
+			b.unnamed = b.unnamed && tc.unnamed
+			if _, err := PutBytes(ctx, b, "d/first", []byte("x"), PutOptions{}); err != nil {
+				t.Fatal(err) // makes the folder d
+			}
+			before := fsync.Completed()
+			if _, err := PutBytes(ctx, b, "d/second", []byte("durable"), tc.opts); err != nil {
+				t.Fatal(err)
+			}
+			if got := fsync.Completed() - before; got != 2 {
+				t.Fatalf("put: %d fsyncs through AIO, want 2 (the file, the folder)", got)
+			}
+			before = fsync.Completed()
+			if err := b.Delete(ctx, "d/second"); err != nil {
+				t.Fatal(err)
+			}
+			if got := fsync.Completed() - before; got != 1 {
+				t.Fatalf("delete: %d fsyncs through AIO, want 1 (the folder)", got)
 			}
 		})
 	}
