@@ -143,6 +143,15 @@ func shared() *aio {
 	return sharedAIO
 }
 
+// completedAIO returns how many fsyncs the process's AIO context has done.
+func completedAIO() int64 {
+	shared() // set up, or found refused
+	if sharedAIO == nil {
+		return 0
+	}
+	return sharedAIO.completed.Load()
+}
+
 // newAIO sets up an AIO context and its eventfd. The process keeps them
 // until it exits, as the runtime keeps its epoll descriptor.
 func newAIO(k kernel) (*aio, error) {
@@ -165,12 +174,13 @@ func newAIO(k kernel) (*aio, error) {
 	}, nil
 }
 
-// sync fsyncs f through AIO and waits for it; ok is false when AIO did not
-// take the fsync (nothing was done: the caller calls f.Sync).
-func (a *aio) sync(f *os.File) (err error, ok bool) {
+// sync fsyncs f through AIO and waits for it, returning its error; done is
+// false when AIO did not take the fsync (nothing was done: the caller calls
+// f.Sync).
+func (a *aio) sync(f *os.File) (done bool, err error) {
 	rc, err := f.SyscallConn()
 	if err != nil {
-		return nil, false
+		return false, nil
 	}
 	w := &waiter{wake: make(chan struct{}, 1)}
 	a.mu.Lock()
@@ -194,14 +204,14 @@ func (a *aio) sync(f *os.File) (err error, ok bool) {
 		}
 		// EAGAIN (ring full), EINVAL (a file without fsync, a kernel
 		// before 4.18): this one goes through f.Sync.
-		return nil, false
+		return false, nil
 	}
 	a.await(w)
 	a.completed.Add(1)
 	if w.res < 0 {
-		return &os.PathError{Op: "sync", Path: f.Name(), Err: syscall.Errno(-w.res)}, true
+		return true, &os.PathError{Op: "sync", Path: f.Name(), Err: syscall.Errno(-w.res)}
 	}
-	return nil, true
+	return true, nil
 }
 
 // await returns once w's fsync completed, reading completions itself while

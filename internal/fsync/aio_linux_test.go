@@ -130,7 +130,7 @@ func startSync(t *testing.T, a *aio, fk *fakeKernel, f *os.File) (iocb, chan syn
 	t.Helper()
 	res := make(chan syncResult, 1)
 	go func() {
-		err, ok := a.sync(f)
+		ok, err := a.sync(f)
 		res <- syncResult{err, ok}
 	}()
 	select {
@@ -291,7 +291,7 @@ func TestAIOSubmitRefused(t *testing.T) {
 		{syscall.EINVAL, false},
 	} {
 		a, _ := newFake(t, c.err)
-		if err, ok := a.sync(f); ok || err != nil {
+		if ok, err := a.sync(f); ok || err != nil {
 			t.Errorf("%v: sync returned %v, %v; want nil, false", c.err, err, ok)
 		}
 		if got := a.refused.Load(); got != c.refused {

@@ -2,14 +2,13 @@
 
 package fsync
 
-import (
-	"os"
-	"sync/atomic"
-)
+import "os"
 
 // aio is AIO where the system has it; elsewhere File calls f.Sync.
-type aio struct{ completed atomic.Int64 }
+type aio struct{}
 
 func shared() *aio { return nil }
 
-func (*aio) sync(*os.File) (error, bool) { return nil, false }
+func (*aio) sync(*os.File) (bool, error) { return false, nil }
+
+func completedAIO() int64 { return 0 }

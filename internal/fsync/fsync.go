@@ -24,7 +24,7 @@ import (
 // File commits f's content and metadata to stable storage, as f.Sync.
 func File(f *os.File) error {
 	if a := shared(); a != nil {
-		if err, ok := a.sync(f); ok {
+		if done, err := a.sync(f); done {
 			return err
 		}
 	}
@@ -50,9 +50,4 @@ func Async() bool { return shared() != nil }
 
 // Completed returns how many fsyncs File and Dir have done through AIO
 // since the process started.
-func Completed() int64 {
-	if a := shared(); a != nil {
-		return a.completed.Load()
-	}
-	return 0
-}
+func Completed() int64 { return completedAIO() }

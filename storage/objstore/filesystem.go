@@ -364,7 +364,7 @@ func (b *FilesystemBucket) Put(ctx context.Context, name string, r io.Reader, si
 		}
 		committed = true
 	}
-	if err := syncDir(dir); err != nil {
+	if err := fsync.Dir(dir); err != nil {
 		return Attributes{}, fmt.Errorf("put %s: fsync directory: %w", name, err)
 	}
 	return attrs, nil
@@ -462,7 +462,7 @@ func (b *FilesystemBucket) putUnnamed(ctx context.Context, name, final, dir stri
 	if err != nil {
 		return Attributes{}, createErr(name, final, err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := fsync.Dir(dir); err != nil {
 		return Attributes{}, fmt.Errorf("put %s: fsync directory: %w", name, err)
 	}
 	return attrs, nil
@@ -529,7 +529,7 @@ func (b *FilesystemBucket) mkdirAll(dir string) error {
 		err := os.Mkdir(cur, 0o755)
 		switch {
 		case err == nil:
-			if err := syncDir(parent); err != nil {
+			if err := fsync.Dir(parent); err != nil {
 				return err
 			}
 		case errors.Is(err, fs.ErrExist):
@@ -546,8 +546,6 @@ func (b *FilesystemBucket) mkdirAll(dir string) error {
 	}
 	return nil
 }
-
-func syncDir(dir string) error { return fsync.Dir(dir) }
 
 func (b *FilesystemBucket) Delete(ctx context.Context, name string) error {
 	if err := ctx.Err(); err != nil {
@@ -570,7 +568,7 @@ func (b *FilesystemBucket) Delete(ctx context.Context, name string) error {
 		return fmt.Errorf("delete %s: %w", name, err)
 	}
 	dir := filepath.Dir(p)
-	if err := syncDir(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := fsync.Dir(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("delete %s: fsync directory: %w", name, err)
 	}
 	// Best effort: drop directories left empty, up to the root, unless a
