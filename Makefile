@@ -102,6 +102,9 @@ lint: $(TOOLS)/staticcheck
 	if [ -n "$$out" ]; then echo "gofmt -w these files:"; echo "$$out"; exit 1; fi
 	$(GO) vet -stdmethods=false $(PKGS)
 	$(TOOLS)/staticcheck $(PKGS)
+	@# The server and its tools build for macOS and FreeBSD too.
+	GOOS=darwin GOARCH=arm64 $(GO) vet -stdmethods=false $(PKGS)
+	GOOS=freebsd GOARCH=amd64 $(GO) build -o /dev/null $(PKGS)
 
 # Runs every fuzz target for FUZZTIME each: a duration (20s) or a number of
 # inputs (4000x). CI gives a number: a duration arms the coordinator's

@@ -121,7 +121,7 @@ func (p *shaleProc) start() (time.Time, error) {
 	}
 	cmd := exec.Command(p.bin, p.args...)
 	cmd.Stdout, cmd.Stderr = lf, lf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = childAttr()
 	if err := cmd.Start(); err != nil {
 		return time.Time{}, fmt.Errorf("start %s: %w", p.bin, err)
 	}

@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/shaledb/shale/internal/proc"
@@ -159,7 +158,7 @@ func (s *system) start(ctx context.Context) error {
 	s.logFile = lf
 	s.cmd = exec.Command(s.bin, s.args()...)
 	s.cmd.Stdout, s.cmd.Stderr = lf, lf
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	s.cmd.SysProcAttr = childAttr()
 	if err := s.cmd.Start(); err != nil {
 		lf.Close()
 		return fmt.Errorf("start %s: %w", s.bin, err)

@@ -20,7 +20,7 @@ import (
 func maxConnections(flag int) (limit int, soft, hard uint64) {
 	var rl syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err == nil {
-		soft, hard = rl.Cur, rl.Max
+		soft, hard = uint64(rl.Cur), uint64(rl.Max) // int64 on the BSDs
 	}
 	switch {
 	case flag > 0:

@@ -17,7 +17,6 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/common/promslog"
 	promslogflag "github.com/prometheus/common/promslog/flag"
-	"golang.org/x/sys/unix"
 
 	"github.com/shaledb/shale/cache"
 	"github.com/shaledb/shale/importer"
@@ -238,13 +237,6 @@ func importAlone(ctx context.Context, cfg *importConfig, src importer.Source, op
 		logger.Info("storage closed", "duration", time.Since(start))
 	}()
 	return importer.Run(ctx, src, importer.NewAppendableSink(importAppendable{db}, logger), opts)
-}
-
-// isTerminal reports whether f is a terminal (the progress bar is redrawn
-// in place there).
-func isTerminal(f *os.File) bool {
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
 }
 
 // importAppendable lets the importer append to the storage, with the
