@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -258,10 +259,26 @@ func (a *aio) handOverLocked() {
 	}
 }
 
+// The reaper looks for completions again after firstLook, then after twice
+// as long each time, up to maxLook, even if the eventfd has not been seen
+// to count one (reap).
+const (
+	firstLook = 200 * time.Microsecond
+	maxLook   = time.Millisecond
+)
+
 // reap hands out completions until w's is among them.
+//
+// Between looks it is parked on the eventfd, which the runtime's network
+// poller watches; but a poller with every P busy is consulted only by the
+// runtime's monitor, up to 10 ms later, while a read deadline is a timer
+// that a P runs at its next scheduling point. Under load, WAL puts took
+// 6-8 ms at the median for 0.6 ms of disk work. So each read ends at the
+// next look at the latest, and the completions already there are taken.
 func (a *aio) reap(w *waiter) {
 	var count [8]byte
 	block := false
+	look := firstLook
 	for {
 		n, err := a.k.getevents(a.ctx, a.events, block)
 		if err != nil && !errors.Is(err, syscall.EINTR) {
@@ -276,8 +293,13 @@ func (a *aio) reap(w *waiter) {
 		if n > 0 || block {
 			continue
 		}
-		// Parked until the next completion is counted.
-		if _, err := a.efd.Read(count[:]); err != nil {
+		// Parked until the next completion is counted, or the next look.
+		if err := a.efd.SetReadDeadline(time.Now().Add(look)); err != nil {
+			block = true
+			continue
+		}
+		look = min(2*look, maxLook)
+		if _, err := a.efd.Read(count[:]); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 			block = true
 		}
 	}
