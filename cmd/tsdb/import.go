@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/common/promslog"
 	promslogflag "github.com/prometheus/common/promslog/flag"
+	"golang.org/x/term"
 
 	"github.com/shaledb/shale/cache"
 	"github.com/shaledb/shale/importer"
@@ -143,7 +144,8 @@ func runImport(ctx context.Context, cfg *importConfig, logger *slog.Logger) (imp
 	opts.ProgressInterval = cfg.progressEvery
 	if !cfg.noProgress {
 		opts.Progress = os.Stderr
-		opts.Terminal = isTerminal(os.Stderr)
+		// A terminal gets its progress bar redrawn in place.
+		opts.Terminal = term.IsTerminal(int(os.Stderr.Fd()))
 	}
 	if err := opts.Validate(); err != nil {
 		return importer.Summary{}, err
