@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"syscall"
 	"testing"
@@ -45,7 +46,22 @@ func TestAIOManyAtOnce(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	// A waiter left without a reader (a hand-over bug) would wait for
+	// ever: fail with the goroutines' stacks instead of at the test
+	// binary's timeout.
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		stacks := make([]byte, 1<<20)
+		stacks = stacks[:runtime.Stack(stacks, true)]
+		t.Fatalf("fsyncs still waiting after a minute, %d of %d completed; goroutines:\n%s",
+			a.completed.Load()-before, goroutines*each, stacks)
+	}
 	close(errs)
 	for err := range errs {
 		t.Error(err)
