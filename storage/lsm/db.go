@@ -60,9 +60,10 @@ type DB struct {
 	walFlight []*walBuf // started and not acknowledged, in id order
 	walDue    bool      // the flush interval passed since walCur was started
 	// walWriters counts writes announced with ExpectLog and not yet
-	// appended; walSealedAt is when the last WAL object was sealed
-	// (Options.WALMinInterval).
-	walWriters  int
+	// appended (an atomic: ExpectLog counts without taking mu, the others
+	// change and read it under mu); walSealedAt is when the last WAL object
+	// was sealed (Options.WALMinInterval).
+	walWriters  atomic.Int64
 	walSealedAt time.Time
 	walBytes    int64 // bytes of sealed WAL objects not yet acknowledged
 	// walFree holds the buffers of stored WAL objects for the next ones

@@ -81,17 +81,19 @@ func (db *DB) AppendLog(rec []byte) (LogWait, error) {
 // AppendExpectedLog, or CancelLog, soon. While any announced record has not
 // been appended, the WAL object being filled waits for the others; once none
 // is on its way it may go before its interval (Options.WALMinInterval).
+//
+// It takes no lock: every remote-write request calls it on arrival. An
+// announcement that comes as the object is being sealed early only puts its
+// record in the next object.
 func (db *DB) ExpectLog() {
-	db.mu.Lock()
-	db.walWriters++
-	db.mu.Unlock()
+	db.walWriters.Add(1)
 }
 
 // CancelLog withdraws an ExpectLog whose record will not come.
 func (db *DB) CancelLog() {
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	db.walWriters--
+	db.walWriters.Add(-1)
 	db.sealEarlyLocked()
 }
 
@@ -105,7 +107,7 @@ func (db *DB) appendLog(rec []byte, expected bool) (LogWait, error) {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if expected {
-		db.walWriters--
+		db.walWriters.Add(-1)
 	}
 	if !db.opts.WALEnabled {
 		return LogWait{}, ErrNoWAL

@@ -81,7 +81,7 @@ func (db *DB) Status() Status {
 		Manifest:           db.manID,
 		LastWAL:            db.lastWALID,
 		PendingWALObjects:  len(db.walQueue) + len(db.walFlight),
-		ExpectedLogRecords: db.walWriters,
+		ExpectedLogRecords: int(db.walWriters.Load()),
 		PendingWALBytes:    db.walBytes,
 		Immutable:          len(db.imms),
 	}

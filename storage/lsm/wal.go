@@ -182,7 +182,7 @@ func (db *DB) earlySeals() bool {
 // and how long until WALMinInterval has passed since the previous object was
 // sealed: 0 means now.
 func (db *DB) earlyWaitLocked() (time.Duration, bool) {
-	if !db.earlySeals() || db.walWriters > 0 || db.walCur == nil || db.walCur.n == 0 {
+	if !db.earlySeals() || db.walWriters.Load() > 0 || db.walCur == nil || db.walCur.n == 0 {
 		return 0, false
 	}
 	return max(db.opts.WALMinInterval-time.Since(db.walSealedAt), 0), true
