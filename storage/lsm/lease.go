@@ -102,10 +102,12 @@ const (
 // another writer's lease is fresh.
 var ErrLiveWriter = errors.New("lsm: another writer is live on this prefix")
 
-// writerLease is who holds the writer's lease.
-func writerLease(epoch uint64, addr string) []byte {
+// writerLease is who holds the writer's lease: the process, since when it
+// writes, and when it renewed the lease by its own clock.
+func writerLease(epoch uint64, addr string, started, renewed time.Time) []byte {
 	host, _ := os.Hostname()
-	b := fmt.Appendf(nil, "host=%s pid=%d epoch=%d started=%s", host, os.Getpid(), epoch, time.Now().UTC().Format(time.RFC3339))
+	b := fmt.Appendf(nil, "host=%s pid=%d epoch=%d started=%s renewed=%s", host, os.Getpid(), epoch,
+		started.UTC().Format(time.RFC3339), renewed.UTC().Format(time.RFC3339))
 	if addr != "" {
 		b = fmt.Appendf(b, " addr=%s", strings.ReplaceAll(addr, " ", ""))
 	}
@@ -123,8 +125,9 @@ func LeaseField(lease, key string) string {
 }
 
 // WriterLease returns the live writer's lease ("" when there is none, or
-// it is stale): host, pid, epoch, start time and, when the writer gave it
-// (Options.Address), where it serves. Parse it with LeaseField.
+// it is stale): host, pid, epoch, start time, last renewal and, when the
+// writer gave it (Options.Address), where it serves. Parse it with
+// LeaseField.
 func (r *Reader) WriterLease(ctx context.Context) (string, error) {
 	name := r.s.paths.writerLease()
 	attrs, err := r.s.attributes(ctx, name)
@@ -134,14 +137,31 @@ func (r *Reader) WriterLease(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if r.clock.Now().Sub(attrs.LastModified) >= writerLeaseTTL {
-		return "", nil
-	}
 	b, err := r.s.get(ctx, name)
 	if isNotFound(err) {
 		return "", nil
 	}
-	return string(b), err
+	if err != nil {
+		return "", err
+	}
+	if leaseAge(r.clock.Now(), attrs.LastModified, string(b)) >= writerLeaseTTL {
+		return "", nil
+	}
+	return string(b), nil
+}
+
+// leaseAge is how long ago a writer's lease was renewed: by the store's
+// clock (the object's time) or by the writer's (its renewed field),
+// whichever says more recently. A store whose clock is behind this host's
+// would otherwise make a live writer's lease look stale, and an import or
+// a second writer fence it without a word; the writer's own stamp, from a
+// host kept in time as this one (often this one), says it is live.
+func leaseAge(now, modified time.Time, lease string) time.Duration {
+	age := now.Sub(modified)
+	if renewed, err := time.Parse(time.RFC3339, LeaseField(lease, "renewed")); err == nil {
+		age = min(age, now.Sub(renewed))
+	}
+	return age
 }
 
 // checkLiveWriter looks for a fresh lease of another writer before this one
@@ -155,11 +175,17 @@ func (db *DB) checkLiveWriter(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("lsm open: read the writer lease: %w", err)
 	}
-	age := db.clock.Now().Sub(attrs.LastModified)
+	who, err := db.s.get(ctx, name)
+	if isNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("lsm open: read the writer lease: %w", err)
+	}
+	age := leaseAge(db.clock.Now(), attrs.LastModified, string(who))
 	if age >= writerLeaseTTL {
 		return nil
 	}
-	who, _ := db.s.get(ctx, name)
 	if leaseHolderGone(string(who)) {
 		db.logger.Info("lsm: the last writer's lease is fresh but its process is gone (a crash); taking over", "lease", string(who))
 		return nil
@@ -186,7 +212,7 @@ func leaseHolderGone(lease string) bool {
 
 // renewWriterLease writes the writer's lease.
 func (db *DB) renewWriterLease(ctx context.Context) error {
-	return db.s.put(ctx, "lease", db.s.paths.writerLease(), writerLease(db.epoch, db.opts.Address))
+	return db.s.put(ctx, "lease", db.s.paths.writerLease(), writerLease(db.epoch, db.opts.Address, db.openedAt, db.clock.Now()))
 }
 
 // dropWriterLease deletes the writer's lease (best effort, on Close).

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shaledb/shale/storage/objstore"
 )
@@ -39,6 +40,64 @@ func TestLiveWriterRefused(t *testing.T) {
 		t.Fatalf("write of the writer taken over: %v, want ErrFenced", err)
 	}
 	second.Close()
+}
+
+// storeClockBucket is a bucket whose clock is off by skew: the times it
+// gives objects are shifted by it.
+type storeClockBucket struct {
+	objstore.Bucket
+	skew time.Duration
+}
+
+func (b storeClockBucket) Attributes(ctx context.Context, name string) (objstore.Attributes, error) {
+	a, err := b.Bucket.Attributes(ctx, name)
+	a.LastModified = a.LastModified.Add(b.skew)
+	return a, err
+}
+
+// TestLiveWriterRefusedStoreClockBehind: a store whose clock is an hour
+// behind this host's makes the live writer's lease look an hour old; the
+// second writer still finds it live by the writer's own stamp (and a
+// reader names it), rather than fencing it without a word. A lease that
+// neither clock says was renewed lately is stale.
+func TestLiveWriterRefusedStoreClockBehind(t *testing.T) {
+	ctx := context.Background()
+	b := storeClockBucket{objstore.NewMemoryBucket(), -time.Hour}
+	opts := testOptions()
+	opts.RefuseLiveWriter = true
+	first := openDB(t, b, opts, Components{})
+	defer first.Close()
+	if _, err := Open(ctx, b, "db", opts, Components{Merge: concatMerge}); !errors.Is(err, ErrLiveWriter) {
+		t.Fatalf("second writer while the first is live, the store's clock an hour behind: %v, want ErrLiveWriter", err)
+	}
+	r, err := OpenReader(ctx, b, "db", DefaultReaderOptions(), Components{Merge: concatMerge})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if lease, err := r.WriterLease(ctx); err != nil || LeaseField(lease, "pid") == "" {
+		t.Fatalf("a reader sees no live writer: %q, %v", lease, err)
+	}
+	if err := first.Put(ctx, []byte("a"), []byte("1")); err != nil {
+		t.Fatalf("the first writer was disturbed: %v", err)
+	}
+
+	now := time.Now().Truncate(time.Second) // the lease says seconds
+	lease := string(writerLease(1, "", now.Add(-time.Hour), now.Add(-time.Minute)))
+	for _, c := range []struct {
+		modified time.Time
+		lease    string
+		want     time.Duration
+	}{
+		{now.Add(-time.Hour), lease, time.Minute},             // the store's clock behind
+		{now.Add(-10 * time.Second), lease, 10 * time.Second}, // the writer's clock behind
+		{now.Add(-2 * time.Minute), lease, time.Minute},       // stale by both
+		{now.Add(-2 * time.Minute), "host=a pid=1 epoch=1", 2 * time.Minute},
+	} {
+		if got := leaseAge(now, c.modified, c.lease).Round(time.Second); got != c.want {
+			t.Errorf("leaseAge(modified %s ago, %q) = %s, want %s", now.Sub(c.modified), c.lease, got, c.want)
+		}
+	}
 }
 
 // TestLeaseHolderGone: a lease of a process of this host that has exited is
