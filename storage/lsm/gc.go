@@ -205,7 +205,14 @@ func (db *DB) collectGarbage(ctx context.Context, grace, walGrace time.Duration)
 		return deletedCount(), fmt.Errorf("lsm gc: list reader leases: %w", err)
 	}
 	for _, o := range objs {
-		if o.LastModified.Before(now.Add(-10 * readerLeaseTTL)) {
+		if now.Sub(o.LastModified) > 10*readerLeaseTTL {
+			age, err := db.readerLeaseAge(ctx, now, o)
+			if err != nil {
+				return deletedCount(), fmt.Errorf("lsm gc: read reader lease: %w", err)
+			}
+			if age <= 10*readerLeaseTTL {
+				continue
+			}
 			if err := del(o.Name); err != nil {
 				return deletedCount(), err
 			}

@@ -10,12 +10,16 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/shaledb/shale/storage/objstore"
 )
 
 // Reader leases let a writer that closes cleanly know whether anyone may
-// still read older manifests. Each Reader keeps an empty object
-// readers/<id> and rewrites it every readerLeaseInterval; a lease not
-// rewritten for readerLeaseTTL is stale. With no live lease, Close deletes
+// still read older manifests. Each Reader keeps an object readers/<id>
+// holding when it last rewrote it by its own clock (renewed=<RFC 3339
+// time>) and rewrites it every readerLeaseInterval; a lease that neither
+// the store's clock nor that stamp says was rewritten within readerLeaseTTL
+// is stale (leaseAge). With no live lease, Close deletes
 // garbage at once instead of leaving it for the grace period (tables
 // replaced by compactions, WAL objects already in tables), so a stopped
 // writer's prefix holds only what its last manifest needs.
@@ -37,7 +41,8 @@ func (r *Reader) renewLease(ctx context.Context) error {
 	if !r.leaseAt.IsZero() && now.Sub(r.leaseAt) < readerLeaseInterval {
 		return nil
 	}
-	if err := r.s.put(ctx, "lease", r.s.paths.lease(r.leaseID), nil); err != nil {
+	stamp := "renewed=" + now.UTC().Format(time.RFC3339)
+	if err := r.s.put(ctx, "lease", r.s.paths.lease(r.leaseID), []byte(stamp)); err != nil {
 		return fmt.Errorf("lsm reader: write lease: %w", err)
 	}
 	r.leaseAt = now
@@ -59,14 +64,36 @@ func (db *DB) liveReaders(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	cutoff := db.clock.Now().Add(-readerLeaseTTL)
+	now := db.clock.Now()
 	n := 0
 	for _, o := range objs {
-		if o.LastModified.After(cutoff) {
+		age, err := db.readerLeaseAge(ctx, now, o)
+		if err != nil {
+			return 0, err
+		}
+		if age < readerLeaseTTL {
 			n++
 		}
 	}
 	return n, nil
+}
+
+// readerLeaseAge is leaseAge of the reader lease o, listed: its body is read
+// only when the store's clock alone says it is stale. A lease gone since the
+// listing is as old as can be.
+func (db *DB) readerLeaseAge(ctx context.Context, now time.Time, o objstore.Attributes) (time.Duration, error) {
+	age := now.Sub(o.LastModified)
+	if age < readerLeaseTTL {
+		return age, nil
+	}
+	b, err := db.s.get(ctx, o.Name)
+	if isNotFound(err) {
+		return age, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return leaseAge(now, o.LastModified, string(b)), nil
 }
 
 // collectAtClose deletes every object the latest manifest does not need
@@ -150,12 +177,13 @@ func (r *Reader) WriterLease(ctx context.Context) (string, error) {
 	return string(b), nil
 }
 
-// leaseAge is how long ago a writer's lease was renewed: by the store's
-// clock (the object's time) or by the writer's (its renewed field),
-// whichever says more recently. A store whose clock is behind this host's
-// would otherwise make a live writer's lease look stale, and an import or
-// a second writer fence it without a word; the writer's own stamp, from a
-// host kept in time as this one (often this one), says it is live.
+// leaseAge is how long ago a lease (a writer's or a reader's) was renewed:
+// by the store's clock (the object's time) or by its holder's (its renewed
+// field), whichever says more recently. A store whose clock is behind this
+// host's would otherwise make a live writer's lease look stale, and an
+// import or a second writer fence it without a word (or a writer's close
+// delete what a live reader reads); the holder's own stamp, from a host kept
+// in time as this one (often this one), says it is live.
 func leaseAge(now, modified time.Time, lease string) time.Duration {
 	age := now.Sub(modified)
 	if renewed, err := time.Parse(time.RFC3339, LeaseField(lease, "renewed")); err == nil {

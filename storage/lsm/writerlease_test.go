@@ -55,6 +55,46 @@ func (b storeClockBucket) Attributes(ctx context.Context, name string) (objstore
 	return a, err
 }
 
+func (b storeClockBucket) List(ctx context.Context, prefix, startAfter string, limit int) (objstore.ListPage, error) {
+	page, err := b.Bucket.List(ctx, prefix, startAfter, limit)
+	for i := range page.Objects {
+		page.Objects[i].LastModified = page.Objects[i].LastModified.Add(b.skew)
+	}
+	return page, err
+}
+
+// TestReaderLeaseStoreClockBehind: with the store's clock an hour behind,
+// a live reader's lease, which the store's clock alone says is an hour
+// old, is neither collected as a leftover nor ignored by a writer's close,
+// which keeps the garbage the reader may still read.
+func TestReaderLeaseStoreClockBehind(t *testing.T) {
+	ctx := context.Background()
+	b := storeClockBucket{objstore.NewMemoryBucket(), -time.Hour}
+	db := openDB(t, b, testOptions(), Components{})
+	rdr, err := OpenReader(ctx, b, "db", ReaderOptions{RetryBackoff: time.Millisecond}, Components{Merge: concatMerge})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdr.Close()
+	garbageRounds(t, db)
+	objects := func() int { return len(listNames(t, b, "db/sst/")) + len(listNames(t, b, "db/wal/")) }
+	before := objects()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := objects(); got != before {
+		t.Fatalf("close with a live reader (the store's clock behind) left %d of %d tables and WAL objects", got, before)
+	}
+	db = openDB(t, b, testOptions(), Components{})
+	defer db.Close()
+	if _, err := db.collectGarbage(ctx, time.Hour, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(listNames(t, b, "db/readers/")); n != 1 {
+		t.Fatalf("%d reader leases after a collection, want the live reader's", n)
+	}
+}
+
 // TestLiveWriterRefusedStoreClockBehind: a store whose clock is an hour
 // behind this host's makes the live writer's lease look an hour old; the
 // second writer still finds it live by the writer's own stamp (and a
