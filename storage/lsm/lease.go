@@ -41,7 +41,7 @@ func (r *Reader) renewLease(ctx context.Context) error {
 	if !r.leaseAt.IsZero() && now.Sub(r.leaseAt) < readerLeaseInterval {
 		return nil
 	}
-	stamp := "renewed=" + now.UTC().Format(time.RFC3339)
+	stamp := "renewed=" + leaseTime(now)
 	if err := r.s.put(ctx, "lease", r.s.paths.lease(r.leaseID), []byte(stamp)); err != nil {
 		return fmt.Errorf("lsm reader: write lease: %w", err)
 	}
@@ -134,7 +134,7 @@ var ErrLiveWriter = errors.New("lsm: another writer is live on this prefix")
 func writerLease(epoch uint64, addr string, started, renewed time.Time) []byte {
 	host, _ := os.Hostname()
 	b := fmt.Appendf(nil, "host=%s pid=%d epoch=%d started=%s renewed=%s", host, os.Getpid(), epoch,
-		started.UTC().Format(time.RFC3339), renewed.UTC().Format(time.RFC3339))
+		leaseTime(started), leaseTime(renewed))
 	if addr != "" {
 		b = fmt.Appendf(b, " addr=%s", strings.ReplaceAll(addr, " ", ""))
 	}
@@ -177,6 +177,12 @@ func (r *Reader) WriterLease(ctx context.Context) (string, error) {
 	return string(b), nil
 }
 
+// leaseTimeLayout is the layout of a lease's times (started, renewed):
+// leaseTime writes them, leaseAge reads renewed back.
+const leaseTimeLayout = time.RFC3339
+
+func leaseTime(t time.Time) string { return t.UTC().Format(leaseTimeLayout) }
+
 // leaseAge is how long ago a lease (a writer's or a reader's) was renewed:
 // by the store's clock (the object's time) or by its holder's (its renewed
 // field), whichever says more recently. A store whose clock is behind this
@@ -186,7 +192,7 @@ func (r *Reader) WriterLease(ctx context.Context) (string, error) {
 // in time as this one (often this one), says it is live.
 func leaseAge(now, modified time.Time, lease string) time.Duration {
 	age := now.Sub(modified)
-	if renewed, err := time.Parse(time.RFC3339, LeaseField(lease, "renewed")); err == nil {
+	if renewed, err := time.Parse(leaseTimeLayout, LeaseField(lease, "renewed")); err == nil {
 		age = min(age, now.Sub(renewed))
 	}
 	return age
